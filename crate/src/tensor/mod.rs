@@ -1,0 +1,10 @@
+//! Tensors: dtypes, ndarray-backed dense storage and sparse matrices.
+
+mod dtype;
+pub mod sparse;
+#[allow(clippy::module_inception)]
+mod tensor;
+
+pub use dtype::DType;
+pub use sparse::CsrMatrix;
+pub use tensor::{numel, Shape, Tensor};

@@ -1,0 +1,181 @@
+//! Compressed sparse row matrices: sparse node features (PubMed is 99% zeros) and
+//! adjacency for neighbour aggregation.
+
+use serde::{Deserialize, Serialize};
+
+/// A `nrows × ncols` f32 matrix in CSR form: row `r` holds the entries
+/// `indices[indptr[r]..indptr[r+1]]` with values at the same positions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CsrMatrix {
+    pub nrows: usize,
+    pub ncols: usize,
+    pub indptr: Vec<usize>,
+    pub indices: Vec<u32>,
+    pub values: Vec<f32>,
+}
+
+impl CsrMatrix {
+    /// Checks the invariants and builds the matrix; the error names what is wrong.
+    pub fn new(
+        nrows: usize,
+        ncols: usize,
+        indptr: Vec<usize>,
+        indices: Vec<u32>,
+        values: Vec<f32>,
+    ) -> Result<Self, String> {
+        if indptr.len() != nrows + 1 {
+            return Err(format!("CSR indptr has {} entries, expected nrows+1 = {}", indptr.len(), nrows + 1));
+        }
+        if indptr[0] != 0 || *indptr.last().unwrap() != indices.len() {
+            return Err(format!(
+                "CSR indptr must start at 0 and end at nnz = {} (got {}..{})",
+                indices.len(),
+                indptr[0],
+                indptr.last().unwrap()
+            ));
+        }
+        if indices.len() != values.len() {
+            return Err(format!("CSR has {} indices but {} values", indices.len(), values.len()));
+        }
+        if let Some(w) = indptr.windows(2).position(|w| w[1] < w[0]) {
+            return Err(format!("CSR indptr decreases at row {w}"));
+        }
+        if let Some(&c) = indices.iter().find(|&&c| c as usize >= ncols) {
+            return Err(format!("CSR column index {c} out of range for {ncols} columns"));
+        }
+        Ok(CsrMatrix { nrows, ncols, indptr, indices, values })
+    }
+
+    /// Builds from (row, col, value) triplets; duplicates are summed, columns sorted per row.
+    pub fn from_triplets(nrows: usize, ncols: usize, rows: &[u32], cols: &[u32], vals: &[f32]) -> Self {
+        assert_eq!(rows.len(), cols.len());
+        assert_eq!(rows.len(), vals.len());
+        let mut counts = vec![0usize; nrows + 1];
+        for &r in rows {
+            counts[r as usize + 1] += 1;
+        }
+        for i in 0..nrows {
+            counts[i + 1] += counts[i];
+        }
+        let mut next = counts.clone();
+        let mut idx = vec![0u32; rows.len()];
+        let mut val = vec![0f32; rows.len()];
+        for k in 0..rows.len() {
+            let r = rows[k] as usize;
+            idx[next[r]] = cols[k];
+            val[next[r]] = vals[k];
+            next[r] += 1;
+        }
+        // sort each row by column and merge duplicates
+        let mut indptr = Vec::with_capacity(nrows + 1);
+        let mut indices = Vec::with_capacity(rows.len());
+        let mut values = Vec::with_capacity(rows.len());
+        indptr.push(0);
+        let mut pairs: Vec<(u32, f32)> = Vec::new();
+        for r in 0..nrows {
+            pairs.clear();
+            pairs.extend((counts[r]..counts[r + 1]).map(|k| (idx[k], val[k])));
+            pairs.sort_by_key(|p| p.0);
+            for &(c, v) in &pairs {
+                if indices.len() > *indptr.last().unwrap() && *indices.last().unwrap() == c {
+                    *values.last_mut().unwrap() += v;
+                } else {
+                    indices.push(c);
+                    values.push(v);
+                }
+            }
+            indptr.push(indices.len());
+        }
+        CsrMatrix { nrows, ncols, indptr, indices, values }
+    }
+
+    /// Number of stored entries.
+    pub fn nnz(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// Row `r` as (column indices, values).
+    pub fn row(&self, r: usize) -> (&[u32], &[f32]) {
+        let (a, b) = (self.indptr[r], self.indptr[r + 1]);
+        (&self.indices[a..b], &self.values[a..b])
+    }
+
+    /// Dense row-major copy (for tests and small matrices only).
+    pub fn to_dense(&self) -> Vec<f32> {
+        let mut out = vec![0.0; self.nrows * self.ncols];
+        for r in 0..self.nrows {
+            let (cols, vals) = self.row(r);
+            for (&c, &v) in cols.iter().zip(vals) {
+                out[r * self.ncols + c as usize] += v;
+            }
+        }
+        out
+    }
+
+    /// The rows `rows` (in that order) as a new matrix.
+    pub fn select_rows(&self, rows: &[usize]) -> CsrMatrix {
+        let mut indptr = Vec::with_capacity(rows.len() + 1);
+        indptr.push(0);
+        let mut indices = Vec::new();
+        let mut values = Vec::new();
+        for &r in rows {
+            let (c, v) = self.row(r);
+            indices.extend_from_slice(c);
+            values.extend_from_slice(v);
+            indptr.push(indices.len());
+        }
+        CsrMatrix { nrows: rows.len(), ncols: self.ncols, indptr, indices, values }
+    }
+
+    /// Transpose (CSR of the transposed matrix).
+    pub fn transpose(&self) -> CsrMatrix {
+        let mut counts = vec![0usize; self.ncols + 1];
+        for &c in &self.indices {
+            counts[c as usize + 1] += 1;
+        }
+        for i in 0..self.ncols {
+            counts[i + 1] += counts[i];
+        }
+        let mut next = counts.clone();
+        let mut indices = vec![0u32; self.nnz()];
+        let mut values = vec![0f32; self.nnz()];
+        for r in 0..self.nrows {
+            let (cols, vals) = self.row(r);
+            for (&c, &v) in cols.iter().zip(vals) {
+                let k = &mut next[c as usize];
+                indices[*k] = r as u32;
+                values[*k] = v;
+                *k += 1;
+            }
+        }
+        CsrMatrix { nrows: self.ncols, ncols: self.nrows, indptr: counts, indices, values }
+    }
+
+    /// Bytes held by the three arrays.
+    pub fn nbytes(&self) -> usize {
+        self.indptr.len() * std::mem::size_of::<usize>() + self.indices.len() * 4 + self.values.len() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn triplets_merge_and_sort() {
+        let m = CsrMatrix::from_triplets(2, 3, &[1, 0, 1, 1], &[2, 1, 0, 2], &[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(m.indptr, vec![0, 1, 3]);
+        assert_eq!(m.indices, vec![1, 0, 2]);
+        assert_eq!(m.values, vec![2.0, 3.0, 5.0]);
+        assert_eq!(m.to_dense(), vec![0.0, 2.0, 0.0, 3.0, 0.0, 5.0]);
+        let t = m.transpose();
+        assert_eq!(t.to_dense(), vec![0.0, 3.0, 2.0, 0.0, 0.0, 5.0]);
+        assert_eq!(m.select_rows(&[1]).to_dense(), vec![3.0, 0.0, 5.0]);
+    }
+
+    #[test]
+    fn invalid_csr_is_rejected() {
+        assert!(CsrMatrix::new(2, 2, vec![0, 1], vec![0], vec![1.0]).unwrap_err().contains("nrows+1"));
+        assert!(CsrMatrix::new(1, 2, vec![0, 1], vec![5], vec![1.0]).unwrap_err().contains("out of range"));
+    }
+}
