@@ -1,0 +1,182 @@
+//! The graph: nodes in execution order, each producing typed values.
+
+use super::op::{InputKind, Op};
+use super::shape::{infer, TensorType};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Identifies a value (a tensor produced by one node output) inside one graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ValueId(pub u32);
+
+impl fmt::Display for ValueId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// Which part of a training step a node belongs to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pass {
+    #[default]
+    Forward,
+    Backward,
+    Optimizer,
+}
+
+/// Where a node came from: module scope, Block/IPU annotation, user source location.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeMeta {
+    /// Module scope path, e.g. `convs.3.blocks.1.conv.lin_l` (empty at the top level).
+    pub scope: String,
+    /// The active Block's id, if any.
+    pub block: Option<String>,
+    /// The IPU the active Block asked for, if any.
+    pub ipu: Option<usize>,
+    /// Where in the user's code the op was called (`file:line`), when known.
+    pub source: Option<String>,
+    /// Forward, backward or optimizer.
+    pub pass: Pass,
+}
+
+/// One operation applied to values, producing values.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Node {
+    #[serde(flatten)]
+    pub op: Op,
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<ValueId>,
+    pub meta: NodeMeta,
+}
+
+/// A value's static type and the node output that defines it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Value {
+    #[serde(flatten)]
+    pub ty: TensorType,
+    /// Index into `Graph::nodes` of the producer.
+    pub node: usize,
+}
+
+/// An error building or checking a graph, naming the op and where it was called.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IrError(pub String);
+
+impl fmt::Display for IrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for IrError {}
+
+/// A graph in SSA form: `nodes` are in a valid execution order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    pub values: Vec<Value>,
+    pub outputs: Vec<ValueId>,
+}
+
+/// Describes where an op was called, for error messages: `'linear' in scope fc1 (model.js:12)`.
+pub fn describe_site(op: &Op, meta: &NodeMeta) -> String {
+    let mut s = format!("'{}'", op.name());
+    if !meta.scope.is_empty() {
+        s.push_str(&format!(" in scope {}", meta.scope));
+    }
+    if let Some(src) = &meta.source {
+        s.push_str(&format!(" ({src})"));
+    }
+    s
+}
+
+impl Graph {
+    /// An empty graph.
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    /// Appends a node after inferring and checking its output types. The error names the
+    /// op, its scope, its source line and the offending shapes.
+    pub fn add(&mut self, op: Op, inputs: Vec<ValueId>, meta: NodeMeta) -> Result<Vec<ValueId>, IrError> {
+        for &v in &inputs {
+            if v.0 as usize >= self.values.len() {
+                return Err(IrError(format!("{}: input {v} is not defined", describe_site(&op, &meta))));
+            }
+        }
+        let in_types: Vec<&TensorType> = inputs.iter().map(|&v| &self.values[v.0 as usize].ty).collect();
+        let out_types = infer(&op, &in_types).map_err(|e| IrError(format!("{}: {e}", describe_site(&op, &meta))))?;
+        let node = self.nodes.len();
+        let outputs: Vec<ValueId> = out_types
+            .into_iter()
+            .map(|ty| {
+                self.values.push(Value { ty, node });
+                ValueId(self.values.len() as u32 - 1)
+            })
+            .collect();
+        self.nodes.push(Node { op, inputs, outputs: outputs.clone(), meta });
+        Ok(outputs)
+    }
+
+    /// Like [`Graph::add`] for single-output ops.
+    pub fn add1(&mut self, op: Op, inputs: Vec<ValueId>, meta: NodeMeta) -> Result<ValueId, IrError> {
+        let outs = self.add(op, inputs, meta)?;
+        match outs.as_slice() {
+            [v] => Ok(*v),
+            _ => Err(IrError(format!("op produced {} outputs where one was expected", outs.len()))),
+        }
+    }
+
+    /// The static type of a value.
+    pub fn ty(&self, v: ValueId) -> &TensorType {
+        &self.values[v.0 as usize].ty
+    }
+
+    /// The node that defines a value.
+    pub fn producer(&self, v: ValueId) -> &Node {
+        &self.nodes[self.values[v.0 as usize].node]
+    }
+
+    /// Placeholders of the given kind, in order, as (name, value).
+    pub fn placeholders(&self, kind: InputKind) -> Vec<(&str, ValueId)> {
+        self.nodes
+            .iter()
+            .filter_map(|n| match &n.op {
+                Op::Placeholder { kind: k, name } if *k == kind => Some((name.as_str(), n.outputs[0])),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Constants frozen into the graph, as (name, value).
+    pub fn constants(&self) -> Vec<(&str, ValueId)> {
+        self.nodes
+            .iter()
+            .filter_map(|n| match &n.op {
+                Op::Constant { name, .. } => Some((name.as_str(), n.outputs[0])),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// For every value, the index of the last node that reads it (or `None`); graph outputs
+    /// count as read at the end.
+    pub fn last_uses(&self) -> Vec<Option<usize>> {
+        let mut last = vec![None; self.values.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for &v in &n.inputs {
+                last[v.0 as usize] = Some(i);
+            }
+        }
+        for &v in &self.outputs {
+            last[v.0 as usize] = Some(self.nodes.len());
+        }
+        last
+    }
+
+    /// The graph as pretty JSON (for the page).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("graph serialises")
+    }
+}

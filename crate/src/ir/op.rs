@@ -1,0 +1,305 @@
+//! The closed set of operations a graph is made of.
+//!
+//! Like jaxpr, the set is small and every op has exact semantics (PyTorch's, unless noted).
+//! Ops in the "backward" group are produced by autograd only; the tracer never records them.
+//! Broadcasting follows NumPy/PyTorch rules everywhere.
+
+use crate::tensor::{DType, Tensor};
+use serde::{Deserialize, Serialize};
+use std::rc::Rc;
+
+/// Elementwise functions of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnaryKind {
+    Neg,
+    Exp,
+    Log,
+    Sqrt,
+    Relu,
+    /// GELU with the exact erf form.
+    Gelu,
+    /// GELU with the tanh approximation.
+    GeluTanh,
+    Tanh,
+    Sigmoid,
+}
+
+/// Elementwise functions of two broadcast tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryKind {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+}
+
+/// Reductions for `Reduce`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReduceKind {
+    Sum,
+    Mean,
+}
+
+/// How a loss reduces its per-element values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reduction {
+    Mean,
+    Sum,
+    None,
+}
+
+/// Where a graph input comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// A model input fed on every call.
+    Input,
+    /// A trainable parameter held by the executor.
+    Parameter,
+    /// A persistent buffer held by the executor (may be updated in place).
+    Buffer,
+}
+
+/// Hyper-parameters of one optimizer update.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OptimizerStep {
+    /// `p -= lr * (g + wd*p)` with optional momentum (PyTorch SGD).
+    Sgd { lr: f32, momentum: f32, weight_decay: f32 },
+    /// Adam (coupled L2 weight decay) or AdamW (`decoupled`: `p *= 1 - lr*wd`).
+    Adam { lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: bool },
+}
+
+/// An operation. Inputs are listed per variant as `(a, b, …)`; attributes are the fields.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    // ---- graph inputs (no inputs) ----
+    /// A named graph input: model input, parameter or buffer.
+    Placeholder { kind: InputKind, name: String },
+    /// A tensor frozen into the graph (a captured tensor or a literal).
+    Constant {
+        #[serde(skip)]
+        value: Rc<Tensor>,
+        name: String,
+    },
+    /// A tensor filled with one value.
+    Full { shape: Vec<usize>, dtype: DType, value: f64 },
+    /// A fresh random bool mask on every run, true with probability `1 - p` (dropout's keep
+    /// mask), drawn from the executor's seeded generator.
+    RandomMask { shape: Vec<usize>, p: f32 },
+
+    // ---- elementwise ----
+    /// `f(a)`, same shape and dtype.
+    Unary { kind: UnaryKind },
+    /// `f(a, b)` with broadcasting; both operands have the same dtype.
+    Binary { kind: BinaryKind },
+    /// `(cond: bool, a, b)` → `cond ? a : b`, all broadcast.
+    Where,
+    /// `(a)` → `a > 0` as bool. Used by autograd and masks.
+    Positive,
+
+    // ---- linear algebra ----
+    /// `(a, b)` → torch.matmul(a, b): 1-D and batched operands, batch dims broadcast.
+    MatMul,
+    /// `(x, weight[out,in], bias[out]?)` → `x @ weight^T + bias` over the last dim of x.
+    Linear { has_bias: bool },
+    /// `(indptr i32[n+1], indices i32[nnz], values f32[nnz], dense[m,f])` → CSR(n×m) @ dense, [n,f].
+    SpMM { n_rows: usize, n_cols: usize },
+
+    // ---- reductions ----
+    /// Sum or mean over `dims` (empty = all dims).
+    Reduce { kind: ReduceKind, dims: Vec<usize>, keepdim: bool },
+    /// Maximum values over `dim` (gradient flows to the first maximal element).
+    Max { dim: usize, keepdim: bool },
+    /// Index of the first maximal element over `dim`, as int32.
+    ArgMax { dim: usize, keepdim: bool },
+    /// Softmax over `dim`.
+    Softmax { dim: usize },
+    /// Log-softmax over `dim`.
+    LogSoftmax { dim: usize },
+
+    // ---- normalisation, regularisation, losses ----
+    /// `(x, weight?, bias?)`: normalise over the last `normalized_ndim` dims.
+    LayerNorm { normalized_ndim: usize, eps: f32, affine: bool },
+    /// `(x, mask: bool)` → `mask ? x / (1-p) : 0`. The mask is an explicit input.
+    Dropout { p: f32 },
+    /// `(logits[N,C], target i32[N], node_mask bool[N]?)`: softmax cross-entropy over the
+    /// rows kept by the mask, weighted per class when `class_weight` is given.
+    CrossEntropy { reduction: Reduction, class_weight: Option<Vec<f32>>, has_mask: bool },
+    /// Marks the final loss; `sum`/`mean` reduce it to a scalar, `none` passes it through.
+    IdentityLoss { reduction: Reduction },
+
+    // ---- shape ops ----
+    /// Same elements, new shape (no -1 left: the tracer resolves it).
+    Reshape { shape: Vec<usize> },
+    /// Reorders dims: output dim i is input dim `dims[i]`.
+    Permute { dims: Vec<usize> },
+    /// `(a, b, …)` joined along `dim`.
+    Concat { dim: usize },
+    /// One input, several outputs of `sizes` along `dim` (chunk and split).
+    Split { sizes: Vec<usize>, dim: usize },
+    /// Elements `start, start+step, …` below `end` along `dim`.
+    Slice { dim: usize, start: usize, end: usize, step: usize },
+    /// `(x, index i32[k])` → x with dim `dim` replaced by the `k` selected entries.
+    IndexSelect { dim: usize },
+    /// `(x, index i32)` → torch.gather(x, dim, index).
+    Gather { dim: usize },
+    /// Converts to `dtype`.
+    Cast { dtype: DType },
+    /// Broadcasts to `shape`.
+    BroadcastTo { shape: Vec<usize> },
+
+    // ---- graph (message passing) ops ----
+    /// `(src[E,…], index i32[E])` → out[dim_size,…], `out[index[e]] += src[e]`.
+    ScatterAdd { dim_size: usize },
+    /// Like `ScatterAdd` but the mean per target row (0 where nothing arrives).
+    ScatterMean { dim_size: usize },
+
+    // ---- state ----
+    /// `(value)`: writes `value` into buffer `name` in place (PyTorch `copy_`); no output.
+    BufferUpdate { name: String },
+
+    // ---- backward (produced by autograd only) ----
+    /// `(g)` → sum of `g` down to `shape` (undoes broadcasting).
+    SumTo { shape: Vec<usize> },
+    /// `(x, g)` → `g * f'(x)` for the unary `kind`.
+    UnaryGrad { kind: UnaryKind },
+    /// `(a, b, g)` → `(g * b * a^(b-1), g * a^b * ln a)`, unreduced (broadcast shape).
+    PowGrad,
+    /// `(x, g)` → gradient of `Max { dim, keepdim }` w.r.t. x.
+    MaxGrad { dim: usize, keepdim: bool },
+    /// `(y, g)` → gradient of softmax given its output y.
+    SoftmaxGrad { dim: usize },
+    /// `(y, g)` → gradient of log-softmax given its output y.
+    LogSoftmaxGrad { dim: usize },
+    /// `(x, weight?, g)` → `(gx, gweight?, gbias?)`.
+    LayerNormGrad { normalized_ndim: usize, eps: f32, affine: bool },
+    /// `(logits, target, node_mask?, g)` → gradient w.r.t. logits.
+    CrossEntropyGrad { reduction: Reduction, class_weight: Option<Vec<f32>>, has_mask: bool },
+    /// `(g)` → zeros of `in_shape` with `g` written at the slice.
+    SliceGrad { in_shape: Vec<usize>, dim: usize, start: usize, end: usize, step: usize },
+    /// `(g, index)` → zeros[dim_size along dim] with rows of g added at `index` (index_select's adjoint).
+    IndexAdd { dim: usize, dim_size: usize },
+    /// `(g, index)` → gather's adjoint: zeros of `in_shape`, `out[..index..] += g`.
+    GatherGrad { dim: usize, in_shape: Vec<usize> },
+    /// `(index, g)` → per-edge gradient of `ScatterMean`: `g[index[e]] / count[index[e]]`.
+    ScatterMeanGrad { dim_size: usize },
+    /// `(indptr, indices, values, g[n,f])` → CSR^T @ g, [m,f] (SpMM's adjoint w.r.t. dense).
+    SpMMTransposed { n_rows: usize, n_cols: usize },
+    /// `(indptr, indices, dense[m,f], g[n,f])` → gradient w.r.t. the CSR values, [nnz].
+    SpMMValuesGrad { n_rows: usize, n_cols: usize },
+
+    // ---- regions and training ----
+    /// Runs a sub-graph. With `inverse` set it is an invertible region: autograd stores no
+    /// inputs for it and recomputes them from its outputs in the backward pass.
+    Call { region: Rc<Region> },
+    /// Backward of an invertible `Call`: `(y, g_y, others…)` → `(x, g_i for each input i with
+    /// needs_grad[i])`. The input `x` is rebuilt by the inverse from `y`, then `vjp`
+    /// (`(x, others…, g_y)` → those gradients) re-runs the forward locally.
+    InvertibleBackward {
+        region: Rc<Region>,
+        #[serde(skip)]
+        vjp: Rc<crate::ir::Graph>,
+        needs_grad: Vec<bool>,
+    },
+    /// Updates parameter `param` in place from its gradient `(g)`; optimizer state lives in
+    /// the executor's store under `param`'s name. No output.
+    OptimizerUpdate { param: String, step: OptimizerStep },
+}
+
+/// A sub-graph called from a graph node, with an optional inverse (invertible regions).
+///
+/// `forward` maps inputs `(x, others…)` to one output `y`. For an invertible region
+/// `inverse` maps `(y, others…)` back to `x`; both take the same `others` in the same order.
+#[derive(Debug, PartialEq, Serialize)]
+pub struct Region {
+    pub name: String,
+    pub forward: crate::ir::Graph,
+    pub inverse: Option<crate::ir::Graph>,
+}
+
+impl Op {
+    /// The short name used in printed graphs and JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Placeholder { kind: InputKind::Input, .. } => "input",
+            Op::Placeholder { kind: InputKind::Parameter, .. } => "parameter",
+            Op::Placeholder { kind: InputKind::Buffer, .. } => "buffer",
+            Op::Constant { .. } => "constant",
+            Op::Full { .. } => "full",
+            Op::RandomMask { .. } => "random_mask",
+            Op::Unary { kind } => match kind {
+                UnaryKind::Neg => "neg",
+                UnaryKind::Exp => "exp",
+                UnaryKind::Log => "log",
+                UnaryKind::Sqrt => "sqrt",
+                UnaryKind::Relu => "relu",
+                UnaryKind::Gelu | UnaryKind::GeluTanh => "gelu",
+                UnaryKind::Tanh => "tanh",
+                UnaryKind::Sigmoid => "sigmoid",
+            },
+            Op::Binary { kind } => match kind {
+                BinaryKind::Add => "add",
+                BinaryKind::Sub => "sub",
+                BinaryKind::Mul => "mul",
+                BinaryKind::Div => "div",
+                BinaryKind::Pow => "pow",
+            },
+            Op::Where => "where",
+            Op::Positive => "positive",
+            Op::MatMul => "matmul",
+            Op::Linear { .. } => "linear",
+            Op::SpMM { .. } => "spmm",
+            Op::Reduce { kind: ReduceKind::Sum, .. } => "sum",
+            Op::Reduce { kind: ReduceKind::Mean, .. } => "mean",
+            Op::Max { .. } => "max",
+            Op::ArgMax { .. } => "argmax",
+            Op::Softmax { .. } => "softmax",
+            Op::LogSoftmax { .. } => "log_softmax",
+            Op::LayerNorm { .. } => "layer_norm",
+            Op::Dropout { .. } => "dropout",
+            Op::CrossEntropy { .. } => "cross_entropy",
+            Op::IdentityLoss { .. } => "identity_loss",
+            Op::Reshape { .. } => "reshape",
+            Op::Permute { .. } => "permute",
+            Op::Concat { .. } => "concat",
+            Op::Split { .. } => "split",
+            Op::Slice { .. } => "slice",
+            Op::IndexSelect { .. } => "index_select",
+            Op::Gather { .. } => "gather",
+            Op::Cast { .. } => "cast",
+            Op::BroadcastTo { .. } => "broadcast_to",
+            Op::ScatterAdd { .. } => "scatter_add",
+            Op::ScatterMean { .. } => "scatter_mean",
+            Op::BufferUpdate { .. } => "buffer_update",
+            Op::SumTo { .. } => "sum_to",
+            Op::UnaryGrad { .. } => "unary_grad",
+            Op::PowGrad => "pow_grad",
+            Op::MaxGrad { .. } => "max_grad",
+            Op::SoftmaxGrad { .. } => "softmax_grad",
+            Op::LogSoftmaxGrad { .. } => "log_softmax_grad",
+            Op::LayerNormGrad { .. } => "layer_norm_grad",
+            Op::CrossEntropyGrad { .. } => "cross_entropy_grad",
+            Op::SliceGrad { .. } => "slice_grad",
+            Op::IndexAdd { .. } => "index_add",
+            Op::GatherGrad { .. } => "gather_grad",
+            Op::ScatterMeanGrad { .. } => "scatter_mean_grad",
+            Op::SpMMTransposed { .. } => "spmm_t",
+            Op::SpMMValuesGrad { .. } => "spmm_values_grad",
+            Op::Call { .. } => "call",
+            Op::InvertibleBackward { .. } => "invertible_backward",
+            Op::OptimizerUpdate { .. } => "optimizer_update",
+        }
+    }
+
+    /// True for ops that write executor state (never removed as dead code).
+    pub fn has_side_effect(&self) -> bool {
+        matches!(self, Op::BufferUpdate { .. } | Op::OptimizerUpdate { .. })
+    }
+}
