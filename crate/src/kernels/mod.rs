@@ -1,0 +1,355 @@
+//! CPU kernels: [`eval`] runs one IR op on concrete tensors, with PyTorch's semantics (see
+//! [`crate::ir::op`]) and exactly the output shapes and dtypes of [`crate::ir::shape::infer`].
+//!
+//! One file per op family; [`optim`] holds the optimizer math the executor applies for
+//! `OptimizerUpdate`. Kernels work on contiguous row-major slices and never panic on bad
+//! data: out-of-range indices, malformed CSR structure, shape mismatches and wrong dtypes
+//! come back as `Err` with a message naming the offending value (the executor adds the op
+//! name and scope).
+//!
+//! dtypes: every float op runs on float32. Float16 inputs are supported by every float op:
+//! shape/data-movement ops, `Where`, `Cast`, `Max`/`ArgMax` and `SliceGrad` move the half
+//! values as they are; `Reduce`/`SumTo`/`IdentityLoss` accumulate half inputs in float32
+//! ("partials float") and round once; every other float op widens half inputs to float32,
+//! computes in float32 (matmul accumulating in float32) and rounds each result to half once
+//! — for `+ − × ÷` that is the correctly rounded IEEE half result, with overflow to ±inf and
+//! gradual underflow. Int32 `Binary` supports add/sub/mul (wrapping).
+
+pub mod elementwise;
+pub mod loss;
+pub mod matmul;
+pub mod norm;
+pub mod optim;
+pub mod reduce;
+pub mod scatter;
+pub mod shape_ops;
+
+mod common;
+
+use crate::ir::Op;
+use crate::tensor::{DType, Tensor};
+use common::arity;
+
+/// Runs `op` on `inputs` and returns its outputs (see the module docs for dtypes and errors).
+///
+/// `Placeholder`, `Constant`, `RandomMask` (the executor's seeded generator), `Call`,
+/// `InvertibleBackward`, `BufferUpdate` and `OptimizerUpdate` are the executor's business
+/// and give an error here.
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    if widens_half(op) && inputs.iter().any(|t| t.dtype() == DType::Float16) {
+        let sparse = matches!(op, Op::SpMM { .. } | Op::SpMMTransposed { .. } | Op::SpMMValuesGrad { .. });
+        if !sparse && inputs.iter().any(|t| t.dtype() == DType::Float32) {
+            let dts: Vec<&str> = inputs.iter().map(|t| t.dtype().short()).collect();
+            return Err(format!("mixed float16 and float32 inputs ({}); cast one of them first", dts.join(", ")));
+        }
+        let wide = common::widen_f16(inputs);
+        let refs: Vec<&Tensor> = wide.iter().map(|t| t.as_ref()).collect();
+        return dispatch(op, &refs).map(common::narrow_f32);
+    }
+    dispatch(op, inputs)
+}
+
+/// Ops whose float16 inputs are computed in float32 and rounded back (see module docs).
+fn widens_half(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary { .. }
+            | Op::Binary { .. }
+            | Op::UnaryGrad { .. }
+            | Op::PowGrad
+            | Op::MatMul
+            | Op::Linear { .. }
+            | Op::SpMM { .. }
+            | Op::SpMMTransposed { .. }
+            | Op::SpMMValuesGrad { .. }
+            | Op::MaxGrad { .. }
+            | Op::Softmax { .. }
+            | Op::LogSoftmax { .. }
+            | Op::SoftmaxGrad { .. }
+            | Op::LogSoftmaxGrad { .. }
+            | Op::LayerNorm { .. }
+            | Op::LayerNormGrad { .. }
+            | Op::Dropout { .. }
+            | Op::CrossEntropy { .. }
+            | Op::CrossEntropyGrad { .. }
+            | Op::IndexAdd { .. }
+            | Op::GatherGrad { .. }
+            | Op::ScatterAdd { .. }
+            | Op::ScatterMean { .. }
+            | Op::ScatterMeanGrad { .. }
+    )
+}
+
+fn one(t: Result<Tensor, String>) -> Result<Vec<Tensor>, String> {
+    t.map(|t| vec![t])
+}
+
+fn dispatch(op: &Op, ins: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    use elementwise as ew;
+    match op {
+        Op::Placeholder { .. }
+        | Op::Constant { .. }
+        | Op::RandomMask { .. }
+        | Op::Call { .. }
+        | Op::InvertibleBackward { .. }
+        | Op::BufferUpdate { .. }
+        | Op::OptimizerUpdate { .. } => Err(format!("'{}' is run by the executor, not by a CPU kernel", op.name())),
+        Op::Full { shape, dtype, value } => {
+            arity(ins, 0)?;
+            Ok(vec![ew::full(shape, *dtype, *value)])
+        }
+        Op::Unary { kind } => {
+            arity(ins, 1)?;
+            one(ew::unary(*kind, ins[0]))
+        }
+        Op::Binary { kind } => {
+            arity(ins, 2)?;
+            one(ew::binary(*kind, ins[0], ins[1]))
+        }
+        Op::Where => {
+            arity(ins, 3)?;
+            one(ew::where_(ins[0], ins[1], ins[2]))
+        }
+        Op::Positive => {
+            arity(ins, 1)?;
+            one(ew::positive(ins[0]))
+        }
+        Op::Cast { dtype } => {
+            arity(ins, 1)?;
+            one(ew::cast(ins[0], *dtype))
+        }
+        Op::BroadcastTo { shape } => {
+            arity(ins, 1)?;
+            one(ew::broadcast_to(ins[0], shape))
+        }
+        Op::SumTo { shape } => {
+            arity(ins, 1)?;
+            one(reduce::sum_to(ins[0], shape))
+        }
+        Op::UnaryGrad { kind } => {
+            arity(ins, 2)?;
+            one(ew::unary_grad(*kind, ins[0], ins[1]))
+        }
+        Op::PowGrad => {
+            arity(ins, 3)?;
+            ew::pow_grad(ins[0], ins[1], ins[2])
+        }
+        Op::MatMul => {
+            arity(ins, 2)?;
+            one(matmul::matmul(ins[0], ins[1]))
+        }
+        Op::Linear { has_bias } => {
+            arity(ins, 2 + *has_bias as usize)?;
+            one(matmul::linear(ins[0], ins[1], ins.get(2).copied()))
+        }
+        Op::SpMM { n_rows, n_cols } => {
+            arity(ins, 4)?;
+            one(matmul::spmm(ins, *n_rows, *n_cols))
+        }
+        Op::SpMMTransposed { n_rows, n_cols } => {
+            arity(ins, 4)?;
+            one(matmul::spmm_t(ins, *n_rows, *n_cols))
+        }
+        Op::SpMMValuesGrad { n_rows, n_cols } => {
+            arity(ins, 4)?;
+            one(matmul::spmm_values_grad(ins, *n_rows, *n_cols))
+        }
+        Op::Reduce { kind, dims, keepdim } => {
+            arity(ins, 1)?;
+            one(reduce::reduce(*kind, dims, *keepdim, ins[0]))
+        }
+        Op::Max { dim, keepdim } => {
+            arity(ins, 1)?;
+            one(reduce::max(ins[0], *dim, *keepdim, false))
+        }
+        Op::ArgMax { dim, keepdim } => {
+            arity(ins, 1)?;
+            one(reduce::max(ins[0], *dim, *keepdim, true))
+        }
+        Op::MaxGrad { dim, .. } => {
+            arity(ins, 2)?;
+            one(reduce::max_grad(ins[0], ins[1], *dim))
+        }
+        Op::Softmax { dim } => {
+            arity(ins, 1)?;
+            one(reduce::softmax(ins[0], *dim, false))
+        }
+        Op::LogSoftmax { dim } => {
+            arity(ins, 1)?;
+            one(reduce::softmax(ins[0], *dim, true))
+        }
+        Op::SoftmaxGrad { dim } => {
+            arity(ins, 2)?;
+            one(reduce::softmax_grad(ins[0], ins[1], *dim, false))
+        }
+        Op::LogSoftmaxGrad { dim } => {
+            arity(ins, 2)?;
+            one(reduce::softmax_grad(ins[0], ins[1], *dim, true))
+        }
+        Op::LayerNorm { normalized_ndim, eps, affine } => {
+            arity(ins, if *affine { 3 } else { 1 })?;
+            one(norm::layer_norm(ins, *normalized_ndim, *eps, *affine))
+        }
+        Op::LayerNormGrad { normalized_ndim, eps, affine } => {
+            arity(ins, if *affine { 3 } else { 2 })?;
+            norm::layer_norm_grad(ins, *normalized_ndim, *eps, *affine)
+        }
+        Op::Dropout { p } => {
+            arity(ins, 2)?;
+            one(norm::dropout(ins[0], ins[1], *p))
+        }
+        Op::CrossEntropy { reduction, class_weight, has_mask } => {
+            arity(ins, 2 + *has_mask as usize)?;
+            let mask = if *has_mask { Some(ins[2]) } else { None };
+            one(loss::cross_entropy(ins[0], ins[1], mask, *reduction, class_weight.as_deref()))
+        }
+        Op::CrossEntropyGrad { reduction, class_weight, has_mask } => {
+            arity(ins, 3 + *has_mask as usize)?;
+            let mask = if *has_mask { Some(ins[2]) } else { None };
+            let g = ins[2 + *has_mask as usize];
+            one(loss::cross_entropy_grad(ins[0], ins[1], mask, g, *reduction, class_weight.as_deref()))
+        }
+        Op::IdentityLoss { reduction } => {
+            arity(ins, 1)?;
+            one(loss::identity_loss(ins[0], *reduction))
+        }
+        Op::Reshape { shape } => {
+            arity(ins, 1)?;
+            one(shape_ops::reshape(ins[0], shape))
+        }
+        Op::Permute { dims } => {
+            arity(ins, 1)?;
+            one(shape_ops::permute(ins[0], dims))
+        }
+        Op::Concat { dim } => one(shape_ops::concat(ins, *dim)),
+        Op::Split { sizes, dim } => {
+            arity(ins, 1)?;
+            shape_ops::split(ins[0], sizes, *dim)
+        }
+        Op::Slice { dim, start, end, step } => {
+            arity(ins, 1)?;
+            one(shape_ops::slice_op(ins[0], *dim, *start, *end, *step))
+        }
+        Op::SliceGrad { in_shape, dim, start, end, step } => {
+            arity(ins, 1)?;
+            one(shape_ops::slice_grad(ins[0], in_shape, *dim, *start, *end, *step))
+        }
+        Op::IndexSelect { dim } => {
+            arity(ins, 2)?;
+            one(shape_ops::index_select(ins[0], ins[1], *dim))
+        }
+        Op::IndexAdd { dim, dim_size } => {
+            arity(ins, 2)?;
+            one(shape_ops::index_add(ins[0], ins[1], *dim, *dim_size))
+        }
+        Op::Gather { dim } => {
+            arity(ins, 2)?;
+            one(shape_ops::gather(ins[0], ins[1], *dim))
+        }
+        Op::GatherGrad { dim, in_shape } => {
+            arity(ins, 2)?;
+            one(shape_ops::gather_grad(ins[0], ins[1], *dim, in_shape))
+        }
+        Op::ScatterAdd { dim_size } => {
+            arity(ins, 2)?;
+            one(scatter::scatter(ins[0], ins[1], *dim_size, false))
+        }
+        Op::ScatterMean { dim_size } => {
+            arity(ins, 2)?;
+            one(scatter::scatter(ins[0], ins[1], *dim_size, true))
+        }
+        Op::ScatterMeanGrad { dim_size } => {
+            arity(ins, 2)?;
+            one(scatter::scatter_mean_grad(ins[0], ins[1], *dim_size))
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    //! Helpers for the kernel unit tests.
+
+    pub use super::eval;
+    use crate::ir::shape::{infer, TensorType};
+    use crate::ir::Op;
+    use crate::tensor::Tensor;
+
+    /// A float32 tensor.
+    pub fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
+        Tensor::from_f32(shape, v.to_vec()).unwrap()
+    }
+
+    /// Runs `op`, panicking on error, and checks the outputs against shape inference.
+    pub fn run(op: &Op, inputs: &[&Tensor]) -> Vec<Tensor> {
+        let out = eval(op, inputs).unwrap_or_else(|e| panic!("{op:?} failed: {e}"));
+        let tys: Vec<TensorType> = inputs.iter().map(|t| TensorType::new(t.shape(), t.dtype())).collect();
+        let refs: Vec<&TensorType> = tys.iter().collect();
+        let want = infer(op, &refs).unwrap_or_else(|e| panic!("infer rejects {op:?}: {e}"));
+        let got: Vec<TensorType> = out.iter().map(|t| TensorType::new(t.shape(), t.dtype())).collect();
+        assert_eq!(got, want, "{op:?}: kernel output types differ from shape inference");
+        out
+    }
+
+    /// Runs a single-output op.
+    pub fn run1(op: &Op, inputs: &[&Tensor]) -> Tensor {
+        let mut out = run(op, inputs);
+        assert_eq!(out.len(), 1);
+        out.remove(0)
+    }
+
+    /// Asserts `|got − want| ≤ tol·(1 + |want|)` elementwise.
+    pub fn close(got: &[f32], want: &[f32], tol: f32) {
+        assert_eq!(got.len(), want.len(), "lengths differ: {got:?} vs {want:?}");
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= tol * (1.0 + w.abs()),
+                "element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}"
+            );
+        }
+    }
+
+    /// `Σ t·w` in f64 (a scalar "loss" for finite differences).
+    pub fn dotv(t: &Tensor, w: &[f32]) -> f64 {
+        let v = t.to_f64_vec();
+        assert_eq!(v.len(), w.len());
+        v.iter().zip(w).map(|(&a, &b)| a * b as f64).sum()
+    }
+
+    /// Central finite differences of `f` at `x` with step `h`.
+    pub fn numeric_grad(f: impl Fn(&[f32]) -> f64, x: &[f32], h: f32) -> Vec<f32> {
+        let mut xv = x.to_vec();
+        (0..x.len())
+            .map(|i| {
+                let orig = xv[i];
+                xv[i] = orig + h;
+                let up = f(&xv);
+                xv[i] = orig - h;
+                let down = f(&xv);
+                xv[i] = orig;
+                let step = (orig + h) as f64 - (orig - h) as f64;
+                ((up - down) / step) as f32
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::*;
+    use crate::ir::{InputKind, Op};
+
+    #[test]
+    fn executor_ops_are_rejected() {
+        let op = Op::Placeholder { kind: InputKind::Input, name: "x".into() };
+        assert!(eval(&op, &[]).unwrap_err().contains("executor"));
+        let x = f32t(&[1], &[1.0]);
+        assert!(eval(&Op::BufferUpdate { name: "b".into() }, &[&x]).unwrap_err().contains("executor"));
+    }
+
+    #[test]
+    fn arity_is_checked() {
+        let x = f32t(&[1], &[1.0]);
+        let e = eval(&Op::MatMul, &[&x]).unwrap_err();
+        assert!(e.contains("expects 2 inputs"), "{e}");
+    }
+}

@@ -1,0 +1,214 @@
+//! `LayerNorm`, `LayerNormGrad` and `Dropout`.
+//!
+//! LayerNorm normalises the trailing `normalized_ndim` dims, so every normalised group is a
+//! contiguous row of the row-major input. Row statistics are computed in f64 (biased
+//! variance, eps inside the square root, as PyTorch).
+
+use super::common::{array, f32_data};
+use crate::tensor::Tensor;
+use std::borrow::Cow;
+
+/// Splits x's shape into (rows, row length D) for the last `k` dims.
+fn rows_of(shape: &[usize], k: usize) -> Result<(usize, usize), String> {
+    if k == 0 || k > shape.len() {
+        return Err(format!("cannot normalise the last {k} dims of a tensor of shape {shape:?}"));
+    }
+    let split = shape.len() - k;
+    Ok((shape[..split].iter().product(), shape[split..].iter().product()))
+}
+
+fn affine_param<'a>(t: &'a Tensor, what: &str, norm_shape: &[usize]) -> Result<Cow<'a, [f32]>, String> {
+    if t.shape() != norm_shape {
+        return Err(format!("{what} must have the normalised shape {norm_shape:?}, got {:?}", t.shape()));
+    }
+    f32_data(t, what)
+}
+
+/// Mean and 1/sqrt(biased variance + eps) of a row, in f64.
+#[inline]
+fn row_stats(row: &[f32], eps: f32) -> (f64, f64) {
+    let n = row.len() as f64;
+    let mean = row.iter().map(|&v| v as f64).sum::<f64>() / n;
+    let var = row.iter().map(|&v| (v as f64 - mean) * (v as f64 - mean)).sum::<f64>() / n;
+    (mean, 1.0 / (var + eps as f64).sqrt())
+}
+
+/// `LayerNorm { normalized_ndim, eps, affine }`: `(x, weight?, bias?)`.
+pub fn layer_norm(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> Result<Tensor, String> {
+    let x = inputs[0];
+    let xd = f32_data(x, "input")?;
+    let shape = x.shape();
+    let (rows, d) = rows_of(shape, k)?;
+    let norm_shape = &shape[shape.len() - k..];
+    let wb = if affine {
+        Some((affine_param(inputs[1], "weight", norm_shape)?, affine_param(inputs[2], "bias", norm_shape)?))
+    } else {
+        None
+    };
+    let mut out = vec![0f32; xd.len()];
+    if d > 0 {
+        for r in 0..rows {
+            let row = &xd[r * d..(r + 1) * d];
+            let orow = &mut out[r * d..(r + 1) * d];
+            let (mean, rstd) = row_stats(row, eps);
+            let (mean, rstd) = (mean as f32, rstd as f32);
+            match &wb {
+                Some((w, b)) => {
+                    for (((o, &v), &wv), &bv) in orow.iter_mut().zip(row).zip(w.iter()).zip(b.iter()) {
+                        *o = (v - mean) * rstd * wv + bv;
+                    }
+                }
+                None => {
+                    for (o, &v) in orow.iter_mut().zip(row) {
+                        *o = (v - mean) * rstd;
+                    }
+                }
+            }
+        }
+    }
+    Ok(Tensor::F32(array(shape, out)?))
+}
+
+/// `LayerNormGrad`: `(x, weight?, g)` → `(gx, gweight?, gbias?)`:
+/// `gx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂))` with `ĝ = g·weight`, `gweight = Σ g·x̂`,
+/// `gbias = Σ g` over the rows (f64 accumulation).
+pub fn layer_norm_grad(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> Result<Vec<Tensor>, String> {
+    let x = inputs[0];
+    let g = inputs[if affine { 2 } else { 1 }];
+    let xd = f32_data(x, "input")?;
+    let gd = f32_data(g, "gradient")?;
+    let shape = x.shape();
+    if g.shape() != shape {
+        return Err(format!("gradient {:?} must have the input's shape {shape:?}", g.shape()));
+    }
+    let (rows, d) = rows_of(shape, k)?;
+    let norm_shape = &shape[shape.len() - k..];
+    let w = if affine { Some(affine_param(inputs[1], "weight", norm_shape)?) } else { None };
+    let mut gx = vec![0f32; xd.len()];
+    let mut gw = vec![0f64; d];
+    let mut gb = vec![0f64; d];
+    let mut xhat = vec![0f64; d];
+    let mut ghat = vec![0f64; d];
+    if d > 0 {
+        for r in 0..rows {
+            let row = &xd[r * d..(r + 1) * d];
+            let grow = &gd[r * d..(r + 1) * d];
+            let (mean, rstd) = row_stats(row, eps);
+            let (mut s1, mut s2) = (0f64, 0f64);
+            for j in 0..d {
+                let xh = (row[j] as f64 - mean) * rstd;
+                let gv = grow[j] as f64;
+                let gh = match &w {
+                    Some(w) => gv * w[j] as f64,
+                    None => gv,
+                };
+                xhat[j] = xh;
+                ghat[j] = gh;
+                s1 += gh;
+                s2 += gh * xh;
+                gw[j] += gv * xh;
+                gb[j] += gv;
+            }
+            let (m1, m2) = (s1 / d as f64, s2 / d as f64);
+            for (j, o) in gx[r * d..(r + 1) * d].iter_mut().enumerate() {
+                *o = (rstd * (ghat[j] - m1 - xhat[j] * m2)) as f32;
+            }
+        }
+    }
+    let mut out = vec![Tensor::F32(array(shape, gx)?)];
+    if affine {
+        out.push(Tensor::F32(array(norm_shape, gw.into_iter().map(|v| v as f32).collect())?));
+        out.push(Tensor::F32(array(norm_shape, gb.into_iter().map(|v| v as f32).collect())?));
+    }
+    Ok(out)
+}
+
+/// `Dropout { p }`: `(x, mask)` → `mask ? x / (1 − p) : 0`.
+pub fn dropout(x: &Tensor, mask: &Tensor, p: f32) -> Result<Tensor, String> {
+    let xd = f32_data(x, "input")?;
+    let md = super::common::bool_data(mask, "mask")?;
+    if x.shape() != mask.shape() {
+        return Err(format!("mask {:?} must have the input's shape {:?}", mask.shape(), x.shape()));
+    }
+    if !(0.0..1.0).contains(&p) {
+        return Err(format!("dropout probability must be in [0, 1), got {p}"));
+    }
+    let keep = 1.0 - p;
+    let v: Vec<f32> = xd.iter().zip(md.iter()).map(|(&v, &m)| if m { v / keep } else { 0.0 }).collect();
+    Ok(Tensor::F32(array(x.shape(), v)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use crate::ir::Op;
+    use crate::tensor::{DType, Tensor};
+
+    #[test]
+    fn layer_norm_values() {
+        let x = f32t(&[2, 3], &[1., 2., 3., -1., 0., 4.]);
+        let y = run1(&Op::LayerNorm { normalized_ndim: 1, eps: 0.0, affine: false }, &[&x]).to_f32_vec();
+        let s = (2.0f32 / 3.0).sqrt();
+        close(&y[..3], &[-1.0 / s, 0.0, 1.0 / s], 1e-6);
+        // row 2: mean 1, var (4+1+9)/3
+        let sd = (14.0f32 / 3.0).sqrt();
+        close(&y[3..], &[-2.0 / sd, -1.0 / sd, 3.0 / sd], 1e-6);
+        let w = f32t(&[3], &[1., 2., 0.5]);
+        let b = f32t(&[3], &[0., 1., -1.]);
+        let y = run1(&Op::LayerNorm { normalized_ndim: 1, eps: 1e-5, affine: true }, &[&x, &w, &b]).to_f32_vec();
+        let r = 1.0 / (2.0f32 / 3.0 + 1e-5).sqrt();
+        close(&y[..3], &[-r, 1.0, 0.5 * r - 1.0], 1e-6);
+        // normalising over 2 dims = over the whole row of 6
+        let y = run1(&Op::LayerNorm { normalized_ndim: 2, eps: 0.0, affine: false }, &[&x]).to_f32_vec();
+        assert!(y.iter().sum::<f32>().abs() < 1e-5);
+        assert!(eval(&Op::LayerNorm { normalized_ndim: 1, eps: 0.0, affine: true }, &[&x, &b, &f32t(&[2], &[0.; 2])])
+            .is_err());
+        let h = x.cast(DType::Float16);
+        assert_eq!(
+            run1(&Op::LayerNorm { normalized_ndim: 1, eps: 1e-5, affine: false }, &[&h]).dtype(),
+            DType::Float16
+        );
+    }
+
+    #[test]
+    fn layer_norm_grad_matches_finite_differences() {
+        let shape = [3, 2, 4];
+        let xv: Vec<f32> = (0..24).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.3).collect();
+        let gv: Vec<f32> = (0..24).map(|i| ((i * 5 % 13) as f32 - 6.0) * 0.2).collect();
+        for k in [1, 2] {
+            let ns: Vec<usize> = shape[3 - k..].to_vec();
+            let d: usize = ns.iter().product();
+            let wv: Vec<f32> = (0..d).map(|i| 0.5 + i as f32 * 0.1).collect();
+            let bv: Vec<f32> = (0..d).map(|i| i as f32 * 0.05 - 0.2).collect();
+            let (w, b, g) = (f32t(&ns, &wv), f32t(&ns, &bv), f32t(&shape, &gv));
+            let eps = 1e-5;
+            // affine
+            let fwd = Op::LayerNorm { normalized_ndim: k, eps, affine: true };
+            let out = run(&Op::LayerNormGrad { normalized_ndim: k, eps, affine: true }, &[&f32t(&shape, &xv), &w, &g]);
+            assert_eq!(out.len(), 3);
+            let lx = |v: &[f32]| dotv(&run1(&fwd, &[&f32t(&shape, v), &w, &b]), &gv);
+            close(&out[0].to_f32_vec(), &numeric_grad(lx, &xv, 1e-2), 2e-3);
+            let lw = |v: &[f32]| dotv(&run1(&fwd, &[&f32t(&shape, &xv), &f32t(&ns, v), &b]), &gv);
+            close(&out[1].to_f32_vec(), &numeric_grad(lw, &wv, 1e-2), 2e-3);
+            let lb = |v: &[f32]| dotv(&run1(&fwd, &[&f32t(&shape, &xv), &w, &f32t(&ns, v)]), &gv);
+            close(&out[2].to_f32_vec(), &numeric_grad(lb, &bv, 1e-2), 2e-3);
+            // no affine
+            let fwd = Op::LayerNorm { normalized_ndim: k, eps, affine: false };
+            let out = run(&Op::LayerNormGrad { normalized_ndim: k, eps, affine: false }, &[&f32t(&shape, &xv), &g]);
+            assert_eq!(out.len(), 1);
+            let lx = |v: &[f32]| dotv(&run1(&fwd, &[&f32t(&shape, v)]), &gv);
+            close(&out[0].to_f32_vec(), &numeric_grad(lx, &xv, 1e-2), 2e-3);
+        }
+    }
+
+    #[test]
+    fn dropout_scales_kept_values() {
+        let x = f32t(&[4], &[1., 2., 3., 4.]);
+        let m = Tensor::from_bool(&[4], vec![true, false, true, false]).unwrap();
+        assert_eq!(run1(&Op::Dropout { p: 0.5 }, &[&x, &m]).to_f32_vec(), vec![2., 0., 6., 0.]);
+        assert_eq!(run1(&Op::Dropout { p: 0.0 }, &[&x, &m]).to_f32_vec(), vec![1., 0., 3., 0.]);
+        assert!(eval(&Op::Dropout { p: 1.0 }, &[&x, &m]).is_err());
+        let m2 = Tensor::from_bool(&[2], vec![true, false]).unwrap();
+        assert!(eval(&Op::Dropout { p: 0.5 }, &[&x, &m2]).is_err());
+    }
+}
