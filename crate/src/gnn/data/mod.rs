@@ -1,0 +1,65 @@
+//! Graph datasets, transforms and loaders.
+//!
+//! Everything here mirrors PyTorch Geometric (PyG) closely enough that counts, splits and
+//! batches agree with what PyG produces from the same files:
+//!
+//! * [`pickle`]: a small, strict reader for the Python 2 pickles the Planetoid raw files
+//!   are stored in (numpy arrays, scipy CSR matrices, a `defaultdict` adjacency list). No
+//!   Python code is ever run: only a fixed set of opcodes and globals is understood, and
+//!   anything else is an error naming the file, byte offset and opcode.
+//! * [`planetoid`]: Cora, CiteSeer and PubMed assembled exactly as PyG's
+//!   `read_planetoid_data` + `Planetoid(split=…)` do, from a directory (native) or from
+//!   fetched bytes (wasm), through the same code.
+//! * [`transforms`]: `AddSelfLoops`, `NormalizeFeatures`, `ToUndirected`, and the
+//!   `coalesce` / `remove_self_loops` utilities they are built on.
+//! * [`loader`]: `RandomNodeLoader` partitions, induced subgraphs (PyG `Data.subgraph`),
+//!   fixed-size padding for a compiled (IPU-style) static shape, and the mean-aggregation
+//!   adjacency that `SAGEConv(aggr="mean")` uses.
+
+pub mod loader;
+pub mod pickle;
+pub mod planetoid;
+pub mod transforms;
+
+use std::fmt;
+
+pub use loader::{
+    fixed_sizes, fixed_sizes_for_epochs, fixed_sizes_from_parts, induced_subgraph, induced_subgraphs, mean_adjacency,
+    pad_fixed, whole_graph, FixedSizeBatch, FixedSizes, RandomNodeLoader, Subgraph, PADDING_NODE_ID,
+};
+pub use planetoid::{
+    load_planetoid_bytes, load_planetoid_dir, load_planetoid_raw, GraphData, PlanetoidRaw, Split, PLANETOID_FILES,
+    PLANETOID_NAMES,
+};
+pub use transforms::{add_self_loops, normalize_features, to_undirected};
+
+/// Error from the data layer: a readable message that names the file, position or sizes
+/// involved (for example `ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataError(pub String);
+
+impl DataError {
+    /// An error with this message.
+    pub fn new(msg: impl Into<String>) -> Self {
+        DataError(msg.into())
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DataError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DataError {}
+
+impl From<DataError> for String {
+    fn from(e: DataError) -> String {
+        e.0
+    }
+}

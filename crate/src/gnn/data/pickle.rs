@@ -1,0 +1,1467 @@
+//! A small, strict reader for the Python pickles of the Planetoid raw files.
+//!
+//! The files `ind.<name>.{x,tx,allx,y,ty,ally,graph}` were written by Python 2 with pickle
+//! protocol 2. They hold `scipy.sparse.csr_matrix` objects, numpy arrays and a
+//! `collections.defaultdict(list)`. Reading them is done in two steps:
+//!
+//! 1. [`parse`] runs the pickle machine over the bytes and produces a generic
+//!    [`PickleValue`] tree. No Python code exists here, so "calling" a global (`REDUCE`,
+//!    `NEWOBJ`) just records an [`PickleValue::Object`] with its class, arguments, `BUILD`
+//!    state and any items set or appended on it. Only the opcodes these files use (plus a
+//!    few trivial siblings) and a fixed allow-list of globals are accepted; anything else,
+//!    as well as truncated data, is an error naming the file, the byte offset and the opcode,
+//!    e.g. `ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2`.
+//! 2. [`ndarray_from_value`], [`csr_from_value`] and [`adjacency_from_value`] interpret
+//!    that tree as numpy's `_reconstruct` + `__setstate__` protocol, scipy's CSR state
+//!    dict and a defaultdict of int lists.
+//!
+//! Python 2 `str` objects (`BINSTRING`, `SHORT_BINSTRING`) are kept as raw bytes
+//! ([`PickleValue::Bytes`]); this is what numpy array payloads are. Memoised objects are
+//! shared as in Python: a `BINGET` of an object that was later mutated (`BUILD`,
+//! `APPENDS`, …) sees the mutated object.
+
+use std::collections::HashMap;
+
+use super::DataError;
+use crate::tensor::CsrMatrix;
+
+/// A generic value decoded from a pickle.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PickleValue {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    /// A Python 2 `str` (or `bytes`): raw bytes, undecoded.
+    Bytes(Vec<u8>),
+    /// A unicode string.
+    Str(String),
+    List(Vec<PickleValue>),
+    Tuple(Vec<PickleValue>),
+    /// Key/value pairs in insertion order.
+    Dict(Vec<(PickleValue, PickleValue)>),
+    /// A reference to a Python global, e.g. `numpy` / `ndarray`.
+    Global {
+        module: String,
+        name: String,
+    },
+    /// The result of calling a global (`REDUCE`, or `NEWOBJ` when `newobj`), with the
+    /// state given by `BUILD` and any `SETITEM(S)` / `APPEND(S)` done on it afterwards.
+    Object {
+        module: String,
+        name: String,
+        args: Vec<PickleValue>,
+        newobj: bool,
+        state: Option<Box<PickleValue>>,
+        dict_items: Vec<(PickleValue, PickleValue)>,
+        list_items: Vec<PickleValue>,
+        /// Byte offset of the opcode that created the object (for error messages).
+        offset: usize,
+    },
+}
+
+impl PickleValue {
+    /// Short description for error messages.
+    pub fn describe(&self) -> String {
+        match self {
+            PickleValue::None => "None".into(),
+            PickleValue::Bool(b) => format!("bool {b}"),
+            PickleValue::Int(i) => format!("int {i}"),
+            PickleValue::Float(f) => format!("float {f}"),
+            PickleValue::Bytes(b) => format!("string of {} bytes", b.len()),
+            PickleValue::Str(s) => format!("unicode string of {} chars", s.chars().count()),
+            PickleValue::List(v) => format!("list of {} items", v.len()),
+            PickleValue::Tuple(v) => format!("tuple of {} items", v.len()),
+            PickleValue::Dict(v) => format!("dict of {} items", v.len()),
+            PickleValue::Global { module, name } => format!("global {module}.{name}"),
+            PickleValue::Object { module, name, offset, .. } => {
+                format!("{module}.{name} object (created at byte {offset})")
+            }
+        }
+    }
+
+    /// The text of a `Str`, or of `Bytes` read as Latin-1 (what Python 3 does with
+    /// `encoding='latin1'`).
+    pub fn as_text(&self) -> Option<String> {
+        match self {
+            PickleValue::Str(s) => Some(s.clone()),
+            PickleValue::Bytes(b) => Some(b.iter().map(|&c| c as char).collect()),
+            _ => None,
+        }
+    }
+
+    /// The integer of an `Int` (or a `Bool`, which Python treats as 0/1).
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            PickleValue::Int(i) => Some(*i),
+            PickleValue::Bool(b) => Some(*b as i64),
+            _ => None,
+        }
+    }
+
+    /// Looks up a string key in a `Dict` (keys may be `Str` or `Bytes`).
+    pub fn dict_get(&self, key: &str) -> Option<&PickleValue> {
+        match self {
+            PickleValue::Dict(items) => items.iter().find(|(k, _)| k.as_text().as_deref() == Some(key)).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// Whether this is an object made by calling `module.name`.
+    pub fn is_object_of(&self, m: &str, n: &str) -> bool {
+        matches!(self, PickleValue::Object { module, name, .. } if module == m && name == n)
+    }
+
+    /// Whether this is the global `module.name`.
+    pub fn is_global(&self, m: &str, n: &str) -> bool {
+        matches!(self, PickleValue::Global { module, name } if module == m && name == n)
+    }
+}
+
+/// The globals a Planetoid pickle may name. Anything else is rejected while parsing.
+const ALLOWED_GLOBALS: &[(&str, &str)] = &[
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("scipy.sparse.csr", "csr_matrix"),
+    ("scipy.sparse._csr", "csr_matrix"),
+    ("collections", "defaultdict"),
+    ("__builtin__", "list"),
+    ("builtins", "list"),
+    ("copy_reg", "_reconstructor"),
+    ("copyreg", "_reconstructor"),
+    ("__builtin__", "object"),
+    ("builtins", "object"),
+];
+
+/// The name of every pickle opcode (protocols 0-5), for error messages.
+pub fn opcode_name(op: u8) -> &'static str {
+    match op {
+        b'(' => "MARK",
+        b'.' => "STOP",
+        b'0' => "POP",
+        b'1' => "POP_MARK",
+        b'2' => "DUP",
+        b'F' => "FLOAT",
+        b'I' => "INT",
+        b'J' => "BININT",
+        b'K' => "BININT1",
+        b'L' => "LONG",
+        b'M' => "BININT2",
+        b'N' => "NONE",
+        b'P' => "PERSID",
+        b'Q' => "BINPERSID",
+        b'R' => "REDUCE",
+        b'S' => "STRING",
+        b'T' => "BINSTRING",
+        b'U' => "SHORT_BINSTRING",
+        b'V' => "UNICODE",
+        b'X' => "BINUNICODE",
+        b'a' => "APPEND",
+        b'b' => "BUILD",
+        b'c' => "GLOBAL",
+        b'd' => "DICT",
+        b'}' => "EMPTY_DICT",
+        b'e' => "APPENDS",
+        b'g' => "GET",
+        b'h' => "BINGET",
+        b'i' => "INST",
+        b'j' => "LONG_BINGET",
+        b'l' => "LIST",
+        b']' => "EMPTY_LIST",
+        b'o' => "OBJ",
+        b'p' => "PUT",
+        b'q' => "BINPUT",
+        b'r' => "LONG_BINPUT",
+        b's' => "SETITEM",
+        b't' => "TUPLE",
+        b')' => "EMPTY_TUPLE",
+        b'u' => "SETITEMS",
+        b'G' => "BINFLOAT",
+        b'B' => "BINBYTES",
+        b'C' => "SHORT_BINBYTES",
+        0x80 => "PROTO",
+        0x81 => "NEWOBJ",
+        0x82 => "EXT1",
+        0x83 => "EXT2",
+        0x84 => "EXT4",
+        0x85 => "TUPLE1",
+        0x86 => "TUPLE2",
+        0x87 => "TUPLE3",
+        0x88 => "NEWTRUE",
+        0x89 => "NEWFALSE",
+        0x8a => "LONG1",
+        0x8b => "LONG4",
+        0x8c => "SHORT_BINUNICODE",
+        0x8d => "BINUNICODE8",
+        0x8e => "BINBYTES8",
+        0x8f => "EMPTY_SET",
+        0x90 => "ADDITEMS",
+        0x91 => "FROZENSET",
+        0x92 => "NEWOBJ_EX",
+        0x93 => "STACK_GLOBAL",
+        0x94 => "MEMOIZE",
+        0x95 => "FRAME",
+        0x96 => "BYTEARRAY8",
+        0x97 => "NEXT_BUFFER",
+        0x98 => "READONLY_BUFFER",
+        _ => "not an opcode",
+    }
+}
+
+/// Objects while parsing live in an arena so that memoised (shared) objects can be
+/// mutated in place, as Python does.
+#[derive(Clone, Debug)]
+enum Node {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Bytes(Vec<u8>),
+    Str(String),
+    List(Vec<usize>),
+    Tuple(Vec<usize>),
+    Dict(Vec<(usize, usize)>),
+    Global {
+        module: String,
+        name: String,
+    },
+    Object {
+        module: String,
+        name: String,
+        args: Vec<usize>,
+        newobj: bool,
+        state: Option<usize>,
+        dict_items: Vec<(usize, usize)>,
+        list_items: Vec<usize>,
+        offset: usize,
+    },
+    /// Already moved into the output tree.
+    Taken,
+}
+
+struct Parser<'a> {
+    data: &'a [u8],
+    file: &'a str,
+    pos: usize,
+    /// Offset and code of the opcode being executed.
+    op_pos: usize,
+    op: u8,
+    arena: Vec<Node>,
+    stack: Vec<usize>,
+    marks: Vec<usize>,
+    memo: HashMap<u32, usize>,
+}
+
+impl<'a> Parser<'a> {
+    fn err(&self, what: impl std::fmt::Display) -> DataError {
+        DataError(format!(
+            "{}: pickle opcode 0x{:02x} ('{}') at byte {}: {}",
+            self.file,
+            self.op,
+            opcode_name(self.op),
+            self.op_pos,
+            what
+        ))
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DataError> {
+        let remaining = self.data.len() - self.pos;
+        if n > remaining {
+            return Err(DataError(format!(
+                "{}: truncated pickle: opcode 0x{:02x} ('{}') at byte {} needs {} more bytes but only {} remain",
+                self.file,
+                self.op,
+                opcode_name(self.op),
+                self.op_pos,
+                n,
+                remaining
+            )));
+        }
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn u8(&mut self) -> Result<u8, DataError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, DataError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, DataError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// A `\n`-terminated ASCII line (GLOBAL's module and name).
+    fn line(&mut self) -> Result<String, DataError> {
+        let rest = &self.data[self.pos..];
+        let Some(n) = rest.iter().position(|&c| c == b'\n') else {
+            return Err(DataError(format!(
+                "{}: truncated pickle: opcode 0x{:02x} ('{}') at byte {} has no end of line before the end of the data",
+                self.file,
+                self.op,
+                opcode_name(self.op),
+                self.op_pos
+            )));
+        };
+        let text = std::str::from_utf8(&rest[..n]).map_err(|_| self.err("name is not valid UTF-8"))?;
+        let text = text.to_string();
+        self.pos += n + 1;
+        Ok(text)
+    }
+
+    fn push(&mut self, node: Node) {
+        self.arena.push(node);
+        self.stack.push(self.arena.len() - 1);
+    }
+
+    fn pop(&mut self) -> Result<usize, DataError> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() <= floor {
+            return Err(self.err("stack underflow"));
+        }
+        Ok(self.stack.pop().unwrap())
+    }
+
+    fn top(&self) -> Result<usize, DataError> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() <= floor {
+            return Err(self.err("stack underflow"));
+        }
+        Ok(*self.stack.last().unwrap())
+    }
+
+    /// Pops everything above the last MARK, and the MARK.
+    fn pop_mark(&mut self) -> Result<Vec<usize>, DataError> {
+        let Some(m) = self.marks.pop() else {
+            return Err(self.err("no MARK on the stack"));
+        };
+        Ok(self.stack.split_off(m))
+    }
+
+    fn pop_n(&mut self, n: usize) -> Result<Vec<usize>, DataError> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() < floor + n {
+            return Err(self.err("stack underflow"));
+        }
+        Ok(self.stack.split_off(self.stack.len() - n))
+    }
+
+    fn memo_put(&mut self, idx: u32) -> Result<(), DataError> {
+        let top = self.top()?;
+        self.memo.insert(idx, top);
+        Ok(())
+    }
+
+    fn memo_get(&mut self, idx: u32) -> Result<(), DataError> {
+        let Some(&id) = self.memo.get(&idx) else {
+            return Err(self.err(format!("memo entry {idx} was never stored")));
+        };
+        self.stack.push(id);
+        Ok(())
+    }
+
+    fn global_of(&self, id: usize, what: &str) -> Result<(String, String), DataError> {
+        match &self.arena[id] {
+            Node::Global { module, name } => Ok((module.clone(), name.clone())),
+            _ => Err(self.err(format!("{what} must be a global"))),
+        }
+    }
+
+    fn tuple_items(&self, id: usize, what: &str) -> Result<Vec<usize>, DataError> {
+        match &self.arena[id] {
+            Node::Tuple(items) => Ok(items.clone()),
+            _ => Err(self.err(format!("{what} must be a tuple"))),
+        }
+    }
+
+    fn append(&mut self, items: Vec<usize>) -> Result<(), DataError> {
+        let target = self.top()?;
+        match &mut self.arena[target] {
+            Node::List(v) => v.extend(items),
+            Node::Object { list_items, .. } => list_items.extend(items),
+            _ => return Err(self.err("APPEND target is not a list")),
+        }
+        Ok(())
+    }
+
+    fn set_items(&mut self, kv: Vec<usize>) -> Result<(), DataError> {
+        if !kv.len().is_multiple_of(2) {
+            return Err(self.err("odd number of items for SETITEMS"));
+        }
+        let target = self.top()?;
+        let pairs = kv.chunks(2).map(|p| (p[0], p[1]));
+        match &mut self.arena[target] {
+            Node::Dict(v) => v.extend(pairs),
+            Node::Object { dict_items, .. } => dict_items.extend(pairs),
+            _ => return Err(self.err("SETITEM target is not a dict")),
+        }
+        Ok(())
+    }
+
+    fn string(&mut self, n: usize) -> Result<(), DataError> {
+        let b = self.take(n)?.to_vec();
+        self.push(Node::Bytes(b));
+        Ok(())
+    }
+
+    /// Runs the machine to STOP; returns the id of the result.
+    fn run(&mut self) -> Result<usize, DataError> {
+        loop {
+            if self.pos >= self.data.len() {
+                return Err(DataError(format!(
+                    "{}: truncated pickle: no STOP opcode before the end of the data at byte {}",
+                    self.file,
+                    self.data.len()
+                )));
+            }
+            self.op_pos = self.pos;
+            self.op = self.data[self.pos];
+            self.pos += 1;
+            match self.op {
+                0x80 => {
+                    let v = self.u8()?;
+                    if v > 5 {
+                        return Err(self.err(format!("unknown pickle protocol {v}")));
+                    }
+                }
+                b'.' => {
+                    let result = self.pop()?;
+                    if !self.stack.is_empty() || !self.marks.is_empty() {
+                        return Err(self.err("objects left on the stack at STOP"));
+                    }
+                    if self.pos != self.data.len() {
+                        return Err(self.err(format!("{} trailing bytes after STOP", self.data.len() - self.pos)));
+                    }
+                    return Ok(result);
+                }
+                b'c' => {
+                    let module = self.line()?;
+                    let name = self.line()?;
+                    if !ALLOWED_GLOBALS.iter().any(|&(m, n)| m == module && n == name) {
+                        return Err(self.err(format!("unexpected global '{module}.{name}'")));
+                    }
+                    self.push(Node::Global { module, name });
+                }
+                b'q' => {
+                    let i = self.u8()? as u32;
+                    self.memo_put(i)?;
+                }
+                b'r' => {
+                    let i = self.u32()?;
+                    self.memo_put(i)?;
+                }
+                b'h' => {
+                    let i = self.u8()? as u32;
+                    self.memo_get(i)?;
+                }
+                b'j' => {
+                    let i = self.u32()?;
+                    self.memo_get(i)?;
+                }
+                b'(' => self.marks.push(self.stack.len()),
+                b')' => self.push(Node::Tuple(Vec::new())),
+                b't' => {
+                    let items = self.pop_mark()?;
+                    self.push(Node::Tuple(items));
+                }
+                0x85..=0x87 => {
+                    let items = self.pop_n((self.op - 0x84) as usize)?;
+                    self.push(Node::Tuple(items));
+                }
+                b']' => self.push(Node::List(Vec::new())),
+                b'l' => {
+                    let items = self.pop_mark()?;
+                    self.push(Node::List(items));
+                }
+                b'}' => self.push(Node::Dict(Vec::new())),
+                b'd' => {
+                    let kv = self.pop_mark()?;
+                    if !kv.len().is_multiple_of(2) {
+                        return Err(self.err("odd number of items for DICT"));
+                    }
+                    self.push(Node::Dict(kv.chunks(2).map(|p| (p[0], p[1])).collect()));
+                }
+                b'a' => {
+                    let v = self.pop()?;
+                    self.append(vec![v])?;
+                }
+                b'e' => {
+                    let items = self.pop_mark()?;
+                    self.append(items)?;
+                }
+                b's' => {
+                    let kv = self.pop_n(2)?;
+                    self.set_items(kv)?;
+                }
+                b'u' => {
+                    let kv = self.pop_mark()?;
+                    self.set_items(kv)?;
+                }
+                b'N' => self.push(Node::None),
+                0x88 => self.push(Node::Bool(true)),
+                0x89 => self.push(Node::Bool(false)),
+                b'K' => {
+                    let v = self.u8()? as i64;
+                    self.push(Node::Int(v));
+                }
+                b'M' => {
+                    let v = self.u16()? as i64;
+                    self.push(Node::Int(v));
+                }
+                b'J' => {
+                    let v = self.u32()? as i32 as i64;
+                    self.push(Node::Int(v));
+                }
+                0x8a => {
+                    let n = self.u8()? as usize;
+                    if n > 8 {
+                        return Err(self.err(format!("{n}-byte integer does not fit in 64 bits")));
+                    }
+                    let b = self.take(n)?;
+                    let mut v: i64 = 0;
+                    for (i, &byte) in b.iter().enumerate() {
+                        v |= (byte as i64) << (8 * i);
+                    }
+                    if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
+                        v -= 1i64 << (8 * n); // two's complement sign
+                    }
+                    self.push(Node::Int(v));
+                }
+                b'G' => {
+                    let b = self.take(8)?;
+                    let v = f64::from_be_bytes(b.try_into().unwrap());
+                    self.push(Node::Float(v));
+                }
+                b'T' => {
+                    let n = self.u32()? as i32;
+                    if n < 0 {
+                        return Err(self.err(format!("negative string length {n}")));
+                    }
+                    self.string(n as usize)?;
+                }
+                b'U' => {
+                    let n = self.u8()? as usize;
+                    self.string(n)?;
+                }
+                b'X' => {
+                    let n = self.u32()? as usize;
+                    let b = self.take(n)?;
+                    let s = std::str::from_utf8(b).map_err(|_| self.err("invalid UTF-8 in unicode string"))?;
+                    self.push(Node::Str(s.to_string()));
+                }
+                b'R' | 0x81 => {
+                    let args = self.pop()?;
+                    let callable = self.pop()?;
+                    let what = if self.op == b'R' { "REDUCE callable" } else { "NEWOBJ class" };
+                    let (module, name) = self.global_of(callable, what)?;
+                    let args = self.tuple_items(args, "arguments")?;
+                    let newobj = self.op == 0x81;
+                    let offset = self.op_pos;
+                    self.push(Node::Object {
+                        module,
+                        name,
+                        args,
+                        newobj,
+                        state: None,
+                        dict_items: Vec::new(),
+                        list_items: Vec::new(),
+                        offset,
+                    });
+                }
+                b'b' => {
+                    let st = self.pop()?;
+                    let target = self.top()?;
+                    let err = match &mut self.arena[target] {
+                        Node::Object { state: s @ None, .. } => {
+                            *s = Some(st);
+                            None
+                        }
+                        Node::Object { .. } => Some("object already has a state"),
+                        _ => Some("BUILD target is not an object"),
+                    };
+                    if let Some(e) = err {
+                        return Err(self.err(e));
+                    }
+                }
+                op => {
+                    return Err(DataError(format!(
+                        "{}: unsupported pickle opcode 0x{:02x} ('{}') at byte {}",
+                        self.file,
+                        op,
+                        opcode_name(op),
+                        self.op_pos
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Moves (or, for shared nodes, clones) the arena graph under `root` into a tree.
+    fn into_tree(mut self, root: usize) -> Result<PickleValue, DataError> {
+        // Reference counts decide whether a node can be moved out or must be cloned.
+        let mut refs = vec![0u32; self.arena.len()];
+        refs[root] += 1;
+        for node in &self.arena {
+            let mut count = |i: usize| refs[i] = refs[i].saturating_add(1);
+            match node {
+                Node::List(v) | Node::Tuple(v) => v.iter().for_each(|&i| count(i)),
+                Node::Dict(kv) => kv.iter().for_each(|&(k, v)| {
+                    count(k);
+                    count(v)
+                }),
+                Node::Object { args, state, dict_items, list_items, .. } => {
+                    args.iter().for_each(|&i| count(i));
+                    state.iter().for_each(|&i| count(i));
+                    dict_items.iter().for_each(|&(k, v)| {
+                        count(k);
+                        count(v)
+                    });
+                    list_items.iter().for_each(|&i| count(i));
+                }
+                _ => {}
+            }
+        }
+        let n = self.arena.len();
+        let mut tb = TreeBuilder {
+            arena: std::mem::take(&mut self.arena),
+            refs,
+            on_path: vec![false; n],
+            budget: 4 * n + 1024,
+            file: self.file,
+        };
+        tb.build(root, true, 0)
+    }
+}
+
+struct TreeBuilder<'f> {
+    arena: Vec<Node>,
+    refs: Vec<u32>,
+    on_path: Vec<bool>,
+    /// Nodes left to emit; sharing can make the tree much bigger than the arena.
+    budget: usize,
+    file: &'f str,
+}
+
+impl TreeBuilder<'_> {
+    fn err(&self, what: &str) -> DataError {
+        DataError(format!("{}: {what}", self.file))
+    }
+
+    fn many(&mut self, ids: Vec<usize>, unique: bool, depth: usize) -> Result<Vec<PickleValue>, DataError> {
+        ids.into_iter().map(|i| self.build(i, unique, depth)).collect()
+    }
+
+    fn pairs(
+        &mut self,
+        kv: Vec<(usize, usize)>,
+        unique: bool,
+        depth: usize,
+    ) -> Result<Vec<(PickleValue, PickleValue)>, DataError> {
+        kv.into_iter().map(|(k, v)| Ok((self.build(k, unique, depth)?, self.build(v, unique, depth)?))).collect()
+    }
+
+    /// Builds node `id`. A node reached only through uniquely referenced parents is moved
+    /// out of the arena; anything shared is cloned.
+    fn build(&mut self, id: usize, parent_unique: bool, depth: usize) -> Result<PickleValue, DataError> {
+        if depth > 200 {
+            return Err(self.err("pickle nests deeper than 200 levels"));
+        }
+        if self.on_path[id] {
+            return Err(self.err("pickle contains a reference cycle"));
+        }
+        if self.budget == 0 {
+            return Err(self.err("pickle shares too many objects"));
+        }
+        self.budget -= 1;
+        let unique = parent_unique && self.refs[id] <= 1;
+        let node = if unique { std::mem::replace(&mut self.arena[id], Node::Taken) } else { self.arena[id].clone() };
+        self.on_path[id] = true;
+        let d = depth + 1;
+        let value = match node {
+            Node::None => PickleValue::None,
+            Node::Bool(v) => PickleValue::Bool(v),
+            Node::Int(v) => PickleValue::Int(v),
+            Node::Float(v) => PickleValue::Float(v),
+            Node::Bytes(v) => PickleValue::Bytes(v),
+            Node::Str(v) => PickleValue::Str(v),
+            Node::List(v) => PickleValue::List(self.many(v, unique, d)?),
+            Node::Tuple(v) => PickleValue::Tuple(self.many(v, unique, d)?),
+            Node::Dict(kv) => PickleValue::Dict(self.pairs(kv, unique, d)?),
+            Node::Global { module, name } => PickleValue::Global { module, name },
+            Node::Object { module, name, args, newobj, state, dict_items, list_items, offset } => {
+                let args = self.many(args, unique, d)?;
+                let state = match state {
+                    Some(s) => Some(Box::new(self.build(s, unique, d)?)),
+                    None => None,
+                };
+                let dict_items = self.pairs(dict_items, unique, d)?;
+                let list_items = self.many(list_items, unique, d)?;
+                PickleValue::Object { module, name, args, newobj, state, dict_items, list_items, offset }
+            }
+            Node::Taken => return Err(self.err("internal error: pickle object moved twice")),
+        };
+        self.on_path[id] = false;
+        Ok(value)
+    }
+}
+
+/// Parses a whole pickle. `file` names the source in error messages.
+pub fn parse(data: &[u8], file: &str) -> Result<PickleValue, DataError> {
+    let mut p = Parser {
+        data,
+        file,
+        pos: 0,
+        op_pos: 0,
+        op: 0,
+        arena: Vec::new(),
+        stack: Vec::new(),
+        marks: Vec::new(),
+        memo: HashMap::new(),
+    };
+    let root = p.run()?;
+    p.into_tree(root)
+}
+
+/// Element data of a numpy array, in the array's memory order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NdData {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    Bool(Vec<bool>),
+}
+
+impl NdData {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            NdData::F32(v) => v.len(),
+            NdData::F64(v) => v.len(),
+            NdData::I32(v) => v.len(),
+            NdData::I64(v) => v.len(),
+            NdData::Bool(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `i` as f64.
+    pub fn get_f64(&self, i: usize) -> f64 {
+        match self {
+            NdData::F32(v) => v[i] as f64,
+            NdData::F64(v) => v[i],
+            NdData::I32(v) => v[i] as f64,
+            NdData::I64(v) => v[i] as f64,
+            NdData::Bool(v) => v[i] as u8 as f64,
+        }
+    }
+
+    /// Element `i` as an integer, if it is one (floats must be integral).
+    pub fn get_i64(&self, i: usize) -> Option<i64> {
+        match self {
+            NdData::I32(v) => Some(v[i] as i64),
+            NdData::I64(v) => Some(v[i]),
+            NdData::Bool(v) => Some(v[i] as i64),
+            NdData::F32(v) => (v[i].fract() == 0.0).then_some(v[i] as i64),
+            NdData::F64(v) => (v[i].fract() == 0.0).then_some(v[i] as i64),
+        }
+    }
+}
+
+/// A numpy array: dtype string (`<f4`, `<f8`, `<i4`, `<i8`, `|b1`), shape and data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NdArray {
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    /// Fortran (column-major) memory order.
+    pub fortran: bool,
+    pub data: NdData,
+}
+
+impl NdArray {
+    /// Element at `(r, c)` of a 2-D array as f64, whatever the memory order.
+    pub fn get2(&self, r: usize, c: usize) -> f64 {
+        let i = if self.fortran { c * self.shape[0] + r } else { r * self.shape[1] + c };
+        self.data.get_f64(i)
+    }
+
+    /// All elements as integers in C (row-major) order; errors if any is not integral.
+    pub fn to_i64_c_order(&self, file: &str) -> Result<Vec<i64>, DataError> {
+        let n = self.data.len();
+        let idx = |k: usize| -> usize {
+            if !self.fortran || self.shape.len() < 2 {
+                return k;
+            }
+            // Map a C-order flat index to the Fortran-order position.
+            let mut rem = k;
+            let mut pos = 0;
+            let mut stride_f = 1;
+            let mut coords = vec![0; self.shape.len()];
+            for d in (0..self.shape.len()).rev() {
+                coords[d] = rem % self.shape[d];
+                rem /= self.shape[d];
+            }
+            for (&c, &dim) in coords.iter().zip(&self.shape) {
+                pos += c * stride_f;
+                stride_f *= dim;
+            }
+            pos
+        };
+        (0..n)
+            .map(|k| {
+                self.data
+                    .get_i64(idx(k))
+                    .ok_or_else(|| DataError(format!("{file}: array element {k} is not an integer")))
+            })
+            .collect()
+    }
+}
+
+fn expect<'v>(v: Option<&'v PickleValue>, file: &str, what: &str) -> Result<&'v PickleValue, DataError> {
+    v.ok_or_else(|| DataError(format!("{file}: {what} is missing")))
+}
+
+fn as_usize(v: &PickleValue, file: &str, what: &str) -> Result<usize, DataError> {
+    match v.as_int() {
+        Some(i) if i >= 0 => Ok(i as usize),
+        _ => Err(DataError(format!("{file}: {what} must be a non-negative int, found {}", v.describe()))),
+    }
+}
+
+/// The dtype string (`<f4`, `|b1`, …) of a pickled `numpy.dtype` object.
+fn dtype_from_value(v: &PickleValue, file: &str) -> Result<String, DataError> {
+    let PickleValue::Object { module, name, args, state, offset, .. } = v else {
+        return Err(DataError(format!("{file}: expected a numpy.dtype, found {}", v.describe())));
+    };
+    if module != "numpy" || name != "dtype" {
+        return Err(DataError(format!("{file}: expected a numpy.dtype, found {}", v.describe())));
+    }
+    let descr = args
+        .first()
+        .and_then(|a| a.as_text())
+        .ok_or_else(|| DataError(format!("{file}: numpy.dtype at byte {offset} has no type string")))?;
+    // State: (version, byteorder, subarray, names, fields, elsize, alignment, flags[, metadata]).
+    let order = match state.as_deref() {
+        Some(PickleValue::Tuple(items)) if items.len() >= 2 => items[1]
+            .as_text()
+            .ok_or_else(|| DataError(format!("{file}: numpy.dtype at byte {offset} has no byte order")))?,
+        Some(other) => {
+            return Err(DataError(format!(
+                "{file}: numpy.dtype at byte {offset} has an unexpected state ({})",
+                other.describe()
+            )))
+        }
+        None => "|".into(),
+    };
+    let dtype = format!("{order}{descr}");
+    match dtype.as_str() {
+        "<f4" | "<f8" | "<i4" | "<i8" | "|b1" => Ok(dtype),
+        _ => Err(DataError(format!(
+            "{file}: unsupported numpy dtype '{dtype}' (at byte {offset}); supported: <f4 <f8 <i4 <i8 |b1"
+        ))),
+    }
+}
+
+/// Interprets `numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), 'b')` followed by
+/// `BUILD (version, shape, dtype, is_fortran, raw_bytes)` as an [`NdArray`].
+pub fn ndarray_from_value(v: &PickleValue, file: &str) -> Result<NdArray, DataError> {
+    let PickleValue::Object { module, name, args, state, offset, .. } = v else {
+        return Err(DataError(format!("{file}: expected a numpy array, found {}", v.describe())));
+    };
+    let offset = *offset;
+    if !(name == "_reconstruct" && (module == "numpy.core.multiarray" || module == "numpy._core.multiarray")) {
+        return Err(DataError(format!("{file}: expected a numpy array, found {}", v.describe())));
+    }
+    if !args.first().is_some_and(|a| a.is_global("numpy", "ndarray")) {
+        return Err(DataError(format!(
+            "{file}: numpy array at byte {offset} is not a plain numpy.ndarray (subclasses are not supported)"
+        )));
+    }
+    let Some(PickleValue::Tuple(st)) = state.as_deref() else {
+        return Err(DataError(format!("{file}: numpy array at byte {offset} has no tuple state")));
+    };
+    // Version 1 state has 5 entries; the version-0 layout omits the version.
+    let st: &[PickleValue] = match st.len() {
+        5 if st[0].as_int() == Some(1) => &st[1..],
+        4 => st,
+        n => {
+            return Err(DataError(format!(
+                "{file}: numpy array at byte {offset} has a state of {n} items (expected version 1 with 5)"
+            )))
+        }
+    };
+    let PickleValue::Tuple(shape_v) = &st[0] else {
+        return Err(DataError(format!("{file}: numpy array at byte {offset} has no shape tuple")));
+    };
+    let shape = shape_v.iter().map(|s| as_usize(s, file, "array dimension")).collect::<Result<Vec<_>, _>>()?;
+    let dtype = dtype_from_value(&st[1], file)?;
+    let fortran = match &st[2] {
+        PickleValue::Bool(b) => *b,
+        PickleValue::Int(i) => *i != 0,
+        other => {
+            return Err(DataError(format!(
+                "{file}: numpy array at byte {offset} has a non-boolean order flag ({})",
+                other.describe()
+            )))
+        }
+    };
+    let raw: &[u8] = match &st[3] {
+        PickleValue::Bytes(b) => b,
+        other => {
+            return Err(DataError(format!(
+                "{file}: numpy array at byte {offset} has no raw byte data ({})",
+                other.describe()
+            )))
+        }
+    };
+    let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    let itemsize = match dtype.as_str() {
+        "<f4" | "<i4" => 4,
+        "<f8" | "<i8" => 8,
+        _ => 1,
+    };
+    let Some(count) = count.filter(|c| c.checked_mul(itemsize) == Some(raw.len())) else {
+        return Err(DataError(format!(
+            "{file}: numpy array at byte {offset} of shape {shape:?} and dtype {dtype} needs {} bytes but has {}",
+            count.map_or("too many".to_string(), |c| (c as u128 * itemsize as u128).to_string()),
+            raw.len()
+        )));
+    };
+    let data = match dtype.as_str() {
+        "<f4" => NdData::F32(raw.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()),
+        "<f8" => NdData::F64(raw.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect()),
+        "<i4" => NdData::I32(raw.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect()),
+        "<i8" => NdData::I64(raw.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect()),
+        _ => {
+            if let Some(bad) = raw.iter().position(|&b| b > 1) {
+                return Err(DataError(format!(
+                    "{file}: boolean array at byte {offset} has value {} at {bad}",
+                    raw[bad]
+                )));
+            }
+            NdData::Bool(raw.iter().map(|&b| b == 1).collect())
+        }
+    };
+    debug_assert_eq!(data.len(), count);
+    Ok(NdArray { dtype, shape, fortran, data })
+}
+
+fn one_d_ints(a: &NdArray, file: &str, what: &str) -> Result<Vec<i64>, DataError> {
+    if a.shape.len() != 1 {
+        return Err(DataError(format!("{file}: CSR {what} must be 1-D, has shape {:?}", a.shape)));
+    }
+    match a.data {
+        NdData::I32(_) | NdData::I64(_) => a.to_i64_c_order(file),
+        _ => Err(DataError(format!("{file}: CSR {what} must be an integer array, has dtype {}", a.dtype))),
+    }
+}
+
+/// Interprets a pickled `scipy.sparse.csr_matrix` as a [`CsrMatrix`].
+///
+/// The result is canonical, like `todense()` followed by reading the non-zeros: column
+/// indices sorted within each row, duplicate entries summed and explicit zeros dropped.
+pub fn csr_from_value(v: &PickleValue, file: &str) -> Result<CsrMatrix, DataError> {
+    let PickleValue::Object { module, name, args, state, offset, .. } = v else {
+        return Err(DataError(format!("{file}: expected a scipy csr_matrix, found {}", v.describe())));
+    };
+    let is_csr = |m: &str, n: &str| n == "csr_matrix" && (m == "scipy.sparse.csr" || m == "scipy.sparse._csr");
+    let direct = is_csr(module, name);
+    // Older pickles: copy_reg._reconstructor(csr_matrix, object, None).
+    let via_reconstructor = name == "_reconstructor"
+        && (module == "copy_reg" || module == "copyreg")
+        && matches!(args.first(), Some(PickleValue::Global { module, name }) if is_csr(module, name));
+    if !direct && !via_reconstructor {
+        return Err(DataError(format!("{file}: expected a scipy csr_matrix, found {}", v.describe())));
+    }
+    let Some(st) = state.as_deref().filter(|s| matches!(s, PickleValue::Dict(_))) else {
+        return Err(DataError(format!("{file}: csr_matrix at byte {offset} has no state dict")));
+    };
+    if let Some(fmt) = st.dict_get("format") {
+        if fmt.as_text().as_deref() != Some("csr") {
+            return Err(DataError(format!("{file}: csr_matrix at byte {offset} has format {}", fmt.describe())));
+        }
+    }
+    let shape = expect(st.dict_get("_shape"), file, "csr_matrix _shape")?;
+    let (nrows, ncols) = match shape {
+        PickleValue::Tuple(s) if s.len() == 2 => {
+            (as_usize(&s[0], file, "matrix rows")?, as_usize(&s[1], file, "matrix columns")?)
+        }
+        other => return Err(DataError(format!("{file}: csr_matrix _shape is {}", other.describe()))),
+    };
+    let indptr = ndarray_from_value(expect(st.dict_get("indptr"), file, "csr_matrix indptr")?, file)?;
+    let indices = ndarray_from_value(expect(st.dict_get("indices"), file, "csr_matrix indices")?, file)?;
+    let data = ndarray_from_value(expect(st.dict_get("data"), file, "csr_matrix data")?, file)?;
+    let indptr = one_d_ints(&indptr, file, "indptr")?;
+    let indices = one_d_ints(&indices, file, "indices")?;
+    if data.shape.len() != 1 {
+        return Err(DataError(format!("{file}: CSR data must be 1-D, has shape {:?}", data.shape)));
+    }
+    let bad = |what: &str| DataError(format!("{file}: csr_matrix at byte {offset}: {what}"));
+    if indptr.iter().any(|&p| p < 0) {
+        return Err(bad("negative indptr entry"));
+    }
+    if let Some(&c) = indices.iter().find(|&&c| c < 0 || c as u64 >= ncols as u64 || c > u32::MAX as i64) {
+        return Err(bad(&format!("column index {c} out of range for {ncols} columns")));
+    }
+    let values: Vec<f32> = (0..data.data.len()).map(|i| data.data.get_f64(i) as f32).collect();
+    let m = CsrMatrix::new(
+        nrows,
+        ncols,
+        indptr.into_iter().map(|p| p as usize).collect(),
+        indices.into_iter().map(|c| c as u32).collect(),
+        values,
+    )
+    .map_err(|e| bad(&e))?;
+    Ok(canonicalize(m))
+}
+
+/// Sorts columns within rows, sums duplicates and drops zeros.
+fn canonicalize(m: CsrMatrix) -> CsrMatrix {
+    let sorted = (0..m.nrows).all(|r| m.row(r).0.windows(2).all(|w| w[0] < w[1]));
+    let no_zeros = m.values.iter().all(|&v| v != 0.0);
+    if sorted && no_zeros {
+        return m;
+    }
+    let mut indptr = Vec::with_capacity(m.nrows + 1);
+    let mut indices = Vec::with_capacity(m.nnz());
+    let mut values = Vec::with_capacity(m.nnz());
+    indptr.push(0);
+    let mut pairs: Vec<(u32, f32)> = Vec::new();
+    for r in 0..m.nrows {
+        let (c, v) = m.row(r);
+        pairs.clear();
+        pairs.extend(c.iter().copied().zip(v.iter().copied()));
+        pairs.sort_by_key(|p| p.0);
+        let start = indices.len();
+        for &(c, v) in &pairs {
+            if indices.len() > start && *indices.last().unwrap() == c {
+                *values.last_mut().unwrap() += v;
+            } else {
+                indices.push(c);
+                values.push(v);
+            }
+        }
+        // Drop zeros (given or produced by cancellation) in this row.
+        let mut w = start;
+        for k in start..indices.len() {
+            if values[k] != 0.0 {
+                indices[w] = indices[k];
+                values[w] = values[k];
+                w += 1;
+            }
+        }
+        indices.truncate(w);
+        values.truncate(w);
+        indptr.push(indices.len());
+    }
+    CsrMatrix { nrows: m.nrows, ncols: m.ncols, indptr, indices, values }
+}
+
+/// Interprets a pickled `collections.defaultdict(list)` (or a plain dict) of
+/// `int -> [int, …]` as adjacency lists, in the dict's insertion order.
+pub fn adjacency_from_value(v: &PickleValue, file: &str) -> Result<Vec<(i64, Vec<i64>)>, DataError> {
+    let items = match v {
+        PickleValue::Dict(items) => items,
+        PickleValue::Object { module, name, args, dict_items, list_items, state, offset, .. }
+            if module == "collections" && name == "defaultdict" =>
+        {
+            let factory_ok = match args.first() {
+                None | Some(PickleValue::None) => true,
+                Some(f) => f.is_global("__builtin__", "list") || f.is_global("builtins", "list"),
+            };
+            if !factory_ok || args.len() > 1 || !list_items.is_empty() || state.is_some() {
+                return Err(DataError(format!(
+                    "{file}: defaultdict at byte {offset} is not a plain defaultdict(list)"
+                )));
+            }
+            dict_items
+        }
+        other => {
+            return Err(DataError(format!("{file}: expected a dict of adjacency lists, found {}", other.describe())))
+        }
+    };
+    items
+        .iter()
+        .map(|(k, val)| {
+            let key = k
+                .as_int()
+                .ok_or_else(|| DataError(format!("{file}: adjacency key is {}, not an int", k.describe())))?;
+            let PickleValue::List(ns) = val else {
+                return Err(DataError(format!("{file}: adjacency of node {key} is {}, not a list", val.describe())));
+            };
+            let ns = ns
+                .iter()
+                .map(|n| {
+                    n.as_int().ok_or_else(|| {
+                        DataError(format!("{file}: neighbour of node {key} is {}, not an int", n.describe()))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((key, ns))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds pickles opcode by opcode.
+    #[derive(Default)]
+    struct W(Vec<u8>);
+
+    impl W {
+        fn op(mut self, op: u8) -> Self {
+            self.0.push(op);
+            self
+        }
+        fn proto(self) -> Self {
+            self.op(0x80).op(2)
+        }
+        fn global(mut self, m: &str, n: &str) -> Self {
+            self.0.push(b'c');
+            self.0.extend_from_slice(m.as_bytes());
+            self.0.push(b'\n');
+            self.0.extend_from_slice(n.as_bytes());
+            self.0.push(b'\n');
+            self
+        }
+        fn int(mut self, v: i64) -> Self {
+            if (0..256).contains(&v) {
+                self.0.extend_from_slice(&[b'K', v as u8]);
+            } else if (0..65536).contains(&v) {
+                self.0.push(b'M');
+                self.0.extend_from_slice(&(v as u16).to_le_bytes());
+            } else {
+                self.0.push(b'J');
+                self.0.extend_from_slice(&(v as i32).to_le_bytes());
+            }
+            self
+        }
+        fn sstr(mut self, s: &[u8]) -> Self {
+            self.0.extend_from_slice(&[b'U', s.len() as u8]);
+            self.0.extend_from_slice(s);
+            self
+        }
+        fn bstr(mut self, s: &[u8]) -> Self {
+            self.0.push(b'T');
+            self.0.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            self.0.extend_from_slice(s);
+            self
+        }
+        fn put(self, i: u8) -> Self {
+            self.op(b'q').op(i)
+        }
+        fn get(self, i: u8) -> Self {
+            self.op(b'h').op(i)
+        }
+        fn stop(self) -> Vec<u8> {
+            self.op(b'.').0
+        }
+        /// A numpy dtype object like the files have: dtype(descr, 0, 1) + BUILD state.
+        fn dtype(self, order: &[u8], descr: &[u8]) -> Self {
+            self.dtype_memo(order, descr, None)
+        }
+        /// Same, memoised right after REDUCE (before BUILD), as the files do.
+        fn dtype_memo(self, order: &[u8], descr: &[u8], memo: Option<u8>) -> Self {
+            let w = self.global("numpy", "dtype").sstr(descr).int(0).int(1).op(0x87).op(b'R');
+            let w = match memo {
+                Some(i) => w.put(i),
+                None => w,
+            };
+            w.op(b'(').int(3).sstr(order).op(b'N').op(b'N').op(b'N').int(-1).int(-1).int(0).op(b't').op(b'b')
+        }
+        /// A numpy array with the given shape, dtype and raw little-endian data.
+        fn ndarray(self, shape: &[i64], order: &[u8], descr: &[u8], raw: &[u8]) -> Self {
+            let mut w = self
+                .global("numpy.core.multiarray", "_reconstruct")
+                .global("numpy", "ndarray")
+                .int(0)
+                .op(0x85)
+                .sstr(b"b")
+                .op(0x87)
+                .op(b'R')
+                .op(b'(')
+                .int(1)
+                .op(b'(');
+            for &s in shape {
+                w = w.int(s);
+            }
+            w.op(b't').dtype(order, descr).op(0x89).bstr(raw).op(b't').op(b'b')
+        }
+    }
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+    fn i32s(v: &[i32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn scalars_and_containers() {
+        let mut long1 = W::default().proto().op(b'(').int(7).int(300).int(-5).op(0x8a).op(2).op(0x00).op(0x80);
+        long1 = long1.op(b'N').op(0x88).op(0x89).op(b'G');
+        long1.0.extend_from_slice(&1.5f64.to_be_bytes());
+        let mut b = long1.sstr(b"k").op(b'X');
+        b.0.extend_from_slice(&3u32.to_le_bytes());
+        b.0.extend_from_slice(b"abc");
+        let bytes = b.op(b'l').stop();
+        let v = parse(&bytes, "t").unwrap();
+        assert_eq!(
+            v,
+            PickleValue::List(vec![
+                PickleValue::Int(7),
+                PickleValue::Int(300),
+                PickleValue::Int(-5),
+                PickleValue::Int(-32768),
+                PickleValue::None,
+                PickleValue::Bool(true),
+                PickleValue::Bool(false),
+                PickleValue::Float(1.5),
+                PickleValue::Bytes(b"k".to_vec()),
+                PickleValue::Str("abc".into()),
+            ])
+        );
+    }
+
+    #[test]
+    fn memo_shares_mutated_objects() {
+        // l = []; memo[0] = l; l.append(1); (l, l) -> both see [1]
+        let bytes = W::default().proto().op(b']').put(0).int(1).op(b'a').get(0).op(0x86).stop();
+        let v = parse(&bytes, "t").unwrap();
+        let one = PickleValue::List(vec![PickleValue::Int(1)]);
+        assert_eq!(v, PickleValue::Tuple(vec![one.clone(), one]));
+    }
+
+    #[test]
+    fn shared_object_with_state_is_cloned_whole() {
+        // Like the files: a dtype is built once, memoised, and fetched again with BINGET
+        // for a second array; both arrays must see its BUILD state (byte order '<').
+        let raw = f32s(&[1.5]);
+        let w = W::default().proto().op(b'(');
+        let w = w
+            .global("numpy.core.multiarray", "_reconstruct")
+            .put(7)
+            .global("numpy", "ndarray")
+            .put(8)
+            .int(0)
+            .op(0x85)
+            .sstr(b"b")
+            .op(0x87)
+            .op(b'R')
+            .op(b'(')
+            .int(1)
+            .int(1)
+            .op(0x85)
+            .dtype_memo(b"<", b"f4", Some(11))
+            .op(0x89)
+            .bstr(&raw)
+            .op(b't')
+            .op(b'b');
+        let w = w
+            .get(7)
+            .get(8)
+            .int(0)
+            .op(0x85)
+            .sstr(b"b")
+            .op(0x87)
+            .op(b'R')
+            .op(b'(')
+            .int(1)
+            .int(1)
+            .op(0x85)
+            .get(11)
+            .op(0x89)
+            .bstr(&raw)
+            .op(b't')
+            .op(b'b');
+        let v = parse(&w.op(b'l').stop(), "f").unwrap();
+        let PickleValue::List(items) = v else { panic!() };
+        for item in &items {
+            let a = ndarray_from_value(item, "f").unwrap();
+            assert_eq!((a.dtype.as_str(), a.data.clone()), ("<f4", NdData::F32(vec![1.5])));
+        }
+    }
+
+    #[test]
+    fn numpy_array_2d() {
+        let raw = i32s(&[0, 1, 1, 0, 0, 0]);
+        let bytes = W::default().proto().ndarray(&[3, 2], b"<", b"i4", &raw).stop();
+        let v = parse(&bytes, "ind.t.y").unwrap();
+        let a = ndarray_from_value(&v, "ind.t.y").unwrap();
+        assert_eq!(a.dtype, "<i4");
+        assert_eq!(a.shape, vec![3, 2]);
+        assert!(!a.fortran);
+        assert_eq!(a.get2(0, 1), 1.0);
+        assert_eq!(a.get2(1, 0), 1.0);
+        assert_eq!(a.to_i64_c_order("f").unwrap(), vec![0, 1, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn numpy_fortran_order() {
+        // 2x3 [[1,2,3],[4,5,6]] stored column-major.
+        let raw: Vec<u8> = [1i64, 4, 2, 5, 3, 6].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let mut w = W::default().proto().ndarray(&[2, 3], b"<", b"i8", &raw);
+        // flip the NEWFALSE (fortran flag) to NEWTRUE
+        let i = w.0.iter().rposition(|&b| b == 0x89).unwrap();
+        w.0[i] = 0x88;
+        let a = ndarray_from_value(&parse(&w.stop(), "f").unwrap(), "f").unwrap();
+        assert!(a.fortran);
+        assert_eq!(a.get2(0, 2), 3.0);
+        assert_eq!(a.get2(1, 0), 4.0);
+        assert_eq!(a.to_i64_c_order("f").unwrap(), vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn unsupported_dtype_and_size_mismatch() {
+        let bytes = W::default().proto().ndarray(&[2], b">", b"f4", &[0; 8]).stop();
+        let e = ndarray_from_value(&parse(&bytes, "ind.t.y").unwrap(), "ind.t.y").unwrap_err();
+        assert!(e.0.contains("unsupported numpy dtype '>f4'"), "{e}");
+        let bytes = W::default().proto().ndarray(&[3], b"<", b"f4", &[0; 8]).stop();
+        let e = ndarray_from_value(&parse(&bytes, "ind.t.y").unwrap(), "ind.t.y").unwrap_err();
+        assert!(e.0.contains("needs 12 bytes but has 8"), "{e}");
+    }
+
+    fn csr_pickle(shape: (i64, i64), indptr: &[i32], indices: &[i32], data: &[f32]) -> Vec<u8> {
+        W::default()
+            .proto()
+            .global("scipy.sparse.csr", "csr_matrix")
+            .put(1)
+            .op(b')')
+            .op(0x81)
+            .op(b'}')
+            .op(b'(')
+            .sstr(b"format")
+            .sstr(b"csr")
+            .sstr(b"_shape")
+            .int(shape.0)
+            .int(shape.1)
+            .op(0x86)
+            .sstr(b"indptr")
+            .ndarray(&[indptr.len() as i64], b"<", b"i4", &i32s(indptr))
+            .sstr(b"indices")
+            .ndarray(&[indices.len() as i64], b"<", b"i4", &i32s(indices))
+            .sstr(b"data")
+            .ndarray(&[data.len() as i64], b"<", b"f4", &f32s(data))
+            .op(b'u')
+            .op(b'b')
+            .stop()
+    }
+
+    #[test]
+    fn csr_matrix_roundtrip_and_canonical() {
+        // row 0: cols 2, 0 (unsorted); row 1: col 1 twice (duplicates) and an explicit zero.
+        let bytes = csr_pickle((2, 3), &[0, 2, 5], &[2, 0, 1, 1, 2], &[1.0, 2.0, 0.5, 0.25, 0.0]);
+        let m = csr_from_value(&parse(&bytes, "ind.t.x").unwrap(), "ind.t.x").unwrap();
+        assert_eq!((m.nrows, m.ncols), (2, 3));
+        assert_eq!(m.indptr, vec![0, 2, 3]);
+        assert_eq!(m.indices, vec![0, 2, 1]);
+        assert_eq!(m.values, vec![2.0, 1.0, 0.75]);
+    }
+
+    #[test]
+    fn csr_matrix_invalid() {
+        let bytes = csr_pickle((2, 3), &[0, 1, 2], &[0, 3], &[1.0, 1.0]);
+        let e = csr_from_value(&parse(&bytes, "ind.t.x").unwrap(), "ind.t.x").unwrap_err();
+        assert!(e.0.contains("column index 3 out of range for 3 columns"), "{e}");
+        let bytes = csr_pickle((3, 3), &[0, 1, 2], &[0, 1], &[1.0, 1.0]);
+        let e = csr_from_value(&parse(&bytes, "ind.t.x").unwrap(), "ind.t.x").unwrap_err();
+        assert!(e.0.contains("ind.t.x") && e.0.contains("nrows+1"), "{e}");
+    }
+
+    #[test]
+    fn defaultdict_adjacency() {
+        let bytes = W::default()
+            .proto()
+            .global("collections", "defaultdict")
+            .put(1)
+            .global("__builtin__", "list")
+            .put(2)
+            .op(0x85)
+            .op(b'R')
+            .put(3)
+            .op(b'(')
+            .int(0)
+            .op(b']')
+            .op(b'(')
+            .int(5)
+            .int(70000)
+            .op(b'e')
+            .int(1)
+            .op(b']')
+            .int(0)
+            .op(b'a')
+            .op(b'u')
+            .stop();
+        let adj = adjacency_from_value(&parse(&bytes, "ind.t.graph").unwrap(), "ind.t.graph").unwrap();
+        assert_eq!(adj, vec![(0, vec![5, 70000]), (1, vec![0])]);
+    }
+
+    #[test]
+    fn unknown_opcode_is_named() {
+        let bytes = [0x80, 4, 0x95, 0, 0, 0, 0, 0, 0, 0, 0, b'.'];
+        let e = parse(&bytes, "ind.cora.x").unwrap_err();
+        assert_eq!(e.0, "ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
+        let e = parse(&[0x80, 2, b'Z'], "f").unwrap_err();
+        assert_eq!(e.0, "f: unsupported pickle opcode 0x5a ('not an opcode') at byte 2");
+    }
+
+    #[test]
+    fn truncated_input() {
+        let full = W::default().proto().bstr(&[1, 2, 3, 4, 5, 6]).stop();
+        // Cut inside the string payload.
+        let e = parse(&full[..9], "ind.t.x").unwrap_err();
+        assert!(e.0.starts_with("ind.t.x: truncated pickle: opcode 0x54 ('BINSTRING') at byte 2"), "{e}");
+        assert!(e.0.contains("needs 6 more bytes but only 2 remain"), "{e}");
+        // Cut inside the length.
+        let e = parse(&full[..4], "ind.t.x").unwrap_err();
+        assert!(e.0.contains("truncated pickle") && e.0.contains("at byte 2"), "{e}");
+        // Missing STOP.
+        let e = parse(&full[..full.len() - 1], "ind.t.x").unwrap_err();
+        assert!(e.0.contains("no STOP opcode"), "{e}");
+        // Empty input.
+        assert!(parse(&[], "ind.t.x").unwrap_err().0.contains("truncated"));
+    }
+
+    #[test]
+    fn unexpected_global_and_bad_structure() {
+        let bytes = W::default().proto().global("os", "system").stop();
+        let e = parse(&bytes, "evil").unwrap_err();
+        assert_eq!(e.0, "evil: pickle opcode 0x63 ('GLOBAL') at byte 2: unexpected global 'os.system'");
+        let e = parse(&W::default().proto().op(b't').stop(), "f").unwrap_err();
+        assert!(e.0.contains("no MARK"), "{e}");
+        let e = parse(&W::default().proto().op(b'a').stop(), "f").unwrap_err();
+        assert!(e.0.contains("stack underflow"), "{e}");
+        let e = parse(&W::default().proto().get(3).stop(), "f").unwrap_err();
+        assert!(e.0.contains("memo entry 3"), "{e}");
+        let e = parse(&W::default().proto().int(1).int(2).stop(), "f").unwrap_err();
+        assert!(e.0.contains("left on the stack"), "{e}");
+        let mut trailing = W::default().proto().int(1).stop();
+        trailing.push(0);
+        assert!(parse(&trailing, "f").unwrap_err().0.contains("trailing"));
+        // A list that contains itself.
+        let e = parse(&W::default().proto().op(b']').put(0).get(0).op(b'a').stop(), "f").unwrap_err();
+        assert!(e.0.contains("cycle"), "{e}");
+    }
+
+    #[test]
+    fn interpretation_errors_name_the_file() {
+        let bytes = W::default().proto().int(3).stop();
+        let v = parse(&bytes, "ind.t.x").unwrap();
+        assert!(csr_from_value(&v, "ind.t.x").unwrap_err().0.starts_with("ind.t.x: expected a scipy csr_matrix"));
+        assert!(ndarray_from_value(&v, "ind.t.y").unwrap_err().0.starts_with("ind.t.y: expected a numpy array"));
+        assert!(adjacency_from_value(&v, "ind.t.graph").unwrap_err().0.starts_with("ind.t.graph: expected a dict"));
+    }
+}

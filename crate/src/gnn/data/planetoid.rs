@@ -1,0 +1,483 @@
+//! The Planetoid citation graphs (Cora, CiteSeer, PubMed) from their original raw files,
+//! assembled exactly as PyG's `read_planetoid_data` and `Planetoid(split=…)` do.
+//!
+//! What matches PyG (`torch_geometric/io/planetoid.py`, `datasets/planetoid.py`):
+//!
+//! * Features: `x = vstack(allx, tx)`, then the test rows are put back in graph order with
+//!   `x[test_index] = x[sorted(test_index)]`. CiteSeer has isolated test nodes that are
+//!   missing from `tx`/`ty`; as in PyG, `tx`/`ty` are first widened with zero rows to
+//!   cover `range(min(test_index), max(test_index) + 1)`, row `k` of `tx` going to
+//!   `sorted_test_index[k] - min`. We apply this widening to every dataset: for Cora and
+//!   PubMed the test ids are exactly that contiguous range, so it changes nothing.
+//!   Features stay sparse ([`CsrMatrix`], canonical: sorted columns, no stored zeros).
+//! * Labels: `y = argmax(vstack(ally, ty))` per row, the first maximum winning like
+//!   `torch.max(dim=1)`, so an all-zero row (CiteSeer's padding nodes) is class 0; then
+//!   `y[test_index] = y[sorted(test_index)]`. `num_classes = max(y) + 1` as PyG infers it.
+//! * Edges: every `(key, neighbour)` pair of the graph dict, self loops removed, then
+//!   coalesced with `sort_by_row=False`: sorted by (target, source), duplicates dropped.
+//! * Splits: `public` = train `range(len(y))`, val `range(len(y), len(y) + 500)`, test
+//!   `test_index`; `full` = train on every node not in val or test; `random` = for each
+//!   class (in order) `num_train_per_class` random nodes of that class, then from the
+//!   remaining nodes in a random order the first `num_val` validate and the next
+//!   `num_test` test. PyG draws with `torch.randperm`; we use [`Rng`] seeded with `seed`,
+//!   so the random split is reproducible but not the same nodes as PyG's.
+//!
+//! Counts (checked in `tests/planetoid.rs`): Cora 2,708 nodes / 1,433 features / 7 classes /
+//! 10,556 edges; CiteSeer 3,327 / 3,703 / 6 / 9,104; PubMed 19,717 / 500 / 3 / 88,648.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::pickle::{adjacency_from_value, csr_from_value, ndarray_from_value, parse, NdArray};
+use super::transforms::{coalesce, remove_self_loops};
+use super::DataError;
+use crate::rng::Rng;
+use crate::tensor::CsrMatrix;
+
+/// The dataset names, spelled as PyG does (lookup is case-insensitive).
+pub const PLANETOID_NAMES: [&str; 3] = ["Cora", "CiteSeer", "PubMed"];
+
+/// The raw file suffixes: file `k` is `ind.<name lowercased>.<PLANETOID_FILES[k]>`.
+pub const PLANETOID_FILES: [&str; 8] = ["x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"];
+
+/// Which nodes train, validate and test.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Split {
+    /// The fixed split of the Planetoid paper: 20 labelled nodes per class, 500 val, 1,000 test.
+    Public,
+    /// Public val/test; every other node trains.
+    Full,
+    /// Random per-class training nodes, then random val/test from the rest.
+    Random { num_train_per_class: usize, num_val: usize, num_test: usize, seed: u64 },
+}
+
+/// A node-classification graph (PyG `Data` with `x`, `edge_index`, `y` and masks).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GraphData {
+    pub name: String,
+    pub num_nodes: usize,
+    pub num_features: usize,
+    pub num_classes: usize,
+    /// Sparse node features, `num_nodes × num_features`; never densified.
+    pub x: CsrMatrix,
+    pub y: Vec<i32>,
+    /// Directed edges `edge_src[k] -> edge_dst[k]` (PyG `edge_index[0]` / `[1]`).
+    pub edge_src: Vec<u32>,
+    pub edge_dst: Vec<u32>,
+    pub train_mask: Vec<bool>,
+    pub val_mask: Vec<bool>,
+    pub test_mask: Vec<bool>,
+}
+
+impl GraphData {
+    /// Number of directed edges.
+    pub fn num_edges(&self) -> usize {
+        self.edge_src.len()
+    }
+
+    /// Number of nodes of each class.
+    pub fn class_counts(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.num_classes];
+        for &c in &self.y {
+            counts[c as usize] += 1;
+        }
+        counts
+    }
+
+    /// Sizes of the (train, val, test) masks.
+    pub fn split_sizes(&self) -> (usize, usize, usize) {
+        let count = |m: &[bool]| m.iter().filter(|&&b| b).count();
+        (count(&self.train_mask), count(&self.val_mask), count(&self.test_mask))
+    }
+}
+
+/// The eight raw files of one dataset, as bytes, in [`PLANETOID_FILES`] order.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanetoidRaw<'a> {
+    pub x: &'a [u8],
+    pub tx: &'a [u8],
+    pub allx: &'a [u8],
+    pub y: &'a [u8],
+    pub ty: &'a [u8],
+    pub ally: &'a [u8],
+    pub graph: &'a [u8],
+    pub test_index: &'a [u8],
+}
+
+/// The canonical spelling of a dataset name, case-insensitively; the error lists the
+/// valid names.
+pub fn canonical_name(name: &str) -> Result<&'static str, DataError> {
+    PLANETOID_NAMES.iter().copied().find(|n| n.eq_ignore_ascii_case(name)).ok_or_else(|| {
+        DataError(format!("unknown Planetoid dataset '{name}'; valid names are {}", PLANETOID_NAMES.join(", ")))
+    })
+}
+
+/// The raw file name for a dataset and suffix, e.g. `ind.cora.test.index`.
+pub fn raw_file_name(name: &str, suffix: &str) -> String {
+    format!("ind.{}.{}", name.to_ascii_lowercase(), suffix)
+}
+
+/// Loads a dataset from a directory holding the raw `ind.<name>.*` files (native only).
+pub fn load_planetoid_dir(dir: &Path, name: &str, split: Split) -> Result<GraphData, DataError> {
+    let canon = canonical_name(name)?;
+    let mut files = Vec::with_capacity(PLANETOID_FILES.len());
+    for suffix in PLANETOID_FILES {
+        let path = dir.join(raw_file_name(canon, suffix));
+        let bytes = std::fs::read(&path).map_err(|e| DataError(format!("cannot read {}: {e}", path.display())))?;
+        files.push(bytes);
+    }
+    load_planetoid_raw(canon, &raw_from_slices(&files), split)
+}
+
+/// Loads a dataset from fetched bytes (the wasm path). `files` is keyed by suffix (`"x"`,
+/// `"tx"`, …, `"test.index"`) or by full file name (`"ind.cora.x"`).
+pub fn load_planetoid_bytes(
+    name: &str,
+    files: &HashMap<String, Vec<u8>>,
+    split: Split,
+) -> Result<GraphData, DataError> {
+    let canon = canonical_name(name)?;
+    let mut slices = Vec::with_capacity(PLANETOID_FILES.len());
+    for suffix in PLANETOID_FILES {
+        let full = raw_file_name(canon, suffix);
+        let bytes = files
+            .get(suffix)
+            .or_else(|| files.get(&full))
+            .ok_or_else(|| DataError(format!("missing file {full} (expected under key \"{suffix}\" or \"{full}\")")))?;
+        slices.push(bytes.as_slice());
+    }
+    load_planetoid_raw(canon, &raw_from_slices(&slices), split)
+}
+
+fn raw_from_slices<T: AsRef<[u8]>>(f: &[T]) -> PlanetoidRaw<'_> {
+    PlanetoidRaw {
+        x: f[0].as_ref(),
+        tx: f[1].as_ref(),
+        allx: f[2].as_ref(),
+        y: f[3].as_ref(),
+        ty: f[4].as_ref(),
+        ally: f[5].as_ref(),
+        graph: f[6].as_ref(),
+        test_index: f[7].as_ref(),
+    }
+}
+
+/// Assembles a dataset from its raw files; both loaders above end here.
+pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> Result<GraphData, DataError> {
+    let canon = canonical_name(name)?;
+    let file = |suffix: &str| raw_file_name(canon, suffix);
+    let fx = file("x");
+    let ftx = file("tx");
+    let fallx = file("allx");
+    let fy = file("y");
+    let fty = file("ty");
+    let fally = file("ally");
+
+    let x = csr_from_value(&parse(raw.x, &fx)?, &fx)?;
+    let tx = csr_from_value(&parse(raw.tx, &ftx)?, &ftx)?;
+    let allx = csr_from_value(&parse(raw.allx, &fallx)?, &fallx)?;
+    let y = labels(raw.y, &fy)?;
+    let ty = labels(raw.ty, &fty)?;
+    let ally = labels(raw.ally, &fally)?;
+    let graph = adjacency_from_value(&parse(raw.graph, &file("graph"))?, &file("graph"))?;
+    let test_index = parse_test_index(raw.test_index, &file("test.index"))?;
+
+    let shape_err = |what: String| DataError(format!("{canon}: inconsistent raw files: {what}"));
+    for (m, f) in [(&x, &fx), (&tx, &ftx)] {
+        if m.ncols != allx.ncols {
+            return Err(shape_err(format!("{f} has {} columns but {fallx} has {}", m.ncols, allx.ncols)));
+        }
+    }
+    if x.nrows != y.rows {
+        return Err(shape_err(format!("{fx} has {} rows but {fy} has {}", x.nrows, y.rows)));
+    }
+    if allx.nrows != ally.rows {
+        return Err(shape_err(format!("{fallx} has {} rows but {fally} has {}", allx.nrows, ally.rows)));
+    }
+    if tx.nrows != ty.rows || tx.nrows != test_index.len() {
+        return Err(shape_err(format!(
+            "{ftx} has {} rows, {fty} {} rows and the test index {} entries",
+            tx.nrows,
+            ty.rows,
+            test_index.len()
+        )));
+    }
+    if ty.classes != ally.classes || y.classes != ally.classes {
+        return Err(shape_err(format!(
+            "label widths differ: {fy} {}, {fty} {}, {fally} {}",
+            y.classes, ty.classes, ally.classes
+        )));
+    }
+    if test_index.is_empty() {
+        return Err(shape_err("the test index is empty".into()));
+    }
+
+    let mut sorted_test = test_index.clone();
+    sorted_test.sort_unstable();
+    if let Some(w) = sorted_test.windows(2).find(|w| w[0] == w[1]) {
+        return Err(shape_err(format!("test index {} appears twice", w[0])));
+    }
+    let (t_min, t_max) = (sorted_test[0], *sorted_test.last().unwrap());
+    // tx/ty widened to range(t_min, t_max + 1); rows without a test node are zero.
+    let ext_len = t_max - t_min + 1;
+    let num_nodes = allx.nrows + ext_len;
+    if t_max >= num_nodes {
+        return Err(shape_err(format!(
+            "test index {t_max} is out of range for {num_nodes} nodes ({} labelled + {ext_len} test range)",
+            allx.nrows
+        )));
+    }
+
+    /// Where a row of the stacked matrices comes from.
+    #[derive(Clone, Copy)]
+    enum Src {
+        All(usize),
+        Test(usize),
+        Zero,
+    }
+    let mut ext = vec![Src::Zero; ext_len];
+    for (k, &s) in sorted_test.iter().enumerate() {
+        ext[s - t_min] = Src::Test(k);
+    }
+    let stacked: Vec<Src> = (0..allx.nrows).map(Src::All).chain(ext).collect();
+    let mut rows = stacked.clone();
+    for (&t, &s) in test_index.iter().zip(&sorted_test) {
+        rows[t] = stacked[s];
+    }
+
+    // Features: gather rows.
+    let mut indptr = Vec::with_capacity(num_nodes + 1);
+    indptr.push(0);
+    let mut indices = Vec::with_capacity(allx.nnz() + tx.nnz());
+    let mut values = Vec::with_capacity(allx.nnz() + tx.nnz());
+    for &src in &rows {
+        let (c, v) = match src {
+            Src::All(i) => allx.row(i),
+            Src::Test(k) => tx.row(k),
+            Src::Zero => (&[][..], &[][..]),
+        };
+        indices.extend_from_slice(c);
+        values.extend_from_slice(v);
+        indptr.push(indices.len());
+    }
+    let features = CsrMatrix { nrows: num_nodes, ncols: allx.ncols, indptr, indices, values };
+
+    // Labels.
+    let label: Vec<i32> = rows
+        .iter()
+        .map(|&src| match src {
+            Src::All(i) => ally.argmax[i],
+            Src::Test(k) => ty.argmax[k],
+            Src::Zero => 0,
+        })
+        .collect();
+    let num_classes = label.iter().copied().max().unwrap_or(-1) as usize + 1;
+
+    // Edges.
+    let mut src = Vec::new();
+    let mut dst = Vec::new();
+    for (key, neighbours) in &graph {
+        for &n in neighbours {
+            for v in [*key, n] {
+                if v < 0 || v as u64 >= num_nodes as u64 {
+                    return Err(DataError(format!(
+                        "{}: node {v} in edge {key} -> {n} is out of range for {num_nodes} nodes",
+                        file("graph")
+                    )));
+                }
+            }
+            src.push(*key as u32);
+            dst.push(n as u32);
+        }
+    }
+    let (src, dst) = remove_self_loops(&src, &dst);
+    let (edge_src, edge_dst) = coalesce(num_nodes, &src, &dst, false);
+
+    // Public split.
+    let num_train = y.rows;
+    if num_train + 500 > num_nodes {
+        return Err(shape_err(format!("{num_train} training + 500 validation nodes exceed {num_nodes} nodes")));
+    }
+    let mut train_mask = vec![false; num_nodes];
+    let mut val_mask = vec![false; num_nodes];
+    let mut test_mask = vec![false; num_nodes];
+    train_mask[..num_train].iter_mut().for_each(|m| *m = true);
+    val_mask[num_train..num_train + 500].iter_mut().for_each(|m| *m = true);
+    for &t in &test_index {
+        test_mask[t] = true;
+    }
+
+    let mut data = GraphData {
+        name: canon.to_string(),
+        num_nodes,
+        num_features: allx.ncols,
+        num_classes,
+        x: features,
+        y: label,
+        edge_src,
+        edge_dst,
+        train_mask,
+        val_mask,
+        test_mask,
+    };
+    apply_split(&mut data, &split);
+    Ok(data)
+}
+
+/// Re-draws the masks of `data` for `split`, as `Planetoid(split=…)` does after loading
+/// (`Public` leaves the masks as they are).
+pub fn apply_split(data: &mut GraphData, split: &Split) {
+    match *split {
+        Split::Public => {}
+        Split::Full => {
+            for i in 0..data.num_nodes {
+                data.train_mask[i] = !(data.val_mask[i] || data.test_mask[i]);
+            }
+        }
+        Split::Random { num_train_per_class, num_val, num_test, seed } => {
+            let mut rng = Rng::new(seed);
+            data.train_mask.iter_mut().for_each(|m| *m = false);
+            for c in 0..data.num_classes {
+                let idx: Vec<usize> = (0..data.num_nodes).filter(|&i| data.y[i] == c as i32).collect();
+                let perm = rng.permutation(idx.len());
+                for &p in perm.iter().take(num_train_per_class) {
+                    data.train_mask[idx[p]] = true;
+                }
+            }
+            let remaining: Vec<usize> = (0..data.num_nodes).filter(|&i| !data.train_mask[i]).collect();
+            let perm = rng.permutation(remaining.len());
+            let order: Vec<usize> = perm.iter().map(|&p| remaining[p]).collect();
+            data.val_mask.iter_mut().for_each(|m| *m = false);
+            data.test_mask.iter_mut().for_each(|m| *m = false);
+            let val_end = num_val.min(order.len());
+            let test_end = num_val.saturating_add(num_test).min(order.len());
+            for &i in &order[..val_end] {
+                data.val_mask[i] = true;
+            }
+            for &i in &order[val_end..test_end] {
+                data.test_mask[i] = true;
+            }
+        }
+    }
+}
+
+/// One-hot label matrix reduced to its per-row argmax.
+struct Labels {
+    rows: usize,
+    classes: usize,
+    argmax: Vec<i32>,
+}
+
+fn labels(bytes: &[u8], file: &str) -> Result<Labels, DataError> {
+    let a: NdArray = ndarray_from_value(&parse(bytes, file)?, file)?;
+    if a.shape.len() != 2 || a.shape[1] == 0 {
+        return Err(DataError(format!("{file}: labels must be a 2-D one-hot matrix, have shape {:?}", a.shape)));
+    }
+    let (rows, classes) = (a.shape[0], a.shape[1]);
+    let argmax = (0..rows)
+        .map(|r| {
+            // First maximum wins, like torch.max(dim=1).
+            let mut best = 0;
+            for c in 1..classes {
+                if a.get2(r, c) > a.get2(r, best) {
+                    best = c;
+                }
+            }
+            best as i32
+        })
+        .collect();
+    Ok(Labels { rows, classes, argmax })
+}
+
+/// `ind.<name>.test.index`: one non-negative integer per line.
+fn parse_test_index(bytes: &[u8], file: &str) -> Result<Vec<usize>, DataError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| DataError(format!("{file}: not UTF-8 text: {e}")))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            l.trim()
+                .parse::<usize>()
+                .map_err(|_| DataError(format!("{file}: line {}: '{}' is not a node index", i + 1, l.trim())))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_case_insensitive() {
+        assert_eq!(canonical_name("cora").unwrap(), "Cora");
+        assert_eq!(canonical_name("CITESEER").unwrap(), "CiteSeer");
+        assert_eq!(canonical_name("pubmed").unwrap(), "PubMed");
+        let e = canonical_name("reddit").unwrap_err();
+        assert!(e.0.contains("'reddit'") && e.0.contains("Cora, CiteSeer, PubMed"), "{e}");
+        assert_eq!(raw_file_name("CiteSeer", "test.index"), "ind.citeseer.test.index");
+    }
+
+    #[test]
+    fn test_index_parsing() {
+        assert_eq!(parse_test_index(b"3\n1\r\n\n2\n", "f").unwrap(), vec![3, 1, 2]);
+        let e = parse_test_index(b"3\nx\n", "ind.t.test.index").unwrap_err();
+        assert_eq!(e.0, "ind.t.test.index: line 2: 'x' is not a node index");
+    }
+
+    #[test]
+    fn missing_bytes_are_named() {
+        let files = HashMap::new();
+        let e = load_planetoid_bytes("Cora", &files, Split::Public).unwrap_err();
+        assert!(e.0.contains("missing file ind.cora.x"), "{e}");
+        let e = load_planetoid_dir(Path::new("/nonexistent-dir"), "cora", Split::Public).unwrap_err();
+        assert!(e.0.contains("/nonexistent-dir/ind.cora.x"), "{e}");
+        let e = load_planetoid_bytes("Pubmeds", &files, Split::Public).unwrap_err();
+        assert!(e.0.contains("valid names"), "{e}");
+    }
+
+    fn toy() -> GraphData {
+        let n = 10;
+        GraphData {
+            name: "toy".into(),
+            num_nodes: n,
+            num_features: 1,
+            num_classes: 2,
+            x: CsrMatrix::from_triplets(n, 1, &[], &[], &[]),
+            y: vec![0, 1, 0, 1, 0, 1, 0, 1, 0, 0],
+            edge_src: vec![],
+            edge_dst: vec![],
+            train_mask: vec![true, true, false, false, false, false, false, false, false, false],
+            val_mask: vec![false, false, true, true, false, false, false, false, false, false],
+            test_mask: vec![false, false, false, false, true, true, true, false, false, false],
+        }
+    }
+
+    #[test]
+    fn full_split_trains_everything_else() {
+        let mut g = toy();
+        apply_split(&mut g, &Split::Full);
+        assert_eq!(g.split_sizes(), (5, 2, 3));
+        assert!(!g.train_mask[2] && !g.train_mask[4] && g.train_mask[0] && g.train_mask[9]);
+    }
+
+    #[test]
+    fn random_split_is_seeded_and_disjoint() {
+        let split = Split::Random { num_train_per_class: 2, num_val: 3, num_test: 10, seed: 5 };
+        let mut a = toy();
+        apply_split(&mut a, &split);
+        let mut b = toy();
+        apply_split(&mut b, &split);
+        assert_eq!(a, b);
+        // 2 per class train, 3 val, the remaining 3 test (asked for 10).
+        assert_eq!(a.split_sizes(), (4, 3, 3));
+        for c in 0..2 {
+            assert_eq!((0..10).filter(|&i| a.train_mask[i] && a.y[i] == c).count(), 2);
+        }
+        for i in 0..10 {
+            assert!([a.train_mask[i], a.val_mask[i], a.test_mask[i]].iter().filter(|&&m| m).count() <= 1);
+        }
+        let mut c = toy();
+        apply_split(&mut c, &Split::Random { num_train_per_class: 2, num_val: 3, num_test: 10, seed: 6 });
+        assert_ne!((a.train_mask, a.val_mask), (c.train_mask, c.val_mask));
+    }
+}

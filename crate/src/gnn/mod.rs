@@ -1,0 +1,4 @@
+//! The GNN stack: datasets, transforms, loaders, layers and models, built on the same ops
+//! as every other model.
+
+pub mod data;
