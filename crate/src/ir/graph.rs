@@ -119,6 +119,26 @@ impl Graph {
         Ok(outputs)
     }
 
+    /// Appends a node with no inputs whose type is given rather than inferred: placeholders
+    /// and constants (a constant's type must match its value).
+    pub fn add_source(&mut self, op: Op, ty: TensorType, meta: NodeMeta) -> Result<ValueId, IrError> {
+        match &op {
+            Op::Placeholder { .. } => {}
+            Op::Constant { value, .. } if value.shape() == ty.shape.as_slice() && value.dtype() == ty.dtype => {}
+            _ => {
+                return Err(IrError(format!(
+                    "{}: only placeholders and constants take a given type",
+                    describe_site(&op, &meta)
+                )))
+            }
+        }
+        let node = self.nodes.len();
+        self.values.push(Value { ty, node });
+        let v = ValueId(self.values.len() as u32 - 1);
+        self.nodes.push(Node { op, inputs: vec![], outputs: vec![v], meta });
+        Ok(v)
+    }
+
     /// Like [`Graph::add`] for single-output ops.
     pub fn add1(&mut self, op: Op, inputs: Vec<ValueId>, meta: NodeMeta) -> Result<ValueId, IrError> {
         let outs = self.add(op, inputs, meta)?;

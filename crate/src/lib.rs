@@ -1,0 +1,16 @@
+//! ipu-playground: learn and plan how a model runs on Graphcore IPUs, and train a GNN,
+//! in a browser tab.
+//!
+//! The pipeline a model travels, one folder a step (see ARCHITECTURE.md):
+//! `trace` → `ir` → `autograd` → `exec`, with `kernels` apart from the graph code,
+//! `gnn` on top of the same ops and `api` as the thin wasm-bindgen edge.
+
+pub mod gnn;
+pub mod ir;
+pub mod kernels;
+pub mod rng;
+pub mod tensor;
+pub mod trace;
+
+#[cfg(target_arch = "wasm32")]
+pub mod api;

@@ -1,0 +1,918 @@
+//! The dispatch tracer: user model code runs once on tracing tensors ([`Var`]) and every op
+//! it calls is recorded as a node of a [`Graph`], the way PopTorch records a model.
+//!
+//! Each node carries its module scope (`convs.3.blocks.1.conv.lin_l`), the active Block and
+//! IPU, and the `file:line` of the call (Rust: `#[track_caller]`; JS: the caller's stack).
+//! Parameters, buffers and model inputs become named placeholders; any other tensor the
+//! model captures is frozen as a constant named `_tensor_constant<i>` and listed in
+//! [`Trace::constants`]. Buffers may be updated in place ([`Tracer::buffer_update`]);
+//! registering a different tensor under an existing parameter or buffer name is an error,
+//! as PopTorch rejects reassigning them.
+//!
+//! Invertible regions ([`Tracer::invertible`]) trace a forward and its inverse as
+//! sub-graphs; values captured from outside a region become extra region inputs.
+
+pub mod nn;
+
+use crate::ir::{
+    verify::verify, BinaryKind, Graph, InputKind, IrError, NodeMeta, Op, ReduceKind, Reduction, Region, TensorType,
+    UnaryKind, ValueId,
+};
+use crate::tensor::{DType, Tensor};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::Location;
+use std::rc::Rc;
+
+/// An error raised while tracing, naming the op, its scope and source line where known.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceError(pub String);
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+impl From<IrError> for TraceError {
+    fn from(e: IrError) -> Self {
+        TraceError(e.0)
+    }
+}
+
+pub type TraceResult<T> = Result<T, TraceError>;
+
+/// A graph under construction (the model, or the body of a region).
+struct Frame {
+    graph: Graph,
+    /// Values of the enclosing frame lifted into this one as inputs: (outer value, inner value).
+    captures: Vec<(ValueId, ValueId)>,
+}
+
+#[derive(Default)]
+struct State {
+    frames: Vec<Frame>,
+    scope: Vec<String>,
+    block: Option<(String, Option<usize>)>,
+    /// Placeholders of the model graph (frame 0) by full name, with their initial tensors.
+    params: Vec<(String, Rc<Tensor>)>,
+    buffers: Vec<(String, Rc<Tensor>)>,
+    named: HashMap<String, (InputKind, ValueId, *const Tensor)>,
+    constants: Vec<(String, Rc<Tensor>)>,
+    region_names: HashMap<String, usize>,
+    /// Source location override (the JS API sets the caller's `file:line`).
+    source_override: Option<String>,
+    /// Training trace: Dropout records a random mask (inference traces make it identity).
+    training: bool,
+}
+
+/// Records ops into a graph. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct Tracer {
+    st: Rc<RefCell<State>>,
+}
+
+/// A tracing tensor: a value of the graph being recorded, with its static type.
+#[derive(Clone)]
+pub struct Var {
+    tr: Tracer,
+    frame: usize,
+    id: ValueId,
+    ty: TensorType,
+}
+
+impl fmt::Debug for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Var({} : {})", self.id, self.ty)
+    }
+}
+
+/// The result of tracing a model: its graph and the initial values of its state.
+#[derive(Debug)]
+pub struct Trace {
+    pub graph: Graph,
+    /// Parameters read by the graph, by full name, with their initial values.
+    pub params: Vec<(String, Rc<Tensor>)>,
+    /// Buffers read or updated by the graph, by full name, with their initial values.
+    pub buffers: Vec<(String, Rc<Tensor>)>,
+    /// Captured tensors frozen into the graph as constants (PopTorch warns about these).
+    pub constants: Vec<(String, Rc<Tensor>)>,
+}
+
+impl Trace {
+    /// Model inputs in order, as (name, type).
+    pub fn inputs(&self) -> Vec<(String, TensorType)> {
+        self.graph
+            .placeholders(InputKind::Input)
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), self.graph.ty(v).clone()))
+            .collect()
+    }
+
+    /// Checks that `shapes` match the traced inputs: the trace is static, like a compiled
+    /// PopTorch model. The error names the input and both types.
+    pub fn check_inputs(&self, given: &[TensorType]) -> TraceResult<()> {
+        let want = self.inputs();
+        if want.len() != given.len() {
+            return Err(TraceError(format!(
+                "the traced model takes {} inputs but {} were given",
+                want.len(),
+                given.len()
+            )));
+        }
+        for ((name, w), g) in want.iter().zip(given) {
+            if w != g {
+                return Err(TraceError(format!(
+                    "input '{name}' was traced as {w} but got {g}: shapes are static, trace the model again for new shapes"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for Tracer {
+    fn default() -> Self {
+        Tracer::new()
+    }
+}
+
+impl Tracer {
+    /// A tracer with an empty model graph.
+    pub fn new() -> Tracer {
+        let st = State { frames: vec![Frame { graph: Graph::new(), captures: Vec::new() }], ..State::default() };
+        Tracer { st: Rc::new(RefCell::new(st)) }
+    }
+
+    fn depth(&self) -> usize {
+        self.st.borrow().frames.len() - 1
+    }
+
+    fn meta(&self, caller: &Location<'_>) -> NodeMeta {
+        let st = self.st.borrow();
+        let source = st.source_override.clone().unwrap_or_else(|| {
+            format!("{}:{}", caller.file().rsplit('/').next().unwrap_or(caller.file()), caller.line())
+        });
+        NodeMeta {
+            scope: st.scope.join("."),
+            block: st.block.as_ref().map(|b| b.0.clone()),
+            ipu: st.block.as_ref().and_then(|b| b.1),
+            source: Some(source),
+            ..NodeMeta::default()
+        }
+    }
+
+    /// Whether modules trace their training behaviour (dropout).
+    pub fn training(&self) -> bool {
+        self.st.borrow().training
+    }
+
+    /// Switches between a training and an inference trace (PyTorch `model.train()`).
+    pub fn set_training(&self, on: bool) {
+        self.st.borrow_mut().training = on;
+    }
+
+    /// Sets the source location recorded for the following ops (the JS API passes the
+    /// caller's `file:line`); `None` goes back to Rust's caller locations.
+    pub fn set_source(&self, source: Option<String>) {
+        self.st.borrow_mut().source_override = source;
+    }
+
+    /// Brings `v` into the current frame, lifting it through enclosing region frames.
+    fn lift(&self, v: &Var) -> TraceResult<ValueId> {
+        if !Rc::ptr_eq(&v.tr.st, &self.st) {
+            return Err(TraceError("a tensor from another trace was used".into()));
+        }
+        let top = self.depth();
+        if v.frame > top {
+            return Err(TraceError(format!(
+                "{} was defined inside a region that has ended and cannot be used outside it",
+                v.id
+            )));
+        }
+        let mut id = v.id;
+        let mut st = self.st.borrow_mut();
+        for f in v.frame + 1..=top {
+            let frame = &mut st.frames[f];
+            if let Some(&(_, inner)) = frame.captures.iter().find(|(outer, _)| *outer == id) {
+                id = inner;
+                continue;
+            }
+            let name = format!("capture{}", frame.captures.len());
+            let ty = v.ty.clone();
+            let inner = add_placeholder(&mut frame.graph, &name, &ty)?;
+            frame.captures.push((id, inner));
+            id = inner;
+        }
+        Ok(id)
+    }
+
+    /// Records `op` on `inputs` in the current frame.
+    pub fn record(&self, op: Op, inputs: &[&Var], caller: &Location<'_>) -> TraceResult<Vec<Var>> {
+        let ids = inputs.iter().map(|v| self.lift(v)).collect::<TraceResult<Vec<_>>>()?;
+        let meta = self.meta(caller);
+        let frame = self.depth();
+        let mut st = self.st.borrow_mut();
+        let g = &mut st.frames[frame].graph;
+        let outs = g.add(op, ids, meta)?;
+        Ok(outs.into_iter().map(|id| Var { tr: self.clone(), frame, id, ty: g.ty(id).clone() }).collect())
+    }
+
+    fn record1(&self, op: Op, inputs: &[&Var], caller: &Location<'_>) -> TraceResult<Var> {
+        Ok(self.record(op, inputs, caller)?.remove(0))
+    }
+
+    /// A model input of the given type.
+    pub fn input(&self, name: &str, shape: &[usize], dtype: DType) -> TraceResult<Var> {
+        if self.depth() != 0 {
+            return Err(TraceError(format!("model input '{name}' declared inside a region")));
+        }
+        let ty = TensorType { shape: shape.to_vec(), dtype };
+        let mut st = self.st.borrow_mut();
+        if st.frames[0].graph.placeholders(InputKind::Input).iter().any(|(n, _)| *n == name) {
+            return Err(TraceError(format!("model input '{name}' is declared twice")));
+        }
+        let id = add_placeholder(&mut st.frames[0].graph, name, &ty)?;
+        Ok(Var { tr: self.clone(), frame: 0, id, ty })
+    }
+
+    fn state_var(&self, kind: InputKind, local: &str, value: &Rc<Tensor>) -> TraceResult<Var> {
+        let full = self.full_name(local);
+        let what = if kind == InputKind::Parameter { "parameter" } else { "buffer" };
+        let existing = self.st.borrow().named.get(&full).copied();
+        let id = match existing {
+            Some((k, id, ptr)) => {
+                if k != kind || ptr != Rc::as_ptr(value) {
+                    return Err(TraceError(format!(
+                        "{what} '{full}' was reassigned during the trace: PopTorch does not allow replacing a \
+                         parameter or buffer; update a buffer in place instead"
+                    )));
+                }
+                id
+            }
+            None => {
+                let mut st = self.st.borrow_mut();
+                let meta = NodeMeta { scope: st.scope.join("."), ..NodeMeta::default() };
+                let op = Op::Placeholder { kind, name: full.clone() };
+                let ty = TensorType { shape: value.shape().to_vec(), dtype: value.dtype() };
+                let id = st.frames[0].graph.add_source(op, ty, meta)?;
+                st.named.insert(full.clone(), (kind, id, Rc::as_ptr(value)));
+                let list = if kind == InputKind::Parameter { &mut st.params } else { &mut st.buffers };
+                list.push((full, value.clone()));
+                id
+            }
+        };
+        let ty = TensorType { shape: value.shape().to_vec(), dtype: value.dtype() };
+        let v = Var { tr: self.clone(), frame: 0, id, ty };
+        // Use inside a region lifts it in as a capture.
+        if self.depth() > 0 {
+            let id = self.lift(&v)?;
+            return Ok(Var { frame: self.depth(), id, ..v });
+        }
+        Ok(v)
+    }
+
+    /// The parameter `local` of the current module scope. Using the same tensor under the
+    /// same name again (shared weights) reads the same placeholder.
+    pub fn param(&self, local: &str, value: &Rc<Tensor>) -> TraceResult<Var> {
+        self.state_var(InputKind::Parameter, local, value)
+    }
+
+    /// The buffer `local` of the current module scope (persists across calls).
+    pub fn buffer(&self, local: &str, value: &Rc<Tensor>) -> TraceResult<Var> {
+        self.state_var(InputKind::Buffer, local, value)
+    }
+
+    /// Records an in-place update of buffer `local` (PyTorch `buf.copy_(value)`).
+    #[track_caller]
+    pub fn buffer_update(&self, local: &str, value: &Var) -> TraceResult<()> {
+        let full = self.full_name(local);
+        let known = self.st.borrow().named.get(&full).map(|e| e.0);
+        match known {
+            Some(InputKind::Buffer) => {}
+            Some(_) => return Err(TraceError(format!("'{full}' is a parameter, not a buffer: it cannot be updated"))),
+            None => return Err(TraceError(format!("buffer '{full}' is updated before it is read or registered"))),
+        }
+        if self.depth() != 0 {
+            return Err(TraceError(format!("buffer '{full}' is updated inside a region")));
+        }
+        self.record(Op::BufferUpdate { name: full }, &[value], Location::caller())?;
+        Ok(())
+    }
+
+    /// Freezes a captured tensor into the graph as a constant (not trainable).
+    #[track_caller]
+    pub fn constant(&self, value: Tensor) -> TraceResult<Var> {
+        let value = Rc::new(value);
+        let name = {
+            let mut st = self.st.borrow_mut();
+            let name = format!("_tensor_constant{}", st.constants.len());
+            st.constants.push((name.clone(), value.clone()));
+            name
+        };
+        let ty = TensorType { shape: value.shape().to_vec(), dtype: value.dtype() };
+        let meta = self.meta(Location::caller());
+        let frame = self.depth();
+        let id = self.st.borrow_mut().frames[frame].graph.add_source(Op::Constant { value, name }, ty.clone(), meta)?;
+        Ok(Var { tr: self.clone(), frame, id, ty })
+    }
+
+    /// A tensor filled with `value`.
+    #[track_caller]
+    pub fn full(&self, shape: &[usize], dtype: DType, value: f64) -> TraceResult<Var> {
+        self.record1(Op::Full { shape: shape.to_vec(), dtype, value }, &[], Location::caller())
+    }
+
+    /// A fresh dropout keep-mask (true with probability 1-p), drawn on every run.
+    #[track_caller]
+    pub fn random_mask(&self, shape: &[usize], p: f32) -> TraceResult<Var> {
+        if !(0.0..1.0).contains(&p) {
+            return Err(TraceError(format!("dropout probability must be in [0, 1), got {p}")));
+        }
+        self.record1(Op::RandomMask { shape: shape.to_vec(), p }, &[], Location::caller())
+    }
+
+    fn full_name(&self, local: &str) -> String {
+        let st = self.st.borrow();
+        if st.scope.is_empty() {
+            local.to_string()
+        } else {
+            format!("{}.{local}", st.scope.join("."))
+        }
+    }
+
+    /// Runs `f` inside the module scope `name` (nested scopes join with dots).
+    pub fn scope<T>(&self, name: &str, f: impl FnOnce() -> TraceResult<T>) -> TraceResult<T> {
+        self.st.borrow_mut().scope.push(name.to_string());
+        let r = f();
+        self.st.borrow_mut().scope.pop();
+        r
+    }
+
+    /// The current scope path.
+    pub fn current_scope(&self) -> String {
+        self.st.borrow().scope.join(".")
+    }
+
+    /// Runs `f` inside Block `id` placed on `ipu` (PopTorch `poptorch.Block`).
+    pub fn block<T>(&self, id: &str, ipu: Option<usize>, f: impl FnOnce() -> TraceResult<T>) -> TraceResult<T> {
+        let saved = self.st.borrow_mut().block.replace((id.to_string(), ipu));
+        let r = f();
+        self.st.borrow_mut().block = saved;
+        r
+    }
+
+    /// Starts Block `id` for every op recorded from now on (PopTorch `BeginBlock`).
+    pub fn begin_block(&self, id: &str, ipu: Option<usize>) {
+        self.st.borrow_mut().block = Some((id.to_string(), ipu));
+    }
+
+    fn push_frame(&self, inputs: &[(&str, &TensorType)]) -> TraceResult<Vec<Var>> {
+        let mut g = Graph::new();
+        let mut ids = Vec::new();
+        for (name, ty) in inputs {
+            ids.push(add_placeholder(&mut g, name, ty)?);
+        }
+        let mut st = self.st.borrow_mut();
+        st.frames.push(Frame { graph: g, captures: Vec::new() });
+        let frame = st.frames.len() - 1;
+        drop(st);
+        Ok(ids
+            .into_iter()
+            .zip(inputs)
+            .map(|(id, (_, ty))| Var { tr: self.clone(), frame, id, ty: (*ty).clone() })
+            .collect())
+    }
+
+    fn pop_frame(&self) -> Frame {
+        self.st.borrow_mut().frames.pop().expect("a region frame")
+    }
+
+    /// Records an invertible region (GroupAddRev): `forward(x, others) -> y` with
+    /// `inverse(y, others) -> x`. Autograd stores no inputs for it; its backward rebuilds
+    /// `x` from `y` with the inverse and re-runs the forward locally.
+    #[track_caller]
+    pub fn invertible(
+        &self,
+        name: &str,
+        x: &Var,
+        others: &[&Var],
+        forward: impl FnOnce(&Var, &[Var]) -> TraceResult<Var>,
+        inverse: impl FnOnce(&Var, &[Var]) -> TraceResult<Var>,
+    ) -> TraceResult<Var> {
+        let caller = Location::caller();
+        let region_name = self.unique_region_name(name);
+        let mut in_tys: Vec<(String, TensorType)> = vec![("x".into(), x.ty.clone())];
+        for (i, o) in others.iter().enumerate() {
+            in_tys.push((format!("arg{i}"), o.ty.clone()));
+        }
+        let named: Vec<(&str, &TensorType)> = in_tys.iter().map(|(n, t)| (n.as_str(), t)).collect();
+
+        // Forward body.
+        let vars = self.push_frame(&named)?;
+        let y = forward(&vars[0], &vars[1..]).and_then(|y| self.end_value(&y));
+        let fwd = self.pop_frame();
+        let y = y?;
+        if y.1 != x.ty {
+            return Err(TraceError(format!(
+                "invertible region '{region_name}' maps {} to {}: its output must have its input's type",
+                x.ty, y.1
+            )));
+        }
+        let mut fwd_graph = fwd.graph;
+        fwd_graph.outputs = vec![y.0];
+
+        // Inverse body, with the forward's captures pre-lifted in the same order.
+        let mut inv_named = named.clone();
+        inv_named[0].0 = "y";
+        let vars = self.push_frame(&inv_named)?;
+        {
+            let mut st = self.st.borrow_mut();
+            let frame = st.frames.last_mut().unwrap();
+            for (i, (outer, _)) in fwd.captures.iter().enumerate() {
+                let ty = fwd_graph.ty(fwd.captures[i].1).clone();
+                let inner = add_placeholder(&mut frame.graph, &format!("capture{i}"), &ty)?;
+                frame.captures.push((*outer, inner));
+            }
+        }
+        let xr = inverse(&vars[0], &vars[1..]).and_then(|x| self.end_value(&x));
+        let inv = self.pop_frame();
+        let xr = xr?;
+        if xr.1 != x.ty {
+            return Err(TraceError(format!(
+                "the inverse of region '{region_name}' returns {} instead of {}",
+                xr.1, x.ty
+            )));
+        }
+        let mut inv_graph = inv.graph;
+        inv_graph.outputs = vec![xr.0];
+        // Captures first seen by the inverse become (unused) forward inputs too.
+        for (i, (_, inner)) in inv.captures.iter().enumerate().skip(fwd.captures.len()) {
+            let ty = inv_graph.ty(*inner).clone();
+            add_placeholder(&mut fwd_graph, &format!("capture{i}"), &ty)?;
+        }
+        verify(&fwd_graph)?;
+        verify(&inv_graph)?;
+
+        let region = Rc::new(Region { name: region_name, forward: fwd_graph, inverse: Some(inv_graph) });
+        // The call: (x, others…, captures…) in the enclosing frame.
+        let depth = self.depth();
+        let mut args: Vec<Var> = vec![x.clone()];
+        args.extend(others.iter().map(|v| (*v).clone()));
+        for (outer, _) in &inv.captures {
+            let ty = self.st.borrow().frames[depth].graph.ty(*outer).clone();
+            args.push(Var { tr: self.clone(), frame: depth, id: *outer, ty });
+        }
+        let refs: Vec<&Var> = args.iter().collect();
+        self.record1(Op::Call { region }, &refs, caller)
+    }
+
+    /// Checks a region's result is a value of the region's own frame (lifting otherwise).
+    fn end_value(&self, v: &Var) -> TraceResult<(ValueId, TensorType)> {
+        let id = self.lift(v)?;
+        Ok((id, v.ty.clone()))
+    }
+
+    fn unique_region_name(&self, name: &str) -> String {
+        let scope = self.current_scope();
+        let base = if scope.is_empty() { name.to_string() } else { format!("{scope}.{name}") };
+        let mut st = self.st.borrow_mut();
+        let n = st.region_names.entry(base.clone()).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            base
+        } else {
+            format!("{base}#{n}")
+        }
+    }
+
+    /// Ends the trace with `outputs` as the graph's results; the graph is verified.
+    pub fn finish(self, outputs: &[&Var]) -> TraceResult<Trace> {
+        if self.depth() != 0 {
+            return Err(TraceError("the trace ended inside a region".into()));
+        }
+        let ids = outputs.iter().map(|v| self.lift(v)).collect::<TraceResult<Vec<_>>>()?;
+        let mut st = self.st.borrow_mut();
+        let mut graph = std::mem::take(&mut st.frames[0].graph);
+        graph.outputs = ids;
+        verify(&graph)?;
+        Ok(Trace {
+            graph,
+            params: std::mem::take(&mut st.params),
+            buffers: std::mem::take(&mut st.buffers),
+            constants: std::mem::take(&mut st.constants),
+        })
+    }
+}
+
+fn add_placeholder(g: &mut Graph, name: &str, ty: &TensorType) -> TraceResult<ValueId> {
+    let op = Op::Placeholder { kind: InputKind::Input, name: name.to_string() };
+    Ok(g.add_source(op, ty.clone(), NodeMeta::default())?)
+}
+
+macro_rules! unary {
+    ($($name:ident => $kind:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("Elementwise `", stringify!($name), "`.")]
+            #[track_caller]
+            pub fn $name(&self) -> TraceResult<Var> {
+                self.tr.record1(Op::Unary { kind: UnaryKind::$kind }, &[self], Location::caller())
+            }
+        )*
+    };
+}
+
+macro_rules! binary {
+    ($($name:ident => $kind:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("Elementwise `", stringify!($name), "` with broadcasting.")]
+            #[track_caller]
+            pub fn $name(&self, other: &Var) -> TraceResult<Var> {
+                self.tr.record1(Op::Binary { kind: BinaryKind::$kind }, &[self, other], Location::caller())
+            }
+        )*
+    };
+}
+
+fn resolve_dim(dim: isize, rank: usize, what: &str) -> TraceResult<usize> {
+    let d = if dim < 0 { dim + rank as isize } else { dim };
+    if d < 0 || d as usize >= rank.max(1) {
+        return Err(TraceError(format!("{what}: dim {dim} is out of range for a tensor of rank {rank}")));
+    }
+    Ok(d as usize)
+}
+
+impl Var {
+    /// The value in its graph.
+    pub fn id(&self) -> ValueId {
+        self.id
+    }
+    /// Static shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.ty.shape
+    }
+    /// Static dtype.
+    pub fn dtype(&self) -> DType {
+        self.ty.dtype
+    }
+    /// Static type.
+    pub fn ty(&self) -> &TensorType {
+        &self.ty
+    }
+    /// The tracer recording this value.
+    pub fn tracer(&self) -> &Tracer {
+        &self.tr
+    }
+
+    unary! { neg => Neg, exp => Exp, log => Log, sqrt => Sqrt, relu => Relu, gelu => Gelu, tanh => Tanh, sigmoid => Sigmoid }
+    binary! { add => Add, sub => Sub, mul => Mul, div => Div, pow => Pow }
+
+    /// `x * s` for a scalar `s` (recorded as a broadcast constant of x's dtype).
+    #[track_caller]
+    pub fn scale(&self, s: f64) -> TraceResult<Var> {
+        let c = self.tr.record1(Op::Full { shape: vec![], dtype: self.dtype(), value: s }, &[], Location::caller())?;
+        self.tr.record1(Op::Binary { kind: BinaryKind::Mul }, &[self, &c], Location::caller())
+    }
+
+    /// `cond ? self : other` (cond is bool).
+    #[track_caller]
+    pub fn where_(&self, cond: &Var, other: &Var) -> TraceResult<Var> {
+        self.tr.record1(Op::Where, &[cond, self, other], Location::caller())
+    }
+
+    /// torch.matmul.
+    #[track_caller]
+    pub fn matmul(&self, other: &Var) -> TraceResult<Var> {
+        self.tr.record1(Op::MatMul, &[self, other], Location::caller())
+    }
+
+    /// `x @ weight^T + bias`.
+    #[track_caller]
+    pub fn linear(&self, weight: &Var, bias: Option<&Var>) -> TraceResult<Var> {
+        let op = Op::Linear { has_bias: bias.is_some() };
+        match bias {
+            Some(b) => self.tr.record1(op, &[self, weight, b], Location::caller()),
+            None => self.tr.record1(op, &[self, weight], Location::caller()),
+        }
+    }
+
+    /// Sum over `dims` (empty = all).
+    #[track_caller]
+    pub fn sum(&self, dims: &[isize], keepdim: bool) -> TraceResult<Var> {
+        self.reduce(ReduceKind::Sum, dims, keepdim, Location::caller())
+    }
+
+    /// Mean over `dims` (empty = all).
+    #[track_caller]
+    pub fn mean(&self, dims: &[isize], keepdim: bool) -> TraceResult<Var> {
+        self.reduce(ReduceKind::Mean, dims, keepdim, Location::caller())
+    }
+
+    fn reduce(&self, kind: ReduceKind, dims: &[isize], keepdim: bool, at: &Location<'_>) -> TraceResult<Var> {
+        let rank = self.shape().len();
+        let dims = dims.iter().map(|&d| resolve_dim(d, rank, "reduce")).collect::<TraceResult<Vec<_>>>()?;
+        self.tr.record1(Op::Reduce { kind, dims, keepdim }, &[self], at)
+    }
+
+    /// Max values over `dim`.
+    #[track_caller]
+    pub fn max(&self, dim: isize, keepdim: bool) -> TraceResult<Var> {
+        let dim = resolve_dim(dim, self.shape().len(), "max")?;
+        self.tr.record1(Op::Max { dim, keepdim }, &[self], Location::caller())
+    }
+
+    /// Index of the max over `dim` (int32).
+    #[track_caller]
+    pub fn argmax(&self, dim: isize, keepdim: bool) -> TraceResult<Var> {
+        let dim = resolve_dim(dim, self.shape().len(), "argmax")?;
+        self.tr.record1(Op::ArgMax { dim, keepdim }, &[self], Location::caller())
+    }
+
+    /// Softmax over `dim`.
+    #[track_caller]
+    pub fn softmax(&self, dim: isize) -> TraceResult<Var> {
+        let dim = resolve_dim(dim, self.shape().len(), "softmax")?;
+        self.tr.record1(Op::Softmax { dim }, &[self], Location::caller())
+    }
+
+    /// Log-softmax over `dim`.
+    #[track_caller]
+    pub fn log_softmax(&self, dim: isize) -> TraceResult<Var> {
+        let dim = resolve_dim(dim, self.shape().len(), "log_softmax")?;
+        self.tr.record1(Op::LogSoftmax { dim }, &[self], Location::caller())
+    }
+
+    /// Layer norm over the last `normalized_ndim` dims, with optional affine weight/bias.
+    #[track_caller]
+    pub fn layer_norm(&self, normalized_ndim: usize, affine: Option<(&Var, &Var)>, eps: f32) -> TraceResult<Var> {
+        let op = Op::LayerNorm { normalized_ndim, eps, affine: affine.is_some() };
+        match affine {
+            Some((w, b)) => self.tr.record1(op, &[self, w, b], Location::caller()),
+            None => self.tr.record1(op, &[self], Location::caller()),
+        }
+    }
+
+    /// Dropout with an explicit keep mask (bool, broadcast to x).
+    #[track_caller]
+    pub fn dropout_with_mask(&self, mask: &Var, p: f32) -> TraceResult<Var> {
+        self.tr.record1(Op::Dropout { p }, &[self, mask], Location::caller())
+    }
+
+    /// Cross-entropy of logits `[N, C]` against int32 targets `[N]`, over rows kept by `mask`.
+    #[track_caller]
+    pub fn cross_entropy(
+        &self,
+        target: &Var,
+        mask: Option<&Var>,
+        reduction: Reduction,
+        class_weight: Option<Vec<f32>>,
+    ) -> TraceResult<Var> {
+        let op = Op::CrossEntropy { reduction, class_weight, has_mask: mask.is_some() };
+        match mask {
+            Some(m) => self.tr.record1(op, &[self, target, m], Location::caller()),
+            None => self.tr.record1(op, &[self, target], Location::caller()),
+        }
+    }
+
+    /// Marks a loss (PopTorch `identity_loss`).
+    #[track_caller]
+    pub fn identity_loss(&self, reduction: Reduction) -> TraceResult<Var> {
+        self.tr.record1(Op::IdentityLoss { reduction }, &[self], Location::caller())
+    }
+
+    /// Reshape; one `-1` is inferred.
+    #[track_caller]
+    pub fn reshape(&self, shape: &[isize]) -> TraceResult<Var> {
+        let numel: usize = self.shape().iter().product();
+        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+        let holes = shape.iter().filter(|&&d| d < 0).count();
+        let bad = || TraceError(format!("cannot reshape {} to {shape:?}", self.ty));
+        let resolved: Vec<usize> = match holes {
+            0 => shape.iter().map(|&d| d as usize).collect(),
+            1 if known > 0 && numel % known == 0 => {
+                shape.iter().map(|&d| if d < 0 { numel / known } else { d as usize }).collect()
+            }
+            _ => return Err(bad()),
+        };
+        self.tr.record1(Op::Reshape { shape: resolved }, &[self], Location::caller())
+    }
+
+    /// Permute dims.
+    #[track_caller]
+    pub fn permute(&self, dims: &[usize]) -> TraceResult<Var> {
+        self.tr.record1(Op::Permute { dims: dims.to_vec() }, &[self], Location::caller())
+    }
+
+    /// Swap two dims.
+    #[track_caller]
+    pub fn transpose(&self, a: isize, b: isize) -> TraceResult<Var> {
+        let rank = self.shape().len();
+        let (a, b) = (resolve_dim(a, rank, "transpose")?, resolve_dim(b, rank, "transpose")?);
+        let mut dims: Vec<usize> = (0..rank).collect();
+        dims.swap(a, b);
+        self.tr.record1(Op::Permute { dims }, &[self], Location::caller())
+    }
+
+    /// Split into pieces of `sizes` along `dim`.
+    #[track_caller]
+    pub fn split(&self, sizes: &[usize], dim: isize) -> TraceResult<Vec<Var>> {
+        let dim = resolve_dim(dim, self.shape().len(), "split")?;
+        self.tr.record(Op::Split { sizes: sizes.to_vec(), dim }, &[self], Location::caller())
+    }
+
+    /// torch.chunk: pieces of size ceil(n / chunks) (maybe fewer than `chunks`).
+    #[track_caller]
+    pub fn chunk(&self, chunks: usize, dim: isize) -> TraceResult<Vec<Var>> {
+        let d = resolve_dim(dim, self.shape().len(), "chunk")?;
+        let n = self.shape()[d];
+        if chunks == 0 {
+            return Err(TraceError("chunk: the number of chunks must be positive".into()));
+        }
+        let size = n.div_ceil(chunks).max(1);
+        let mut sizes = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            sizes.push(size.min(left));
+            left -= size.min(left);
+        }
+        self.tr.record(Op::Split { sizes, dim: d }, &[self], Location::caller())
+    }
+
+    /// Slice `start..end` by `step` along `dim`.
+    #[track_caller]
+    pub fn slice(&self, dim: isize, start: usize, end: usize, step: usize) -> TraceResult<Var> {
+        let dim = resolve_dim(dim, self.shape().len(), "slice")?;
+        self.tr.record1(Op::Slice { dim, start, end, step }, &[self], Location::caller())
+    }
+
+    /// Rows (entries along `dim`) picked by an int32 index.
+    #[track_caller]
+    pub fn index_select(&self, dim: isize, index: &Var) -> TraceResult<Var> {
+        let dim = resolve_dim(dim, self.shape().len(), "index_select")?;
+        self.tr.record1(Op::IndexSelect { dim }, &[self, index], Location::caller())
+    }
+
+    /// torch.gather.
+    #[track_caller]
+    pub fn gather(&self, dim: isize, index: &Var) -> TraceResult<Var> {
+        let dim = resolve_dim(dim, self.shape().len(), "gather")?;
+        self.tr.record1(Op::Gather { dim }, &[self, index], Location::caller())
+    }
+
+    /// Converts the dtype.
+    #[track_caller]
+    pub fn cast(&self, dtype: DType) -> TraceResult<Var> {
+        self.tr.record1(Op::Cast { dtype }, &[self], Location::caller())
+    }
+
+    /// `out[index[e]] += self[e]`, `dim_size` rows.
+    #[track_caller]
+    pub fn scatter_add(&self, index: &Var, dim_size: usize) -> TraceResult<Var> {
+        self.tr.record1(Op::ScatterAdd { dim_size }, &[self, index], Location::caller())
+    }
+
+    /// Mean of `self[e]` per target row `index[e]`.
+    #[track_caller]
+    pub fn scatter_mean(&self, index: &Var, dim_size: usize) -> TraceResult<Var> {
+        self.tr.record1(Op::ScatterMean { dim_size }, &[self, index], Location::caller())
+    }
+}
+
+/// Concatenates along `dim`.
+#[track_caller]
+pub fn concat(parts: &[&Var], dim: isize) -> TraceResult<Var> {
+    let first = parts.first().ok_or_else(|| TraceError("concat of no tensors".into()))?;
+    let dim = resolve_dim(dim, first.shape().len(), "concat")?;
+    first.tr.record1(Op::Concat { dim }, parts, Location::caller())
+}
+
+/// A CSR sparse matrix as three traced values (indptr, indices: int32; values: f32).
+#[derive(Clone, Debug)]
+pub struct SparseVar {
+    pub indptr: Var,
+    pub indices: Var,
+    pub values: Var,
+    pub n_rows: usize,
+    pub n_cols: usize,
+}
+
+impl SparseVar {
+    /// Declares a sparse model input named `name` (three inputs `name.indptr` …) of fixed
+    /// size `n_rows × n_cols` with `nnz` stored entries.
+    pub fn input(tr: &Tracer, name: &str, n_rows: usize, n_cols: usize, nnz: usize) -> TraceResult<SparseVar> {
+        Ok(SparseVar {
+            indptr: tr.input(&format!("{name}.indptr"), &[n_rows + 1], DType::Int32)?,
+            indices: tr.input(&format!("{name}.indices"), &[nnz], DType::Int32)?,
+            values: tr.input(&format!("{name}.values"), &[nnz], DType::Float32)?,
+            n_rows,
+            n_cols,
+        })
+    }
+
+    /// `self @ dense`.
+    #[track_caller]
+    pub fn matmul(&self, dense: &Var) -> TraceResult<Var> {
+        let op = Op::SpMM { n_rows: self.n_rows, n_cols: self.n_cols };
+        self.indptr.tr.record1(op, &[&self.indptr, &self.indices, &self.values, dense], Location::caller())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::print::print_graph;
+
+    #[test]
+    fn records_scope_block_and_source() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2, 3], DType::Float32).unwrap();
+        let w = Rc::new(Tensor::zeros(&[4, 3], DType::Float32));
+        let y = tr
+            .scope("fc", || tr.block("b0", Some(1), || x.linear(&tr.param("weight", &w)?, None)))
+            .unwrap()
+            .relu()
+            .unwrap();
+        let t = tr.finish(&[&y]).unwrap();
+        let n = &t.graph.nodes[2];
+        assert_eq!(n.op.name(), "linear");
+        assert_eq!(n.meta.scope, "fc");
+        assert_eq!(n.meta.block.as_deref(), Some("b0"));
+        assert_eq!(n.meta.ipu, Some(1));
+        assert!(n.meta.source.as_deref().unwrap().starts_with("mod.rs:"), "{:?}", n.meta.source);
+        assert_eq!(t.params[0].0, "fc.weight");
+        assert!(print_graph(&t.graph).contains("parameter \"fc.weight\""));
+    }
+
+    #[test]
+    fn shape_mismatch_names_op_scope_source_and_shapes() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2, 3], DType::Float32).unwrap();
+        let w = Rc::new(Tensor::zeros(&[4, 5], DType::Float32));
+        let line = line!() + 1;
+        let err = tr.scope("enc", || x.linear(&tr.param("weight", &w)?, None)).unwrap_err().0;
+        assert!(err.contains("'linear'"), "{err}");
+        assert!(err.contains("enc"), "{err}");
+        assert!(err.contains(&format!("mod.rs:{line}")), "{err}");
+        assert!(err.contains("[2,3]") && err.contains("[4,5]"), "{err}");
+    }
+
+    #[test]
+    fn reassigned_parameter_is_rejected_and_shared_weights_are_one_input() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2, 3], DType::Float32).unwrap();
+        let w = Rc::new(Tensor::zeros(&[3, 3], DType::Float32));
+        let a = x.linear(&tr.param("w", &w).unwrap(), None).unwrap();
+        let b = a.linear(&tr.param("w", &w).unwrap(), None).unwrap();
+        let other = Rc::new(Tensor::zeros(&[3, 3], DType::Float32));
+        let err = tr.param("w", &other).unwrap_err().0;
+        assert!(err.contains("reassigned") && err.contains("'w'"), "{err}");
+        let t = tr.finish(&[&b]).unwrap();
+        assert_eq!(t.graph.placeholders(InputKind::Parameter).len(), 1);
+    }
+
+    #[test]
+    fn captured_tensors_become_named_constants() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2], DType::Float32).unwrap();
+        let c = tr.constant(Tensor::from_f32(&[2], vec![1.0, 2.0]).unwrap()).unwrap();
+        let y = x.add(&c).unwrap();
+        let t = tr.finish(&[&y]).unwrap();
+        assert_eq!(t.constants.len(), 1);
+        assert_eq!(t.graph.constants()[0].0, "_tensor_constant0");
+    }
+
+    #[test]
+    fn invertible_region_lifts_captures_into_both_bodies() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2, 3], DType::Float32).unwrap();
+        let w = Rc::new(Tensor::zeros(&[3, 3], DType::Float32));
+        let y = tr
+            .invertible(
+                "rev",
+                &x,
+                &[],
+                |x, _| x.add(&x.linear(&tr.param("w", &w)?, None)?.tanh()?),
+                |y, _| y.sub(&y.scale(0.0)?),
+            )
+            .unwrap();
+        let t = tr.finish(&[&y]).unwrap();
+        let call = t.graph.nodes.iter().find(|n| n.op.name() == "call").unwrap();
+        assert_eq!(call.inputs.len(), 2, "x and the captured weight");
+        if let Op::Call { region } = &call.op {
+            assert_eq!(region.forward.placeholders(InputKind::Input).len(), 2);
+            assert_eq!(region.inverse.as_ref().unwrap().placeholders(InputKind::Input).len(), 2);
+        }
+    }
+
+    #[test]
+    fn static_inputs_are_checked() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2, 4], DType::Float32).unwrap();
+        let t = tr.finish(&[&x.relu().unwrap()]).unwrap();
+        let err = t.check_inputs(&[TensorType { shape: vec![3, 4], dtype: DType::Float32 }]).unwrap_err().0;
+        assert!(err.contains("'x'") && err.contains("f32[2,4]") && err.contains("f32[3,4]"), "{err}");
+    }
+}

@@ -1,0 +1,363 @@
+//! Built-in modules, traced through [`Tracer`]: Linear, LayerNorm, Dropout, ReLU, GELU,
+//! Embedding, Sequential and ModuleList.
+//!
+//! A module owns the initial values of its parameters and buffers; calling it records ops
+//! under its scope. Parameter names follow PyTorch (`0.weight`, `convs.3.lin_l.bias`).
+
+use super::{TraceError, TraceResult, Tracer, Var};
+use crate::rng::Rng;
+use crate::tensor::{DType, Tensor};
+use std::rc::Rc;
+
+/// A module: a named tree of parameters and buffers with a traced forward.
+pub trait Module {
+    /// Records the forward pass on `x` (inside the caller's scope).
+    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var>;
+
+    /// Direct parameters, by local name.
+    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        Vec::new()
+    }
+
+    /// Submodules, by attribute name.
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        Vec::new()
+    }
+
+    /// Every parameter of the tree, by full dotted name (PyTorch `named_parameters`).
+    fn named_parameters(&self) -> Vec<(String, Rc<Tensor>)> {
+        let mut out: Vec<(String, Rc<Tensor>)> =
+            self.local_parameters().into_iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
+        for (name, child) in self.children() {
+            out.extend(child.named_parameters().into_iter().map(|(n, t)| (format!("{name}.{n}"), t)));
+        }
+        out
+    }
+
+    /// Every submodule path (PyTorch `named_modules`, the root as "").
+    fn named_modules(&self) -> Vec<String> {
+        let mut out = vec![String::new()];
+        for (name, child) in self.children() {
+            out.extend(child.named_modules().into_iter().map(|n| {
+                if n.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{name}.{n}")
+                }
+            }));
+        }
+        out
+    }
+}
+
+/// Calls `module` on `x` inside the scope `name` (how a parent calls a child).
+pub fn call(tr: &Tracer, name: &str, module: &dyn Module, x: &Var) -> TraceResult<Var> {
+    tr.scope(name, || module.forward(tr, x))
+}
+
+fn uniform(shape: &[usize], bound: f32, rng: &mut Rng) -> Rc<Tensor> {
+    let n: usize = shape.iter().product();
+    let data = (0..n).map(|_| rng.uniform_range(-bound, bound)).collect();
+    Rc::new(Tensor::from_f32(shape, data).expect("shape matches"))
+}
+
+/// `y = x W^T + b`, initialised like PyTorch and PyG: W and b ~ U(±1/√in).
+pub struct Linear {
+    pub in_features: usize,
+    pub out_features: usize,
+    pub weight: Rc<Tensor>,
+    pub bias: Option<Rc<Tensor>>,
+}
+
+impl Linear {
+    pub fn new(in_features: usize, out_features: usize, bias: bool, rng: &mut Rng) -> TraceResult<Linear> {
+        if in_features == 0 || out_features == 0 {
+            return Err(TraceError(format!("Linear({in_features}, {out_features}): sizes must be positive")));
+        }
+        let bound = 1.0 / (in_features as f32).sqrt();
+        let weight = uniform(&[out_features, in_features], bound, rng);
+        let bias = bias.then(|| uniform(&[out_features], bound, rng));
+        Ok(Linear { in_features, out_features, weight, bias })
+    }
+
+    /// The layer applied to a sparse input (`x @ W^T` as CSR × dense, never densifying x).
+    pub fn forward_sparse(&self, tr: &Tracer, x: &super::SparseVar) -> TraceResult<Var> {
+        if x.n_cols != self.in_features {
+            return Err(TraceError(format!(
+                "'linear' in scope {}: sparse input has {} columns but the layer takes {}",
+                tr.current_scope(),
+                x.n_cols,
+                self.in_features
+            )));
+        }
+        let wt = tr.param("weight", &self.weight)?.transpose(0, 1)?;
+        let y = x.matmul(&wt)?;
+        match &self.bias {
+            Some(b) => y.add(&tr.param("bias", b)?),
+            None => Ok(y),
+        }
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+        let w = tr.param("weight", &self.weight)?;
+        match &self.bias {
+            Some(b) => x.linear(&w, Some(&tr.param("bias", b)?)),
+            None => x.linear(&w, None),
+        }
+    }
+    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        let mut v = vec![("weight", &self.weight)];
+        if let Some(b) = &self.bias {
+            v.push(("bias", b));
+        }
+        v
+    }
+}
+
+/// Layer normalisation over the last dim, weight 1 and bias 0 at init.
+pub struct LayerNorm {
+    pub eps: f32,
+    pub weight: Rc<Tensor>,
+    pub bias: Rc<Tensor>,
+}
+
+impl LayerNorm {
+    pub fn new(size: usize) -> LayerNorm {
+        LayerNorm {
+            eps: 1e-5,
+            weight: Rc::new(Tensor::full(&[size], DType::Float32, 1.0)),
+            bias: Rc::new(Tensor::zeros(&[size], DType::Float32)),
+        }
+    }
+}
+
+impl Module for LayerNorm {
+    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+        let w = tr.param("weight", &self.weight)?;
+        let b = tr.param("bias", &self.bias)?;
+        x.layer_norm(1, Some((&w, &b)), self.eps)
+    }
+    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        vec![("weight", &self.weight), ("bias", &self.bias)]
+    }
+}
+
+/// Dropout: in a training trace, a fresh mask per run; in an inference trace, identity.
+pub struct Dropout {
+    pub p: f32,
+}
+
+impl Module for Dropout {
+    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+        if !tr.training() || self.p == 0.0 {
+            return Ok(x.clone());
+        }
+        let mask = tr.random_mask(x.shape(), self.p)?;
+        x.dropout_with_mask(&mask, self.p)
+    }
+}
+
+/// ReLU.
+pub struct ReLU;
+
+impl Module for ReLU {
+    fn forward(&self, _tr: &Tracer, x: &Var) -> TraceResult<Var> {
+        x.relu()
+    }
+}
+
+/// GELU (exact erf form).
+pub struct GELU;
+
+impl Module for GELU {
+    fn forward(&self, _tr: &Tracer, x: &Var) -> TraceResult<Var> {
+        x.gelu()
+    }
+}
+
+/// A lookup table: int32 indices → rows of `weight` (init N(0, 1) as PyTorch).
+pub struct Embedding {
+    pub weight: Rc<Tensor>,
+}
+
+impl Embedding {
+    pub fn new(num: usize, dim: usize, rng: &mut Rng) -> Embedding {
+        let data = (0..num * dim).map(|_| rng.normal()).collect();
+        Embedding { weight: Rc::new(Tensor::from_f32(&[num, dim], data).expect("shape matches")) }
+    }
+}
+
+impl Module for Embedding {
+    fn forward(&self, tr: &Tracer, idx: &Var) -> TraceResult<Var> {
+        if idx.dtype() != DType::Int32 {
+            return Err(TraceError(format!("Embedding takes int32 indices, got {}", idx.ty())));
+        }
+        let w = tr.param("weight", &self.weight)?;
+        let flat = idx.reshape(&[-1])?;
+        let rows = w.index_select(0, &flat)?;
+        let mut shape: Vec<isize> = idx.shape().iter().map(|&d| d as isize).collect();
+        shape.push(self.weight.shape()[1] as isize);
+        rows.reshape(&shape)
+    }
+    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        vec![("weight", &self.weight)]
+    }
+}
+
+/// Children called in order, named `0`, `1`, ….
+#[derive(Default)]
+pub struct Sequential {
+    pub layers: Vec<Box<dyn Module>>,
+}
+
+impl Sequential {
+    pub fn new(layers: Vec<Box<dyn Module>>) -> Sequential {
+        Sequential { layers }
+    }
+}
+
+impl Module for Sequential {
+    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+        let mut h = x.clone();
+        for (i, layer) in self.layers.iter().enumerate() {
+            h = call(tr, &i.to_string(), layer.as_ref(), &h)?;
+        }
+        Ok(h)
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        self.layers.iter().enumerate().map(|(i, l)| (i.to_string(), l.as_ref())).collect()
+    }
+}
+
+/// A list of modules the parent indexes itself (PyTorch `ModuleList`); calling it directly
+/// is an error, as in PyTorch.
+#[derive(Default)]
+pub struct ModuleList<M: Module> {
+    pub items: Vec<M>,
+}
+
+impl<M: Module> Module for ModuleList<M> {
+    fn forward(&self, tr: &Tracer, _x: &Var) -> TraceResult<Var> {
+        Err(TraceError(format!("ModuleList '{}' is not callable: index its modules", tr.current_scope())))
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        self.items.iter().enumerate().map(|(i, m)| (i.to_string(), m as &dyn Module)).collect()
+    }
+}
+
+/// A multi-layer perceptron `Linear → ReLU → … → Linear` (the playground's default model),
+/// its layers named `layers.0`, `layers.1`, ….
+pub struct Mlp {
+    pub layers: ModuleList<Linear>,
+}
+
+impl Mlp {
+    pub fn new(sizes: &[usize], rng: &mut Rng) -> TraceResult<Mlp> {
+        if sizes.len() < 2 {
+            return Err(TraceError(format!("an MLP needs at least two layer sizes (input and output), got {sizes:?}")));
+        }
+        if let Some(i) = sizes.iter().position(|&s| s == 0) {
+            return Err(TraceError(format!("layer size {i} is 0: every size must be positive")));
+        }
+        let items = sizes.windows(2).map(|w| Linear::new(w[0], w[1], true, rng)).collect::<TraceResult<Vec<_>>>()?;
+        Ok(Mlp { layers: ModuleList { items } })
+    }
+}
+
+impl Module for Mlp {
+    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+        let mut h = x.clone();
+        let n = self.layers.items.len();
+        for (i, layer) in self.layers.items.iter().enumerate() {
+            h = tr.scope("layers", || call(tr, &i.to_string(), layer, &h))?;
+            if i + 1 < n {
+                h = h.relu()?;
+            }
+        }
+        Ok(h)
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        vec![("layers".into(), &self.layers as &dyn Module)]
+    }
+}
+
+/// Traces an MLP of `sizes` on a `[batch, sizes[0]]` input (inference mode).
+pub fn trace_mlp(sizes: &[usize], batch: usize, seed: u64) -> TraceResult<super::Trace> {
+    if batch == 0 {
+        return Err(TraceError("the batch size must be positive".into()));
+    }
+    let model = Mlp::new(sizes, &mut Rng::new(seed))?;
+    let tr = Tracer::new();
+    let x = tr.input("x", &[batch, sizes[0]], DType::Float32)?;
+    let y = model.forward(&tr, &x)?;
+    tr.finish(&[&y])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::InputKind;
+
+    #[test]
+    fn sequential_names_follow_pytorch() {
+        let mut rng = Rng::new(0);
+        let m = Sequential::new(vec![
+            Box::new(Linear::new(4, 8, true, &mut rng).unwrap()),
+            Box::new(ReLU),
+            Box::new(Linear::new(8, 2, true, &mut rng).unwrap()),
+        ]);
+        let names: Vec<String> = m.named_parameters().into_iter().map(|p| p.0).collect();
+        assert_eq!(names, ["0.weight", "0.bias", "2.weight", "2.bias"]);
+        assert_eq!(m.named_modules(), ["", "0", "1", "2"]);
+        let tr = Tracer::new();
+        let x = tr.input("x", &[3, 4], DType::Float32).unwrap();
+        let y = m.forward(&tr, &x).unwrap();
+        assert_eq!(y.shape(), &[3, 2]);
+        let t = tr.finish(&[&y]).unwrap();
+        let params: Vec<&str> = t.graph.placeholders(InputKind::Parameter).into_iter().map(|p| p.0).collect();
+        assert_eq!(params, ["0.weight", "0.bias", "2.weight", "2.bias"]);
+    }
+
+    #[test]
+    fn linear_init_is_bounded_by_one_over_sqrt_fan_in() {
+        let l = Linear::new(100, 50, true, &mut Rng::new(1)).unwrap();
+        let w = l.weight.to_f32_vec();
+        let max = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+        assert!(max <= 0.1 && max > 0.09, "{max}");
+    }
+
+    #[test]
+    fn dropout_is_identity_in_inference_and_masked_in_training() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[3, 4], DType::Float32).unwrap();
+        let y = Dropout { p: 0.5 }.forward(&tr, &x).unwrap();
+        assert_eq!(y.id(), x.id());
+        tr.set_training(true);
+        let y = Dropout { p: 0.5 }.forward(&tr, &x).unwrap();
+        let t = tr.finish(&[&y]).unwrap();
+        let ops: Vec<&str> = t.graph.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops, ["input", "random_mask", "dropout"]);
+    }
+
+    #[test]
+    fn embedding_gathers_rows() {
+        let tr = Tracer::new();
+        let idx = tr.input("idx", &[2, 3], DType::Int32).unwrap();
+        let e = Embedding::new(10, 4, &mut Rng::new(0));
+        let y = e.forward(&tr, &idx).unwrap();
+        assert_eq!(y.shape(), &[2, 3, 4]);
+        assert!(Mlp::new(&[4], &mut Rng::new(0)).is_err());
+    }
+
+    #[test]
+    fn mlp_trace_names_layers() {
+        let t = trace_mlp(&[4, 8, 2], 3, 0).unwrap();
+        let text = crate::ir::print::print_graph(&t.graph);
+        assert!(text.contains("layers.0.weight") && text.contains("layers.1.bias"), "{text}");
+        assert_eq!(text.matches("linear(").count(), 2);
+        assert!(trace_mlp(&[4, 0, 2], 3, 0).unwrap_err().0.contains("size"));
+        assert!(trace_mlp(&[4, 2], 0, 0).unwrap_err().0.contains("batch"));
+    }
+}
