@@ -5,6 +5,8 @@
 //! `trace` → `ir` → `autograd` → `exec`, with `kernels` apart from the graph code,
 //! `gnn` on top of the same ops and `api` as the thin wasm-bindgen edge.
 
+pub mod autograd;
+pub mod exec;
 pub mod gnn;
 pub mod ir;
 pub mod kernels;

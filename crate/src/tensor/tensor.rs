@@ -196,7 +196,7 @@ mod tests {
         assert_eq!(v[1], 65504.0); // largest finite
         assert_eq!(v[2], f64::INFINITY); // overflow
         assert_eq!(v[3], f64::NEG_INFINITY);
-        assert!((v[4] - 1.0014305114746094e-05).abs() < 1e-12); // subnormal
+        assert_eq!(v[4], 1.0013580322265625e-05); // subnormal: 168 × 2^-24, as torch.tensor(1e-5).half()
         assert_eq!(v[5], 5.960464477539063e-08); // smallest subnormal
         assert_eq!(v[6], 0.0); // underflow
     }

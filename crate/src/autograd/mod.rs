@@ -1,0 +1,576 @@
+//! Reverse-mode autograd as a graph-to-graph transform.
+//!
+//! [`training_graph`] takes a traced (inference) graph and a scalar loss and returns one
+//! graph with the forward nodes, the backward nodes (each tagged [`Pass::Backward`] and
+//! keeping its forward node's scope, Block and IPU, so the emulator can place it) and one
+//! `OptimizerUpdate` per parameter. Backward ops are ordinary IR ops, so the executor
+//! frees and counts their memory like any other.
+//!
+//! Invertible regions (`Call` of a region with an inverse) store nothing: their backward
+//! is one `InvertibleBackward` node that rebuilds the region's input from its output and
+//! re-runs the region's forward locally ([`vjp_graph`]). The rebuilt input is then used in
+//! place of the forward value by every earlier backward rule, so a chain of regions keeps
+//! only its last output alive — activation memory does not grow with depth.
+
+use crate::ir::{
+    BinaryKind, Graph, InputKind, IrError, NodeMeta, Op, OptimizerStep, Pass, ReduceKind, Reduction, TensorType,
+    ValueId,
+};
+use crate::tensor::DType;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// A training graph and where its optional gradient outputs are.
+#[derive(Debug)]
+pub struct TrainingGraph {
+    pub graph: Graph,
+    /// Parameters that received a gradient, in placeholder order.
+    pub trained: Vec<String>,
+    /// When requested, `(parameter, index into graph.outputs)` of each parameter gradient.
+    pub grad_outputs: Vec<(String, usize)>,
+}
+
+/// What [`training_graph`] adds after the backward pass.
+#[derive(Clone, Debug, Default)]
+pub struct TrainOptions {
+    /// One update node per trained parameter.
+    pub optimizer: Option<OptimizerStep>,
+    /// Also return each parameter's gradient as a graph output.
+    pub return_grads: bool,
+    /// Parameters to leave frozen (no gradient, no update).
+    pub frozen: Vec<String>,
+}
+
+/// Builds the training graph of `fwd` for the scalar loss `fwd.outputs[loss_output]`.
+pub fn training_graph(fwd: &Graph, loss_output: usize, opts: &TrainOptions) -> Result<TrainingGraph, IrError> {
+    let loss = *fwd.outputs.get(loss_output).ok_or_else(|| {
+        IrError(format!("the graph has {} outputs, no output {loss_output} to use as loss", fwd.outputs.len()))
+    })?;
+    let lt = fwd.ty(loss);
+    if !lt.shape.is_empty() || !lt.dtype.is_float() {
+        return Err(IrError(format!(
+            "the loss must be a float scalar to differentiate, got {lt}: reduce it first (sum, mean or identity_loss)"
+        )));
+    }
+    let params: Vec<(String, ValueId)> = fwd
+        .placeholders(InputKind::Parameter)
+        .into_iter()
+        .filter(|(n, v)| !opts.frozen.iter().any(|f| f == n) && fwd.ty(*v).dtype.is_float())
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+    let mut g = fwd.clone();
+    let targets: Vec<ValueId> = params.iter().map(|p| p.1).collect();
+    let seed = g.add1(
+        Op::Full { shape: vec![], dtype: lt.dtype, value: 1.0 },
+        vec![],
+        NodeMeta { pass: Pass::Backward, ..g.producer(loss).meta.clone() },
+    )?;
+    let grads = backprop(&mut g, fwd.nodes.len(), &[(loss, seed)], &targets)?;
+    let mut trained = Vec::new();
+    let mut grad_outputs = Vec::new();
+    for (name, v) in &params {
+        let Some(&gv) = grads.get(v) else { continue };
+        trained.push(name.clone());
+        if opts.return_grads {
+            grad_outputs.push((name.clone(), g.outputs.len()));
+            g.outputs.push(gv);
+        }
+        if let Some(step) = &opts.optimizer {
+            let meta = NodeMeta { pass: Pass::Optimizer, ..g.producer(*v).meta.clone() };
+            g.add(Op::OptimizerUpdate { param: name.clone(), step: step.clone() }, vec![gv], meta)?;
+        }
+    }
+    if trained.is_empty() {
+        return Err(IrError("the loss does not depend on any trainable parameter".into()));
+    }
+    Ok(TrainingGraph { graph: g, trained, grad_outputs })
+}
+
+/// The vector-Jacobian product of a region body `f(inputs…) -> y`: a graph taking
+/// `(inputs…, g_y)` and returning the gradient of each input flagged in `needs_grad`
+/// (zeros where the output does not depend on it).
+pub fn vjp_graph(f: &Graph, needs_grad: &[bool]) -> Result<Graph, IrError> {
+    let ins = f.placeholders(InputKind::Input);
+    if ins.len() != needs_grad.len() || f.outputs.len() != 1 {
+        return Err(IrError(format!(
+            "vjp: the region takes {} inputs and returns {} outputs; expected {} grad flags and one output",
+            ins.len(),
+            f.outputs.len(),
+            needs_grad.len()
+        )));
+    }
+    let targets: Vec<ValueId> = ins.iter().zip(needs_grad).filter(|(_, &n)| n).map(|((_, v), _)| *v).collect();
+    let mut g = f.clone();
+    let y = f.outputs[0];
+    let gy = g.add_source(
+        Op::Placeholder { kind: InputKind::Input, name: "g_y".into() },
+        f.ty(y).clone(),
+        NodeMeta { pass: Pass::Backward, ..NodeMeta::default() },
+    )?;
+    let grads = backprop(&mut g, f.nodes.len(), &[(y, gy)], &targets)?;
+    let mut outs = Vec::new();
+    for &t in &targets {
+        let gv = match grads.get(&t) {
+            Some(&gv) => gv,
+            None => {
+                let ty = g.ty(t).clone();
+                g.add1(
+                    Op::Full { shape: ty.shape, dtype: ty.dtype, value: 0.0 },
+                    vec![],
+                    NodeMeta { pass: Pass::Backward, ..NodeMeta::default() },
+                )?
+            }
+        };
+        outs.push(gv);
+    }
+    g.outputs = outs;
+    Ok(g)
+}
+
+/// Ops through which no gradient flows.
+fn non_differentiable(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Placeholder { .. }
+            | Op::Constant { .. }
+            | Op::Full { .. }
+            | Op::RandomMask { .. }
+            | Op::Positive
+            | Op::ArgMax { .. }
+            | Op::BufferUpdate { .. }
+            | Op::OptimizerUpdate { .. }
+    )
+}
+
+struct Builder<'a> {
+    g: &'a mut Graph,
+    meta: NodeMeta,
+    /// Forward values rebuilt by invertible backward nodes, used in their place.
+    recomputed: HashMap<ValueId, ValueId>,
+}
+
+impl Builder<'_> {
+    fn add(&mut self, op: Op, inputs: Vec<ValueId>) -> Result<ValueId, IrError> {
+        self.g.add1(op, inputs, self.meta.clone())
+    }
+    fn fwd(&self, v: ValueId) -> ValueId {
+        *self.recomputed.get(&v).unwrap_or(&v)
+    }
+    fn ty(&self, v: ValueId) -> TensorType {
+        self.g.ty(v).clone()
+    }
+    fn bin(&mut self, kind: BinaryKind, a: ValueId, b: ValueId) -> Result<ValueId, IrError> {
+        self.add(Op::Binary { kind }, vec![a, b])
+    }
+    fn neg(&mut self, a: ValueId) -> Result<ValueId, IrError> {
+        self.add(Op::Unary { kind: crate::ir::UnaryKind::Neg }, vec![a])
+    }
+    fn scalar(&mut self, v: f64, dtype: DType) -> Result<ValueId, IrError> {
+        self.add(Op::Full { shape: vec![], dtype, value: v }, vec![])
+    }
+    /// Sums a broadcast gradient back to `shape`.
+    fn sum_to(&mut self, g: ValueId, shape: &[usize]) -> Result<ValueId, IrError> {
+        if self.g.ty(g).shape == shape {
+            return Ok(g);
+        }
+        self.add(Op::SumTo { shape: shape.to_vec() }, vec![g])
+    }
+    fn reshape(&mut self, g: ValueId, shape: &[usize]) -> Result<ValueId, IrError> {
+        if self.g.ty(g).shape == shape {
+            return Ok(g);
+        }
+        self.add(Op::Reshape { shape: shape.to_vec() }, vec![g])
+    }
+    fn transpose_last2(&mut self, v: ValueId) -> Result<ValueId, IrError> {
+        let r = self.g.ty(v).shape.len();
+        let mut dims: Vec<usize> = (0..r).collect();
+        dims.swap(r - 2, r - 1);
+        self.add(Op::Permute { dims }, vec![v])
+    }
+}
+
+/// Appends backward nodes to `g` (whose first `n_fwd` nodes are the forward) for the
+/// given seeds `(value, its gradient)`, and returns the gradient of each reached target.
+fn backprop(
+    g: &mut Graph,
+    n_fwd: usize,
+    seeds: &[(ValueId, ValueId)],
+    targets: &[ValueId],
+) -> Result<HashMap<ValueId, ValueId>, IrError> {
+    let nvals = g.values.len();
+    // Forward: which values depend on a target (and are float).
+    let mut depends = vec![false; nvals];
+    for &t in targets {
+        depends[t.0 as usize] = true;
+    }
+    for node in &g.nodes[..n_fwd] {
+        if node.meta.pass != Pass::Forward {
+            return Err(IrError(format!(
+                "'{}' is already a backward or optimizer node: second-order gradients are not supported",
+                node.op.name()
+            )));
+        }
+        if non_differentiable(&node.op) {
+            continue;
+        }
+        if node.inputs.iter().any(|v| depends[v.0 as usize]) {
+            for &o in &node.outputs {
+                depends[o.0 as usize] = g.values[o.0 as usize].ty.dtype.is_float();
+            }
+        }
+    }
+    let mut grads: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut b = Builder { g, meta: NodeMeta::default(), recomputed: HashMap::new() };
+    for &(v, s) in seeds {
+        if depends[v.0 as usize] {
+            grads.insert(v, s);
+        }
+    }
+    for i in (0..n_fwd).rev() {
+        let node = b.g.nodes[i].clone();
+        if non_differentiable(&node.op) || !node.inputs.iter().any(|v| depends[v.0 as usize]) {
+            continue;
+        }
+        let gouts: Vec<Option<ValueId>> = node.outputs.iter().map(|o| grads.get(o).copied()).collect();
+        if gouts.iter().all(|g| g.is_none()) {
+            continue;
+        }
+        b.meta = NodeMeta { pass: Pass::Backward, ..node.meta.clone() };
+        let need: Vec<bool> = node.inputs.iter().map(|v| depends[v.0 as usize]).collect();
+        let in_grads = vjp_rule(&mut b, &node.op, &node.inputs, &node.outputs, &gouts, &need)
+            .map_err(|e| IrError(format!("backward of {}: {}", crate::ir::describe_site(&node.op, &node.meta), e.0)))?;
+        for ((&x, gx), &n) in node.inputs.iter().zip(in_grads).zip(&need) {
+            let (Some(gx), true) = (gx, n) else { continue };
+            let acc = match grads.get(&x) {
+                Some(&prev) => b.bin(BinaryKind::Add, prev, gx)?,
+                None => gx,
+            };
+            grads.insert(x, acc);
+        }
+    }
+    Ok(targets.iter().filter_map(|t| grads.get(t).map(|&g| (*t, g))).collect())
+}
+
+/// Gradients of one node's inputs (None where not needed or not defined).
+fn vjp_rule(
+    b: &mut Builder<'_>,
+    op: &Op,
+    ins: &[ValueId],
+    outs: &[ValueId],
+    gouts: &[Option<ValueId>],
+    need: &[bool],
+) -> Result<Vec<Option<ValueId>>, IrError> {
+    let ty = |b: &Builder<'_>, v: ValueId| b.ty(v);
+    // Single-output ops take their one gradient here.
+    let g = gouts.first().copied().flatten();
+    let x = |b: &Builder<'_>, k: usize| b.fwd(ins[k]);
+    Ok(match op {
+        Op::Unary { kind } => {
+            let g = g.unwrap();
+            vec![Some(b.add(Op::UnaryGrad { kind: *kind }, vec![x(b, 0), g])?)]
+        }
+        Op::Binary { kind } => {
+            let g = g.unwrap();
+            let (a, c) = (x(b, 0), x(b, 1));
+            let (sa, sc) = (ty(b, a).shape, ty(b, c).shape);
+            let (ga, gc) = match kind {
+                BinaryKind::Add => (g, g),
+                BinaryKind::Sub => (g, if need[1] { b.neg(g)? } else { g }),
+                BinaryKind::Mul => (
+                    if need[0] { b.bin(BinaryKind::Mul, g, c)? } else { g },
+                    if need[1] { b.bin(BinaryKind::Mul, g, a)? } else { g },
+                ),
+                BinaryKind::Div => {
+                    let ga = if need[0] { b.bin(BinaryKind::Div, g, c)? } else { g };
+                    let gc = if need[1] {
+                        let y = b.fwd(outs[0]);
+                        let gy = b.bin(BinaryKind::Mul, g, y)?;
+                        let q = b.bin(BinaryKind::Div, gy, c)?;
+                        b.neg(q)?
+                    } else {
+                        g
+                    };
+                    (ga, gc)
+                }
+                BinaryKind::Pow => {
+                    let both = b.g.add(Op::PowGrad, vec![a, c, g], b.meta.clone())?;
+                    (both[0], both[1])
+                }
+            };
+            vec![
+                if need[0] { Some(b.sum_to(ga, &sa)?) } else { None },
+                if need[1] { Some(b.sum_to(gc, &sc)?) } else { None },
+            ]
+        }
+        Op::Where => {
+            let g = g.unwrap();
+            let cond = x(b, 0);
+            let zero = b.scalar(0.0, ty(b, g).dtype)?;
+            let mut out = vec![None];
+            for k in 1..3 {
+                if need[k] {
+                    let sel = if k == 1 { vec![cond, g, zero] } else { vec![cond, zero, g] };
+                    let gk = b.add(Op::Where, sel)?;
+                    let shape = ty(b, ins[k]).shape;
+                    out.push(Some(b.sum_to(gk, &shape)?));
+                } else {
+                    out.push(None);
+                }
+            }
+            out
+        }
+        Op::MatMul => {
+            let g = g.unwrap();
+            let (a, c) = (x(b, 0), x(b, 1));
+            let (sa, sc) = (ty(b, a).shape, ty(b, c).shape);
+            // Promote 1-D operands to matrices, as torch.matmul does.
+            let a2s = if sa.len() == 1 { vec![1, sa[0]] } else { sa.clone() };
+            let c2s = if sc.len() == 1 { vec![sc[0], 1] } else { sc.clone() };
+            let a2 = b.reshape(a, &a2s)?;
+            let c2 = b.reshape(c, &c2s)?;
+            let y2 = crate::ir::shape::matmul_shape(&a2s, &c2s).map_err(IrError)?;
+            let g2 = b.reshape(g, &y2)?;
+            let ga = if need[0] {
+                let ct = b.transpose_last2(c2)?;
+                let m = b.add(Op::MatMul, vec![g2, ct])?;
+                let s = b.sum_to(m, &a2s)?;
+                Some(b.reshape(s, &sa)?)
+            } else {
+                None
+            };
+            let gc = if need[1] {
+                let at = b.transpose_last2(a2)?;
+                let m = b.add(Op::MatMul, vec![at, g2])?;
+                let s = b.sum_to(m, &c2s)?;
+                Some(b.reshape(s, &sc)?)
+            } else {
+                None
+            };
+            vec![ga, gc]
+        }
+        Op::Linear { has_bias } => {
+            let g = g.unwrap();
+            let (xv, w) = (x(b, 0), x(b, 1));
+            let (sx, sw) = (ty(b, xv).shape, ty(b, w).shape);
+            let (out_f, in_f) = (sw[0], sw[1]);
+            let rows: usize = sx[..sx.len() - 1].iter().product();
+            let gx = if need[0] { Some(b.add(Op::MatMul, vec![g, w])?) } else { None };
+            let g2 = b.reshape(g, &[rows, out_f])?;
+            let gw = if need[1] {
+                let x2 = b.reshape(xv, &[rows, in_f])?;
+                let gt = b.add(Op::Permute { dims: vec![1, 0] }, vec![g2])?;
+                Some(b.add(Op::MatMul, vec![gt, x2])?)
+            } else {
+                None
+            };
+            let mut out = vec![gx, gw];
+            if *has_bias {
+                out.push(if need[2] {
+                    Some(b.add(Op::Reduce { kind: ReduceKind::Sum, dims: vec![0], keepdim: false }, vec![g2])?)
+                } else {
+                    None
+                });
+            }
+            out
+        }
+        Op::SpMM { n_rows, n_cols } => {
+            let g = g.unwrap();
+            let (ip, ix, vals, dense) = (x(b, 0), x(b, 1), x(b, 2), x(b, 3));
+            let gv = if need[2] {
+                Some(b.add(Op::SpMMValuesGrad { n_rows: *n_rows, n_cols: *n_cols }, vec![ip, ix, dense, g])?)
+            } else {
+                None
+            };
+            let gd = if need[3] {
+                Some(b.add(Op::SpMMTransposed { n_rows: *n_rows, n_cols: *n_cols }, vec![ip, ix, vals, g])?)
+            } else {
+                None
+            };
+            vec![None, None, gv, gd]
+        }
+        Op::Reduce { kind, dims, keepdim } => {
+            let g = g.unwrap();
+            let sx = ty(b, ins[0]).shape;
+            let all: Vec<usize> = if dims.is_empty() { (0..sx.len()).collect() } else { dims.clone() };
+            let kept: Vec<usize> = sx.iter().enumerate().map(|(d, &n)| if all.contains(&d) { 1 } else { n }).collect();
+            let gk = if *keepdim { g } else { b.reshape(g, &kept)? };
+            let mut gx = b.add(Op::BroadcastTo { shape: sx.clone() }, vec![gk])?;
+            if *kind == ReduceKind::Mean {
+                let count: usize = all.iter().map(|&d| sx[d]).product();
+                let s = b.scalar(1.0 / count.max(1) as f64, ty(b, g).dtype)?;
+                gx = b.bin(BinaryKind::Mul, gx, s)?;
+            }
+            vec![Some(gx)]
+        }
+        Op::Max { dim, keepdim } => {
+            vec![Some(b.add(Op::MaxGrad { dim: *dim, keepdim: *keepdim }, vec![x(b, 0), g.unwrap()])?)]
+        }
+        Op::Softmax { dim } => vec![Some(b.add(Op::SoftmaxGrad { dim: *dim }, vec![b.fwd(outs[0]), g.unwrap()])?)],
+        Op::LogSoftmax { dim } => {
+            vec![Some(b.add(Op::LogSoftmaxGrad { dim: *dim }, vec![b.fwd(outs[0]), g.unwrap()])?)]
+        }
+        Op::LayerNorm { normalized_ndim, eps, affine } => {
+            let g = g.unwrap();
+            let op = Op::LayerNormGrad { normalized_ndim: *normalized_ndim, eps: *eps, affine: *affine };
+            let inputs = if *affine { vec![x(b, 0), x(b, 1), g] } else { vec![x(b, 0), g] };
+            let outs = b.g.add(op, inputs, b.meta.clone())?;
+            if *affine {
+                vec![Some(outs[0]), Some(outs[1]), Some(outs[2])]
+            } else {
+                vec![Some(outs[0])]
+            }
+        }
+        Op::Dropout { p } => vec![Some(b.add(Op::Dropout { p: *p }, vec![g.unwrap(), x(b, 1)])?), None],
+        Op::CrossEntropy { reduction, class_weight, has_mask } => {
+            let mut inputs: Vec<ValueId> = (0..ins.len()).map(|k| x(b, k)).collect();
+            inputs.push(g.unwrap());
+            let op =
+                Op::CrossEntropyGrad { reduction: *reduction, class_weight: class_weight.clone(), has_mask: *has_mask };
+            let mut out = vec![Some(b.add(op, inputs)?)];
+            out.resize(ins.len(), None);
+            out
+        }
+        Op::IdentityLoss { reduction } => {
+            let g = g.unwrap();
+            let sx = ty(b, ins[0]).shape;
+            match reduction {
+                Reduction::None => vec![Some(g)],
+                _ => {
+                    let mut gx = b.add(Op::BroadcastTo { shape: sx.clone() }, vec![g])?;
+                    if *reduction == Reduction::Mean {
+                        let n: usize = sx.iter().product();
+                        let s = b.scalar(1.0 / n.max(1) as f64, ty(b, g).dtype)?;
+                        gx = b.bin(BinaryKind::Mul, gx, s)?;
+                    }
+                    vec![Some(gx)]
+                }
+            }
+        }
+        Op::Reshape { .. } => {
+            let sx = ty(b, ins[0]).shape;
+            vec![Some(b.reshape(g.unwrap(), &sx)?)]
+        }
+        Op::Permute { dims } => {
+            let mut inv = vec![0; dims.len()];
+            for (i, &d) in dims.iter().enumerate() {
+                inv[d] = i;
+            }
+            vec![Some(b.add(Op::Permute { dims: inv }, vec![g.unwrap()])?)]
+        }
+        Op::Concat { dim } => {
+            let sizes: Vec<usize> = ins.iter().map(|&v| ty(b, v).shape[*dim]).collect();
+            let parts = b.g.add(Op::Split { sizes, dim: *dim }, vec![g.unwrap()], b.meta.clone())?;
+            parts.into_iter().map(Some).collect()
+        }
+        Op::Split { sizes, dim } => {
+            let mut parts = Vec::new();
+            for (k, go) in gouts.iter().enumerate() {
+                parts.push(match go {
+                    Some(v) => *v,
+                    None => {
+                        let t = ty(b, outs[k]);
+                        b.add(Op::Full { shape: t.shape, dtype: t.dtype, value: 0.0 }, vec![])?
+                    }
+                });
+            }
+            let _ = sizes;
+            vec![Some(b.add(Op::Concat { dim: *dim }, parts)?)]
+        }
+        Op::Slice { dim, start, end, step } => {
+            let in_shape = ty(b, ins[0]).shape;
+            let op = Op::SliceGrad { in_shape, dim: *dim, start: *start, end: *end, step: *step };
+            vec![Some(b.add(op, vec![g.unwrap()])?)]
+        }
+        Op::IndexSelect { dim } => {
+            let dim_size = ty(b, ins[0]).shape[*dim];
+            vec![Some(b.add(Op::IndexAdd { dim: *dim, dim_size }, vec![g.unwrap(), x(b, 1)])?), None]
+        }
+        Op::Gather { dim } => {
+            let in_shape = ty(b, ins[0]).shape;
+            vec![Some(b.add(Op::GatherGrad { dim: *dim, in_shape }, vec![g.unwrap(), x(b, 1)])?), None]
+        }
+        Op::Cast { .. } => {
+            let dt = ty(b, ins[0]).dtype;
+            vec![Some(b.add(Op::Cast { dtype: dt }, vec![g.unwrap()])?)]
+        }
+        Op::BroadcastTo { .. } => {
+            let sx = ty(b, ins[0]).shape;
+            vec![Some(b.sum_to(g.unwrap(), &sx)?)]
+        }
+        Op::ScatterAdd { .. } => vec![Some(b.add(Op::IndexSelect { dim: 0 }, vec![g.unwrap(), x(b, 1)])?), None],
+        Op::ScatterMean { dim_size } => {
+            vec![Some(b.add(Op::ScatterMeanGrad { dim_size: *dim_size }, vec![x(b, 1), g.unwrap()])?), None]
+        }
+        Op::Call { region } => {
+            if region.inverse.is_none() {
+                return Err(IrError(format!(
+                    "region '{}' has no inverse: only invertible regions can be differentiated",
+                    region.name
+                )));
+            }
+            let g = g.unwrap();
+            let vjp = Rc::new(vjp_graph(&region.forward, need)?);
+            let y = b.fwd(outs[0]);
+            let mut inputs = vec![y, g];
+            inputs.extend(ins[1..].iter().map(|&v| b.fwd(v)));
+            let op = Op::InvertibleBackward { region: region.clone(), vjp, needs_grad: need.to_vec() };
+            let res = b.g.add(op, inputs, b.meta.clone())?;
+            // The rebuilt input replaces the forward value in every earlier rule.
+            b.recomputed.insert(ins[0], res[0]);
+            let mut it = res[1..].iter();
+            need.iter().map(|&n| if n { it.next().copied() } else { None }).collect()
+        }
+        other => {
+            return Err(IrError(format!("no gradient rule for '{}'", other.name())));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::{run, Store};
+    use crate::rng::Rng;
+    use crate::tensor::Tensor;
+    use crate::trace::{nn, nn::Module, Tracer};
+
+    #[test]
+    fn mlp_gradients_match_finite_differences() {
+        let mut rng = Rng::new(3);
+        let model = nn::Mlp::new(&[3, 5, 2], &mut rng).unwrap();
+        let tr = Tracer::new();
+        let x = tr.input("x", &[4, 3], DType::Float32).unwrap();
+        let y = model.forward(&tr, &x).unwrap().tanh().unwrap().mean(&[], false).unwrap();
+        let t = tr.finish(&[&y]).unwrap();
+        let tg = training_graph(&t.graph, 0, &TrainOptions { return_grads: true, ..Default::default() }).unwrap();
+        crate::ir::verify::verify(&tg.graph).unwrap();
+        let xv: Vec<f32> = (0..12).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
+        let input = Rc::new(Tensor::from_f32(&[4, 3], xv).unwrap());
+        let mut store = Store::new(&t.params, &t.buffers, 0);
+        let r = run(&tg.graph, &mut store, &[input.clone()]).unwrap();
+        for (name, idx) in &tg.grad_outputs {
+            let got = r.outputs[*idx].to_f32_vec();
+            let p0 = store.params[name].to_f32_vec();
+            for k in 0..p0.len() {
+                let f = |d: f32| {
+                    let mut p = p0.clone();
+                    p[k] += d;
+                    let mut s = store.clone();
+                    s.params.insert(name.clone(), Rc::new(Tensor::from_f32(store.params[name].shape(), p).unwrap()));
+                    run(&t.graph, &mut s, &[input.clone()]).unwrap().outputs[0].to_f32_vec()[0] as f64
+                };
+                let num = (f(1e-2) - f(-1e-2)) / 2e-2;
+                assert!((num - got[k] as f64).abs() < 2e-3, "{name}[{k}]: {num} vs {}", got[k]);
+            }
+        }
+    }
+
+    #[test]
+    fn non_scalar_loss_is_rejected() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2], DType::Float32).unwrap();
+        let t = tr.finish(&[&x.relu().unwrap()]).unwrap();
+        let e = training_graph(&t.graph, 0, &TrainOptions::default()).unwrap_err().0;
+        assert!(e.contains("scalar"), "{e}");
+    }
+}
