@@ -2,3 +2,6 @@
 //! as every other model.
 
 pub mod data;
+
+pub mod nn;
+pub mod train;

@@ -537,3 +537,47 @@ mod tests {
         assert!((d[6] - 1.0 / 3.0).abs() < 1e-7 && (d[7] - 2.0 / 3.0).abs() < 1e-7 && d[8] == 0.0);
     }
 }
+
+/// GCN's normalised adjacency `D^-1/2 (A + I) D^-1/2` (PyG `gcn_norm` with
+/// `add_remaining_self_loops`): every node gets a self loop unless it has one already;
+/// row `i` (a target) holds `1 / sqrt(deg(i) deg(j))` for every edge `j -> i`, where `deg`
+/// counts in-edges including the self loop.
+pub fn gcn_adjacency(num_nodes: usize, edge_src: &[u32], edge_dst: &[u32]) -> CsrMatrix {
+    assert_eq!(edge_src.len(), edge_dst.len(), "gcn_adjacency: src and dst lengths differ");
+    let mut has_loop = vec![false; num_nodes];
+    let (mut src, mut dst) = (edge_src.to_vec(), edge_dst.to_vec());
+    for (&s, &d) in edge_src.iter().zip(edge_dst) {
+        if s == d {
+            has_loop[s as usize] = true;
+        }
+    }
+    for (i, &l) in has_loop.iter().enumerate() {
+        if !l {
+            src.push(i as u32);
+            dst.push(i as u32);
+        }
+    }
+    let mut deg = vec![0f32; num_nodes];
+    for &d in &dst {
+        deg[d as usize] += 1.0;
+    }
+    let vals: Vec<f32> =
+        src.iter().zip(&dst).map(|(&s, &d)| 1.0 / (deg[s as usize] * deg[d as usize]).sqrt()).collect();
+    CsrMatrix::from_triplets(num_nodes, num_nodes, &dst, &src, &vals)
+}
+
+#[cfg(test)]
+mod gcn_tests {
+    use super::*;
+
+    #[test]
+    fn gcn_adjacency_matches_hand_computation() {
+        // 0 -> 1, 1 -> 0, 2 -> 1; self loops added on all three.
+        let a = gcn_adjacency(3, &[0, 1, 2], &[1, 0, 1]).to_dense();
+        // deg: node0 = 2 (1->0, loop), node1 = 3 (0->1, 2->1, loop), node2 = 1 (loop)
+        let want = [0.5, 1.0 / 6f32.sqrt(), 0.0, 1.0 / 6f32.sqrt(), 1.0 / 3.0, 1.0 / 3f32.sqrt(), 0.0, 0.0, 1.0];
+        for (g, w) in a.iter().zip(want) {
+            assert!((g - w).abs() < 1e-6, "{a:?}");
+        }
+    }
+}

@@ -24,8 +24,8 @@ pub mod transforms;
 use std::fmt;
 
 pub use loader::{
-    fixed_sizes, fixed_sizes_for_epochs, fixed_sizes_from_parts, induced_subgraph, induced_subgraphs, mean_adjacency,
-    pad_fixed, whole_graph, FixedSizeBatch, FixedSizes, RandomNodeLoader, Subgraph, PADDING_NODE_ID,
+    fixed_sizes, fixed_sizes_for_epochs, fixed_sizes_from_parts, gcn_adjacency, induced_subgraph, induced_subgraphs,
+    mean_adjacency, pad_fixed, whole_graph, FixedSizeBatch, FixedSizes, RandomNodeLoader, Subgraph, PADDING_NODE_ID,
 };
 pub use planetoid::{
     load_planetoid_bytes, load_planetoid_dir, load_planetoid_raw, GraphData, PlanetoidRaw, Split, PLANETOID_FILES,

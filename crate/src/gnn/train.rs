@@ -1,0 +1,367 @@
+//! Training RevGNN on a Planetoid graph, the protocol of PyG's `examples/rev_gnn.py`:
+//! RandomNodeLoader parts (shuffled each epoch), loss on the training nodes of each part,
+//! Adam, evaluation on the whole graph.
+//!
+//! Like a compiled PopTorch model, the training step is traced and differentiated once, for
+//! fixed sizes: every part is padded to the same node, edge and feature-entry counts
+//! (padding is masked out of the loss), so one graph serves every step. Evaluation is a
+//! second, inference-mode trace of the same model over the whole graph, reading the same
+//! parameters from the executor's store. No clock is read here (wasm has none): callers
+//! time epochs themselves.
+
+use super::data::{
+    fixed_sizes_for_epochs, mean_adjacency, pad_fixed, FixedSizes, GraphData, RandomNodeLoader, Subgraph,
+};
+use super::nn::{RevGnn, RevGnnConfig};
+use crate::autograd::{training_graph, TrainOptions};
+use crate::exec::{run, Store};
+use crate::ir::{Graph, OptimizerStep, Reduction};
+use crate::rng::Rng;
+use crate::tensor::{CsrMatrix, DType, Tensor};
+use crate::trace::{SparseVar, Tracer};
+use std::rc::Rc;
+
+/// The optimizer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptimizerKind {
+    Adam,
+    AdamW,
+    Sgd,
+}
+
+impl OptimizerKind {
+    pub fn parse(s: &str) -> Result<OptimizerKind, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "adam" => Ok(OptimizerKind::Adam),
+            "adamw" => Ok(OptimizerKind::AdamW),
+            "sgd" => Ok(OptimizerKind::Sgd),
+            _ => Err(format!("unknown optimizer '{s}': use adam, adamw or sgd")),
+        }
+    }
+}
+
+/// Everything that defines a training run.
+#[derive(Clone, Debug)]
+pub struct TrainConfig {
+    pub epochs: usize,
+    pub layers: usize,
+    pub hidden: usize,
+    pub groups: usize,
+    pub parts: usize,
+    pub dropout: f32,
+    pub lr: f32,
+    pub weight_decay: f32,
+    pub optimizer: OptimizerKind,
+    pub seed: u64,
+    pub no_rev: bool,
+}
+
+impl Default for TrainConfig {
+    /// The protocol of `examples/rev_gnn.py` on PubMed (200 epochs).
+    fn default() -> Self {
+        TrainConfig {
+            epochs: 200,
+            layers: 7,
+            hidden: 160,
+            groups: 2,
+            parts: 10,
+            dropout: 0.5,
+            lr: 0.003,
+            weight_decay: 0.0,
+            optimizer: OptimizerKind::Adam,
+            seed: 0,
+            no_rev: false,
+        }
+    }
+}
+
+/// One epoch's results.
+#[derive(Clone, Debug, Default)]
+pub struct EpochStats {
+    /// Mean training loss, weighted by training nodes per part (as the PyG example).
+    pub loss: f64,
+    pub steps: usize,
+    /// Largest bytes the forward pass kept for the backward pass, over the steps.
+    pub saved_for_backward: usize,
+    /// Largest peak of live activation bytes during a step.
+    pub peak_bytes: usize,
+}
+
+/// Accuracy on the three splits.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Accuracy {
+    pub train: f64,
+    pub val: f64,
+    pub test: f64,
+}
+
+/// A RevGNN, its compiled training and evaluation graphs, and the executor state.
+pub struct Trainer {
+    pub cfg: TrainConfig,
+    pub data: GraphData,
+    pub model: RevGnn,
+    pub store: Store,
+    pub train_graph: Graph,
+    pub eval_graph: Graph,
+    pub sizes: FixedSizes,
+    /// Fixed number of stored feature entries per padded part.
+    pub x_nnz: usize,
+    loader: RandomNodeLoader,
+    eval_inputs: Vec<Rc<Tensor>>,
+    epoch: usize,
+}
+
+fn csr_inputs(m: &CsrMatrix, nnz: usize) -> Result<[Rc<Tensor>; 3], String> {
+    // Pads with explicit zeros in the last row (a padding node's), up to `nnz` entries.
+    let have = m.nnz();
+    if have > nnz {
+        return Err(format!("a sparse batch has {have} entries, more than the {nnz} it was compiled for"));
+    }
+    let mut indptr: Vec<i32> = m.indptr.iter().map(|&v| v as i32).collect();
+    *indptr.last_mut().expect("indptr has n+1 entries") = nnz as i32;
+    let mut indices: Vec<i32> = m.indices.iter().map(|&v| v as i32).collect();
+    let mut values = m.values.clone();
+    indices.resize(nnz, 0);
+    values.resize(nnz, 0.0);
+    Ok([
+        Rc::new(Tensor::from_i32(&[m.nrows + 1], indptr)?),
+        Rc::new(Tensor::from_i32(&[nnz], indices)?),
+        Rc::new(Tensor::from_f32(&[nnz], values)?),
+    ])
+}
+
+/// The largest number of feature entries `rows` nodes can hold.
+fn max_row_nnz_sum(x: &CsrMatrix, rows: usize) -> usize {
+    let mut per: Vec<usize> = (0..x.nrows).map(|r| x.indptr[r + 1] - x.indptr[r]).collect();
+    per.sort_unstable_by(|a, b| b.cmp(a));
+    per[..rows.min(per.len())].iter().sum::<usize>().max(1)
+}
+
+impl Trainer {
+    /// Builds the model and traces, differentiates and checks both graphs.
+    pub fn new(data: GraphData, cfg: TrainConfig) -> Result<Trainer, String> {
+        if cfg.parts == 0 || cfg.parts > data.num_nodes {
+            return Err(format!(
+                "the number of parts ({}) must be between 1 and the number of nodes ({})",
+                cfg.parts, data.num_nodes
+            ));
+        }
+        if cfg.epochs == 0 {
+            return Err("the number of epochs must be positive".into());
+        }
+        if cfg.layers == 0 {
+            return Err("the number of layers must be positive".into());
+        }
+        let mut rng = Rng::new(cfg.seed);
+        let model = RevGnn::new(
+            RevGnnConfig {
+                in_channels: data.num_features,
+                hidden: cfg.hidden,
+                out_channels: data.num_classes,
+                num_layers: cfg.layers,
+                num_groups: cfg.groups,
+                dropout: cfg.dropout,
+                disable_rev: cfg.no_rev,
+            },
+            &mut rng,
+        )
+        .map_err(|e| e.0)?;
+        let loader = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1)).map_err(|e| e.0)?;
+        let sizes = fixed_sizes_for_epochs(&data, &loader, cfg.epochs).map_err(|e| e.0)?;
+        let x_nnz = max_row_nnz_sum(&data.x, sizes.max_nodes - 1);
+
+        // Training step: loss on the training nodes of one padded part.
+        let tr = Tracer::new();
+        tr.set_training(true);
+        let n = sizes.max_nodes;
+        let x = SparseVar::input(&tr, "x", n, data.num_features, x_nnz).map_err(|e| e.0)?;
+        let adj = SparseVar::input(&tr, "adj", n, n, sizes.max_edges).map_err(|e| e.0)?;
+        let y = tr.input("y", &[n], DType::Int32).map_err(|e| e.0)?;
+        let mask = tr.input("train_mask", &[n], DType::Bool).map_err(|e| e.0)?;
+        let logits = model.forward(&tr, &x, &adj).map_err(|e| e.0)?;
+        let loss = logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None).map_err(|e| e.0)?;
+        let trace = tr.finish(&[&loss]).map_err(|e| e.0)?;
+        let step = match cfg.optimizer {
+            OptimizerKind::Adam | OptimizerKind::AdamW => OptimizerStep::Adam {
+                lr: cfg.lr,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: cfg.weight_decay,
+                decoupled: cfg.optimizer == OptimizerKind::AdamW,
+            },
+            OptimizerKind::Sgd => OptimizerStep::Sgd { lr: cfg.lr, momentum: 0.0, weight_decay: cfg.weight_decay },
+        };
+        let tg = training_graph(&trace.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() })
+            .map_err(|e| e.0)?;
+        crate::ir::verify::verify(&tg.graph).map_err(|e| e.0)?;
+        let store = Store::new(&trace.params, &trace.buffers, cfg.seed.wrapping_add(2));
+
+        // Evaluation: the whole graph, inference mode (no dropout).
+        let et = Tracer::new();
+        let nn_ = data.num_nodes;
+        let x = SparseVar::input(&et, "x", nn_, data.num_features, data.x.nnz()).map_err(|e| e.0)?;
+        let full_adj = mean_adjacency(nn_, &data.edge_src, &data.edge_dst);
+        let adj = SparseVar::input(&et, "adj", nn_, nn_, full_adj.nnz()).map_err(|e| e.0)?;
+        let pred = model.forward(&et, &x, &adj).and_then(|l| l.argmax(-1, false)).map_err(|e| e.0)?;
+        let eval_trace = et.finish(&[&pred]).map_err(|e| e.0)?;
+        let mut eval_inputs = Vec::new();
+        eval_inputs.extend(csr_inputs(&data.x, data.x.nnz())?);
+        eval_inputs.extend(csr_inputs(&full_adj, full_adj.nnz())?);
+
+        Ok(Trainer {
+            cfg,
+            data,
+            model,
+            store,
+            train_graph: tg.graph,
+            eval_graph: eval_trace.graph,
+            sizes,
+            x_nnz,
+            loader,
+            eval_inputs,
+            epoch: 0,
+        })
+    }
+
+    /// The inputs of the training graph for one part.
+    fn batch_inputs(&self, sub: Subgraph) -> Result<(Vec<Rc<Tensor>>, usize), String> {
+        let b = pad_fixed(sub, self.sizes.max_nodes, self.sizes.max_edges).map_err(|e| e.0)?;
+        let n = b.sub.num_nodes;
+        let adj = b.sub.mean_adjacency();
+        let n_train = b.sub.train_mask.iter().filter(|&&m| m).count();
+        let mut inputs = Vec::new();
+        inputs.extend(csr_inputs(&b.sub.x, self.x_nnz)?);
+        inputs.extend(csr_inputs(&adj, self.sizes.max_edges)?);
+        inputs.push(Rc::new(Tensor::from_i32(&[n], b.sub.y.clone())?));
+        inputs.push(Rc::new(Tensor::from_bool(&[n], b.sub.train_mask.clone())?));
+        Ok((inputs, n_train))
+    }
+
+    /// Epochs run so far.
+    pub fn epoch(&self) -> usize {
+        self.epoch
+    }
+
+    /// One epoch: a training step on each part.
+    pub fn train_epoch(&mut self) -> Result<EpochStats, String> {
+        if self.epoch >= self.cfg.epochs {
+            return Err(format!("the graphs were compiled for {} epochs, all of which have run", self.cfg.epochs));
+        }
+        let subs = self.loader.subgraphs(&self.data).map_err(|e| e.0)?;
+        let mut stats = EpochStats::default();
+        let (mut tot, mut count) = (0.0f64, 0usize);
+        for sub in subs {
+            let (inputs, n_train) = self.batch_inputs(sub)?;
+            if n_train == 0 {
+                continue; // no training node in this part: PyG's loss would be NaN
+            }
+            let r = run(&self.train_graph, &mut self.store, &inputs).map_err(|e| e.0)?;
+            let loss = r.outputs[0].to_f64_vec()[0];
+            if !loss.is_finite() {
+                return Err(format!("the loss became {loss} at epoch {}", self.epoch + 1));
+            }
+            tot += loss * n_train as f64;
+            count += n_train;
+            stats.steps += 1;
+            stats.saved_for_backward = stats.saved_for_backward.max(r.stats.saved_for_backward);
+            stats.peak_bytes = stats.peak_bytes.max(r.stats.peak_bytes);
+        }
+        stats.loss = tot / count.max(1) as f64;
+        self.epoch += 1;
+        Ok(stats)
+    }
+
+    /// Predictions on the whole graph, and accuracy on each split.
+    pub fn evaluate(&mut self) -> Result<Accuracy, String> {
+        let r = run(&self.eval_graph, &mut self.store, &self.eval_inputs).map_err(|e| e.0)?;
+        let pred = r.outputs[0].to_f64_vec();
+        let acc = |mask: &[bool]| {
+            let (mut ok, mut n) = (0usize, 0usize);
+            for (i, &m) in mask.iter().enumerate() {
+                if m {
+                    n += 1;
+                    ok += (pred[i] as i32 == self.data.y[i]) as usize;
+                }
+            }
+            ok as f64 / n.max(1) as f64
+        };
+        Ok(Accuracy {
+            train: acc(&self.data.train_mask),
+            val: acc(&self.data.val_mask),
+            test: acc(&self.data.test_mask),
+        })
+    }
+
+    /// Number of trainable scalars.
+    pub fn num_params(&self) -> usize {
+        self.store.params.values().map(|t| t.numel()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gnn::data::{add_self_loops, Split};
+
+    /// A small two-community graph: features say the class, edges mostly stay inside it.
+    fn toy() -> GraphData {
+        let n = 60;
+        let mut rng = Rng::new(5);
+        let y: Vec<i32> = (0..n).map(|i| (i % 2) as i32).collect();
+        let (mut rows, mut cols, mut vals) = (vec![], vec![], vec![]);
+        for i in 0..n {
+            rows.push(i as u32);
+            cols.push((y[i] as u32) * 2 + rng.below(2) as u32);
+            vals.push(1.0);
+        }
+        let x = CsrMatrix::from_triplets(n, 4, &rows, &cols, &vals);
+        let (mut src, mut dst) = (vec![], vec![]);
+        for i in 0..n {
+            for _ in 0..3 {
+                let j = (rng.below(n / 2) * 2 + i % 2) as u32;
+                src.push(j);
+                dst.push(i as u32);
+            }
+        }
+        let mut d = GraphData {
+            name: "toy".into(),
+            num_nodes: n,
+            num_features: 4,
+            num_classes: 2,
+            x,
+            y,
+            edge_src: src,
+            edge_dst: dst,
+            train_mask: (0..n).map(|i| i < 40).collect(),
+            val_mask: (0..n).map(|i| (40..50).contains(&i)).collect(),
+            test_mask: (0..n).map(|i| i >= 50).collect(),
+        };
+        add_self_loops(&mut d);
+        let _ = Split::Public;
+        d
+    }
+
+    #[test]
+    fn revgnn_learns_a_toy_graph() {
+        let cfg = TrainConfig { epochs: 30, layers: 3, hidden: 8, parts: 2, lr: 0.01, ..TrainConfig::default() };
+        let mut t = Trainer::new(toy(), cfg).unwrap();
+        let first = t.train_epoch().unwrap().loss;
+        let mut last = first;
+        for _ in 1..30 {
+            last = t.train_epoch().unwrap().loss;
+        }
+        assert!(last < first * 0.7, "loss {first} -> {last}");
+        let acc = t.evaluate().unwrap();
+        assert!(acc.test >= 0.8, "{acc:?}");
+        assert!(t.train_epoch().unwrap_err().contains("30 epochs"));
+    }
+
+    #[test]
+    fn bad_configs_are_named() {
+        let e = |cfg: TrainConfig| Trainer::new(toy(), cfg).err().unwrap();
+        assert!(e(TrainConfig { hidden: 7, ..TrainConfig::default() }).contains("not divisible"));
+        assert!(e(TrainConfig { parts: 1000, ..TrainConfig::default() }).contains("parts"));
+        assert!(e(TrainConfig { groups: 1, ..TrainConfig::default() }).contains("smaller than '2'"));
+    }
+}
