@@ -1,8 +1,8 @@
 //! `LayerNorm`, `LayerNormGrad` and `Dropout`.
 //!
 //! LayerNorm normalises the trailing `normalized_ndim` dims, so every normalised group is a
-//! contiguous row of the row-major input. Row statistics are computed in f64 (biased
-//! variance, eps inside the square root, as PyTorch).
+//! contiguous row of the row-major input. Row statistics: biased variance, eps inside the
+//! square root, as PyTorch.
 
 use super::common::{array, f32_data};
 use crate::tensor::Tensor;
@@ -24,13 +24,23 @@ fn affine_param<'a>(t: &'a Tensor, what: &str, norm_shape: &[usize]) -> Result<C
     f32_data(t, what)
 }
 
-/// Mean and 1/sqrt(biased variance + eps) of a row, in f64.
+/// Mean and 1/sqrt(biased variance + eps) of a row (two passes, f32 with 8 partial sums
+/// so the loops vectorise; rows are short, so the rounding stays far below 1e-5).
 #[inline]
-fn row_stats(row: &[f32], eps: f32) -> (f64, f64) {
-    let n = row.len() as f64;
-    let mean = row.iter().map(|&v| v as f64).sum::<f64>() / n;
-    let var = row.iter().map(|&v| (v as f64 - mean) * (v as f64 - mean)).sum::<f64>() / n;
-    (mean, 1.0 / (var + eps as f64).sqrt())
+fn row_stats(row: &[f32], eps: f32) -> (f32, f32) {
+    let n = row.len() as f32;
+    let mean = sum8(row.iter().copied()) / n;
+    let var = sum8(row.iter().map(|&v| (v - mean) * (v - mean))) / n;
+    (mean, 1.0 / (var + eps).sqrt())
+}
+
+#[inline]
+fn sum8(it: impl Iterator<Item = f32>) -> f32 {
+    let mut acc = [0f32; 8];
+    for (i, v) in it.enumerate() {
+        acc[i & 7] += v;
+    }
+    acc.iter().sum()
 }
 
 /// `LayerNorm { normalized_ndim, eps, affine }`: `(x, weight?, bias?)`.
@@ -51,7 +61,6 @@ pub fn layer_norm(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> Resul
             let row = &xd[r * d..(r + 1) * d];
             let orow = &mut out[r * d..(r + 1) * d];
             let (mean, rstd) = row_stats(row, eps);
-            let (mean, rstd) = (mean as f32, rstd as f32);
             match &wb {
                 Some((w, b)) => {
                     for (((o, &v), &wv), &bv) in orow.iter_mut().zip(row).zip(w.iter()).zip(b.iter()) {
@@ -71,7 +80,7 @@ pub fn layer_norm(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> Resul
 
 /// `LayerNormGrad`: `(x, weight?, g)` → `(gx, gweight?, gbias?)`:
 /// `gx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂))` with `ĝ = g·weight`, `gweight = Σ g·x̂`,
-/// `gbias = Σ g` over the rows (f64 accumulation).
+/// `gbias = Σ g` over the rows.
 pub fn layer_norm_grad(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> Result<Vec<Tensor>, String> {
     let x = inputs[0];
     let g = inputs[if affine { 2 } else { 1 }];
@@ -85,40 +94,37 @@ pub fn layer_norm_grad(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> 
     let norm_shape = &shape[shape.len() - k..];
     let w = if affine { Some(affine_param(inputs[1], "weight", norm_shape)?) } else { None };
     let mut gx = vec![0f32; xd.len()];
-    let mut gw = vec![0f64; d];
-    let mut gb = vec![0f64; d];
-    let mut xhat = vec![0f64; d];
-    let mut ghat = vec![0f64; d];
+    let mut gw = vec![0f32; d];
+    let mut gb = vec![0f32; d];
+    let mut xhat = vec![0f32; d];
+    let mut ghat = vec![0f32; d];
+    let ones = vec![1f32; d];
+    let wv: &[f32] = match &w {
+        Some(w) => w,
+        None => &ones,
+    };
     if d > 0 {
         for r in 0..rows {
             let row = &xd[r * d..(r + 1) * d];
             let grow = &gd[r * d..(r + 1) * d];
             let (mean, rstd) = row_stats(row, eps);
-            let (mut s1, mut s2) = (0f64, 0f64);
             for j in 0..d {
-                let xh = (row[j] as f64 - mean) * rstd;
-                let gv = grow[j] as f64;
-                let gh = match &w {
-                    Some(w) => gv * w[j] as f64,
-                    None => gv,
-                };
-                xhat[j] = xh;
-                ghat[j] = gh;
-                s1 += gh;
-                s2 += gh * xh;
-                gw[j] += gv * xh;
-                gb[j] += gv;
+                xhat[j] = (row[j] - mean) * rstd;
+                ghat[j] = grow[j] * wv[j];
+                gw[j] += grow[j] * xhat[j];
+                gb[j] += grow[j];
             }
-            let (m1, m2) = (s1 / d as f64, s2 / d as f64);
+            let m1 = sum8(ghat.iter().copied()) / d as f32;
+            let m2 = sum8(ghat.iter().zip(&xhat).map(|(a, b)| a * b)) / d as f32;
             for (j, o) in gx[r * d..(r + 1) * d].iter_mut().enumerate() {
-                *o = (rstd * (ghat[j] - m1 - xhat[j] * m2)) as f32;
+                *o = rstd * (ghat[j] - m1 - xhat[j] * m2);
             }
         }
     }
     let mut out = vec![Tensor::F32(array(shape, gx)?)];
     if affine {
-        out.push(Tensor::F32(array(norm_shape, gw.into_iter().map(|v| v as f32).collect())?));
-        out.push(Tensor::F32(array(norm_shape, gb.into_iter().map(|v| v as f32).collect())?));
+        out.push(Tensor::F32(array(norm_shape, gw)?));
+        out.push(Tensor::F32(array(norm_shape, gb)?));
     }
     Ok(out)
 }
@@ -133,8 +139,9 @@ pub fn dropout(x: &Tensor, mask: &Tensor, p: f32) -> Result<Tensor, String> {
     if !(0.0..1.0).contains(&p) {
         return Err(format!("dropout probability must be in [0, 1), got {p}"));
     }
-    let keep = 1.0 - p;
-    let v: Vec<f32> = xd.iter().zip(md.iter()).map(|(&v, &m)| if m { v / keep } else { 0.0 }).collect();
+    // Branch-free: a random mask makes a branch unpredictable (half the elements mispredict).
+    let scale = 1.0 / (1.0 - p);
+    let v: Vec<f32> = xd.iter().zip(md.iter()).map(|(&v, &m)| v * (m as u8 as f32 * scale)).collect();
     Ok(Tensor::F32(array(x.shape(), v)?))
 }
 
