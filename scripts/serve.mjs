@@ -1,0 +1,276 @@
+#!/usr/bin/env node
+// A small static file server for the playground, in plain Node (no npm packages).
+//
+//   node scripts/serve.mjs [--root DIR] [--mount /prefix/=DIR]... [--quiet]
+//
+// With no options it serves the playground exactly as `make playground` does:
+// www/ at /, and the staged data/ folder at /data/. The wasm package is built
+// into www/pkg/, so it needs no mount of its own.
+//
+// It binds 127.0.0.1 only. PORT (default 8080) picks the port; PORT=0 takes a free one.
+// Only files inside the given folders are served: `..`, `.` segments, percent-encoded
+// dots or slashes, backslashes, NUL bytes, dotfiles and symlinks that lead outside get
+// 403/404, and directories are never listed.
+
+import http from "node:http";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const HOST = "127.0.0.1";
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+const MIME = {
+  ".html": "text/html; charset=utf-8",
+  ".htm": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".mjs": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".json": "application/json; charset=utf-8",
+  ".map": "application/json; charset=utf-8",
+  ".wasm": "application/wasm",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".ico": "image/x-icon",
+  ".txt": "text/plain; charset=utf-8",
+  ".md": "text/plain; charset=utf-8",
+  ".ts": "text/plain; charset=utf-8",
+};
+const OCTET = "application/octet-stream";
+
+function usage(message) {
+  if (message) console.error(`serve: ${message}`);
+  console.error("usage: node scripts/serve.mjs [--root DIR] [--mount /prefix/=DIR]... [--quiet]   (PORT=8080 by default)");
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const opts = { root: path.join(REPO, "www"), mounts: null, quiet: false };
+  const mounts = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === "--root") {
+      if (!argv[i + 1]) usage("--root needs a folder");
+      opts.root = path.resolve(argv[++i]);
+    } else if (arg === "--mount") {
+      const spec = argv[++i] ?? "";
+      const eq = spec.indexOf("=");
+      if (eq < 1) usage(`--mount wants /prefix/=DIR, got "${spec}"`);
+      let prefix = spec.slice(0, eq);
+      if (!prefix.startsWith("/")) prefix = "/" + prefix;
+      if (!prefix.endsWith("/")) prefix += "/";
+      if (prefix === "/" || prefix.split("/").some((s) => s === "." || s === ".."))
+        usage(`bad mount prefix "${prefix}"`);
+      mounts.push({ prefix, dir: path.resolve(spec.slice(eq + 1)) });
+    } else if (arg === "--quiet") {
+      opts.quiet = true;
+    } else if (arg === "-h" || arg === "--help") {
+      usage();
+    } else {
+      usage(`unknown argument "${arg}"`);
+    }
+  }
+  // Default mounts: the staged Planetoid files.
+  opts.mounts = mounts.length ? mounts : [{ prefix: "/data/", dir: path.join(REPO, "data") }];
+  // Longest prefix first, so /data/x/ wins over /data/.
+  opts.mounts.sort((a, b) => b.prefix.length - a.prefix.length);
+  return opts;
+}
+
+function parsePort(text) {
+  if (text === undefined || text === "") return 8080;
+  if (!/^\d+$/.test(text) || Number(text) > 65535) {
+    console.error(`serve: PORT must be a number from 0 to 65535, got "${text}"`);
+    process.exit(2);
+  }
+  return Number(text);
+}
+
+const opts = parseArgs(process.argv.slice(2));
+const port = parsePort(process.env.PORT);
+
+if (!fs.existsSync(opts.root) || !fs.statSync(opts.root).isDirectory()) {
+  console.error(`serve: the root folder ${opts.root} does not exist`);
+  process.exit(1);
+}
+
+/** A realpath that returns null for a missing path. */
+function real(p) {
+  try {
+    return fs.realpathSync(p);
+  } catch {
+    return null;
+  }
+}
+
+function isInside(child, parent) {
+  const rel = path.relative(parent, child);
+  return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
+}
+
+/**
+ * Maps a raw request target to { file } or { status }.
+ * Never decodes more than once, and checks every segment after decoding.
+ */
+function resolveTarget(rawUrl) {
+  // Origin-form only ("/path?query"). Absolute-form, authority-form and "*" are refused.
+  if (typeof rawUrl !== "string" || !rawUrl.startsWith("/")) return { status: 403 };
+  let raw = rawUrl;
+  const cut = raw.search(/[?#]/);
+  if (cut >= 0) raw = raw.slice(0, cut);
+  // Encoded slashes, backslashes and NULs could smuggle separators past the segment checks.
+  if (/%2f|%5c|%00|\\|\0/i.test(raw)) return { status: 403 };
+  let decoded;
+  try {
+    decoded = decodeURIComponent(raw);
+  } catch {
+    return { status: 403 };
+  }
+  if (decoded.includes("\0") || decoded.includes("\\")) return { status: 403 };
+
+  let base = opts.root;
+  let rest = decoded;
+  for (const m of opts.mounts) {
+    if (decoded.startsWith(m.prefix) || decoded + "/" === m.prefix) {
+      base = m.dir;
+      rest = decoded.slice(m.prefix.length - 1);
+      break;
+    }
+  }
+  const segments = rest.split("/").slice(1); // rest starts with "/"
+  const trailingSlash = segments.length > 0 && segments[segments.length - 1] === "";
+  if (trailingSlash) segments.pop();
+  for (const s of segments) {
+    if (s === "" || s === "." || s === "..") return { status: 403 }; // "//", "/./", "/../"
+    if (s.startsWith(".")) return { status: 404 }; // dotfiles stay private
+    if (s.includes(":")) return { status: 403 }; // drive letters, streams
+  }
+  const baseReal = real(base);
+  if (!baseReal) return { status: 404 };
+  const candidate = path.join(baseReal, ...segments);
+  if (!isInside(candidate, baseReal)) return { status: 403 };
+  const candidateReal = real(candidate);
+  if (!candidateReal) return { status: 404 };
+  if (!isInside(candidateReal, baseReal)) return { status: 403 }; // a symlink leading outside
+  const stat = fs.statSync(candidateReal);
+  if (stat.isDirectory()) {
+    if (!trailingSlash) return { redirect: raw + "/" };
+    const index = path.join(candidateReal, "index.html");
+    const indexReal = real(index);
+    if (!indexReal || !isInside(indexReal, baseReal) || !fs.statSync(indexReal).isFile()) return { status: 404 };
+    return { file: indexReal, stat: fs.statSync(indexReal) };
+  }
+  if (trailingSlash) return { status: 404 };
+  if (!stat.isFile()) return { status: 404 };
+  return { file: candidateReal, stat };
+}
+
+const COMMON_HEADERS = {
+  "Cache-Control": "no-cache",
+  "X-Content-Type-Options": "nosniff",
+  // Cross-origin isolation: lets the page use SharedArrayBuffer (wasm threads) later.
+  "Cross-Origin-Opener-Policy": "same-origin",
+  "Cross-Origin-Embedder-Policy": "require-corp",
+  "Cross-Origin-Resource-Policy": "same-origin",
+};
+
+function sendStatus(res, status, extra = {}) {
+  const body = `${status} ${http.STATUS_CODES[status] ?? ""}\n`;
+  res.writeHead(status, {
+    ...COMMON_HEADERS,
+    "Content-Type": "text/plain; charset=utf-8",
+    "Content-Length": Buffer.byteLength(body),
+    ...extra,
+  });
+  res.end(res.req.method === "HEAD" ? undefined : body);
+}
+
+const server = http.createServer((req, res) => {
+  const started = Date.now();
+  // "close", not "finish": a client that hangs up as soon as it has the last byte (curl does)
+  // can close the socket before "finish" fires, and that request would go unlogged.
+  res.on("close", () => {
+    if (!opts.quiet) console.log(`${req.method} ${req.url} ${res.statusCode} ${Date.now() - started}ms`);
+  });
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    sendStatus(res, 405, { Allow: "GET, HEAD" });
+    return;
+  }
+  let target;
+  try {
+    target = resolveTarget(req.url);
+  } catch (err) {
+    console.error(`serve: ${req.url}: ${err.message}`);
+    sendStatus(res, 500);
+    return;
+  }
+  if (target.redirect) {
+    sendStatus(res, 301, { Location: target.redirect });
+    return;
+  }
+  if (target.status) {
+    sendStatus(res, target.status);
+    return;
+  }
+  const { file, stat } = target;
+  const etag = `W/"${stat.size.toString(16)}-${Math.floor(stat.mtimeMs).toString(16)}"`;
+  const headers = {
+    ...COMMON_HEADERS,
+    "Content-Type": MIME[path.extname(file).toLowerCase()] ?? OCTET,
+    ETag: etag,
+    "Last-Modified": stat.mtime.toUTCString(),
+  };
+  if (req.headers["if-none-match"] === etag) {
+    res.writeHead(304, headers);
+    res.end();
+    return;
+  }
+  headers["Content-Length"] = stat.size;
+  res.writeHead(200, headers);
+  if (req.method === "HEAD") {
+    res.end();
+    return;
+  }
+  const stream = fs.createReadStream(file);
+  stream.on("error", (err) => {
+    console.error(`serve: reading ${file}: ${err.message}`);
+    res.destroy(err);
+  });
+  stream.pipe(res);
+});
+
+server.on("error", (err) => {
+  if (err.code === "EADDRINUSE") {
+    console.error(`serve: port ${port} on ${HOST} is already in use; set PORT=… or stop the other server`);
+  } else if (err.code === "EACCES") {
+    console.error(`serve: not allowed to listen on port ${port} on ${HOST}; set PORT=… to a port above 1023`);
+  } else {
+    console.error(`serve: ${err.message}`);
+  }
+  process.exit(1);
+});
+
+server.listen(port, HOST, () => {
+  const { port: actual } = server.address();
+  const rel = (p) => path.relative(process.cwd(), p) || ".";
+  const lines = [`serve: ${rel(opts.root)}/ at http://${HOST}:${actual}/`];
+  for (const m of opts.mounts) {
+    const note = fs.existsSync(m.dir) ? "" : " (missing for now)";
+    lines.push(`serve: ${rel(m.dir)}/ at http://${HOST}:${actual}${m.prefix}${note}`);
+  }
+  lines.push("serve: press Ctrl-C to stop");
+  console.log(lines.join("\n")); // one write, so a reader sees the whole banner at once
+});
+
+let stopping = false;
+function stop(signal) {
+  if (stopping) return;
+  stopping = true;
+  console.log(`serve: ${signal}, stopping`);
+  server.close(() => process.exit(0));
+  server.closeAllConnections?.();
+  // Should a socket linger, do not hang on it.
+  setTimeout(() => process.exit(0), 2000).unref();
+}
+process.on("SIGINT", () => stop("SIGINT"));
+process.on("SIGTERM", () => stop("SIGTERM"));

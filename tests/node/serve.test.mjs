@@ -1,0 +1,317 @@
+// Tests for scripts/serve.mjs, the playground's static server.
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { startServer, runServerToExit, REPO } from "./helpers.mjs";
+
+/** Sends raw bytes as a request line so that no client library normalises the path. */
+function rawRequest(port, target, { method = "GET", headers = {} } = {}) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, "127.0.0.1");
+    const chunks = [];
+    socket.setTimeout(5000, () => socket.destroy(new Error(`timeout on ${target}`)));
+    socket.on("connect", () => {
+      const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+      socket.write(Buffer.concat([
+        Buffer.from(`${method} `, "latin1"),
+        Buffer.isBuffer(target) ? target : Buffer.from(target, "latin1"),
+        Buffer.from(` HTTP/1.1\r\nHost: 127.0.0.1\r\n${extra}Connection: close\r\n\r\n`, "latin1"),
+      ]));
+    });
+    socket.on("data", (c) => chunks.push(c));
+    socket.on("error", reject);
+    socket.on("end", () => {
+      const text = Buffer.concat(chunks).toString("latin1");
+      const [head, ...rest] = text.split("\r\n\r\n");
+      const [statusLine, ...headerLines] = head.split("\r\n");
+      const status = Number(statusLine.split(" ")[1]);
+      const hdrs = {};
+      for (const line of headerLines) {
+        const i = line.indexOf(":");
+        hdrs[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
+      }
+      resolve({ status, headers: hdrs, body: rest.join("\r\n\r\n") });
+    });
+  });
+}
+
+const SECRET = "top secret: outside the served folders";
+
+describe("serve.mjs on a scratch layout", () => {
+  let tmp, server;
+  before(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), "serve-test-"));
+    const site = path.join(tmp, "site");
+    const data = path.join(tmp, "data");
+    fs.mkdirSync(path.join(site, "sub"), { recursive: true });
+    fs.mkdirSync(path.join(site, "pkg"), { recursive: true });
+    fs.mkdirSync(data);
+    fs.writeFileSync(path.join(tmp, "secret.txt"), SECRET);
+    fs.writeFileSync(path.join(site, "index.html"), "<!doctype html><title>t</title>");
+    fs.writeFileSync(path.join(site, "app.js"), "export const a = 1;");
+    fs.writeFileSync(path.join(site, "mod.mjs"), "export const b = 2;");
+    fs.writeFileSync(path.join(site, "style.css"), "body{}");
+    fs.writeFileSync(path.join(site, "x.json"), "{}");
+    fs.writeFileSync(path.join(site, "pkg", "engine_bg.wasm"), Buffer.from([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]));
+    fs.writeFileSync(path.join(site, "sub", "index.html"), "<p>sub</p>");
+    fs.writeFileSync(path.join(site, ".hidden"), SECRET);
+    fs.symlinkSync(path.join(tmp, "secret.txt"), path.join(site, "link-out.txt"));
+    fs.writeFileSync(path.join(data, "ind.cora.x"), Buffer.from([0x80, 0x02, 0x63]));
+    fs.writeFileSync(path.join(data, "ind.cora.test.index"), "1\n2\n");
+    server = await startServer({ args: ["--root", site, "--mount", `/data/=${data}`, "--quiet"] });
+  });
+  after(async () => {
+    if (server) await server.stop();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  test("prints its URL on 127.0.0.1", () => {
+    assert.match(server.output().stdout, /http:\/\/127\.0\.0\.1:\d+\//);
+  });
+
+  test("sends the right MIME types", async () => {
+    const cases = {
+      "/": "text/html; charset=utf-8",
+      "/index.html": "text/html; charset=utf-8",
+      "/app.js": "text/javascript; charset=utf-8",
+      "/mod.mjs": "text/javascript; charset=utf-8",
+      "/style.css": "text/css; charset=utf-8",
+      "/x.json": "application/json; charset=utf-8",
+      "/pkg/engine_bg.wasm": "application/wasm",
+      "/data/ind.cora.x": "application/octet-stream",
+      "/data/ind.cora.test.index": "application/octet-stream",
+    };
+    for (const [url, type] of Object.entries(cases)) {
+      const res = await fetch(server.url + url);
+      assert.equal(res.status, 200, url);
+      assert.equal(res.headers.get("content-type"), type, url);
+      await res.arrayBuffer();
+    }
+  });
+
+  test("serves the bytes of the file, with a correct length", async () => {
+    const res = await fetch(server.url + "/pkg/engine_bg.wasm");
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    assert.deepEqual([...bytes], [0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]);
+    assert.equal(res.headers.get("content-length"), "8");
+    // A real wasm module header compiles as an (empty) module.
+    await WebAssembly.compile(bytes);
+  });
+
+  test("sends no-cache and the cross-origin isolation headers", async () => {
+    const res = await fetch(server.url + "/");
+    assert.equal(res.headers.get("cache-control"), "no-cache");
+    assert.equal(res.headers.get("cross-origin-opener-policy"), "same-origin");
+    assert.equal(res.headers.get("cross-origin-embedder-policy"), "require-corp");
+    assert.equal(res.headers.get("x-content-type-options"), "nosniff");
+    await res.text();
+  });
+
+  test("answers a revalidation with 304", async () => {
+    const first = await fetch(server.url + "/app.js");
+    await first.text();
+    const etag = first.headers.get("etag");
+    assert.ok(etag);
+    const again = await rawRequest(server.port, "/app.js", { headers: { "If-None-Match": etag } });
+    assert.equal(again.status, 304);
+  });
+
+  test("redirects a folder without its slash and serves its index.html", async () => {
+    const res = await rawRequest(server.port, "/sub");
+    assert.equal(res.status, 301);
+    assert.equal(res.headers.location, "/sub/");
+    const page = await fetch(server.url + "/sub/");
+    assert.equal(await page.text(), "<p>sub</p>");
+  });
+
+  test("404 for missing files, folders without an index, and dotfiles", async () => {
+    for (const url of ["/nope.js", "/data/", "/data/ind.nope.x", "/.hidden", "/pkg/"]) {
+      const res = await rawRequest(server.port, url);
+      assert.equal(res.status, 404, url);
+      assert.ok(!res.body.includes(SECRET), url);
+    }
+  });
+
+  test("HEAD answers without a body, other methods get 405", async () => {
+    const head = await rawRequest(server.port, "/app.js", { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.body, "");
+    const post = await rawRequest(server.port, "/app.js", { method: "POST" });
+    assert.equal(post.status, 405);
+  });
+
+  test("never serves anything outside its folders", async () => {
+    const attacks = [
+      "/../secret.txt",
+      "/../../../../../../etc/passwd",
+      "/sub/../../secret.txt",
+      "/data/../secret.txt",
+      "/data/../../secret.txt",
+      "/%2e%2e/secret.txt",
+      "/%2E%2e/secret.txt",
+      "/%2e%2E/%2e%2e/%2e%2e/etc/passwd",
+      "/.%2e/secret.txt",
+      "/%2e./secret.txt",
+      "/data/%2e%2e/secret.txt",
+      "/..%2fsecret.txt",
+      "/%2e%2e%2fsecret.txt",
+      "/%2e%2e%2Fsecret.txt",
+      "/data%2f..%2f..%2fsecret.txt",
+      "/..%5csecret.txt",
+      "/..\\secret.txt",
+      "/sub\\..\\..\\secret.txt",
+      "/%00",
+      "/index.html%00.js",
+      "//etc/passwd",
+      "/%2fetc%2fpasswd",
+      "/etc/passwd",
+      `/${path.join(os.tmpdir(), "secret.txt")}`,
+      "/C:/Windows/win.ini",
+      "/link-out.txt",
+      "/%252e%252e/secret.txt",
+      "/%",
+      "/%zz",
+    ];
+    for (const url of attacks) {
+      const res = await rawRequest(server.port, url);
+      assert.ok(res.status === 403 || res.status === 404, `${url} -> ${res.status}`);
+      assert.ok(!res.body.includes(SECRET), `${url} leaked the secret`);
+      assert.ok(!res.body.includes("root:"), `${url} leaked /etc/passwd`);
+    }
+  });
+
+  test("refuses NUL bytes and absolute-form request targets", async () => {
+    const nul = await rawRequest(server.port, Buffer.from("/index.html\0", "latin1"));
+    assert.ok([400, 403, 404].includes(nul.status), `NUL -> ${nul.status}`);
+    for (const target of [`http://127.0.0.1:${server.port}/../secret.txt`, "*", "secret.txt"]) {
+      const res = await rawRequest(server.port, target);
+      assert.ok([400, 403, 404].includes(res.status), `${target} -> ${res.status}`);
+      assert.ok(!res.body.includes(SECRET));
+    }
+  });
+
+  test("listens on 127.0.0.1 only", async () => {
+    const others = Object.values(os.networkInterfaces())
+      .flat()
+      .filter((a) => a && !a.internal && a.family === "IPv4")
+      .map((a) => a.address);
+    for (const address of [...others, "::1"]) {
+      const refused = await new Promise((resolve) => {
+        const s = net.connect(server.port, address);
+        s.on("connect", () => { s.destroy(); resolve(false); });
+        s.on("error", () => resolve(true));
+      });
+      assert.ok(refused, `port ${server.port} answered on ${address}`);
+    }
+  });
+});
+
+describe("serve.mjs as the playground runs it", () => {
+  test("with no options it serves www/ at / and data/ at /data/", async () => {
+    const server = await startServer();
+    try {
+      const { stdout } = server.output();
+      assert.match(stdout, /www\/ at http:\/\/127\.0\.0\.1:\d+\/\n/);
+      assert.match(stdout, /data\/ at http:\/\/127\.0\.0\.1:\d+\/data\//);
+      const page = await fetch(server.url + "/");
+      assert.equal(page.status, 200);
+      assert.equal(page.headers.get("content-type"), "text/html; charset=utf-8");
+      assert.equal(await page.text(), fs.readFileSync(path.join(REPO, "www", "index.html"), "utf8"));
+      for (const file of ["main.js", "worker.js"]) {
+        const res = await fetch(`${server.url}/${file}`);
+        assert.equal(res.status, 200, file);
+        assert.equal(res.headers.get("content-type"), "text/javascript; charset=utf-8");
+        await res.text();
+      }
+      // The repository around www/ stays private.
+      for (const url of ["/../Cargo.toml", "/%2e%2e/Cargo.toml", "/../scripts/serve.mjs", "/data/../Cargo.toml"]) {
+        const res = await rawRequest(server.port, url);
+        assert.ok(res.status === 403 || res.status === 404, `${url} -> ${res.status}`);
+        assert.ok(!res.body.includes("[package]"));
+      }
+      if (fs.existsSync(path.join(REPO, "data", "ind.cora.y"))) {
+        const res = await fetch(server.url + "/data/ind.cora.y");
+        assert.equal(res.status, 200);
+        assert.equal(res.headers.get("content-type"), "application/octet-stream");
+        assert.equal((await res.arrayBuffer()).byteLength, fs.statSync(path.join(REPO, "data", "ind.cora.y")).size);
+      }
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test("logs every request, even from a client that hangs up at the last byte", async () => {
+    const server = await startServer();
+    try {
+      const N = 20;
+      for (let i = 0; i < N; i++) {
+        // As curl does: a keep-alive request, and the socket closed as soon as the body is in.
+        await new Promise((resolve, reject) => {
+          const socket = net.connect(server.port, "127.0.0.1");
+          let got = Buffer.alloc(0);
+          socket.setTimeout(5000, () => socket.destroy(new Error("timeout")));
+          socket.on("connect", () => socket.write(`GET /main.js?n=${i} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`));
+          socket.on("data", (chunk) => {
+            got = Buffer.concat([got, chunk]);
+            const head = got.indexOf("\r\n\r\n");
+            const length = /content-length: (\d+)/i.exec(got.toString("latin1"));
+            if (head >= 0 && length && got.length - head - 4 >= Number(length[1])) {
+              socket.destroy();
+              resolve();
+            }
+          });
+          socket.on("error", reject);
+        });
+      }
+      const logged = () => server.output().stdout.match(/^GET \/main\.js\?n=\d+ 200 \d+ms$/gm) ?? [];
+      for (let waited = 0; logged().length < N && waited < 2000; waited += 50) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(logged().length, N, server.output().stdout);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test("stops cleanly with exit code 0 on SIGTERM and on SIGINT", async () => {
+    for (const signal of ["SIGTERM", "SIGINT"]) {
+      const server = await startServer({ args: ["--quiet"] });
+      // An open keep-alive connection must not hold it up.
+      const res = await fetch(server.url + "/");
+      await res.text();
+      const { code } = await server.stop(signal);
+      assert.equal(code, 0, `${signal}: ${JSON.stringify(server.output())}`);
+    }
+  });
+
+  test("a second server on a busy port says so and exits non-zero", async () => {
+    const first = await startServer({ args: ["--quiet"] });
+    try {
+      const second = await runServerToExit({ port: first.port });
+      assert.notEqual(second.code, 0);
+      assert.ok(
+        second.stderr.includes(`port ${first.port} on 127.0.0.1 is already in use; set PORT=… or stop the other server`),
+        second.stderr,
+      );
+      // The first one is unharmed.
+      const res = await fetch(first.url + "/");
+      assert.equal(res.status, 200);
+      await res.text();
+    } finally {
+      await first.stop();
+    }
+  });
+
+  test("rejects a bad PORT and bad options with a message", async () => {
+    const badPort = await runServerToExit({ port: "http" });
+    assert.notEqual(badPort.code, 0);
+    assert.match(badPort.stderr, /PORT must be a number/);
+    const badArg = await runServerToExit({ args: ["--bogus"], port: 0 });
+    assert.notEqual(badArg.code, 0);
+    assert.match(badArg.stderr, /unknown argument "--bogus"/);
+    const missingRoot = await runServerToExit({ args: ["--root", "/nonexistent/dir"], port: 0 });
+    assert.notEqual(missingRoot.code, 0);
+    assert.match(missingRoot.stderr, /does not exist/);
+  });
+});
