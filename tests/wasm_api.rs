@@ -46,7 +46,9 @@ fn trace_mlp_prints_one_line_per_node() {
     let text = text_of(&model);
     assert_eq!(lines_with(&text, "linear"), 2, "{text}");
     assert_eq!(lines_with(&text, "relu"), 1, "{text}");
-    assert!(text.contains("0.weight") && text.contains("1.weight"), "{text}");
+    for name in ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"] {
+        assert!(text.contains(&format!("\"{name}\"")), "{name} in\n{text}");
+    }
     assert!(nodes_of(&model).length() >= 3);
 }
 
