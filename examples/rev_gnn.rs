@@ -48,6 +48,7 @@ fn parse() -> Result<Args, String> {
             "--eval-every" => a.eval_every = num(&flag, val(&flag)?)?,
             "--json" => a.json = Some(val(&flag)?.into()),
             "--no-rev" => a.cfg.no_rev = true,
+            "--profile" => ipu_playground::exec::set_profiling(true),
             "-h" | "--help" => {
                 println!("{}", include_str!("rev_gnn.rs").lines().take(12).collect::<Vec<_>>().join("\n"));
                 std::process::exit(0);
@@ -130,6 +131,13 @@ fn real_main() -> Result<(), String> {
         let t = Instant::now();
         let s = trainer.train_epoch()?;
         let secs = t.elapsed().as_secs_f64();
+        if !s.op_time.is_empty() {
+            let mut ops: Vec<_> = s.op_time.iter().collect();
+            ops.sort_by(|a, b| b.1 .1.partial_cmp(&a.1 .1).unwrap());
+            for (name, (n, t)) in ops.iter().take(14) {
+                println!("  {name:20} {n:7} calls {t:8.3}s  {:6.1} us/call", t / *n as f64 * 1e6);
+            }
+        }
         times.push(secs);
         saved = saved.max(s.saved_for_backward);
         peak = peak.max(s.peak_bytes);

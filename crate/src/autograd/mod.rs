@@ -12,6 +12,7 @@
 //! place of the forward value by every earlier backward rule, so a chain of regions keeps
 //! only its last output alive — activation memory does not grow with depth.
 
+use crate::ir::simplify::{inline, simplify};
 use crate::ir::{
     BinaryKind, Graph, InputKind, IrError, NodeMeta, Op, OptimizerStep, Pass, ReduceKind, Reduction, TensorType,
     ValueId,
@@ -125,6 +126,36 @@ pub fn vjp_graph(f: &Graph, needs_grad: &[bool]) -> Result<Graph, IrError> {
     }
     g.outputs = outs;
     Ok(g)
+}
+
+/// The backward of an invertible region as one graph `(y, others…, g_y)` → `(x, g_i…)`:
+/// the inverse rebuilds `x`, then the VJP of the forward runs on it. The recomputed
+/// forward output is declared equal to `y`, so [`simplify`] lets the recompute reuse the
+/// inverse's evaluations of the same functions (for additive coupling such as GroupAddRev
+/// every group function is then evaluated once, not twice).
+pub fn invertible_backward_graph(forward: &Graph, inverse: &Graph, needs_grad: &[bool]) -> Result<Graph, IrError> {
+    let vjp = vjp_graph(forward, needs_grad)?;
+    let ins = forward.placeholders(InputKind::Input);
+    let meta = NodeMeta { pass: Pass::Backward, ..NodeMeta::default() };
+    let mut g = Graph::new();
+    let mut args = Vec::new();
+    let names: Vec<String> =
+        std::iter::once("y".to_string()).chain(ins[1..].iter().map(|(n, _)| n.to_string())).collect();
+    for (name, (_, v)) in names.iter().zip(&ins) {
+        let op = Op::Placeholder { kind: InputKind::Input, name: name.clone() };
+        args.push(g.add_source(op, forward.ty(*v).clone(), meta.clone())?);
+    }
+    let gy_ty = forward.ty(forward.outputs[0]).clone();
+    let gy = g.add_source(Op::Placeholder { kind: InputKind::Input, name: "g_y".into() }, gy_ty, meta.clone())?;
+    let (x, _) = inline(&mut g, inverse, &args)?;
+    let mut vargs = vec![x[0]];
+    vargs.extend_from_slice(&args[1..]);
+    vargs.push(gy);
+    let (grads, map) = inline(&mut g, &vjp, &vargs)?;
+    // In `vjp`, the forward's values keep their ids (it starts as a copy of `forward`).
+    let y_recomputed = map[forward.outputs[0].0 as usize];
+    g.outputs = std::iter::once(x[0]).chain(grads).collect();
+    simplify(&g, &[(y_recomputed, args[0])])
 }
 
 /// Ops through which no gradient flows.
@@ -509,7 +540,7 @@ fn vjp_rule(
                 )));
             }
             let g = g.unwrap();
-            let vjp = Rc::new(vjp_graph(&region.forward, need)?);
+            let vjp = Rc::new(invertible_backward_graph(&region.forward, region.inverse.as_ref().unwrap(), need)?);
             let y = b.fwd(outs[0]);
             let mut inputs = vec![y, g];
             inputs.extend(ins[1..].iter().map(|&v| b.fwd(v)));

@@ -89,7 +89,40 @@ pub struct RunStats {
     pub saved_for_backward: usize,
     /// Nodes run, including those inside regions.
     pub nodes_run: usize,
+    /// With [`set_profiling`] on (native only): seconds and calls per op name.
+    pub op_time: HashMap<&'static str, (usize, f64)>,
 }
+
+thread_local! {
+    static PROFILE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Turns per-op timing on or off for this thread (native builds; wasm has no clock here).
+pub fn set_profiling(on: bool) {
+    PROFILE.with(|p| p.set(on));
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn now() -> Option<std::time::Instant> {
+    PROFILE.with(|p| p.get()).then(std::time::Instant::now)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn now() -> Option<()> {
+    None
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn record_time(stats: &mut RunStats, op: &Op, t0: Option<std::time::Instant>) {
+    if let Some(t0) = t0 {
+        let e = stats.op_time.entry(op.name()).or_insert((0, 0.0));
+        e.0 += 1;
+        e.1 += t0.elapsed().as_secs_f64();
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn record_time(_stats: &mut RunStats, _op: &Op, _t0: Option<()>) {}
 
 /// Outputs of a run and its memory statistics.
 #[derive(Debug)]
@@ -152,6 +185,7 @@ fn run_graph(
             stats.saved_for_backward = live;
         }
         let mut inner_peak = 0usize;
+        let t0 = now();
         let outs: Vec<Rc<Tensor>> = match &node.op {
             Op::Placeholder { kind, name } => vec![match kind {
                 InputKind::Input => {
@@ -199,32 +233,22 @@ fn run_graph(
                 let r = run_graph(&region.forward, store, &args, &mut sub, false)
                     .map_err(|e| ExecError(format!("in region '{}': {e}", region.name)))?;
                 stats.nodes_run += sub.nodes_run;
+                merge_times(stats, &sub);
                 inner_peak = sub.peak_bytes;
                 r
             }
             Op::InvertibleBackward { region, vjp, .. } => {
-                // (y, g_y, others…): rebuild x from y, then re-run the forward locally.
-                let args: Vec<Rc<Tensor>> = node.inputs.iter().map(|&v| arg(&vals, v).clone()).collect();
-                let inverse = region
-                    .inverse
-                    .as_ref()
-                    .ok_or_else(|| ExecError(format!("{}: region '{}' has no inverse", site(g, i), region.name)))?;
-                let mut inv_args = vec![args[0].clone()];
-                inv_args.extend(args[2..].iter().cloned());
+                // (y, g_y, others…) → the backward graph's (y, others…, g_y).
+                let mut args: Vec<Rc<Tensor>> = vec![arg(&vals, node.inputs[0]).clone()];
+                args.extend(node.inputs[2..].iter().map(|&v| arg(&vals, v).clone()));
+                args.push(arg(&vals, node.inputs[1]).clone());
                 let mut sub = RunStats::default();
-                let x = run_graph(inverse, store, &inv_args, &mut sub, false)
-                    .map_err(|e| ExecError(format!("in the inverse of region '{}': {e}", region.name)))?;
-                let mut vjp_args = vec![x[0].clone()];
-                vjp_args.extend(args[2..].iter().cloned());
-                vjp_args.push(args[1].clone());
-                let mut sub2 = RunStats::default();
-                let grads = run_graph(vjp, store, &vjp_args, &mut sub2, false)
+                let r = run_graph(vjp, store, &args, &mut sub, false)
                     .map_err(|e| ExecError(format!("in the backward of region '{}': {e}", region.name)))?;
-                stats.nodes_run += sub.nodes_run + sub2.nodes_run;
-                inner_peak = sub.peak_bytes.max(sub2.peak_bytes + x[0].nbytes());
-                let mut out = vec![x[0].clone()];
-                out.extend(grads);
-                out
+                stats.nodes_run += sub.nodes_run;
+                merge_times(stats, &sub);
+                inner_peak = sub.peak_bytes;
+                r
             }
             op => {
                 let args: Vec<&Tensor> = node.inputs.iter().map(|&v| arg(&vals, v).as_ref()).collect();
@@ -236,6 +260,9 @@ fn run_graph(
             }
         };
         stats.nodes_run += 1;
+        if !matches!(node.op, Op::Call { .. } | Op::InvertibleBackward { .. }) {
+            record_time(stats, &node.op, t0);
+        }
         let counts = match &node.op {
             Op::Placeholder { kind, .. } => *kind == InputKind::Input,
             Op::Constant { .. } => false,
@@ -272,6 +299,14 @@ fn run_graph(
         .iter()
         .map(|&v| vals[v.0 as usize].clone().ok_or_else(|| ExecError(format!("graph output {v} was not computed"))))
         .collect()
+}
+
+fn merge_times(stats: &mut RunStats, sub: &RunStats) {
+    for (k, (n, t)) in &sub.op_time {
+        let e = stats.op_time.entry(k).or_insert((0, 0.0));
+        e.0 += n;
+        e.1 += t;
+    }
 }
 
 fn arg(vals: &[Option<Rc<Tensor>>], v: crate::ir::ValueId) -> &Rc<Tensor> {

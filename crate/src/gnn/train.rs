@@ -85,6 +85,8 @@ pub struct EpochStats {
     pub saved_for_backward: usize,
     /// Largest peak of live activation bytes during a step.
     pub peak_bytes: usize,
+    /// Per-op calls and seconds, when the executor's profiling is on.
+    pub op_time: std::collections::HashMap<&'static str, (usize, f64)>,
 }
 
 /// Accuracy on the three splits.
@@ -266,6 +268,11 @@ impl Trainer {
             stats.steps += 1;
             stats.saved_for_backward = stats.saved_for_backward.max(r.stats.saved_for_backward);
             stats.peak_bytes = stats.peak_bytes.max(r.stats.peak_bytes);
+            for (k, (n, t)) in r.stats.op_time {
+                let e = stats.op_time.entry(k).or_insert((0, 0.0));
+                e.0 += n;
+                e.1 += t;
+            }
         }
         stats.loss = tot / count.max(1) as f64;
         self.epoch += 1;

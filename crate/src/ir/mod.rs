@@ -5,6 +5,7 @@ pub mod graph;
 pub mod op;
 pub mod print;
 pub mod shape;
+pub mod simplify;
 pub mod verify;
 
 pub use graph::{describe_site, Graph, IrError, Node, NodeMeta, Pass, Value, ValueId};

@@ -200,8 +200,9 @@ pub enum Op {
     /// inputs for it and recomputes them from its outputs in the backward pass.
     Call { region: Rc<Region> },
     /// Backward of an invertible `Call`: `(y, g_y, others…)` → `(x, g_i for each input i with
-    /// needs_grad[i])`. The input `x` is rebuilt by the inverse from `y`, then `vjp`
-    /// (`(x, others…, g_y)` → those gradients) re-runs the forward locally.
+    /// needs_grad[i])`. `vjp` is one graph `(y, others…, g_y)` → `(x, g_i…)`: the region's
+    /// inverse rebuilds `x` from `y`, then the forward is re-run locally and differentiated
+    /// (sharing the function evaluations the inverse already made, see `ir::simplify`).
     InvertibleBackward {
         region: Rc<Region>,
         #[serde(skip)]

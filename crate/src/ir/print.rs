@@ -19,7 +19,13 @@ fn attrs(op: &Op) -> String {
         Op::Constant { name, value } => format!("\"{name}\" {:?}", value.shape()),
         Op::Full { value, .. } => format!("value={value}"),
         Op::Unary { kind: crate::ir::UnaryKind::GeluTanh } => "approximate=tanh".into(),
-        Op::Linear { has_bias } => if *has_bias { String::new() } else { "bias=false".into() },
+        Op::Linear { has_bias } => {
+            if *has_bias {
+                String::new()
+            } else {
+                "bias=false".into()
+            }
+        }
         Op::SpMM { n_rows, n_cols } | Op::SpMMTransposed { n_rows, n_cols } | Op::SpMMValuesGrad { n_rows, n_cols } => {
             format!("sparse={n_rows}x{n_cols}")
         }
@@ -131,11 +137,8 @@ pub fn print_graph(g: &Graph) -> String {
 }
 
 fn print_named(g: &Graph, title: &str, out: &mut String) {
-    let ins: Vec<String> = g
-        .placeholders(InputKind::Input)
-        .iter()
-        .map(|(name, v)| format!("{name}: {}", g.ty(*v)))
-        .collect();
+    let ins: Vec<String> =
+        g.placeholders(InputKind::Input).iter().map(|(name, v)| format!("{name}: {}", g.ty(*v))).collect();
     writeln!(out, "{title}({}) {{", ins.join(", ")).unwrap();
     for n in &g.nodes {
         node_line(g, n, out);

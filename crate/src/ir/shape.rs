@@ -207,7 +207,9 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             }
             let d = inputs[3];
             if d.rank() != 2 || d.shape[0] != *n_cols {
-                return Err(format!("dense operand must be [{n_cols}, F] for a {n_rows}x{n_cols} sparse matrix, got {d}"));
+                return Err(format!(
+                    "dense operand must be [{n_cols}, F] for a {n_rows}x{n_cols} sparse matrix, got {d}"
+                ));
             }
             one(TensorType::new(&[*n_rows, d.shape[1]], d.dtype))
         }
@@ -403,7 +405,10 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             want_dtype(src, "source", FLOATS)?;
             want_dtype(idx, "index", &[DType::Int32])?;
             if src.rank() == 0 || idx.shape != [src.shape[0]] {
-                return Err(format!("index must be [{}] to match the source {src}, got {idx}", src.shape.first().unwrap_or(&0)));
+                return Err(format!(
+                    "index must be [{}] to match the source {src}, got {idx}",
+                    src.shape.first().unwrap_or(&0)
+                ));
             }
             let mut s = src.shape.clone();
             s[0] = *dim_size;

@@ -19,9 +19,7 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
         }
         let expected = match &n.op {
             Op::Placeholder { .. } => None,
-            Op::Constant { value, .. } => {
-                Some(vec![super::TensorType::new(value.shape(), value.dtype())])
-            }
+            Op::Constant { value, .. } => Some(vec![super::TensorType::new(value.shape(), value.dtype())]),
             op => {
                 let ins: Vec<_> = n.inputs.iter().map(|&v| g.ty(v)).collect();
                 Some(infer(op, &ins).map_err(|e| IrError(format!("{}: {e}", site())))?)
@@ -34,7 +32,9 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
             }
         }
         for &v in &n.outputs {
-            let slot = defined.get_mut(v.0 as usize).ok_or_else(|| IrError(format!("{}: output {v} does not exist", site())))?;
+            let slot = defined
+                .get_mut(v.0 as usize)
+                .ok_or_else(|| IrError(format!("{}: output {v} does not exist", site())))?;
             if *slot {
                 return Err(IrError(format!("{}: output {v} is defined twice", site())));
             }
