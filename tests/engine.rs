@@ -199,9 +199,9 @@ fn shape_mismatch_names_op_scope_source_and_both_shapes() {
     let fc = Linear::new(5, 2, true, &mut rng).unwrap();
     let tr = Tracer::new();
     let x = tr.input("x", &[2, 4], DType::Float32).unwrap();
-    let line = line!() + 1;
-    let err =
-        tr.scope("encoder", || tr.scope("fc", || x.linear(&tr.param("weight", &fc.weight)?, None))).unwrap_err().0;
+    let w = tr.scope("encoder", || tr.scope("fc", || tr.param("weight", &fc.weight))).unwrap();
+    let (line, err) = tr.scope("encoder", || tr.scope("fc", || Ok((line!(), x.linear(&w, None))))).unwrap();
+    let err = err.unwrap_err().0;
     assert!(err.contains("'linear'") && err.contains("encoder.fc"), "{err}");
     assert!(err.contains(&format!("engine.rs:{line}")), "{err}");
     assert!(err.contains("f32[2,4]") && err.contains("f32[2,5]"), "{err}");
