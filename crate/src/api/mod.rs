@@ -1,6 +1,8 @@
 //! The JavaScript API: a thin wasm-bindgen layer over the Rust crate. Every function either
 //! returns plain JS objects or throws an `Error` whose message names the cause.
 
+pub mod train;
+
 use crate::ir::{print::print_graph, Graph};
 use crate::trace::{nn, TraceError};
 use serde::Serialize;
