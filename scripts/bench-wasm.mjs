@@ -1,0 +1,120 @@
+#!/usr/bin/env node
+// RevGNN training speed in wasm, in headless Chromium (Debian's /usr/bin/chromium driven
+// by playwright-core): serves www/ (with the web package built into www/pkg/) and data/
+// with scripts/serve.mjs, then trains PubMed in a module Web Worker, as the page does, and
+// prints the median epoch time as JSON on the last line.
+//
+//   node scripts/bench-wasm.mjs [--dataset PubMed] [--epochs 6] [--json FILE]
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const require = createRequire(path.join(REPO, "tests", "package.json"));
+const { chromium } = require("playwright-core");
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const dataset = opt("--dataset", "PubMed");
+const epochs = Number(opt("--epochs", "6"));
+const jsonOut = opt("--json", null);
+
+function startServer() {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(REPO, "scripts", "serve.mjs")], {
+      env: { ...process.env, PORT: "0" },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+      const m = out.match(/http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) resolve({ child, url: `http://127.0.0.1:${m[1]}/` });
+    });
+    child.on("exit", (code) => reject(new Error(`serve.mjs exited with ${code}: ${out}`)));
+  });
+}
+
+// Runs in the page: a module worker that loads the package and trains.
+async function trainInWorker({ dataset, epochs }) {
+  const src = `
+    import init, { RevGnnTrainer } from "${location.origin}/pkg/ipu_playground.js";
+    self.onmessage = async (e) => {
+      try {
+        const { dataset, epochs } = e.data;
+        await init();
+        const low = dataset.toLowerCase();
+        const files = {};
+        for (const s of ["x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"]) {
+          const r = await fetch("${location.origin}/data/ind." + low + "." + s);
+          if (!r.ok) throw new Error("fetching ind." + low + "." + s + ": HTTP " + r.status);
+          files[s] = new Uint8Array(await r.arrayBuffer());
+        }
+        const t0 = performance.now();
+        const t = new RevGnnTrainer(dataset, files, { epochs });
+        const build = performance.now() - t0;
+        const times = [], losses = [];
+        for (let i = 0; i < epochs; i++) {
+          const s = performance.now();
+          const r = t.trainEpoch();
+          times.push((performance.now() - s) / 1000);
+          losses.push(r.loss);
+        }
+        const acc = t.evaluate();
+        self.postMessage({ ok: true, times, losses, acc, build_ms: build });
+      } catch (err) {
+        self.postMessage({ ok: false, error: String(err && err.message || err) });
+      }
+    };`;
+  const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
+  const w = new Worker(url, { type: "module" });
+  return await new Promise((resolve) => {
+    w.onmessage = (e) => resolve(e.data);
+    w.onerror = (e) => resolve({ ok: false, error: e.message || "worker error" });
+    w.postMessage({ dataset, epochs });
+  });
+}
+
+const { child, url } = await startServer();
+let browser;
+try {
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: [
+      "--no-sandbox",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--disable-quic",
+      "--no-first-run",
+    ],
+  });
+  const page = await browser.newPage();
+  await page.goto(url);
+  const r = await page.evaluate(trainInWorker, { dataset, epochs });
+  if (!r.ok) throw new Error(r.error);
+  const later = r.times.length > 1 ? r.times.slice(1) : r.times;
+  const sorted = [...later].sort((a, b) => a - b);
+  const median = sorted[Math.floor(sorted.length / 2)];
+  const res = {
+    framework: "ipu-playground-wasm",
+    dataset,
+    epochs,
+    epoch_median_s: median,
+    epoch_times_s: r.times,
+    losses: r.losses,
+    acc: r.acc,
+    browser: browser.version(),
+  };
+  for (const [i, t] of r.times.entries()) console.log(`[wasm] epoch ${i + 1} loss ${r.losses[i].toFixed(4)} time ${t.toFixed(3)}s`);
+  console.log(`[wasm] ${dataset}: median epoch ${median.toFixed(3)}s in Chromium ${res.browser}`);
+  if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify(res));
+} finally {
+  if (browser) await browser.close();
+  child.kill();
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# `make bench`: figures for the speed and memory targets, with the peers measured in the
+# same run. Never part of `make test`. Results land in bench-out/ (git-ignored).
+#
+#   1. engine micro-benchmarks (tracing 112 layers, executor overhead, matmul vs ndarray)
+#   2. RevGNN memory: bytes kept for backward and peak RSS at 7 and 112 layers, rev and --no-rev
+#   3. RevGNN on PubMed, natively and PyTorch Geometric (one thread each), BENCH_EPOCHS epochs
+#   4. RevGNN on PubMed in wasm in headless Chromium, BENCH_WASM_EPOCHS epochs
+#
+# PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
+# torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
+# BENCH_EPOCHS (default 200) and BENCH_WASM_EPOCHS (default 6) shorten the runs.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+OUT="$ROOT/bench-out"
+mkdir -p "$OUT"
+EPOCHS="${BENCH_EPOCHS:-200}"
+WASM_EPOCHS="${BENCH_WASM_EPOCHS:-6}"
+VENV="$ROOT/.venv-peers"
+DATASET=PubMed
+
+scripts/stage-data.sh >/dev/null
+cargo build --release --examples
+
+echo "== 1. engine micro-benchmarks"
+./target/release/examples/bench_engine --json "$OUT/engine.json"
+
+echo
+echo "== 2. memory vs depth (one epoch each; executor accounting and process peak RSS)"
+for mode in rev norev; do
+  for layers in 7 112; do
+    flag=""
+    [ "$mode" = norev ] && flag="--no-rev"
+    ./target/release/examples/rev_gnn --dataset "$DATASET" --epochs 1 --layers "$layers" $flag \
+      --json "$OUT/mem-$mode-$layers.json" >"$OUT/mem-$mode-$layers.log"
+    tail -n1 "$OUT/mem-$mode-$layers.log"
+  done
+done
+
+echo
+echo "== 3. training on $DATASET, $EPOCHS epochs, one thread"
+if [ ! -x "$VENV/bin/python" ] && [ "${BENCH_INSTALL_PEERS:-0}" = 1 ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --index-url https://download.pytorch.org/whl/cpu torch ||
+    "$VENV/bin/pip" install --quiet torch
+  "$VENV/bin/pip" install --quiet torch-geometric
+fi
+RAYON_NUM_THREADS=1 ./target/release/examples/rev_gnn --dataset "$DATASET" --epochs "$EPOCHS" --eval-every 10 \
+  --json "$OUT/ours.json" | tee "$OUT/ours.log" | grep -E "^epoch +[0-9]*0 |SUMMARY"
+if [ -x "$VENV/bin/python" ]; then
+  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$VENV/bin/python" ../shared/bench/pyg_revgnn.py --dataset "$DATASET" \
+    --epochs "$EPOCHS" --threads 1 --eval-every 10 --raw-dir "$ROOT/data" --json "$OUT/pyg.json" |
+    tee "$OUT/pyg.log" | grep -E "RESULT"
+else
+  echo "PyTorch Geometric: skipped (no $VENV; BENCH_INSTALL_PEERS=1 make bench installs it)"
+fi
+
+echo
+echo "== 4. wasm in headless Chromium ($WASM_EPOCHS epochs)"
+scripts/build-wasm.sh web >/dev/null
+node scripts/bench-wasm.mjs --dataset "$DATASET" --epochs "$WASM_EPOCHS" --json "$OUT/wasm.json" | tail -n1
+
+echo
+echo "== summary"
+node - "$OUT" <<'EOF'
+const fs = require("fs"), path = require("path");
+const dir = process.argv[2];
+const read = (f) => { try { return JSON.parse(fs.readFileSync(path.join(dir, f), "utf8")); } catch { return null; } };
+const e = read("engine.json"), ours = read("ours.json"), pyg = read("pyg.json"), wasm = read("wasm.json");
+const mem = (m, l) => read(`mem-${m}-${l}.json`);
+const mark = (ok) => (ok ? "met" : "NOT met");
+if (e) {
+  console.log(`tracing 112 layers ${e.trace_112_layers_ms.toFixed(1)} ms (target < 50: ${mark(e.trace_112_layers_ms < 50)})`);
+  console.log(`executor overhead ${e.executor_overhead_us_per_node.toFixed(3)} us/node (target < 2: ${mark(e.executor_overhead_us_per_node < 2)})`);
+  console.log(`matmul at ${(e.matmul_ratio * 100).toFixed(0)}% of ndarray dot (target >= 80%: ${mark(e.matmul_ratio >= 0.8)})`);
+}
+const r7 = mem("rev", 7), r112 = mem("rev", 112), n7 = mem("norev", 7), n112 = mem("norev", 112);
+if (r7 && r112) {
+  const g = r112.saved_for_backward_bytes / r7.saved_for_backward_bytes;
+  console.log(`rev: kept for backward ${(r7.saved_for_backward_bytes / 2 ** 20).toFixed(1)} MiB at 7 layers, ${(r112.saved_for_backward_bytes / 2 ** 20).toFixed(1)} MiB at 112 (x${g.toFixed(3)}; target within 10%: ${mark(g <= 1.1)}); peak RSS ${r7.peak_rss_mb.toFixed(0)} -> ${r112.peak_rss_mb.toFixed(0)} MB`);
+}
+if (n7 && n112) {
+  console.log(`no-rev: kept for backward ${(n7.saved_for_backward_bytes / 2 ** 20).toFixed(1)} MiB at 7 layers, ${(n112.saved_for_backward_bytes / 2 ** 20).toFixed(1)} MiB at 112 (x${(n112.saved_for_backward_bytes / n7.saved_for_backward_bytes).toFixed(1)}); peak RSS ${n7.peak_rss_mb.toFixed(0)} -> ${n112.peak_rss_mb.toFixed(0)} MB`);
+}
+if (ours) console.log(`ours: final test ${ours.final_test_acc.toFixed(4)} (target >= 0.89: ${mark(ours.final_test_acc >= 0.89)}), median epoch ${ours.epoch_median_s.toFixed(3)} s`);
+if (pyg) console.log(`pyg:  final test ${pyg.final_test_acc.toFixed(4)}, median epoch ${pyg.epoch_median_s.toFixed(3)} s`);
+if (ours && pyg) {
+  const r = ours.epoch_median_s / pyg.epoch_median_s;
+  console.log(`native / PyG epoch time: ${r.toFixed(2)}x (target <= 0.5: ${mark(r <= 0.5)})`);
+}
+if (wasm) {
+  console.log(`wasm (Chromium ${wasm.browser}): median epoch ${wasm.epoch_median_s.toFixed(3)} s`);
+  if (pyg) {
+    const r = wasm.epoch_median_s / pyg.epoch_median_s;
+    console.log(`wasm / PyG epoch time: ${r.toFixed(2)}x (target <= 1.0: ${mark(r <= 1.0)})`);
+  }
+}
+EOF
