@@ -94,12 +94,15 @@ if want wasm; then
   # same version as the crate's wasm-bindgen) drives headless Chromium through chromedriver.
   # One run per file, so the summary has a line per file. Dev profile (with debug
   # assertions): a --release test build would share, and rebuild, the release artifacts of
-  # the packages below, whose LTO settings differ.
+  # the packages below, whose LTO settings differ. Without DWARF debug info, which no
+  # browser uses for a stack trace (function names come from the wasm name section, kept
+  # either way) and which made the test build several times slower.
   for f in tests/wasm_*.rs; do
     [ -e "$f" ] || continue
     t="$(basename "$f" .rs)"
     step "wasm test $t (headless chromium)" cargo - \
       env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner WASM_BINDGEN_TEST_ONLY_WEB=1 \
+      CARGO_PROFILE_DEV_DEBUG=false \
       cargo test --target wasm32-unknown-unknown --test "$t"
   done
 fi
