@@ -158,7 +158,7 @@ fn training_graph_has_backward_and_optimizer_nodes_placed_like_their_forward() {
     // One SGD step moves the parameters against the gradient: the loss falls.
     let mut store = Store::new(&t.params, &t.buffers, 0);
     let xin = Rc::new(Tensor::from_f32(&[4, 3], vec![0.5; 12]).unwrap());
-    let l0 = run(g, &mut store, &[xin.clone()]).unwrap().outputs[0].to_f32_vec()[0];
+    let l0 = run(g, &mut store, std::slice::from_ref(&xin)).unwrap().outputs[0].to_f32_vec()[0];
     let l1 = run(g, &mut store, &[xin]).unwrap().outputs[0].to_f32_vec()[0];
     assert!(l1 < l0, "{l0} -> {l1}");
     assert_eq!(g.placeholders(InputKind::Parameter).len(), 2);
@@ -184,7 +184,7 @@ fn buffers_persist_and_reassignment_is_rejected() {
     let mut store = Store::new(&t.params, &t.buffers, 0);
     let xin = Rc::new(Tensor::from_f32(&[3], vec![1.0, 2.0, 3.0]).unwrap());
     for _ in 0..2 {
-        run(&t.graph, &mut store, &[xin.clone()]).unwrap();
+        run(&t.graph, &mut store, std::slice::from_ref(&xin)).unwrap();
     }
     let got = store.buffers["bn.running_mean"].to_f32_vec();
     for (g, w) in got.iter().zip([0.19f32, 0.38, 0.57]) {

@@ -578,7 +578,7 @@ mod tests {
         let xv: Vec<f32> = (0..12).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
         let input = Rc::new(Tensor::from_f32(&[4, 3], xv).unwrap());
         let mut store = Store::new(&t.params, &t.buffers, 0);
-        let r = run(&tg.graph, &mut store, &[input.clone()]).unwrap();
+        let r = run(&tg.graph, &mut store, std::slice::from_ref(&input)).unwrap();
         for (name, idx) in &tg.grad_outputs {
             let got = r.outputs[*idx].to_f32_vec();
             let p0 = store.params[name].to_f32_vec();
@@ -588,7 +588,7 @@ mod tests {
                     p[k] += d;
                     let mut s = store.clone();
                     s.params.insert(name.clone(), Rc::new(Tensor::from_f32(store.params[name].shape(), p).unwrap()));
-                    run(&t.graph, &mut s, &[input.clone()]).unwrap().outputs[0].to_f32_vec()[0] as f64
+                    run(&t.graph, &mut s, std::slice::from_ref(&input)).unwrap().outputs[0].to_f32_vec()[0] as f64
                 };
                 let num = (f(1e-2) - f(-1e-2)) / 2e-2;
                 assert!((num - got[k] as f64).abs() < 2e-3, "{name}[{k}]: {num} vs {}", got[k]);

@@ -272,7 +272,7 @@ impl RevGnn {
                 cfg.num_groups
             )));
         }
-        if cfg.hidden == 0 || cfg.hidden % cfg.num_groups != 0 {
+        if cfg.hidden == 0 || !cfg.hidden.is_multiple_of(cfg.num_groups) {
             return Err(TraceError(format!(
                 "hidden size {} is not divisible by the number of groups {}",
                 cfg.hidden, cfg.num_groups

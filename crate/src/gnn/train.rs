@@ -317,9 +317,9 @@ mod tests {
         let mut rng = Rng::new(5);
         let y: Vec<i32> = (0..n).map(|i| (i % 2) as i32).collect();
         let (mut rows, mut cols, mut vals) = (vec![], vec![], vec![]);
-        for i in 0..n {
+        for (i, &yi) in y.iter().enumerate() {
             rows.push(i as u32);
-            cols.push((y[i] as u32) * 2 + rng.below(2) as u32);
+            cols.push((yi as u32) * 2 + rng.below(2) as u32);
             vals.push(1.0);
         }
         let x = CsrMatrix::from_triplets(n, 4, &rows, &cols, &vals);

@@ -420,7 +420,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
         }
         Op::SumTo { shape } => {
             arity(inputs, 1, 1)?;
-            if &broadcast_shapes(shape, &inputs[0].shape)? != &inputs[0].shape {
+            if broadcast_shapes(shape, &inputs[0].shape)? != inputs[0].shape {
                 return Err(format!("cannot sum {} down to {shape:?}", inputs[0]));
             }
             one(TensorType::new(shape, inputs[0].dtype))

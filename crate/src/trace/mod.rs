@@ -692,7 +692,7 @@ impl Var {
         let bad = || TraceError(format!("cannot reshape {} to {shape:?}", self.ty));
         let resolved: Vec<usize> = match holes {
             0 => shape.iter().map(|&d| d as usize).collect(),
-            1 if known > 0 && numel % known == 0 => {
+            1 if known > 0 && numel.is_multiple_of(known) => {
                 shape.iter().map(|&d| if d < 0 { numel / known } else { d as usize }).collect()
             }
             _ => return Err(bad()),
