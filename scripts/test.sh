@@ -76,6 +76,8 @@ START=$SECONDS
 # The tools first (seconds when all are there). A step of its own, so that even a failed
 # install ends in the closing "N passed, N failed" line, counted as a failure.
 step "install tools (scripts/install.sh)" build - scripts/install.sh
+# The Planetoid raw files: read by tests/planetoid.rs and embedded by tests/wasm_train.rs.
+step "stage data (scripts/stage-data.sh)" build - scripts/stage-data.sh
 
 if want native; then
   # --no-fail-fast: every test binary runs and is counted, even after one fails.

@@ -1,9 +1,8 @@
-//! Planetoid loading against the raw files in `../shared/data/planetoid/raw`.
+//! Planetoid loading against the raw files staged in `data/` (from `../shared/data/planetoid/raw`).
 //!
 //! Expected values come from PyG's documented dataset statistics and from an independent
 //! re-implementation of `read_planetoid_data` over the same pickles (Python stdlib
-//! `pickle` with stub classes for numpy/scipy). Skipped, with a message, when the data
-//! directory is absent.
+//! `pickle` with stub classes for numpy/scipy). Missing data is a failure, not a skip.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,14 +13,16 @@ use ipu_playground::gnn::data::{
     RandomNodeLoader, Split, PLANETOID_FILES,
 };
 
+/// The staged raw files (`scripts/stage-data.sh`, run by `make test` first), else the
+/// shared copy. Missing data fails the tests: a skipped check would assert nothing.
 fn raw_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/planetoid/raw"));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        println!("skipping: Planetoid raw data not found at {}", dir.display());
-        None
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for dir in [root.join("data"), root.join("../shared/data/planetoid/raw")] {
+        if dir.join("ind.pubmed.graph").is_file() {
+            return Some(dir);
+        }
     }
+    panic!("Planetoid raw data not found in data/ or ../shared/data/planetoid/raw: run scripts/stage-data.sh");
 }
 
 struct Expected {
