@@ -1,10 +1,11 @@
 //! The JavaScript API: a thin wasm-bindgen layer over the Rust crate. Every function either
 //! returns plain JS objects or throws an `Error` whose message names the cause.
 
+pub mod nn;
 pub mod train;
 
 use crate::ir::{print::print_graph, Graph};
-use crate::trace::{nn, TraceError};
+use crate::trace::TraceError;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
@@ -41,7 +42,7 @@ pub fn version() -> String {
 /// `{ text, graph }`: the printed graph and its JSON form.
 #[wasm_bindgen(js_name = traceMlp)]
 pub fn trace_mlp(sizes: Vec<usize>, batch: usize) -> Result<JsValue, JsError> {
-    let t = nn::trace_mlp(&sizes, batch, 0).map_err(|e: TraceError| js_err(e))?;
+    let t = crate::trace::nn::trace_mlp(&sizes, batch, 0).map_err(|e: TraceError| js_err(e))?;
     traced(&t.graph)
 }
 

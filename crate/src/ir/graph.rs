@@ -41,13 +41,37 @@ pub struct NodeMeta {
 }
 
 /// One operation applied to values, producing values.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+///
+/// In JSON: `{ "opname": "relu", "op": "unary", "kind": "relu", …attributes, "inputs",
+/// "outputs", "meta" }`: `opname` is the printed name, `op` the variant.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Node {
-    #[serde(flatten)]
     pub op: Op,
     pub inputs: Vec<ValueId>,
     pub outputs: Vec<ValueId>,
     pub meta: NodeMeta,
+}
+
+impl Serialize for Node {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct NodeJson<'a> {
+            opname: &'static str,
+            #[serde(flatten)]
+            op: &'a Op,
+            inputs: &'a [ValueId],
+            outputs: &'a [ValueId],
+            meta: &'a NodeMeta,
+        }
+        NodeJson {
+            opname: self.op.name(),
+            op: &self.op,
+            inputs: &self.inputs,
+            outputs: &self.outputs,
+            meta: &self.meta,
+        }
+        .serialize(s)
+    }
 }
 
 /// A value's static type and the node output that defines it.

@@ -352,6 +352,19 @@ impl Tracer {
         r
     }
 
+    /// Replaces the scope path (e.g. `"encoder.layers.0"`), returning the previous one, for
+    /// callers that track module paths themselves (the JS API); restore it with
+    /// [`Tracer::restore_scope`].
+    pub fn set_scope(&self, path: &str) -> Vec<String> {
+        let new = if path.is_empty() { Vec::new() } else { path.split('.').map(str::to_string).collect() };
+        std::mem::replace(&mut self.st.borrow_mut().scope, new)
+    }
+
+    /// Restores a scope path saved by [`Tracer::set_scope`].
+    pub fn restore_scope(&self, saved: Vec<String>) {
+        self.st.borrow_mut().scope = saved;
+    }
+
     /// The current scope path.
     pub fn current_scope(&self) -> String {
         self.st.borrow().scope.join(".")
