@@ -49,7 +49,8 @@ fn keep_always(op: &Op) -> bool {
 }
 
 fn mergeable(op: &Op) -> bool {
-    !keep_always(op) && !matches!(op, Op::RandomMask { .. } | Op::Constant { .. } | Op::Call { .. })
+    !keep_always(op)
+        && !matches!(op, Op::RandomMask { .. } | Op::Constant { .. } | Op::Call { .. } | Op::InvertibleBackward { .. })
 }
 
 /// Simplifies `g`: uses of `a` are replaced by `b` for each `(a, b)` in `equiv` (where
