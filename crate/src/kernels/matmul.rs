@@ -1,15 +1,16 @@
 //! Linear algebra: `MatMul` (torch.matmul), `Linear`, and the CSR kernels `SpMM`,
 //! `SpMMTransposed` and `SpMMValuesGrad`.
 //!
-//! Dense products go through ndarray's `general_mat_mul` (matrixmultiply's SIMD kernels;
-//! simd128 in wasm) on contiguous row-major views. Float16 operands are widened to float32
+//! Dense products go through ndarray's `general_mat_mul` (matrixmultiply's SIMD kernels)
+//! natively and through [`super::gemm_simd`] in wasm, on contiguous row-major views. Float16 operands are widened to float32
 //! by [`super::eval`], multiplied with float32 accumulation, and rounded to half once.
 
 use super::common::{array, bcast_strides, dot, f32_data, for_each_row, i32_data};
 use crate::ir::shape::{broadcast_shapes, matmul_shape};
 use crate::tensor::Tensor;
-use ndarray::linalg::general_mat_mul;
-use ndarray::{ArrayView2, ArrayViewMut2};
+use ndarray::ArrayView2;
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+use ndarray::{linalg::general_mat_mul, ArrayViewMut2};
 use std::borrow::Cow;
 
 fn view2<'a>(d: &'a [f32], r: usize, c: usize) -> Result<ArrayView2<'a, f32>, String> {
@@ -17,6 +18,14 @@ fn view2<'a>(d: &'a [f32], r: usize, c: usize) -> Result<ArrayView2<'a, f32>, St
 }
 
 /// `c = a @ b` for row-major `a[m,k]`, `b[k,n]`, `c[m,n]`.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Result<(), String> {
+    super::gemm_simd::gemm_nn(a, b, c, m, k, n);
+    Ok(())
+}
+
+/// `c = a @ b` for row-major `a[m,k]`, `b[k,n]`, `c[m,n]`.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Result<(), String> {
     let av = view2(a, m, k)?;
     let bv = view2(b, k, n)?;
@@ -75,6 +84,12 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, S
     let xv = view2(&xd, rows, inn)?;
     let wv = view2(&wd, out_f, inn)?;
     let mut out = vec![0f32; rows * out_f];
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        let _ = (&xv, &wv);
+        super::gemm_simd::gemm_nt(&xd, &wd, &mut out, rows, inn, out_f);
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {
         let mut ov = ArrayViewMut2::from_shape((rows, out_f), out.as_mut_slice())
             .map_err(|e| format!("internal: bad output view: {e}"))?;

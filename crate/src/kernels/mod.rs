@@ -16,6 +16,7 @@
 //! gradual underflow. Int32 `Binary` supports add/sub/mul (wrapping).
 
 pub mod elementwise;
+pub mod gemm_simd;
 pub mod loss;
 pub mod matmul;
 pub mod norm;
