@@ -8,11 +8,11 @@
 use super::common::{array, bcast_strides, dot, f32_data, for_each_row, i32_data};
 use crate::ir::shape::{broadcast_shapes, matmul_shape};
 use crate::tensor::Tensor;
-use ndarray::ArrayView2;
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-use ndarray::{linalg::general_mat_mul, ArrayViewMut2};
+use ndarray::{linalg::general_mat_mul, ArrayView2, ArrayViewMut2};
 use std::borrow::Cow;
 
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn view2<'a>(d: &'a [f32], r: usize, c: usize) -> Result<ArrayView2<'a, f32>, String> {
     ArrayView2::from_shape((r, c), d).map_err(|e| format!("internal: bad matrix view {r}x{c}: {e}"))
 }
@@ -27,10 +27,38 @@ fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Re
 /// `c = a @ b` for row-major `a[m,k]`, `b[k,n]`, `c[m,n]`.
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Result<(), String> {
+    #[cfg(target_arch = "x86_64")]
+    if n >= 16 && super::gemm_simd::gemm_nn_x86(a, b, c, m, k, n) {
+        return Ok(());
+    }
     let av = view2(a, m, k)?;
     let bv = view2(b, k, n)?;
     let mut cv = ArrayViewMut2::from_shape((m, n), c).map_err(|e| format!("internal: bad output view {m}x{n}: {e}"))?;
     general_mat_mul(1.0, &av, &bv, 0.0, &mut cv);
+    Ok(())
+}
+
+/// `out = x @ w^T` for row-major `x[rows,inn]` and a Linear weight `w[out_f,inn]`.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn linear_product(x: &[f32], w: &[f32], out: &mut [f32], rows: usize, inn: usize, out_f: usize) -> Result<(), String> {
+    super::gemm_simd::gemm_nt(x, w, out, rows, inn, out_f);
+    Ok(())
+}
+
+/// `out = x @ w^T` for row-major `x[rows,inn]` and a Linear weight `w[out_f,inn]`.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+fn linear_product(x: &[f32], w: &[f32], out: &mut [f32], rows: usize, inn: usize, out_f: usize) -> Result<(), String> {
+    #[cfg(target_arch = "x86_64")]
+    if out_f >= 16
+        && super::gemm_simd::gemm_nn_x86(x, &super::gemm_simd::transpose_into(w, out_f, inn), out, rows, inn, out_f)
+    {
+        return Ok(());
+    }
+    let xv = view2(x, rows, inn)?;
+    let wv = view2(w, out_f, inn)?;
+    let mut ov =
+        ArrayViewMut2::from_shape((rows, out_f), out).map_err(|e| format!("internal: bad output view: {e}"))?;
+    general_mat_mul(1.0, &xv, &wv.t(), 0.0, &mut ov);
     Ok(())
 }
 
@@ -81,20 +109,8 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, S
         return Err(format!("input has {inn} features but the weight expects {w_in} (shapes {xs:?} and {ws:?})"));
     }
     let rows: usize = xs[..xs.len() - 1].iter().product();
-    let xv = view2(&xd, rows, inn)?;
-    let wv = view2(&wd, out_f, inn)?;
     let mut out = vec![0f32; rows * out_f];
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    {
-        let _ = (&xv, &wv);
-        super::gemm_simd::gemm_nt(&xd, &wd, &mut out, rows, inn, out_f);
-    }
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    {
-        let mut ov = ArrayViewMut2::from_shape((rows, out_f), out.as_mut_slice())
-            .map_err(|e| format!("internal: bad output view: {e}"))?;
-        general_mat_mul(1.0, &xv, &wv.t(), 0.0, &mut ov);
-    }
+    linear_product(&xd, &wd, &mut out, rows, inn, out_f)?;
     if let Some(b) = bias {
         let bd = f32_data(b, "bias")?;
         if b.shape() != [out_f] {
