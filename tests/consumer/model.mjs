@@ -1,6 +1,6 @@
 // A user's model written against the npm package: a Module subclass with submodules found
 // by attribute name, a Block annotation, and a ModuleList indexed by the parent.
-import { Module, Linear, LayerNorm, ReLU, Dropout, Sequential, ModuleList, block, trace, manualSeed } from "ipu-playground";
+import { Module, Linear, LayerNorm, ReLU, Dropout, Sequential, ModuleList, block, trace, manualSeed, constant } from "ipu-playground";
 
 export class Encoder extends Module {
   constructor() {
@@ -36,6 +36,40 @@ export class Broken extends Module {
   }
   forward(x) {
     return this.fc.forward(x); // x has 4 features: a shape error at this line
+  }
+}
+
+// A running mean kept in a buffer, updated in place, with a learnt scale and a captured constant.
+export class Tracker extends Module {
+  constructor() {
+    super();
+    this.registerBuffer("running_mean", [0, 0, 0], [3]);
+    this.registerParameter("scale", [1, 1, 1], [3]);
+  }
+  forward(x) {
+    const mean = this.buffer("running_mean");
+    const updated = mean.scale(0.9).add(x.mean([0]).scale(0.1));
+    this.updateBuffer("running_mean", updated);
+    const offset = constant([0.5, 0.5, 0.5], [3]);
+    return x.sub(updated).mul(this.param("scale")).add(offset);
+  }
+}
+
+export class WithTracker extends Module {
+  constructor() {
+    super();
+    this.track = new Tracker();
+  }
+  forward(x) {
+    return this.track.forward(x);
+  }
+}
+
+// Reassigns its buffer inside forward, which PopTorch rejects.
+export class Reassigns extends Tracker {
+  forward(x) {
+    this.registerBuffer("running_mean", [1, 1, 1], [3]);
+    return x;
   }
 }
 

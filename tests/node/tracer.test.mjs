@@ -76,6 +76,20 @@ describe("tracing a JS model with the npm package", () => {
     );
   });
 
+  test("buffers are read and updated in place, parameters and constants are named; reassignment is rejected", () => {
+    const { text, graph, parameters, constants } = m.trace(new m.WithTracker(), [{ name: "x", shape: [4, 3] }]);
+    const names = graph.nodes.map((n) => n.opname);
+    assert.ok(names.includes("buffer") && names.includes("buffer_update"), text);
+    assert.match(text, /buffer "track\.running_mean" : f32\[3\]/);
+    assert.match(text, /buffer_update\(%\d+\) \["track\.running_mean"\]/);
+    assert.deepEqual(parameters, [["track.scale", [3]]]);
+    assert.deepEqual(constants, ["_tensor_constant0"]);
+    assert.throws(
+      () => m.trace(new m.Reassigns(), [{ name: "x", shape: [4, 3] }]),
+      /buffer 'running_mean' was reassigned during the trace/,
+    );
+  });
+
   test("bad models and inputs are clear errors, and tracing still works after them", () => {
     assert.throws(() => m.trace({}, [{ shape: [1] }]), /forward method/);
     assert.throws(() => m.trace(new m.Net(), [{ name: "x" }]), /input 'x' needs a shape/);

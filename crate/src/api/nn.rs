@@ -260,20 +260,109 @@ pub fn concat(tensors: Vec<Tensor>, dim: i32) -> Result<Tensor, JsError> {
 }
 
 /// The base class of models written in JavaScript: extend it and define `forward`.
+///
+/// Parameters and buffers of your own: `this.registerParameter(name, values, shape)` and
+/// `this.registerBuffer(name, values, shape)` in the constructor; in `forward`,
+/// `this.param(name)` / `this.buffer(name)` read them (named by the module's path) and
+/// `this.updateBuffer(name, tensor)` writes a buffer in place. Registering again while a
+/// trace runs is the reassignment PopTorch rejects, and an error.
 #[wasm_bindgen]
 #[derive(Default)]
-pub struct Module {}
+pub struct Module {
+    params: Vec<(String, std::rc::Rc<crate::tensor::Tensor>)>,
+    buffers: Vec<(String, std::rc::Rc<crate::tensor::Tensor>)>,
+}
+
+fn host_tensor(values: &[f32], shape: &[usize], what: &str) -> Result<crate::tensor::Tensor, JsError> {
+    crate::tensor::Tensor::from_f32(shape, values.to_vec()).map_err(|e| JsError::new(&format!("{what}: {e}")))
+}
+
+fn register(
+    list: &mut Vec<(String, std::rc::Rc<crate::tensor::Tensor>)>,
+    kind: &str,
+    name: &str,
+    t: crate::tensor::Tensor,
+) -> Result<(), JsError> {
+    if CURRENT.with(|c| c.borrow().is_some()) {
+        return Err(JsError::new(&format!(
+            "{kind} '{name}' was reassigned during the trace: PopTorch does not allow replacing a parameter or \
+             buffer; update a buffer in place with updateBuffer"
+        )));
+    }
+    if name.is_empty() || name.contains('.') {
+        return Err(JsError::new(&format!("{kind} name '{name}' must be non-empty and contain no '.'")));
+    }
+    list.retain(|(n, _)| n != name);
+    list.push((name.to_string(), std::rc::Rc::new(t)));
+    Ok(())
+}
+
+fn lookup<'a>(
+    list: &'a [(String, std::rc::Rc<crate::tensor::Tensor>)],
+    kind: &str,
+    name: &str,
+) -> Result<&'a std::rc::Rc<crate::tensor::Tensor>, JsError> {
+    list.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, t)| t)
+        .ok_or_else(|| JsError::new(&format!("no {kind} named '{name}' is registered on this module")))
+}
 
 #[wasm_bindgen]
 impl Module {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Module {
-        Module {}
+        Module::default()
     }
     /// Subclasses override this.
     pub fn forward(&self) -> Result<Tensor, JsError> {
         Err(JsError::new("Module.forward is not defined: a subclass of Module must define forward(...)"))
     }
+    /// Adds a trainable parameter with initial `values` (row-major) of `shape`.
+    #[wasm_bindgen(js_name = registerParameter)]
+    pub fn register_parameter(&mut self, name: &str, values: Vec<f32>, shape: Vec<usize>) -> Result<(), JsError> {
+        let t = host_tensor(&values, &shape, &format!("parameter '{name}'"))?;
+        register(&mut self.params, "parameter", name, t)
+    }
+    /// Adds a persistent buffer with initial `values` (row-major) of `shape`.
+    #[wasm_bindgen(js_name = registerBuffer)]
+    pub fn register_buffer(&mut self, name: &str, values: Vec<f32>, shape: Vec<usize>) -> Result<(), JsError> {
+        let t = host_tensor(&values, &shape, &format!("buffer '{name}'"))?;
+        register(&mut self.buffers, "buffer", name, t)
+    }
+    /// The parameter `name` in the running trace.
+    pub fn param(&self, name: &str) -> Result<Tensor, JsError> {
+        let t = lookup(&self.params, "parameter", name)?;
+        Ok(wrap(current()?.param(name, t).map_err(js_err)?))
+    }
+    /// The buffer `name` in the running trace.
+    pub fn buffer(&self, name: &str) -> Result<Tensor, JsError> {
+        let t = lookup(&self.buffers, "buffer", name)?;
+        Ok(wrap(current()?.buffer(name, t).map_err(js_err)?))
+    }
+    /// Writes `value` into buffer `name` in place (PyTorch `buf.copy_(value)`).
+    #[wasm_bindgen(js_name = updateBuffer)]
+    pub fn update_buffer(&self, name: &str, value: &Tensor) -> Result<(), JsError> {
+        lookup(&self.buffers, "buffer", name)?;
+        let v = var(value)?;
+        let tr = current()?;
+        tr.set_source(js_caller());
+        let r = tr.buffer_update(name, &v);
+        tr.set_source(None);
+        r.map_err(js_err)
+    }
+}
+
+/// A tensor of `values` (row-major) and `shape` captured by the model: frozen into the
+/// graph as a constant `_tensor_constant<i>` (listed in the trace's `constants`).
+#[wasm_bindgen]
+pub fn constant(values: Vec<f32>, shape: Vec<usize>) -> Result<Tensor, JsError> {
+    let t = host_tensor(&values, &shape, "constant")?;
+    let tr = current()?;
+    tr.set_source(js_caller());
+    let r = tr.constant(t);
+    tr.set_source(None);
+    r.map(wrap).map_err(js_err)
 }
 
 macro_rules! builtin {
