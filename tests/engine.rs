@@ -206,3 +206,28 @@ fn shape_mismatch_names_op_scope_source_and_both_shapes() {
     assert!(err.contains(&format!("engine.rs:{line}")), "{err}");
     assert!(err.contains("f32[2,4]") && err.contains("f32[2,5]"), "{err}");
 }
+
+#[test]
+fn optimizer_updates_run_as_soon_as_their_gradient_is_final() {
+    let mut rng = Rng::new(0);
+    let (fc1, fc2) = (Linear::new(3, 4, true, &mut rng).unwrap(), Linear::new(4, 2, true, &mut rng).unwrap());
+    let tr = Tracer::new();
+    let x = tr.input("x", &[5, 3], DType::Float32).unwrap();
+    let h = tr.scope("fc1", || fc1.forward(&tr, &x)).unwrap().tanh().unwrap();
+    let loss = tr.scope("fc2", || fc2.forward(&tr, &h)).unwrap().mean(&[], false).unwrap();
+    let t = tr.finish(&[&loss]).unwrap();
+    let step = ipu_playground::ir::OptimizerStep::Sgd { lr: 0.1, momentum: 0.0, weight_decay: 0.0 };
+    let tg = training_graph(&t.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() }).unwrap();
+    verify(&tg.graph).unwrap();
+    let pos = |f: &dyn Fn(&ipu_playground::ir::Node) -> bool| tg.graph.nodes.iter().position(f).unwrap();
+    let fc2_update =
+        pos(&|n| matches!(&n.op, ipu_playground::ir::Op::OptimizerUpdate { param, .. } if param == "fc2.weight"));
+    let last_backward = tg.graph.nodes.iter().rposition(|n| n.meta.pass == Pass::Backward).unwrap();
+    assert!(fc2_update < last_backward, "fc2's update waits for fc1's backward:\n{}", print_graph(&tg.graph));
+    // Same numbers as applying every update at the end: fc2.weight is not read after it.
+    let mut store = Store::new(&t.params, &t.buffers, 0);
+    let xin = Rc::new(Tensor::from_f32(&[5, 3], vec![0.3; 15]).unwrap());
+    let l0 = run(&tg.graph, &mut store, std::slice::from_ref(&xin)).unwrap().outputs[0].to_f32_vec()[0];
+    let l1 = run(&t.graph, &mut store, &[xin]).unwrap().outputs[0].to_f32_vec()[0];
+    assert!(l1 < l0, "{l0} -> {l1}");
+}

@@ -163,13 +163,22 @@ pub fn dce(g: &Graph) -> Result<Graph, IrError> {
             }
         }
     }
+    let order: Vec<usize> = (0..g.nodes.len()).filter(|&i| live[i]).collect();
+    rebuild(g, &order)
+}
+
+/// A copy of `g` with its nodes in `order` (each node after the producers of its inputs;
+/// nodes left out must be unused). Value ids are renumbered.
+pub fn rebuild(g: &Graph, order: &[usize]) -> Result<Graph, IrError> {
     let mut out = Graph::new();
-    let mut map: Vec<ValueId> = vec![ValueId(u32::MAX); g.values.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
-        if !live[i] {
-            continue;
-        }
-        let inputs = n.inputs.iter().map(|v| map[v.0 as usize]).collect();
+    let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];
+    for &i in order {
+        let n = &g.nodes[i];
+        let inputs = n
+            .inputs
+            .iter()
+            .map(|v| map[v.0 as usize].ok_or_else(|| IrError(format!("rebuild: {v} is used before it is defined"))))
+            .collect::<Result<Vec<_>, _>>()?;
         let outs = match &n.op {
             Op::Placeholder { .. } | Op::Constant { .. } => {
                 vec![out.add_source(n.op.clone(), g.ty(n.outputs[0]).clone(), n.meta.clone())?]
@@ -177,10 +186,14 @@ pub fn dce(g: &Graph) -> Result<Graph, IrError> {
             _ => out.add(n.op.clone(), inputs, n.meta.clone())?,
         };
         for (o, v) in n.outputs.iter().zip(outs) {
-            map[o.0 as usize] = v;
+            map[o.0 as usize] = Some(v);
         }
     }
-    out.outputs = g.outputs.iter().map(|v| map[v.0 as usize]).collect();
+    out.outputs = g
+        .outputs
+        .iter()
+        .map(|v| map[v.0 as usize].ok_or_else(|| IrError(format!("rebuild: output {v} is not computed"))))
+        .collect::<Result<_, _>>()?;
     Ok(out)
 }
 
