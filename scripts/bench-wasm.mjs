@@ -5,15 +5,8 @@
 // prints the median epoch time as JSON on the last line.
 //
 //   node scripts/bench-wasm.mjs [--dataset PubMed] [--epochs 6] [--json FILE]
-import { spawn } from "node:child_process";
 import fs from "node:fs";
-import path from "node:path";
-import { createRequire } from "node:module";
-import { fileURLToPath } from "node:url";
-
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const require = createRequire(path.join(REPO, "tests", "package.json"));
-const { chromium } = require("playwright-core");
+import { startServer, launchChromium } from "../tests/node/helpers.mjs";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -23,22 +16,6 @@ const opt = (name, dflt) => {
 const dataset = opt("--dataset", "PubMed");
 const epochs = Number(opt("--epochs", "6"));
 const jsonOut = opt("--json", null);
-
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(REPO, "scripts", "serve.mjs")], {
-      env: { ...process.env, PORT: "0" },
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    let out = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-      const m = out.match(/http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) resolve({ child, url: `http://127.0.0.1:${m[1]}/` });
-    });
-    child.on("exit", (code) => reject(new Error(`serve.mjs exited with ${code}: ${out}`)));
-  });
-}
 
 // Runs in the page: a module worker that loads the package and trains.
 async function trainInWorker({ dataset, epochs }) {
@@ -80,22 +57,12 @@ async function trainInWorker({ dataset, epochs }) {
   });
 }
 
-const { child, url } = await startServer();
+const server = await startServer({ args: ["--quiet"] });
 let browser;
 try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: [
-      "--no-sandbox",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--disable-quic",
-      "--no-first-run",
-    ],
-  });
+  browser = await launchChromium();
   const page = await browser.newPage();
-  await page.goto(url);
+  await page.goto(`${server.url}/`);
   const r = await page.evaluate(trainInWorker, { dataset, epochs });
   if (!r.ok) throw new Error(r.error);
   const later = r.times.length > 1 ? r.times.slice(1) : r.times;
@@ -116,5 +83,5 @@ try {
   if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify(res));
 } finally {
   if (browser) await browser.close();
-  child.kill();
+  await server.stop();
 }

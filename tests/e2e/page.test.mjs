@@ -4,20 +4,7 @@ import { test, describe, before, after, beforeEach, afterEach } from "node:test"
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { chromium } from "playwright-core";
-import { startServer, REPO } from "../node/helpers.mjs";
-
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-gpu",
-  "--disable-dev-shm-usage",
-];
+import { startServer, launchChromium, REPO } from "../node/helpers.mjs";
 const WASM = path.join(REPO, "www", "pkg", "ipu_playground_bg.wasm");
 const T = { timeout: 60000 };
 
@@ -27,7 +14,7 @@ describe("the playground page", () => {
   before(async () => {
     assert.ok(fs.existsSync(WASM), `${WASM} is missing: build it with scripts/build-wasm.sh web`);
     server = await startServer({ args: ["--quiet"] });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+    browser = await launchChromium();
   });
 
   after(async () => {

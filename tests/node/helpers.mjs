@@ -77,3 +77,22 @@ export function runServerToExit({ args = [], port, env = {}, timeoutMs = 15000 }
     });
   });
 }
+
+/** Debian's Chromium and the flags this sandbox needs (no downloads, no background traffic). */
+export const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+export const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-gpu",
+  "--disable-dev-shm-usage",
+];
+
+/** Launches headless Chromium through playwright-core (which never downloads a browser). */
+export async function launchChromium() {
+  const { chromium } = await import("playwright-core");
+  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+}

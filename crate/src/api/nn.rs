@@ -96,13 +96,18 @@ fn wrap(v: Var) -> Tensor {
     })
 }
 
-/// Runs `f` with the tracer's source set to the JS caller.
+/// Runs `f` with the tracer recording the JS caller as the ops' source.
+fn at_js_caller<T>(tr: &Tracer, f: impl FnOnce() -> T) -> T {
+    tr.set_source(js_caller());
+    let r = f();
+    tr.set_source(None);
+    r
+}
+
+/// Records `f` on the tensor `t`, at the JS caller's line.
 fn op(t: &Tensor, f: impl FnOnce(&Var) -> crate::trace::TraceResult<Var>) -> Result<Tensor, JsError> {
     let v = var(t)?;
-    v.tracer().set_source(js_caller());
-    let r = f(&v);
-    v.tracer().set_source(None);
-    r.map(wrap).map_err(js_err)
+    at_js_caller(v.tracer(), || f(&v)).map(wrap).map_err(js_err)
 }
 
 fn tensor_from(value: &JsValue, what: &str) -> Result<Var, JsError> {
@@ -253,10 +258,7 @@ pub fn concat(tensors: Vec<Tensor>, dim: i32) -> Result<Tensor, JsError> {
     let vars = tensors.iter().map(var).collect::<Result<Vec<_>, _>>()?;
     let refs: Vec<&Var> = vars.iter().collect();
     let first = vars.first().ok_or_else(|| JsError::new("concat of no tensors"))?;
-    first.tracer().set_source(js_caller());
-    let r = rconcat(&refs, dim as isize);
-    first.tracer().set_source(None);
-    r.map(wrap).map_err(js_err)
+    at_js_caller(first.tracer(), || rconcat(&refs, dim as isize)).map(wrap).map_err(js_err)
 }
 
 /// The base class of models written in JavaScript: extend it and define `forward`.
@@ -346,10 +348,7 @@ impl Module {
         lookup(&self.buffers, "buffer", name)?;
         let v = var(value)?;
         let tr = current()?;
-        tr.set_source(js_caller());
-        let r = tr.buffer_update(name, &v);
-        tr.set_source(None);
-        r.map_err(js_err)
+        at_js_caller(&tr, || tr.buffer_update(name, &v)).map_err(js_err)
     }
 }
 
@@ -359,10 +358,7 @@ impl Module {
 pub fn constant(values: Vec<f32>, shape: Vec<usize>) -> Result<Tensor, JsError> {
     let t = host_tensor(&values, &shape, "constant")?;
     let tr = current()?;
-    tr.set_source(js_caller());
-    let r = tr.constant(t);
-    tr.set_source(None);
-    r.map(wrap).map_err(js_err)
+    at_js_caller(&tr, || tr.constant(t)).map(wrap).map_err(js_err)
 }
 
 macro_rules! builtin {

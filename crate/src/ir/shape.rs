@@ -82,7 +82,8 @@ fn check_dim(dim: usize, rank: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn reduced(shape: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
+/// The shape after reducing `dims` (empty = all), with or without the reduced dims kept as 1.
+pub fn reduced_shape(shape: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
     let all = dims.is_empty();
     let mut out = Vec::new();
     for (i, &d) in shape.iter().enumerate() {
@@ -219,7 +220,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             for &d in dims {
                 check_dim(d, inputs[0].rank())?;
             }
-            one(TensorType::new(&reduced(&inputs[0].shape, dims, *keepdim), inputs[0].dtype))
+            one(TensorType::new(&reduced_shape(&inputs[0].shape, dims, *keepdim), inputs[0].dtype))
         }
         Op::Max { dim, keepdim } | Op::ArgMax { dim, keepdim } => {
             arity(inputs, 1, 1)?;
@@ -228,7 +229,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
                 return Err(format!("cannot take the max over an empty dim {dim}"));
             }
             let dtype = if matches!(op, Op::ArgMax { .. }) { DType::Int32 } else { inputs[0].dtype };
-            one(TensorType::new(&reduced(&inputs[0].shape, &[*dim], *keepdim), dtype))
+            one(TensorType::new(&reduced_shape(&inputs[0].shape, &[*dim], *keepdim), dtype))
         }
         Op::Softmax { dim } | Op::LogSoftmax { dim } => {
             arity(inputs, 1, 1)?;

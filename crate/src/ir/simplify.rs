@@ -27,12 +27,7 @@ pub fn inline(dst: &mut Graph, src: &Graph, args: &[ValueId]) -> Result<(Vec<Val
             continue;
         }
         let inputs = n.inputs.iter().map(|v| map[v.0 as usize]).collect();
-        let outs = match &n.op {
-            Op::Placeholder { .. } | Op::Constant { .. } => {
-                vec![dst.add_source(n.op.clone(), src.ty(n.outputs[0]).clone(), n.meta.clone())?]
-            }
-            _ => dst.add(n.op.clone(), inputs, n.meta.clone())?,
-        };
+        let outs = copy_node(dst, src, n, inputs)?;
         for (o, v) in n.outputs.iter().zip(outs) {
             map[o.0 as usize] = v;
         }
@@ -41,6 +36,16 @@ pub fn inline(dst: &mut Graph, src: &Graph, args: &[ValueId]) -> Result<(Vec<Val
         return Err(IrError(format!("inline: {} arguments for {next_arg} inputs", args.len())));
     }
     Ok((src.outputs.iter().map(|v| map[v.0 as usize]).collect(), map))
+}
+
+/// Appends a copy of `n` (a node of `src`) to `dst` on `inputs` (values of `dst`).
+fn copy_node(dst: &mut Graph, src: &Graph, n: &Node, inputs: Vec<ValueId>) -> Result<Vec<ValueId>, IrError> {
+    match &n.op {
+        Op::Placeholder { .. } | Op::Constant { .. } => {
+            Ok(vec![dst.add_source(n.op.clone(), src.ty(n.outputs[0]).clone(), n.meta.clone())?])
+        }
+        _ => dst.add(n.op.clone(), inputs, n.meta.clone()),
+    }
 }
 
 /// Ops that must never be merged or dropped when unused.
@@ -108,12 +113,7 @@ pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph, IrErro
             }
             continue;
         }
-        let outs = match &n.op {
-            Op::Placeholder { .. } | Op::Constant { .. } => {
-                vec![out.add_source(n.op.clone(), pre.ty(n.outputs[0]).clone(), n.meta.clone())?]
-            }
-            _ => out.add(n.op.clone(), inputs, n.meta.clone())?,
-        };
+        let outs = copy_node(&mut out, &pre, n, inputs)?;
         for (o, v) in n.outputs.iter().zip(&outs) {
             map[o.0 as usize] = Some(*v);
         }
@@ -179,12 +179,7 @@ pub fn rebuild(g: &Graph, order: &[usize]) -> Result<Graph, IrError> {
             .iter()
             .map(|v| map[v.0 as usize].ok_or_else(|| IrError(format!("rebuild: {v} is used before it is defined"))))
             .collect::<Result<Vec<_>, _>>()?;
-        let outs = match &n.op {
-            Op::Placeholder { .. } | Op::Constant { .. } => {
-                vec![out.add_source(n.op.clone(), g.ty(n.outputs[0]).clone(), n.meta.clone())?]
-            }
-            _ => out.add(n.op.clone(), inputs, n.meta.clone())?,
-        };
+        let outs = copy_node(&mut out, g, n, inputs)?;
         for (o, v) in n.outputs.iter().zip(outs) {
             map[o.0 as usize] = Some(v);
         }

@@ -81,15 +81,21 @@ pub fn gemm_nn(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize
     }
 }
 
-/// Columns `from..n` of one output row, scalar.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+/// Columns `from..n` of one output row, scalar (the tail both SIMD kernels leave).
+///
+/// # Safety
+/// `arow` must point at `k` values, `b` at `k*n`, `crow` at `n`.
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
 unsafe fn tail_columns(arow: *const f32, b: *const f32, crow: *mut f32, k: usize, n: usize, from: usize) {
-    for j in from..n {
-        let mut s = 0f32;
-        for p in 0..k {
-            s += *arow.add(p) * *b.add(p * n + j);
+    // SAFETY: the caller's contract above.
+    unsafe {
+        for j in from..n {
+            let mut s = 0f32;
+            for p in 0..k {
+                s += *arow.add(p) * *b.add(p * n + j);
+            }
+            *crow.add(j) = s;
         }
-        *crow.add(j) = s;
     }
 }
 
@@ -147,7 +153,7 @@ unsafe fn gemm_nn_avx(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n
                 j += 16;
             }
             for r in i..i + 4 {
-                tail_columns_x86(ap.add(r * k), bp, cp.add(r * n), k, n, n16);
+                tail_columns(ap.add(r * k), bp, cp.add(r * n), k, n, n16);
             }
             i += 4;
         }
@@ -167,22 +173,8 @@ unsafe fn gemm_nn_avx(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n
                 _mm256_storeu_ps(out.add(8), hi);
                 j += 16;
             }
-            tail_columns_x86(ar, bp, cp.add(i * n), k, n, n16);
+            tail_columns(ar, bp, cp.add(i * n), k, n, n16);
             i += 1;
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-unsafe fn tail_columns_x86(arow: *const f32, b: *const f32, crow: *mut f32, k: usize, n: usize, from: usize) {
-    // SAFETY: as in gemm_nn_avx.
-    unsafe {
-        for j in from..n {
-            let mut s = 0f32;
-            for p in 0..k {
-                s += *arow.add(p) * *b.add(p * n + j);
-            }
-            *crow.add(j) = s;
         }
     }
 }

@@ -7,6 +7,7 @@
 //! contiguous rows, any other dim goes through a gathered copy of each line.
 
 use super::common::{array, bcast_strides, check_bcast, check_dim, for_each_row, slice, split_at_dim, Elem};
+use crate::ir::shape::reduced_shape;
 use crate::ir::ReduceKind;
 use crate::tensor::Tensor;
 use half::f16;
@@ -63,22 +64,6 @@ pub(crate) fn sum_into<A: Acc>(x: &[f32], shape: &[usize], keep: &[usize]) -> Ve
         }
     });
     acc
-}
-
-/// The shape after reducing `dims` (empty = all).
-fn reduced_shape(shape: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
-    let all = dims.is_empty();
-    let mut out = Vec::new();
-    for (i, &d) in shape.iter().enumerate() {
-        if all || dims.contains(&i) {
-            if keepdim {
-                out.push(1);
-            }
-        } else {
-            out.push(d);
-        }
-    }
-    out
 }
 
 /// Sums (or averages) a float tensor into `keep` (same rank, 1 on summed dims) and gives it
