@@ -536,7 +536,7 @@ fn vjp_rule(
             let parts = b.g.add(Op::Split { sizes, dim: *dim }, vec![g.unwrap()], b.meta.clone())?;
             parts.into_iter().map(Some).collect()
         }
-        Op::Split { sizes, dim } => {
+        Op::Split { dim, .. } => {
             let mut parts = Vec::new();
             for (k, go) in gouts.iter().enumerate() {
                 parts.push(match go {
@@ -547,7 +547,6 @@ fn vjp_rule(
                     }
                 });
             }
-            let _ = sizes;
             vec![Some(b.add(Op::Concat { dim: *dim }, parts)?)]
         }
         Op::Slice { dim, start, end, step } => {

@@ -158,9 +158,7 @@ pub fn check_inputs(g: &Graph, inputs: &[Rc<Tensor>]) -> Result<(), ExecError> {
 
 fn site(g: &Graph, i: usize) -> String {
     let n = &g.nodes[i];
-    let mut s = format!("node {i} ({}", crate::ir::describe_site(&n.op, &n.meta));
-    s.push(')');
-    s
+    format!("node {i} ({})", crate::ir::describe_site(&n.op, &n.meta))
 }
 
 fn run_graph(

@@ -309,7 +309,7 @@ impl Trainer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gnn::data::{add_self_loops, Split};
+    use crate::gnn::data::add_self_loops;
 
     /// A small two-community graph: features say the class, edges mostly stay inside it.
     fn toy() -> GraphData {
@@ -345,7 +345,6 @@ mod tests {
             test_mask: (0..n).map(|i| i >= 50).collect(),
         };
         add_self_loops(&mut d);
-        let _ = Split::Public;
         d
     }
 
