@@ -39,5 +39,27 @@ if (problems.length) {
   console.error(`fix-pkg: ${file}:\n  ${problems.join("\n  ")}`);
   process.exit(1);
 }
+// The `nn` namespace PyTorch users expect (`class Net extends nn.Module`): wasm-bindgen
+// exports classes only at the top level, so the namespace object is appended here, to the
+// JS glue and to its type declarations, naming the same classes.
+const NN = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "Embedding", "Sequential", "ModuleList"];
+const entry = path.join(outDir, pkg.main ?? pkg.module);
+const dts = path.join(outDir, pkg.types);
+const glue = fs.readFileSync(entry, "utf8");
+const types = fs.readFileSync(dts, "utf8");
+for (const name of NN) {
+  if (!new RegExp(`class ${name}\\b`).test(glue)) problems.push(`${entry} defines no class ${name} for nn.${name}`);
+}
+if (problems.length) {
+  console.error(`fix-pkg: ${file}:\n  ${problems.join("\n  ")}`);
+  process.exit(1);
+}
+if (!glue.includes("/* nn namespace */")) {
+  const members = NN.map((n) => `${n}: ${target === "nodejs" ? `exports.${n}` : n}`).join(", ");
+  const line = target === "nodejs" ? `exports.nn = Object.freeze({ ${members} });` : `export const nn = Object.freeze({ ${members} });`;
+  fs.writeFileSync(entry, `${glue}\n/* nn namespace */\n${line}\n`);
+  const decl = NN.map((n) => `${n}: typeof ${n}`).join("; ");
+  fs.writeFileSync(dts, `${types}\n/** PyTorch-style namespace: \`class Net extends nn.Module\`. */\nexport declare const nn: { ${decl} };\n`);
+}
 fs.writeFileSync(file, JSON.stringify(pkg, null, 2) + "\n");
 console.log(`fix-pkg: ${file}: ${pkg.name}@${pkg.version}, ${pkg.main ?? pkg.module}, files: ${pkg.files.join(" ")}`);

@@ -1,6 +1,6 @@
 // A user's model written against the npm package: a Module subclass with submodules found
 // by attribute name, a Block annotation, and a ModuleList indexed by the parent.
-import { Module, Linear, LayerNorm, ReLU, Dropout, Sequential, ModuleList, block, trace, manualSeed, constant } from "ipu-playground";
+import { nn, Module, Linear, LayerNorm, ReLU, Dropout, Sequential, ModuleList, block, trace, manualSeed, constant } from "ipu-playground";
 
 export class Encoder extends Module {
   constructor() {
@@ -15,10 +15,11 @@ export class Encoder extends Module {
   }
 }
 
-export class Net extends Module {
+// Written the PyTorch way, through the nn namespace.
+export class Net extends nn.Module {
   constructor() {
     super();
-    this.embed = new Sequential([new Linear(4, 8), new ReLU()]);
+    this.embed = new nn.Sequential([new nn.Linear(4, 8), new nn.ReLU()]);
     this.encoder = new Encoder();
     this.drop = new Dropout(0.5);
     this.head = new Linear(8, 3, false);
@@ -78,4 +79,4 @@ export function traceNet(options) {
   return trace(new Net(), [{ name: "x", shape: [2, 4] }], options);
 }
 
-export { trace };
+export { trace, nn, Module, Linear };

@@ -52,6 +52,13 @@ describe("tracing a JS model with the npm package", () => {
     assert.match(text, /%\d+ = linear\(%\d+, %\d+\) \[bias=false\] : f32\[2,3\] +# head \| block "stage1" ipu 1 \| model\.mjs:\d+/);
   });
 
+  test("the nn namespace names the same classes as the top-level exports", () => {
+    assert.equal(m.nn.Module, m.Module);
+    assert.equal(m.nn.Linear, m.Linear);
+    assert.ok(new m.Net() instanceof m.Module);
+    assert.ok(Object.isFrozen(m.nn));
+  });
+
   test("a training trace records a dropout mask; the model object is left as it was", () => {
     const net = new m.Net();
     const own = Object.keys(net);
