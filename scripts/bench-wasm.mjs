@@ -4,7 +4,9 @@
 // with scripts/serve.mjs, then trains PubMed in a module Web Worker, as the page does, and
 // prints the median epoch time as JSON on the last line.
 //
-//   node scripts/bench-wasm.mjs [--dataset PubMed] [--epochs 6] [--json FILE]
+//   node scripts/bench-wasm.mjs [--dataset PubMed] [--epochs 6] [--json FILE] [--profile]
+//
+// --profile: per-op time of the last epoch (performance.now around every executor node).
 import fs from "node:fs";
 import { startServer, launchChromium } from "../tests/node/helpers.mjs";
 
@@ -16,15 +18,17 @@ const opt = (name, dflt) => {
 const dataset = opt("--dataset", "PubMed");
 const epochs = Number(opt("--epochs", "6"));
 const jsonOut = opt("--json", null);
+const profile = args.includes("--profile");
 
 // Runs in the page: a module worker that loads the package and trains.
-async function trainInWorker({ dataset, epochs }) {
+async function trainInWorker({ dataset, epochs, profile }) {
   const src = `
-    import init, { RevGnnTrainer } from "${location.origin}/pkg/ipu_playground.js";
+    import init, { RevGnnTrainer, setProfiling } from "${location.origin}/pkg/ipu_playground.js";
     self.onmessage = async (e) => {
       try {
-        const { dataset, epochs } = e.data;
+        const { dataset, epochs, profile } = e.data;
         await init();
+        setProfiling(profile);
         const low = dataset.toLowerCase();
         const files = {};
         for (const s of ["x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"]) {
@@ -36,14 +40,16 @@ async function trainInWorker({ dataset, epochs }) {
         const t = new RevGnnTrainer(dataset, files, { epochs });
         const build = performance.now() - t0;
         const times = [], losses = [];
+        let opTime = {};
         for (let i = 0; i < epochs; i++) {
           const s = performance.now();
           const r = t.trainEpoch();
           times.push((performance.now() - s) / 1000);
           losses.push(r.loss);
+          opTime = r.opTime;
         }
         const acc = t.evaluate();
-        self.postMessage({ ok: true, times, losses, acc, build_ms: build });
+        self.postMessage({ ok: true, times, losses, acc, build_ms: build, opTime });
       } catch (err) {
         self.postMessage({ ok: false, error: String(err && err.message || err) });
       }
@@ -53,7 +59,7 @@ async function trainInWorker({ dataset, epochs }) {
   return await new Promise((resolve) => {
     w.onmessage = (e) => resolve(e.data);
     w.onerror = (e) => resolve({ ok: false, error: e.message || "worker error" });
-    w.postMessage({ dataset, epochs });
+    w.postMessage({ dataset, epochs, profile });
   });
 }
 
@@ -63,8 +69,12 @@ try {
   browser = await launchChromium();
   const page = await browser.newPage();
   await page.goto(`${server.url}/`);
-  const r = await page.evaluate(trainInWorker, { dataset, epochs });
+  const r = await page.evaluate(trainInWorker, { dataset, epochs, profile });
   if (!r.ok) throw new Error(r.error);
+  const ops = Object.entries(r.opTime ?? {}).sort((a, b) => b[1][1] - a[1][1]);
+  for (const [name, [calls, secs]] of ops.slice(0, 14)) {
+    console.log(`[wasm]   ${name.padEnd(20)} ${String(calls).padStart(7)} calls ${secs.toFixed(3).padStart(8)}s ${((secs / calls) * 1e6).toFixed(1).padStart(8)} us/call`);
+  }
   const later = r.times.length > 1 ? r.times.slice(1) : r.times;
   const sorted = [...later].sort((a, b) => a - b);
   const median = sorted[Math.floor(sorted.length / 2)];

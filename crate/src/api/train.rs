@@ -43,6 +43,14 @@ struct EpochOut {
     steps: usize,
     saved_for_backward: usize,
     peak_bytes: usize,
+    /// Per op name: [calls, seconds], when `setProfiling(true)` is on.
+    op_time: std::collections::BTreeMap<&'static str, (usize, f64)>,
+}
+
+/// Turns per-op timing of the executor on or off (`trainEpoch` then reports `opTime`).
+#[wasm_bindgen(js_name = setProfiling)]
+pub fn set_profiling(on: bool) {
+    crate::exec::set_profiling(on);
 }
 
 #[wasm_bindgen]
@@ -103,6 +111,7 @@ impl RevGnnTrainer {
             steps: s.steps,
             saved_for_backward: s.saved_for_backward,
             peak_bytes: s.peak_bytes,
+            op_time: s.op_time.into_iter().collect(),
         })
     }
 

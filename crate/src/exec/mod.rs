@@ -89,7 +89,7 @@ pub struct RunStats {
     pub saved_for_backward: usize,
     /// Nodes run, including those inside regions.
     pub nodes_run: usize,
-    /// With [`set_profiling`] on (native only): seconds and calls per op name.
+    /// With [`set_profiling`] on: seconds and calls per op name.
     pub op_time: HashMap<&'static str, (usize, f64)>,
 }
 
@@ -97,32 +97,40 @@ thread_local! {
     static PROFILE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Turns per-op timing on or off for this thread (native builds; wasm has no clock here).
+/// Turns per-op timing on or off for this thread (`std::time` natively,
+/// `performance.now()` in wasm).
 pub fn set_profiling(on: bool) {
     PROFILE.with(|p| p.set(on));
 }
 
+/// Seconds from some fixed point, when profiling is on.
 #[cfg(not(target_arch = "wasm32"))]
-fn now() -> Option<std::time::Instant> {
-    PROFILE.with(|p| p.get()).then(std::time::Instant::now)
+fn now() -> Option<f64> {
+    thread_local! {
+        static START: std::time::Instant = std::time::Instant::now();
+    }
+    PROFILE.with(|p| p.get()).then(|| START.with(|s| s.elapsed().as_secs_f64()))
 }
 
+/// Seconds from some fixed point, when profiling is on.
 #[cfg(target_arch = "wasm32")]
-fn now() -> Option<()> {
-    None
+fn now() -> Option<f64> {
+    use wasm_bindgen::JsCast;
+    if !PROFILE.with(|p| p.get()) {
+        return None;
+    }
+    let perf = js_sys::Reflect::get(&js_sys::global(), &"performance".into()).ok()?;
+    let f: js_sys::Function = js_sys::Reflect::get(&perf, &"now".into()).ok()?.dyn_into().ok()?;
+    Some(f.call0(&perf).ok()?.as_f64()? / 1e3)
 }
 
-#[cfg(not(target_arch = "wasm32"))]
-fn record_time(stats: &mut RunStats, op: &Op, t0: Option<std::time::Instant>) {
-    if let Some(t0) = t0 {
+fn record_time(stats: &mut RunStats, op: &Op, t0: Option<f64>) {
+    if let (Some(t0), Some(t1)) = (t0, now()) {
         let e = stats.op_time.entry(op.name()).or_insert((0, 0.0));
         e.0 += 1;
-        e.1 += t0.elapsed().as_secs_f64();
+        e.1 += t1 - t0;
     }
 }
-
-#[cfg(target_arch = "wasm32")]
-fn record_time(_stats: &mut RunStats, _op: &Op, _t0: Option<()>) {}
 
 /// Outputs of a run and its memory statistics.
 #[derive(Debug)]

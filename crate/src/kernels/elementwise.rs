@@ -416,7 +416,22 @@ pub fn unary_grad(kind: UnaryKind, x: &Tensor, g: &Tensor) -> Result<Tensor, Str
         return Err(format!("x {:?} and gradient {:?} must have the same shape", xa.shape(), ga.shape()));
     }
     let (xs, gs) = (slice(xa), slice(ga));
-    let v: Vec<f32> = xs.iter().zip(gs.iter()).map(|(&x, &g)| unary_grad_f32(kind, x, g)).collect();
+    // One monomorphised loop per kind: a per-element `match` (and ReLU's data-dependent
+    // branch inside it) keeps the loop from vectorising; a plain select does.
+    fn zip_map(xs: &[f32], gs: &[f32], f: impl Fn(f32, f32) -> f32) -> Vec<f32> {
+        xs.iter().zip(gs).map(|(&x, &g)| f(x, g)).collect()
+    }
+    let v = match kind {
+        UnaryKind::Neg => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Neg, x, g)),
+        UnaryKind::Exp => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Exp, x, g)),
+        UnaryKind::Log => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Log, x, g)),
+        UnaryKind::Sqrt => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Sqrt, x, g)),
+        UnaryKind::Relu => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Relu, x, g)),
+        UnaryKind::Gelu => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Gelu, x, g)),
+        UnaryKind::GeluTanh => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::GeluTanh, x, g)),
+        UnaryKind::Tanh => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Tanh, x, g)),
+        UnaryKind::Sigmoid => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Sigmoid, x, g)),
+    };
     Ok(Tensor::F32(array(ga.shape(), v)?))
 }
 

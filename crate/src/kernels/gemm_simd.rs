@@ -4,9 +4,10 @@
 //! matrixmultiply has hand-written x86 and ARM kernels but only a portable one elsewhere;
 //! in wasm that one leaves most of simd128 unused. And on x86 it packs both operands,
 //! which for the shapes of a GNN layer (thousands of rows, a K of 80–160) costs as much as
-//! a good part of the product. These kernels read `A`'s rows in place and compute 4 rows of
-//! `C` per step against a strip of columns of `B` (8 columns with `f32x4` in wasm, 16 with
-//! AVX `__m256` natively), broadcasting `A[i, p]` against row `p` of `B`.
+//! a good part of the product. These kernels read `A`'s rows in place and compute a block of
+//! `C` per step against a strip of columns of `B` (4 rows × 8 columns with `f32x4` in wasm,
+//! 4 rows × 16 columns with AVX `__m256` natively), broadcasting `A[i, p]` against row `p`
+//! of `B`.
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 use core::arch::wasm32::*;
@@ -34,16 +35,16 @@ pub fn gemm_nn(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize
                     let brow = bp.add(p * n + j);
                     let b0 = v128_load(brow as *const v128);
                     let b1 = v128_load(brow.add(4) as *const v128);
-                    let x0 = f32x4_splat(*a0.add(p));
+                    let x0 = v128_load32_splat(a0.add(p) as *const u32);
                     c00 = f32x4_add(c00, f32x4_mul(x0, b0));
                     c01 = f32x4_add(c01, f32x4_mul(x0, b1));
-                    let x1 = f32x4_splat(*a1.add(p));
+                    let x1 = v128_load32_splat(a1.add(p) as *const u32);
                     c10 = f32x4_add(c10, f32x4_mul(x1, b0));
                     c11 = f32x4_add(c11, f32x4_mul(x1, b1));
-                    let x2 = f32x4_splat(*a2.add(p));
+                    let x2 = v128_load32_splat(a2.add(p) as *const u32);
                     c20 = f32x4_add(c20, f32x4_mul(x2, b0));
                     c21 = f32x4_add(c21, f32x4_mul(x2, b1));
-                    let x3 = f32x4_splat(*a3.add(p));
+                    let x3 = v128_load32_splat(a3.add(p) as *const u32);
                     c30 = f32x4_add(c30, f32x4_mul(x3, b0));
                     c31 = f32x4_add(c31, f32x4_mul(x3, b1));
                 }
