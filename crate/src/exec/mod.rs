@@ -235,12 +235,8 @@ fn run_graph(
             }
             Op::Call { region } => {
                 let args: Vec<Rc<Tensor>> = node.inputs.iter().map(|&v| arg(&vals, v).clone()).collect();
-                let mut sub = RunStats::default();
-                let r = run_graph(&region.forward, store, &args, &mut sub, false)
-                    .map_err(|e| ExecError(format!("in region '{}': {e}", region.name)))?;
-                stats.nodes_run += sub.nodes_run;
-                merge_times(stats, &sub);
-                inner_peak = sub.peak_bytes;
+                let (r, peak) = run_sub(&region.forward, store, &args, stats, || format!("region '{}'", region.name))?;
+                inner_peak = peak;
                 r
             }
             Op::InvertibleBackward { region, vjp, .. } => {
@@ -248,12 +244,9 @@ fn run_graph(
                 let mut args: Vec<Rc<Tensor>> = vec![arg(&vals, node.inputs[0]).clone()];
                 args.extend(node.inputs[2..].iter().map(|&v| arg(&vals, v).clone()));
                 args.push(arg(&vals, node.inputs[1]).clone());
-                let mut sub = RunStats::default();
-                let r = run_graph(vjp, store, &args, &mut sub, false)
-                    .map_err(|e| ExecError(format!("in the backward of region '{}': {e}", region.name)))?;
-                stats.nodes_run += sub.nodes_run;
-                merge_times(stats, &sub);
-                inner_peak = sub.peak_bytes;
+                let (r, peak) =
+                    run_sub(vjp, store, &args, stats, || format!("the backward of region '{}'", region.name))?;
+                inner_peak = peak;
                 r
             }
             op => {
@@ -307,12 +300,30 @@ fn run_graph(
         .collect()
 }
 
-fn merge_times(stats: &mut RunStats, sub: &RunStats) {
-    for (k, (n, t)) in &sub.op_time {
-        let e = stats.op_time.entry(k).or_insert((0, 0.0));
+/// Adds the per-op calls and seconds of `from` into `into`.
+pub fn merge_op_times(into: &mut HashMap<&'static str, (usize, f64)>, from: &HashMap<&'static str, (usize, f64)>) {
+    for (k, (n, t)) in from {
+        let e = into.entry(k).or_insert((0, 0.0));
         e.0 += n;
         e.1 += t;
     }
+}
+
+/// Runs a region body (or an invertible backward graph) for a node of the caller, adding
+/// its node count and op times to `stats`; returns its outputs and its own peak.
+fn run_sub(
+    sub_graph: &Graph,
+    store: &mut Store,
+    args: &[Rc<Tensor>],
+    stats: &mut RunStats,
+    what: impl FnOnce() -> String,
+) -> Result<(Vec<Rc<Tensor>>, usize), ExecError> {
+    let mut sub = RunStats::default();
+    let out =
+        run_graph(sub_graph, store, args, &mut sub, false).map_err(|e| ExecError(format!("in {}: {e}", what())))?;
+    stats.nodes_run += sub.nodes_run;
+    merge_op_times(&mut stats.op_time, &sub.op_time);
+    Ok((out, sub.peak_bytes))
 }
 
 fn arg(vals: &[Option<Rc<Tensor>>], v: crate::ir::ValueId) -> &Rc<Tensor> {
