@@ -54,14 +54,6 @@ fn mean_adj(n: usize, rng: &mut Rng) -> CsrMatrix {
     ipu_playground::gnn::data::mean_adjacency(n, &src, &dst)
 }
 
-fn csr_tensors(m: &CsrMatrix) -> Vec<Rc<Tensor>> {
-    vec![
-        Rc::new(Tensor::from_i32(&[m.nrows + 1], m.indptr.iter().map(|&v| v as i32).collect()).unwrap()),
-        Rc::new(Tensor::from_i32(&[m.nnz()], m.indices.iter().map(|&v| v as i32).collect()).unwrap()),
-        Rc::new(Tensor::from_f32(&[m.nnz()], m.values.clone()).unwrap()),
-    ]
-}
-
 struct Stack {
     layers: Vec<GroupAddRev<GnnBlock>>,
     head: Linear,
@@ -101,7 +93,7 @@ fn run_stack(depth: usize, disable: bool, n: usize) -> (Vec<(String, Vec<f32>)>,
     let xv: Vec<f32> = (0..n * width).map(|_| data.uniform_range(-1.0, 1.0)).collect();
     let mv: Vec<bool> = (0..n * width).map(|_| data.bernoulli(0.5)).collect();
     let mut inputs = vec![Rc::new(Tensor::from_f32(&[n, width], xv).unwrap())];
-    inputs.extend(csr_tensors(&adj_m));
+    inputs.extend(adj_m.to_tensors(adj_m.nnz()).unwrap().map(Rc::new));
     inputs.push(Rc::new(Tensor::from_bool(&[n, width], mv).unwrap()));
     let mut store = Store::new(&t.params, &t.buffers, 0);
     let r = run(&tg.graph, &mut store, &inputs).unwrap();

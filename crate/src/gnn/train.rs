@@ -114,22 +114,7 @@ pub struct Trainer {
 }
 
 fn csr_inputs(m: &CsrMatrix, nnz: usize) -> Result<[Rc<Tensor>; 3], String> {
-    // Pads with explicit zeros in the last row (a padding node's), up to `nnz` entries.
-    let have = m.nnz();
-    if have > nnz {
-        return Err(format!("a sparse batch has {have} entries, more than the {nnz} it was compiled for"));
-    }
-    let mut indptr: Vec<i32> = m.indptr.iter().map(|&v| v as i32).collect();
-    *indptr.last_mut().expect("indptr has n+1 entries") = nnz as i32;
-    let mut indices: Vec<i32> = m.indices.iter().map(|&v| v as i32).collect();
-    let mut values = m.values.clone();
-    indices.resize(nnz, 0);
-    values.resize(nnz, 0.0);
-    Ok([
-        Rc::new(Tensor::from_i32(&[m.nrows + 1], indptr)?),
-        Rc::new(Tensor::from_i32(&[nnz], indices)?),
-        Rc::new(Tensor::from_f32(&[nnz], values)?),
-    ])
+    Ok(m.to_tensors(nnz)?.map(Rc::new))
 }
 
 /// The largest number of feature entries `rows` nodes can hold.
@@ -268,11 +253,7 @@ impl Trainer {
             stats.steps += 1;
             stats.saved_for_backward = stats.saved_for_backward.max(r.stats.saved_for_backward);
             stats.peak_bytes = stats.peak_bytes.max(r.stats.peak_bytes);
-            for (k, (n, t)) in r.stats.op_time {
-                let e = stats.op_time.entry(k).or_insert((0, 0.0));
-                e.0 += n;
-                e.1 += t;
-            }
+            crate::exec::merge_op_times(&mut stats.op_time, &r.stats.op_time);
         }
         stats.loss = tot / count.max(1) as f64;
         self.epoch += 1;

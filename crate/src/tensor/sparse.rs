@@ -15,6 +15,27 @@ pub struct CsrMatrix {
 }
 
 impl CsrMatrix {
+    /// The matrix as the three tensors the IR's sparse ops take (`indptr` and `indices` as
+    /// int32, `values` as float32), padded to `nnz` stored entries with explicit zeros in
+    /// the last row (a padding node's, in a padded batch), so one compiled shape fits.
+    pub fn to_tensors(&self, nnz: usize) -> Result<[super::Tensor; 3], String> {
+        let have = self.nnz();
+        if have > nnz {
+            return Err(format!("a sparse batch has {have} entries, more than the {nnz} it was compiled for"));
+        }
+        let mut indptr: Vec<i32> = self.indptr.iter().map(|&v| v as i32).collect();
+        *indptr.last_mut().expect("indptr has n+1 entries") = nnz as i32;
+        let mut indices: Vec<i32> = self.indices.iter().map(|&v| v as i32).collect();
+        let mut values = self.values.clone();
+        indices.resize(nnz, 0);
+        values.resize(nnz, 0.0);
+        Ok([
+            super::Tensor::from_i32(&[self.nrows + 1], indptr)?,
+            super::Tensor::from_i32(&[nnz], indices)?,
+            super::Tensor::from_f32(&[nnz], values)?,
+        ])
+    }
+
     /// Checks the invariants and builds the matrix; the error names what is wrong.
     pub fn new(
         nrows: usize,
