@@ -413,8 +413,12 @@ fn vjp_rule(
                 None
             };
             let gc = if need[1] {
-                let at = b.transpose_last2(a2)?;
-                let m = b.add(Op::MatMul, vec![at, g2])?;
+                let m = if a2s.len() == 2 && y2.len() == 2 {
+                    b.add(Op::MatMulTN, vec![a2, g2])?
+                } else {
+                    let at = b.transpose_last2(a2)?;
+                    b.add(Op::MatMul, vec![at, g2])?
+                };
                 let s = b.sum_to(m, &c2s)?;
                 Some(b.reshape(s, &sc)?)
             } else {
@@ -432,8 +436,7 @@ fn vjp_rule(
             let g2 = b.reshape(g, &[rows, out_f])?;
             let gw = if need[1] {
                 let x2 = b.reshape(xv, &[rows, in_f])?;
-                let gt = b.add(Op::Permute { dims: vec![1, 0] }, vec![g2])?;
-                Some(b.add(Op::MatMul, vec![gt, x2])?)
+                Some(b.add(Op::MatMulTN, vec![g2, x2])?)
             } else {
                 None
             };

@@ -107,6 +107,9 @@ pub enum Op {
     // ---- linear algebra ----
     /// `(a, b)` → torch.matmul(a, b): 1-D and batched operands, batch dims broadcast.
     MatMul,
+    /// `(a[k,m], b[k,n])` → `aᵀ @ b`, `[m,n]`: a Linear's weight gradient `gᵀ @ x` without
+    /// materialising the transpose (what torch gets from `grad.t().mm(x)` on a view).
+    MatMulTN,
     /// `(x, weight[out,in], bias[out]?)` → `x @ weight^T + bias` over the last dim of x.
     Linear { has_bias: bool },
     /// `(indptr i32[n+1], indices i32[nnz], values f32[nnz], dense[m,f])` → CSR(n×m) @ dense, [n,f].
@@ -255,6 +258,7 @@ impl Op {
             Op::Where => "where",
             Op::Positive => "positive",
             Op::MatMul => "matmul",
+            Op::MatMulTN => "matmul_tn",
             Op::Linear { .. } => "linear",
             Op::SpMM { .. } => "spmm",
             Op::Reduce { kind: ReduceKind::Sum, .. } => "sum",

@@ -174,6 +174,18 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             }
             one(TensorType::new(&matmul_shape(&inputs[0].shape, &inputs[1].shape)?, inputs[0].dtype))
         }
+        Op::MatMulTN => {
+            arity(inputs, 2, 2)?;
+            let (a, b) = (inputs[0], inputs[1]);
+            want_dtype(a, "left operand", FLOATS)?;
+            if a.dtype != b.dtype {
+                return Err(format!("operands have different dtypes: {a} and {b}"));
+            }
+            if a.rank() != 2 || b.rank() != 2 || a.shape[0] != b.shape[0] {
+                return Err(format!("matmul_tn needs a[k,m] and b[k,n] with the same k, got {a} and {b}"));
+            }
+            one(TensorType::new(&[a.shape[1], b.shape[1]], a.dtype))
+        }
         Op::Linear { has_bias } => {
             arity(inputs, 2 + *has_bias as usize, 2 + *has_bias as usize)?;
             let (x, w) = (inputs[0], inputs[1]);

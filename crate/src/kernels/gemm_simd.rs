@@ -100,13 +100,6 @@ unsafe fn tail_columns(arow: *const f32, b: *const f32, crow: *mut f32, k: usize
     }
 }
 
-/// `c = a @ w^T` with `a[m,k]`, `w[n,k]` (a Linear weight): `w` is transposed once into a
-/// `[k,n]` buffer (small next to `a`), then [`gemm_nn`].
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-pub fn gemm_nt(a: &[f32], w: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) {
-    gemm_nn(a, &transpose_into(w, n, k), c, m, k, n);
-}
-
 /// `c = a @ b` (row-major, contiguous) with AVX2+FMA when the CPU has them; returns false
 /// (computing nothing) otherwise, so the caller falls back to matrixmultiply.
 #[cfg(target_arch = "x86_64")]
@@ -118,6 +111,208 @@ pub fn gemm_nn_x86(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: u
     // SAFETY: the CPU has AVX2 and FMA (checked above); sizes checked.
     unsafe { gemm_nn_avx(a, b, c, m, k, n) };
     true
+}
+
+/// `c = op(a) @ b (+ bias on every row)` with AVX-512, where `op(a)` is `a[m,k]` or, with
+/// `a_transposed`, the transpose of an `a` stored as `[k,m]` (a Linear's weight gradient
+/// `gᵀ @ x`, read in place). Writes all `m*n` entries of `c` (so it may start uninitialised).
+/// Returns false, computing nothing, when the CPU lacks AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_avx512(
+    a: &[f32],
+    a_transposed: bool,
+    b: &[f32],
+    bias: Option<&[f32]>,
+    c: &mut [std::mem::MaybeUninit<f32>],
+    m: usize,
+    k: usize,
+    n: usize,
+) -> bool {
+    if !is_x86_feature_detected!("avx512f") {
+        return false;
+    }
+    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "gemm_avx512: operand sizes");
+    assert!(bias.is_none_or(|v| v.len() >= n), "gemm_avx512: bias size");
+    let (rs, cs) = if a_transposed { (1, m) } else { (k, 1) };
+    // SAFETY: the CPU has AVX-512F (checked); A(i, p) = a[i*rs + p*cs] < m*k for i < m,
+    // p < k; b, c and bias hold k*n, m*n and n values (checked).
+    unsafe { avx512::gemm(a.as_ptr(), rs, cs, b.as_ptr(), bias.map(|v| v.as_ptr()), c.as_mut_ptr().cast(), m, k, n) };
+    true
+}
+
+/// AVX-512 products with `A` addressed through strides (`A(i, p) = a[i*rs + p*cs]`), so one
+/// kernel serves `a @ b` (rs = k, cs = 1) and `aᵀ @ b` for a stored `[k, m]` (rs = 1, cs = m).
+///
+/// `C` is cut into blocks of up to 6 rows × 4 vectors of 16 columns (24 accumulators in
+/// registers); per step `p` each block loads its strip of row `p` of `B` once and
+/// multiplies it by six broadcast `A(i, p)`, which the compiler folds into the FMAs as
+/// embedded broadcasts. The strips of a row are balanced (80 columns → 48 + 32 rather than
+/// 64 + 16) and the last vector of a strip is masked, so no column is left to a scalar
+/// tail. A long `k` (a weight gradient sums over every node) is cut into panels of
+/// [`KC`] rows of `B` that stay in L1 while every block of rows passes over them.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    const MR: usize = 6;
+    const MAX_NV: usize = 4;
+    /// Rows of `B` per panel: 128 × 80 floats = 40 KiB, inside a 48 KiB L1.
+    const KC: usize = 128;
+
+    /// # Safety
+    /// The CPU has AVX-512F; `A(i, p)` for `i < m`, `p < k` lies inside the allocation `a`
+    /// points into; `b` holds `k*n`, `c` `m*n` and `bias` (if any) `n` values.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn gemm(
+        a: *const f32,
+        rs: usize,
+        cs: usize,
+        b: *const f32,
+        bias: Option<*const f32>,
+        c: *mut f32,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) {
+        if m == 0 || n == 0 {
+            return;
+        }
+        let vecs = n.div_ceil(16);
+        let strips = vecs.div_ceil(MAX_NV);
+        let panels = k.div_ceil(KC).max(1);
+        for q in 0..panels {
+            let (p0, kc) = (q * KC, KC.min(k.saturating_sub(q * KC)));
+            // the first panel starts from the bias (or zero), the others add to C
+            let init = if q == 0 { bias.map_or(Init::Zero, Init::Bias) } else { Init::Accumulate };
+            let mut i = 0;
+            while i < m {
+                let rows = MR.min(m - i);
+                let (mut col, mut v_done) = (0, 0);
+                for s in 0..strips {
+                    // vectors in this strip: an even share of what is left
+                    let nv = (vecs - v_done).div_ceil(strips - s);
+                    let width = (nv * 16).min(n - col);
+                    let last = width - (nv - 1) * 16; // 1..=16 columns in the last vector
+                    let mask: __mmask16 = if last == 16 { 0xFFFF } else { ((1u32 << last) - 1) as u16 };
+                    // SAFETY: rows i..i+rows ≤ m, columns col..col+width ≤ n and steps
+                    // p0..p0+kc ≤ k, inside the operands (the caller's contract).
+                    unsafe {
+                        let ab = a.add(i * rs + p0 * cs);
+                        let (bb, cb) = (b.add(p0 * n + col), c.add(i * n + col));
+                        let init = match init {
+                            Init::Bias(v) => Init::Bias(v.add(col)),
+                            other => other,
+                        };
+                        let t = Tile { a: ab, rs, cs, b: bb, c: cb, ld: n, k: kc, mask, init };
+                        macro_rules! go {
+                            ($($r:literal),*; $vs:tt) => {
+                                match rows { $($r => go!(@v $r $vs),)* _ => unreachable!() }
+                            };
+                            (@v $r:literal [$($v:literal),*]) => {
+                                match nv { $($v => block::<$r, $v>(&t),)* _ => unreachable!() }
+                            };
+                        }
+                        go!(1, 2, 3, 4, 5, 6; [1, 2, 3, 4]);
+                    }
+                    col += width;
+                    v_done += nv;
+                }
+                i += rows;
+            }
+        }
+    }
+
+    /// What a block's accumulators start from.
+    #[derive(Clone, Copy)]
+    enum Init {
+        Zero,
+        /// `bias[j]` for every row (points at the block's first column).
+        Bias(*const f32),
+        /// The block's current values in `C` (a later panel of `k`).
+        Accumulate,
+    }
+
+    /// One block of `C`: `c` and `b` point at its first column, `a` at `A(first row, first
+    /// step)`; `ld` is the row stride of `B` and `C`; `mask` selects the columns of the last
+    /// vector.
+    struct Tile {
+        a: *const f32,
+        rs: usize,
+        cs: usize,
+        b: *const f32,
+        c: *mut f32,
+        ld: usize,
+        k: usize,
+        mask: __mmask16,
+        init: Init,
+    }
+
+    /// `R × NV·16` of `C` (last vector masked) over `t.k` steps.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn block<const R: usize, const NV: usize>(t: &Tile) {
+        // SAFETY: the caller keeps rows < R, columns < (NV-1)*16 + popcount(mask) and
+        // steps < k inside the operands; masked lanes are neither read nor written.
+        unsafe {
+            let load = |p: *const f32, v: usize| {
+                if v + 1 == NV {
+                    _mm512_maskz_loadu_ps(t.mask, p.add(v * 16))
+                } else {
+                    _mm512_loadu_ps(p.add(v * 16))
+                }
+            };
+            let mut acc = [[_mm512_setzero_ps(); NV]; R];
+            match t.init {
+                Init::Zero => {}
+                Init::Bias(bias) => {
+                    for v in 0..NV {
+                        let x = load(bias, v);
+                        for row in acc.iter_mut() {
+                            row[v] = x;
+                        }
+                    }
+                }
+                Init::Accumulate => {
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        for (v, x) in row.iter_mut().enumerate() {
+                            *x = load(t.c.add(r * t.ld), v);
+                        }
+                    }
+                }
+            }
+            let mut ap = [t.a; R];
+            for (r, p) in ap.iter_mut().enumerate() {
+                *p = t.a.add(r * t.rs);
+            }
+            let mut brow = t.b;
+            for _ in 0..t.k {
+                let mut bv = [_mm512_setzero_ps(); NV];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    *x = load(brow, v);
+                }
+                for r in 0..R {
+                    let x = _mm512_set1_ps(*ap[r]);
+                    for v in 0..NV {
+                        acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+                    }
+                    ap[r] = ap[r].add(t.cs);
+                }
+                brow = brow.add(t.ld);
+            }
+            for (r, row) in acc.iter().enumerate() {
+                let out = t.c.add(r * t.ld);
+                for (v, &x) in row.iter().enumerate() {
+                    if v + 1 == NV {
+                        _mm512_mask_storeu_ps(out.add(v * 16), t.mask, x);
+                    } else {
+                        _mm512_storeu_ps(out.add(v * 16), x);
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -180,40 +375,62 @@ unsafe fn gemm_nn_avx(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n
     }
 }
 
-/// Transposes `w[n,k]` into `[k,n]`.
-pub fn transpose_into(w: &[f32], n: usize, k: usize) -> Vec<f32> {
-    let mut wt = vec![0f32; k * n];
-    for (o, row) in w.chunks_exact(k.max(1)).take(n).enumerate() {
-        for (p, &v) in row.iter().enumerate() {
-            wt[p * n + o] = v;
-        }
-    }
-    wt
-}
-
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
     use crate::rng::Rng;
 
+    const SHAPES: &[(usize, usize, usize)] =
+        &[(1, 1, 16), (7, 5, 17), (13, 80, 80), (4, 3, 32), (33, 17, 41), (2000, 80, 80), (80, 300, 80), (9, 129, 3)];
+
+    fn operands(rng: &mut Rng, m: usize, k: usize, n: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let mut v = |len: usize| (0..len).map(|_| rng.uniform_range(-1.0, 1.0)).collect::<Vec<f32>>();
+        (v(m * k), v(k * n), v(n))
+    }
+
+    fn check(got: &[f32], m: usize, n: usize, want: impl Fn(usize, usize) -> f32, what: &str) {
+        for i in 0..m {
+            for j in 0..n {
+                let w = want(i, j);
+                assert!((got[i * n + j] - w).abs() < 1e-4, "{what} [{i},{j}]: {} vs {w}", got[i * n + j]);
+            }
+        }
+    }
+
     #[test]
-    fn avx_kernel_matches_a_plain_loop_with_row_and_column_tails() {
+    fn avx2_kernel_matches_a_plain_loop_with_row_and_column_tails() {
         let mut rng = Rng::new(4);
-        for &(m, k, n) in &[(1, 1, 16), (7, 5, 17), (13, 80, 80), (4, 3, 32), (33, 17, 41), (2000, 80, 80)] {
-            let a: Vec<f32> = (0..m * k).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
-            let b: Vec<f32> = (0..k * n).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
+        for &(m, k, n) in SHAPES {
+            let (a, b, _) = operands(&mut rng, m, k, n);
             let mut c = vec![f32::NAN; m * n];
             if !gemm_nn_x86(&a, &b, &mut c, m, k, n) {
                 return; // no AVX2/FMA here: matrixmultiply is used instead
             }
-            for i in 0..m {
-                for j in 0..n {
-                    let want: f32 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
-                    assert!((c[i * n + j] - want).abs() < 1e-4, "{m}x{k}x{n} [{i},{j}]: {} vs {want}", c[i * n + j]);
+            check(&c, m, n, |i, j| (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum(), &format!("avx2 {m}x{k}x{n}"));
+        }
+    }
+
+    /// Plain, transposed, with and without bias; k over one panel (129, 300) exercises the
+    /// accumulation across panels; n of 3, 17, 41 the masked last vector.
+    #[test]
+    fn avx512_kernel_matches_a_plain_loop_in_every_layout() {
+        let mut rng = Rng::new(5);
+        for &(m, k, n) in SHAPES {
+            let (a, b, bias) = operands(&mut rng, m, k, n);
+            let at = crate::kernels::shape_ops::transpose_last2(&a, m, k); // [k, m]
+            for (transposed, with_bias) in [(false, false), (false, true), (true, false), (true, true)] {
+                let mut c = vec![std::mem::MaybeUninit::new(f32::NAN); m * n];
+                let src = if transposed { &at } else { &a };
+                if !gemm_avx512(src, transposed, &b, with_bias.then_some(&bias[..]), &mut c, m, k, n) {
+                    return; // no AVX-512 here: the AVX2 kernel or matrixmultiply is used instead
                 }
+                // SAFETY: gemm_avx512 wrote every entry (they started as NaN anyway).
+                let got: Vec<f32> = c.iter().map(|v| unsafe { v.assume_init() }).collect();
+                let want = |i: usize, j: usize| {
+                    (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum::<f32>() + if with_bias { bias[j] } else { 0.0 }
+                };
+                check(&got, m, n, want, &format!("avx512 {m}x{k}x{n} transposed={transposed} bias={with_bias}"));
             }
         }
-        let w: Vec<f32> = (0..6).map(|v| v as f32).collect(); // [2,3]
-        assert_eq!(transpose_into(&w, 2, 3), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
     }
 }

@@ -38,28 +38,49 @@ fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Re
     Ok(())
 }
 
-/// `out = x @ w^T` for row-major `x[rows,inn]` and a Linear weight `w[out_f,inn]`.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-fn linear_product(x: &[f32], w: &[f32], out: &mut [f32], rows: usize, inn: usize, out_f: usize) -> Result<(), String> {
-    super::gemm_simd::gemm_nt(x, w, out, rows, inn, out_f);
-    Ok(())
-}
-
-/// `out = x @ w^T` for row-major `x[rows,inn]` and a Linear weight `w[out_f,inn]`.
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-fn linear_product(x: &[f32], w: &[f32], out: &mut [f32], rows: usize, inn: usize, out_f: usize) -> Result<(), String> {
+/// `op(a) @ b (+ bias on every row)` as a new row-major `[m,n]` buffer, where `op(a)` is
+/// `a[m,k]` or, with `a_transposed`, the transpose of an `a` stored as `[k,m]`.
+///
+/// The one entry to the dense kernels: AVX-512 takes the transposed operand, the bias and an
+/// unzeroed output directly; the other kernels (AVX2, wasm simd128, matrixmultiply) get a
+/// transposed copy and a bias pass.
+fn product(
+    a: &[f32],
+    a_transposed: bool,
+    b: &[f32],
+    bias: Option<&[f32]>,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<Vec<f32>, String> {
     #[cfg(target_arch = "x86_64")]
-    if out_f >= 16
-        && super::gemm_simd::gemm_nn_x86(x, &super::gemm_simd::transpose_into(w, out_f, inn), out, rows, inn, out_f)
     {
-        return Ok(());
+        let mut out = Vec::with_capacity(m * n);
+        if super::gemm_simd::gemm_avx512(a, a_transposed, b, bias, &mut out.spare_capacity_mut()[..m * n], m, k, n) {
+            // SAFETY: gemm_avx512 wrote all m*n entries.
+            unsafe { out.set_len(m * n) };
+            return Ok(out);
+        }
     }
-    let xv = view2(x, rows, inn)?;
-    let wv = view2(w, out_f, inn)?;
-    let mut ov =
-        ArrayViewMut2::from_shape((rows, out_f), out).map_err(|e| format!("internal: bad output view: {e}"))?;
-    general_mat_mul(1.0, &xv, &wv.t(), 0.0, &mut ov);
-    Ok(())
+    let at;
+    let a = if a_transposed {
+        at = super::shape_ops::transpose_last2(&a[..m * k], k, m);
+        &at[..]
+    } else {
+        a
+    };
+    let mut out = vec![0f32; m * n];
+    gemm(a, b, &mut out, m, k, n)?;
+    if let Some(bias) = bias {
+        if n > 0 {
+            for row in out.chunks_exact_mut(n) {
+                for (o, &v) in row.iter_mut().zip(bias) {
+                    *o += v;
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// `MatMul`: torch.matmul on float32 — 1-D operands are promoted (a row vector on the left,
@@ -75,6 +96,9 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
     let (abatch, bbatch) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
     let batch = broadcast_shapes(abatch, bbatch)?;
     let nb: usize = batch.iter().product();
+    if nb == 1 {
+        return Ok(Tensor::F32(array(&out_shape, product(&x, false, &y, None, m, k, n)?)?));
+    }
     let mut out = vec![0f32; nb * m * n];
     let (sa, sb) = (bcast_strides(abatch, &batch), bcast_strides(bbatch, &batch));
     let (ia, ib) = (sa.last().copied().unwrap_or(0), sb.last().copied().unwrap_or(0));
@@ -93,6 +117,17 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
     Ok(Tensor::F32(array(&out_shape, out)?))
 }
 
+/// `MatMulTN`: `(a[k,m], b[k,n])` → `aᵀ @ b`, `[m,n]`, reading `a` in place.
+pub fn matmul_tn(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
+    let (x, y) = (f32_data(a, "left operand")?, f32_data(b, "right operand")?);
+    let (xs, ys) = (a.shape(), b.shape());
+    if xs.len() != 2 || ys.len() != 2 || xs[0] != ys[0] {
+        return Err(format!("matmul_tn needs a[k,m] and b[k,n] with the same k, got shapes {xs:?} and {ys:?}"));
+    }
+    let (k, m, n) = (xs[0], xs[1], ys[1]);
+    Ok(Tensor::F32(array(&[m, n], product(&x, true, &y, None, m, k, n)?)?))
+}
+
 /// `Linear`: `(x[.., in], weight[out, in], bias[out]?)` → `x @ weight^T + bias` over the
 /// last dim of x (x is flattened to 2-D for one matrix product).
 pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, String> {
@@ -109,21 +144,13 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, S
         return Err(format!("input has {inn} features but the weight expects {w_in} (shapes {xs:?} and {ws:?})"));
     }
     let rows: usize = xs[..xs.len() - 1].iter().product();
-    let mut out = vec![0f32; rows * out_f];
-    linear_product(&xd, &wd, &mut out, rows, inn, out_f)?;
-    if let Some(b) = bias {
-        let bd = f32_data(b, "bias")?;
-        if b.shape() != [out_f] {
-            return Err(format!("bias must be [{out_f}], got shape {:?}", b.shape()));
-        }
-        if out_f > 0 {
-            for row in out.chunks_exact_mut(out_f) {
-                for (o, &v) in row.iter_mut().zip(bd.iter()) {
-                    *o += v;
-                }
-            }
-        }
-    }
+    let bd = match bias {
+        Some(b) if b.shape() != [out_f] => return Err(format!("bias must be [{out_f}], got shape {:?}", b.shape())),
+        Some(b) => Some(f32_data(b, "bias")?),
+        None => None,
+    };
+    let wt = super::shape_ops::transpose_last2(&wd, out_f, inn);
+    let out = product(&xd, false, &wt, bd.as_deref(), rows, inn, out_f)?;
     let mut shape = xs.to_vec();
     *shape.last_mut().unwrap_or(&mut 0) = out_f;
     Ok(Tensor::F32(array(&shape, out)?))
@@ -281,6 +308,22 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn matmul_tn_is_the_product_with_the_transposed_left_operand() {
+        // a stored [k=3, m=2]; aᵀ = [[1, 3, 5], [2, 4, 6]]
+        let a = f32t(&[3, 2], &[1., 2., 3., 4., 5., 6.]);
+        let b = f32t(&[3, 2], &[7., 8., 9., 10., 11., 12.]);
+        let c = run1(&Op::MatMulTN, &[&a, &b]);
+        assert_eq!(c.shape(), &[2, 2]);
+        assert_eq!(c.to_f32_vec(), vec![7. + 27. + 55., 8. + 30. + 60., 14. + 36. + 66., 16. + 40. + 72.]);
+        // a long k (several panels of the kernel) against MatMul on an explicit transpose
+        let (a, b) = (seq(&[300, 19], 0.1), seq(&[300, 37], 0.2));
+        let at = run1(&Op::Permute { dims: vec![1, 0] }, &[&a]);
+        close(&run1(&Op::MatMulTN, &[&a, &b]).to_f32_vec(), &naive(&at, &b), 1e-3);
+        let e = eval(&Op::MatMulTN, &[&a, &seq(&[299, 37], 1.0)]).unwrap_err();
+        assert!(e.contains("same k"), "{e}");
     }
 
     #[test]

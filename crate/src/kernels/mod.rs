@@ -59,6 +59,7 @@ fn widens_half(op: &Op) -> bool {
             | Op::UnaryGrad { .. }
             | Op::PowGrad
             | Op::MatMul
+            | Op::MatMulTN
             | Op::Linear { .. }
             | Op::SpMM { .. }
             | Op::SpMMTransposed { .. }
@@ -138,6 +139,10 @@ fn dispatch(op: &Op, ins: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         Op::MatMul => {
             arity(ins, 2)?;
             one(matmul::matmul(ins[0], ins[1]))
+        }
+        Op::MatMulTN => {
+            arity(ins, 2)?;
+            one(matmul::matmul_tn(ins[0], ins[1]))
         }
         Op::Linear { has_bias } => {
             arity(ins, 2 + *has_bias as usize)?;

@@ -68,7 +68,7 @@ fn permute_t<T: Elem>(t: &Tensor, dims: &[usize]) -> Result<Tensor, String> {
 }
 
 /// Transposes each `rows × cols` matrix of `x` (row-major, batched), 32×32 tiles at a time.
-fn transpose_last2<T: Elem>(x: &[T], rows: usize, cols: usize) -> Vec<T> {
+pub(super) fn transpose_last2<T: Elem>(x: &[T], rows: usize, cols: usize) -> Vec<T> {
     const B: usize = 32;
     let mut out = vec![T::default(); x.len()];
     let m = rows * cols;
