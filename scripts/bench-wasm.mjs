@@ -4,8 +4,10 @@
 // with scripts/serve.mjs, then trains PubMed in a module Web Worker, as the page does, and
 // prints the median epoch time as JSON on the last line.
 //
-//   node scripts/bench-wasm.mjs [--dataset PubMed] [--epochs 6] [--json FILE] [--profile]
+//   node scripts/bench-wasm.mjs [--dataset PubMed] [--epochs 6] [--json FILE] [--profile] [--plain]
 //
+// The page's loader picks the relaxed-SIMD build where Chromium has it; --plain loads the
+// simd128 build instead.
 // --profile: per-op time of the last epoch (performance.now around every executor node).
 import fs from "node:fs";
 import { startServer, launchChromium } from "../tests/node/helpers.mjs";
@@ -19,15 +21,17 @@ const dataset = opt("--dataset", "PubMed");
 const epochs = Number(opt("--epochs", "6"));
 const jsonOut = opt("--json", null);
 const profile = args.includes("--profile");
+const plain = args.includes("--plain");
 
 // Runs in the page: a module worker that loads the package and trains.
-async function trainInWorker({ dataset, epochs, profile }) {
+async function trainInWorker({ dataset, epochs, profile, plain }) {
   const src = `
-    import init, { RevGnnTrainer, setProfiling } from "${location.origin}/pkg/ipu_playground.js";
+    import { RevGnnTrainer, setProfiling } from "${location.origin}/pkg/ipu_playground.js";
+    import { loadEngine } from "${location.origin}/engine.js";
     self.onmessage = async (e) => {
       try {
-        const { dataset, epochs, profile } = e.data;
-        await init();
+        const { dataset, epochs, profile, plain } = e.data;
+        const { simd } = await loadEngine({ relaxed: !plain });
         setProfiling(profile);
         const low = dataset.toLowerCase();
         const files = {};
@@ -49,7 +53,7 @@ async function trainInWorker({ dataset, epochs, profile }) {
           opTime = r.opTime;
         }
         const acc = t.evaluate();
-        self.postMessage({ ok: true, times, losses, acc, build_ms: build, opTime });
+        self.postMessage({ ok: true, times, losses, acc, build_ms: build, opTime, simd });
       } catch (err) {
         self.postMessage({ ok: false, error: String(err && err.message || err) });
       }
@@ -59,7 +63,7 @@ async function trainInWorker({ dataset, epochs, profile }) {
   return await new Promise((resolve) => {
     w.onmessage = (e) => resolve(e.data);
     w.onerror = (e) => resolve({ ok: false, error: e.message || "worker error" });
-    w.postMessage({ dataset, epochs, profile });
+    w.postMessage({ dataset, epochs, profile, plain });
   });
 }
 
@@ -69,7 +73,7 @@ try {
   browser = await launchChromium();
   const page = await browser.newPage();
   await page.goto(`${server.url}/`);
-  const r = await page.evaluate(trainInWorker, { dataset, epochs, profile });
+  const r = await page.evaluate(trainInWorker, { dataset, epochs, profile, plain });
   if (!r.ok) throw new Error(r.error);
   const ops = Object.entries(r.opTime ?? {}).sort((a, b) => b[1][1] - a[1][1]);
   for (const [name, [calls, secs]] of ops.slice(0, 14)) {
@@ -87,9 +91,10 @@ try {
     losses: r.losses,
     acc: r.acc,
     browser: browser.version(),
+    simd: r.simd,
   };
   for (const [i, t] of r.times.entries()) console.log(`[wasm] epoch ${i + 1} loss ${r.losses[i].toFixed(4)} time ${t.toFixed(3)}s`);
-  console.log(`[wasm] ${dataset}: median epoch ${median.toFixed(3)}s in Chromium ${res.browser}`);
+  console.log(`[wasm] ${dataset}: median epoch ${median.toFixed(3)}s in Chromium ${res.browser} (${r.simd} build)`);
   if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify(res));
 } finally {
   if (browser) await browser.close();

@@ -90,7 +90,7 @@ if (ours && pyg) {
   console.log(`native / PyG epoch time: ${r.toFixed(2)}x (target <= 0.5: ${mark(r <= 0.5)})`);
 }
 if (wasm) {
-  console.log(`wasm (Chromium ${wasm.browser}): median epoch ${wasm.epoch_median_s.toFixed(3)} s`);
+  console.log(`wasm (Chromium ${wasm.browser}, ${wasm.simd ?? "simd128"} build): median epoch ${wasm.epoch_median_s.toFixed(3)} s`);
   if (pyg) {
     const r = wasm.epoch_median_s / pyg.epoch_median_s;
     console.log(`wasm / PyG epoch time: ${r.toFixed(2)}x (target <= 1.0: ${mark(r <= 1.0)})`);

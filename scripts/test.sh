@@ -107,6 +107,12 @@ if want wasm; then
       CARGO_PROFILE_DEV_DEBUG=false \
       cargo test --target wasm32-unknown-unknown --test "$t"
   done
+  # The dense kernels again, built with relaxed SIMD as the page's fast build is (its own
+  # target dir: RUSTFLAGS changes every artifact).
+  step "wasm test wasm_kernels, relaxed SIMD (headless chromium)" cargo - \
+    env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner WASM_BINDGEN_TEST_ONLY_WEB=1 \
+    CARGO_PROFILE_DEV_DEBUG=false EXPECT_RELAXED_SIMD=1 RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" \
+    CARGO_TARGET_DIR=target/wasm-relaxed cargo test --target wasm32-unknown-unknown --test wasm_kernels
 fi
 
 if want node; then

@@ -66,30 +66,3 @@ fn bad_data_and_configs_are_clear_errors() {
     let e = RevGnnTrainer::new("Nope", &files, JsValue::UNDEFINED).err().map(JsValue::from).unwrap();
     assert!(js_sys::Error::from(e).message().as_string().unwrap().to_lowercase().contains("nope"));
 }
-
-/// The wasm SIMD matrix product (kernels::gemm_simd) against a plain triple loop, on shapes
-/// with row and column tails, through the MatMul and Linear kernels.
-#[wasm_bindgen_test]
-fn simd_matmul_and_linear_match_a_plain_loop() {
-    use ipu_playground::ir::Op;
-    use ipu_playground::kernels::eval;
-    use ipu_playground::rng::Rng;
-    use ipu_playground::tensor::Tensor;
-    let mut rng = Rng::new(9);
-    for &(m, k, n) in &[(1, 1, 1), (7, 5, 9), (13, 80, 80), (4, 3, 8), (33, 17, 21)] {
-        let a: Vec<f32> = (0..m * k).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
-        let b: Vec<f32> = (0..k * n).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
-        let want: Vec<f32> =
-            (0..m * n).map(|ij| (0..k).map(|p| a[ij / n * k + p] * b[p * n + ij % n]).sum::<f32>()).collect();
-        let ta = Tensor::from_f32(&[m, k], a.clone()).unwrap();
-        let got = eval(&Op::MatMul, &[&ta, &Tensor::from_f32(&[k, n], b.clone()).unwrap()]).unwrap()[0].to_f32_vec();
-        // Linear takes the weight as [n, k].
-        let w: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
-        let lin = eval(&Op::Linear { has_bias: false }, &[&ta, &Tensor::from_f32(&[n, k], w).unwrap()]).unwrap()[0]
-            .to_f32_vec();
-        for i in 0..m * n {
-            assert!((got[i] - want[i]).abs() < 1e-4, "matmul {m}x{k}x{n} [{i}]: {} vs {}", got[i], want[i]);
-            assert!((lin[i] - want[i]).abs() < 1e-4, "linear {m}x{k}x{n} [{i}]: {} vs {}", lin[i], want[i]);
-        }
-    }
-}

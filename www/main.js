@@ -59,6 +59,7 @@ const ui = {
   stats: $("graph-stats"),
   status: $("status"),
   version: $("version"),
+  simd: $("simd"),
 };
 
 function setStatus(text, bad = false) {
@@ -137,8 +138,13 @@ ui.form.addEventListener("submit", (event) => {
 
 async function boot() {
   try {
-    const [version, model] = await Promise.all([engine.call("version"), engine.call("defaultModel")]);
+    const [version, simd, model] = await Promise.all([
+      engine.call("version"),
+      engine.call("simd"),
+      engine.call("defaultModel"),
+    ]);
     ui.version.textContent = version;
+    ui.simd.textContent = simd === "relaxed" ? "wasm SIMD + relaxed SIMD" : "wasm SIMD";
     showModel("Default model", model);
     ui.button.disabled = false;
     setStatus("Ready");

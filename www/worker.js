@@ -6,15 +6,18 @@
 // message; `fatal` is true when the wasm instance itself trapped (a Rust panic), after
 // which the page starts a fresh worker.
 
-import init, { version, defaultModel, traceMlp } from "./pkg/ipu_playground.js";
+import { version, defaultModel, traceMlp } from "./pkg/ipu_playground.js";
+import { loadEngine } from "./engine.js";
+
+const ready = loadEngine();
 
 const API = {
   version: () => version(),
+  simd: async () => (await ready).simd,
   defaultModel: () => defaultModel(),
   traceMlp: (sizes, batch) => traceMlp(sizes, batch),
 };
 
-const ready = init();
 // Marked handled here so that a failed start is not an unhandled rejection when it fails
 // before the first request; every request still awaits it and reports the failure.
 ready.catch(() => {});

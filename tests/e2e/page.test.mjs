@@ -69,9 +69,22 @@ describe("the playground page", () => {
     assert.match(await text("#graph-stats"), /^\(([1-9]\d*) nodes\)$/);
     assert.equal(await page.locator("#error").isHidden(), true);
     assert.equal(await page.locator("#trace").isEnabled(), true);
-    // The wasm was served with its MIME type, so streaming compilation works.
+    // Chromium has relaxed SIMD, so the page loads that build, and only that one; it was
+    // served with its MIME type, so streaming compilation works.
+    assert.equal(await text("#simd"), "wasm SIMD + relaxed SIMD");
     assert.equal(wasmResponses.length, 1);
+    assert.match(wasmResponses[0].url(), /\/pkg\/ipu_playground_relaxed_bg\.wasm$/);
     assert.equal(wasmResponses[0].headers()["content-type"], "application/wasm");
+  });
+
+  test("falls back to the plain simd128 build when the relaxed one cannot be loaded", T, async () => {
+    await page.route("**/ipu_playground_relaxed_bg.wasm", (route) => route.fulfill({ status: 404, body: "gone" }));
+    await openReady();
+    assert.equal(await text("#simd"), "wasm SIMD");
+    assert.match(await text("#graph"), /linear/);
+    assert.equal(await page.locator("#error").isHidden(), true);
+    // the refused relaxed build is the only problem
+    problems = problems.filter((p) => !/HTTP 404 .*ipu_playground_relaxed_bg\.wasm|404 \(Not Found\)/.test(p));
   });
 
   test("runs the engine in a module worker, never on the main thread", T, async () => {
@@ -102,7 +115,7 @@ describe("the playground page", () => {
     const mainResources = await page.evaluate(() => performance.getEntriesByType("resource").map((e) => e.name));
     assert.deepEqual(mainResources.filter((u) => /\.wasm$/.test(u)), [], "the main thread fetched the wasm");
     const workerResources = await workers[0].evaluate(() => performance.getEntriesByType("resource").map((e) => e.name));
-    assert.ok(workerResources.some((u) => u.endsWith("/pkg/ipu_playground_bg.wasm")), workerResources.join("\n"));
+    assert.ok(workerResources.some((u) => u.endsWith("/pkg/ipu_playground_relaxed_bg.wasm")), workerResources.join("\n"));
     // COOP/COEP from the server make the page cross-origin isolated (SharedArrayBuffer later).
     assert.equal(await page.evaluate(() => self.crossOriginIsolated), true);
   });
@@ -178,12 +191,13 @@ describe("the playground page", () => {
   });
 
   test("shows an engine whose wasm cannot be fetched", T, async () => {
-    await page.route("**/ipu_playground_bg.wasm", (route) => route.fulfill({ status: 404, body: "gone" }));
+    // neither build: the loader falls back from the relaxed one to the plain one, which fails too
+    await page.route("**/*.wasm", (route) => route.fulfill({ status: 404, body: "gone" }));
     await page.goto(server.url + "/");
     await page.waitForFunction(() => document.getElementById("status").textContent === "Engine unavailable");
     assert.match(await text("#error"), /^Could not start the engine: loading the wasm failed: \S/);
     assert.equal(await page.locator("#graph").textContent(), "");
-    problems = problems.filter((p) => !/HTTP 404 .*ipu_playground_bg\.wasm|404 \(Not Found\)/.test(p));
+    problems = problems.filter((p) => !/HTTP 404 .*ipu_playground(_relaxed)?_bg\.wasm|404 \(Not Found\)/.test(p));
   });
 
   test("labels every control", T, async () => {

@@ -1,92 +1,241 @@
-//! Unpacked SIMD f32 matrix products for row-major operands: wasm simd128, and x86-64
-//! AVX2+FMA (checked at run time; other machines use matrixmultiply).
+//! Unpacked SIMD f32 matrix products: wasm simd128 (with relaxed-SIMD fused multiply-adds
+//! in the browser build), x86-64 AVX-512 and AVX2+FMA (picked at run time; other machines
+//! use matrixmultiply).
 //!
 //! matrixmultiply has hand-written x86 and ARM kernels but only a portable one elsewhere;
 //! in wasm that one leaves most of simd128 unused. And on x86 it packs both operands,
 //! which for the shapes of a GNN layer (thousands of rows, a K of 80–160) costs as much as
-//! a good part of the product. These kernels read `A`'s rows in place and compute a block of
-//! `C` per step against a strip of columns of `B` (4 rows × 8 columns with `f32x4` in wasm,
-//! 4 rows × 16 columns with AVX `__m256` natively), broadcasting `A[i, p]` against row `p`
-//! of `B`.
+//! a good part of the product. These kernels read `A` in place, through strides (so a
+//! transposed `A`, a Linear's weight gradient `gᵀ @ x`, needs no copy), and compute a
+//! block of `C` per step against a strip of columns of `B`, broadcasting `A[i, p]` against
+//! row `p` of `B`: 4 rows × 8 columns with `f32x4` in wasm, 6 rows × up to 64 columns with
+//! `__m512` (4 rows × 16 with `__m256` in the AVX2 fallback). A long `k` is cut into panels
+//! of `B` that stay in L1; a bias is where the accumulators start.
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 use core::arch::wasm32::*;
 
-/// `c = a @ b` with `a[m,k]`, `b[k,n]`, `c[m,n]`, all row-major and contiguous.
+/// `c + a·b` lane-wise: one fused multiply-add where the build has relaxed SIMD (half the
+/// instructions of the plain product, which is what bounds this kernel), else mul then add.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-pub fn gemm_nn(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) {
-    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "gemm_nn: operand sizes");
-    let n8 = n / 8 * 8;
-    let m4 = m / 4 * 4;
-    // SAFETY: every pointer below stays inside a[..m*k], b[..k*n] and c[..m*n] (checked
-    // above): rows i..i+4 < m4 ≤ m, columns j..j+8 ≤ n8 ≤ n, p < k; wasm loads and stores
-    // of v128 need no alignment.
-    unsafe {
-        let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
-        let mut i = 0;
-        while i < m4 {
-            let (a0, a1, a2, a3) = (ap.add(i * k), ap.add((i + 1) * k), ap.add((i + 2) * k), ap.add((i + 3) * k));
-            let mut j = 0;
-            while j < n8 {
-                let z = f32x4_splat(0.0);
-                let (mut c00, mut c01, mut c10, mut c11) = (z, z, z, z);
-                let (mut c20, mut c21, mut c30, mut c31) = (z, z, z, z);
-                for p in 0..k {
-                    let brow = bp.add(p * n + j);
-                    let b0 = v128_load(brow as *const v128);
-                    let b1 = v128_load(brow.add(4) as *const v128);
-                    let x0 = v128_load32_splat(a0.add(p) as *const u32);
-                    c00 = f32x4_add(c00, f32x4_mul(x0, b0));
-                    c01 = f32x4_add(c01, f32x4_mul(x0, b1));
-                    let x1 = v128_load32_splat(a1.add(p) as *const u32);
-                    c10 = f32x4_add(c10, f32x4_mul(x1, b0));
-                    c11 = f32x4_add(c11, f32x4_mul(x1, b1));
-                    let x2 = v128_load32_splat(a2.add(p) as *const u32);
-                    c20 = f32x4_add(c20, f32x4_mul(x2, b0));
-                    c21 = f32x4_add(c21, f32x4_mul(x2, b1));
-                    let x3 = v128_load32_splat(a3.add(p) as *const u32);
-                    c30 = f32x4_add(c30, f32x4_mul(x3, b0));
-                    c31 = f32x4_add(c31, f32x4_mul(x3, b1));
-                }
-                for (r, (lo, hi)) in [(c00, c01), (c10, c11), (c20, c21), (c30, c31)].into_iter().enumerate() {
-                    let out = cp.add((i + r) * n + j);
-                    v128_store(out as *mut v128, lo);
-                    v128_store(out.add(4) as *mut v128, hi);
-                }
-                j += 8;
-            }
-            for r in i..i + 4 {
-                tail_columns(ap.add(r * k), bp, cp.add(r * n), k, n, n8);
-            }
-            i += 4;
-        }
-        while i < m {
-            let ar = ap.add(i * k);
-            let mut j = 0;
-            while j < n8 {
-                let (mut lo, mut hi) = (f32x4_splat(0.0), f32x4_splat(0.0));
-                for p in 0..k {
-                    let brow = bp.add(p * n + j);
-                    let x = f32x4_splat(*ar.add(p));
-                    lo = f32x4_add(lo, f32x4_mul(x, v128_load(brow as *const v128)));
-                    hi = f32x4_add(hi, f32x4_mul(x, v128_load(brow.add(4) as *const v128)));
-                }
-                let out = cp.add(i * n + j);
-                v128_store(out as *mut v128, lo);
-                v128_store(out.add(4) as *mut v128, hi);
-                j += 8;
-            }
-            tail_columns(ar, bp, cp.add(i * n), k, n, n8);
-            i += 1;
+#[inline(always)]
+fn madd(a: v128, b: v128, c: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        f32x4_relaxed_madd(a, b, c)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        f32x4_add(c, f32x4_mul(a, b))
+    }
+}
+
+/// `c = op(a) @ b (+ bias on every row)` in wasm simd128, with the contract of
+/// [`gemm_avx512`]: `op(a)` is `a[m,k]` or, with `a_transposed`, the transpose of an `a`
+/// stored `[k,m]`; all `m*n` entries of `c` are written.
+///
+/// Blocks of 4 rows × 8 columns (two `f32x4` per row, 8 accumulators: V8 has 16 vector
+/// registers on x86-64), a scalar tail for the last `n % 8` columns, `k` in panels of
+/// [`wasm::KC`] rows of `B`.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_wasm(
+    a: &[f32],
+    a_transposed: bool,
+    b: &[f32],
+    bias: Option<&[f32]>,
+    c: &mut [std::mem::MaybeUninit<f32>],
+    m: usize,
+    k: usize,
+    n: usize,
+) {
+    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "gemm_wasm: operand sizes");
+    assert!(bias.is_none_or(|v| v.len() >= n), "gemm_wasm: bias size");
+    let (rs, cs) = if a_transposed { (1, m) } else { (k, 1) };
+    // SAFETY: A(i, p) = a[i*rs + p*cs] < m*k for i < m, p < k; b, c and bias hold k*n, m*n
+    // and n values (checked); wasm loads and stores of v128 need no alignment.
+    unsafe { wasm::gemm(a.as_ptr(), rs, cs, b.as_ptr(), bias.map(|v| v.as_ptr()), c.as_mut_ptr().cast(), m, k, n) };
+}
+
+/// What a block's accumulators start from (shared by the strided kernels).
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+#[derive(Clone, Copy)]
+enum Init {
+    Zero,
+    /// `bias[j]` for every row (points at the block's first column).
+    Bias(*const f32),
+    /// The block's current values in `C` (a later panel of `k`).
+    Accumulate,
+}
+
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+impl Init {
+    /// The init for the panel starting at step `p0`, for the block starting at column `col`.
+    fn for_block(bias: Option<*const f32>, p0: usize, col: usize) -> Init {
+        match bias {
+            _ if p0 > 0 => Init::Accumulate,
+            // SAFETY (of the later reads): the caller's bias holds n > col values.
+            Some(v) => Init::Bias(v.wrapping_add(col)),
+            None => Init::Zero,
         }
     }
 }
 
-/// Columns `from..n` of one output row, scalar (the tail both SIMD kernels leave).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm {
+    use super::{madd, Init};
+    use core::arch::wasm32::*;
+
+    /// Rows of `B` per panel: 128 × 80 floats = 40 KiB.
+    pub(super) const KC: usize = 128;
+
+    /// # Safety
+    /// `A(i, p) = a[i*rs + p*cs]` for `i < m`, `p < k` lies inside `a`'s allocation; `b`
+    /// holds `k*n`, `c` `m*n` and `bias` (if any) `n` values.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn gemm(
+        a: *const f32,
+        rs: usize,
+        cs: usize,
+        b: *const f32,
+        bias: Option<*const f32>,
+        c: *mut f32,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) {
+        let n8 = n / 8 * 8;
+        let mut p0 = 0;
+        loop {
+            let kc = KC.min(k - p0);
+            // SAFETY: rows < m, columns < n, steps p0..p0+kc ≤ k (the caller's contract).
+            unsafe {
+                let mut i = 0;
+                while i < m {
+                    let rows = if m - i >= 4 { 4 } else { 1 };
+                    let ab = a.add(i * rs + p0 * cs);
+                    let mut j = 0;
+                    while j < n8 {
+                        let (bb, cb) = (b.add(p0 * n + j), c.add(i * n + j));
+                        let init = Init::for_block(bias, p0, j);
+                        if rows == 4 {
+                            block4(ab, rs, cs, bb, n, cb, kc, init);
+                        } else {
+                            block1(ab, cs, bb, n, cb, kc, init);
+                        }
+                        j += 8;
+                    }
+                    for r in 0..rows {
+                        for j in n8..n {
+                            let cij = c.add((i + r) * n + j);
+                            let mut s = match Init::for_block(bias, p0, j) {
+                                Init::Zero => 0.0,
+                                Init::Bias(v) => *v,
+                                Init::Accumulate => *cij,
+                            };
+                            for p in 0..kc {
+                                s += *ab.add(r * rs + p * cs) * *b.add((p0 + p) * n + j);
+                            }
+                            *cij = s;
+                        }
+                    }
+                    i += rows;
+                }
+            }
+            p0 += kc;
+            if p0 >= k {
+                break;
+            }
+        }
+    }
+
+    /// The accumulators' start for `R` rows of 8 columns at `c` (row stride `ld`).
+    #[inline(always)]
+    unsafe fn start<const R: usize>(init: Init, c: *const f32, ld: usize) -> [[v128; 2]; R] {
+        // SAFETY: the caller's block lies inside C; a bias holds the block's 8 columns.
+        unsafe {
+            match init {
+                Init::Zero => [[f32x4_splat(0.0); 2]; R],
+                Init::Bias(v) => [[v128_load(v as *const v128), v128_load(v.add(4) as *const v128)]; R],
+                Init::Accumulate => core::array::from_fn(|r| {
+                    [v128_load(c.add(r * ld) as *const v128), v128_load(c.add(r * ld + 4) as *const v128)]
+                }),
+            }
+        }
+    }
+
+    /// Stores `R` rows of 8 accumulators at `c` (row stride `ld`).
+    #[inline(always)]
+    unsafe fn finish<const R: usize>(acc: [[v128; 2]; R], c: *mut f32, ld: usize) {
+        // SAFETY: the caller's block lies inside C.
+        unsafe {
+            for (r, row) in acc.iter().enumerate() {
+                let dst = c.add(r * ld);
+                v128_store(dst as *mut v128, row[0]);
+                v128_store(dst.add(4) as *mut v128, row[1]);
+            }
+        }
+    }
+
+    /// `4 × 8` of `C` over `k` steps; `ld` is the row stride of `B` and `C`. Written out so
+    /// that the eight accumulators stay in V8's registers (a loop over an array of them
+    /// does not).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn block4(a: *const f32, rs: usize, cs: usize, b: *const f32, ld: usize, c: *mut f32, k: usize, init: Init) {
+        // SAFETY: the caller keeps 4 rows, 8 columns and k steps inside the operands.
+        unsafe {
+            let [[mut c00, mut c01], [mut c10, mut c11], [mut c20, mut c21], [mut c30, mut c31]] =
+                start::<4>(init, c, ld);
+            let (mut a0, mut a1, mut a2, mut a3) = (a, a.add(rs), a.add(2 * rs), a.add(3 * rs));
+            let mut brow = b;
+            for _ in 0..k {
+                let b0 = v128_load(brow as *const v128);
+                let b1 = v128_load(brow.add(4) as *const v128);
+                let x0 = v128_load32_splat(a0 as *const u32);
+                c00 = madd(x0, b0, c00);
+                c01 = madd(x0, b1, c01);
+                let x1 = v128_load32_splat(a1 as *const u32);
+                c10 = madd(x1, b0, c10);
+                c11 = madd(x1, b1, c11);
+                let x2 = v128_load32_splat(a2 as *const u32);
+                c20 = madd(x2, b0, c20);
+                c21 = madd(x2, b1, c21);
+                let x3 = v128_load32_splat(a3 as *const u32);
+                c30 = madd(x3, b0, c30);
+                c31 = madd(x3, b1, c31);
+                (a0, a1, a2, a3) = (a0.add(cs), a1.add(cs), a2.add(cs), a3.add(cs));
+                brow = brow.add(ld);
+            }
+            finish([[c00, c01], [c10, c11], [c20, c21], [c30, c31]], c, ld);
+        }
+    }
+
+    /// `1 × 8` of `C` over `k` steps (the rows after the last block of four).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn block1(a: *const f32, cs: usize, b: *const f32, ld: usize, c: *mut f32, k: usize, init: Init) {
+        // SAFETY: the caller keeps 1 row, 8 columns and k steps inside the operands.
+        unsafe {
+            let [[mut lo, mut hi]] = start::<1>(init, c, ld);
+            let (mut ap, mut brow) = (a, b);
+            for _ in 0..k {
+                let x = v128_load32_splat(ap as *const u32);
+                lo = madd(x, v128_load(brow as *const v128), lo);
+                hi = madd(x, v128_load(brow.add(4) as *const v128), hi);
+                ap = ap.add(cs);
+                brow = brow.add(ld);
+            }
+            finish([[lo, hi]], c, ld);
+        }
+    }
+}
+
+/// Columns `from..n` of one output row, scalar (the tail the AVX2 kernel leaves).
 ///
 /// # Safety
 /// `arow` must point at `k` values, `b` at `k*n`, `crow` at `n`.
-#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+#[cfg(target_arch = "x86_64")]
 unsafe fn tail_columns(arow: *const f32, b: *const f32, crow: *mut f32, k: usize, n: usize, from: usize) {
     // SAFETY: the caller's contract above.
     unsafe {
@@ -153,6 +302,7 @@ pub fn gemm_avx512(
 /// [`KC`] rows of `B` that stay in L1 while every block of rows passes over them.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
+    use super::Init;
     use std::arch::x86_64::*;
 
     const MR: usize = 6;
@@ -184,8 +334,6 @@ mod avx512 {
         let panels = k.div_ceil(KC).max(1);
         for q in 0..panels {
             let (p0, kc) = (q * KC, KC.min(k.saturating_sub(q * KC)));
-            // the first panel starts from the bias (or zero), the others add to C
-            let init = if q == 0 { bias.map_or(Init::Zero, Init::Bias) } else { Init::Accumulate };
             let mut i = 0;
             while i < m {
                 let rows = MR.min(m - i);
@@ -201,10 +349,8 @@ mod avx512 {
                     unsafe {
                         let ab = a.add(i * rs + p0 * cs);
                         let (bb, cb) = (b.add(p0 * n + col), c.add(i * n + col));
-                        let init = match init {
-                            Init::Bias(v) => Init::Bias(v.add(col)),
-                            other => other,
-                        };
+                        // the first panel starts from the bias (or zero), the others add to C
+                        let init = Init::for_block(bias, p0, col);
                         let t = Tile { a: ab, rs, cs, b: bb, c: cb, ld: n, k: kc, mask, init };
                         macro_rules! go {
                             ($($r:literal),*; $vs:tt) => {
@@ -222,16 +368,6 @@ mod avx512 {
                 i += rows;
             }
         }
-    }
-
-    /// What a block's accumulators start from.
-    #[derive(Clone, Copy)]
-    enum Init {
-        Zero,
-        /// `bias[j]` for every row (points at the block's first column).
-        Bias(*const f32),
-        /// The block's current values in `C` (a later panel of `k`).
-        Accumulate,
     }
 
     /// One block of `C`: `c` and `b` point at its first column, `a` at `A(first row, first

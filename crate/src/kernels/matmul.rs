@@ -1,9 +1,10 @@
 //! Linear algebra: `MatMul` (torch.matmul), `Linear`, and the CSR kernels `SpMM`,
 //! `SpMMTransposed` and `SpMMValuesGrad`.
 //!
-//! Dense products go through ndarray's `general_mat_mul` (matrixmultiply's SIMD kernels)
-//! natively and through [`super::gemm_simd`] in wasm, on contiguous row-major views. Float16 operands are widened to float32
-//! by [`super::eval`], multiplied with float32 accumulation, and rounded to half once.
+//! Dense products all go through one `product` (see there): the kernels of
+//! [`super::gemm_simd`] in wasm and on x86-64, ndarray's `general_mat_mul` (matrixmultiply)
+//! elsewhere. Float16 operands are widened to float32 by [`super::eval`], multiplied with
+//! float32 accumulation, and rounded to half once.
 
 use super::common::{array, bcast_strides, dot, f32_data, for_each_row, i32_data};
 use crate::ir::shape::{broadcast_shapes, matmul_shape};
@@ -17,14 +18,8 @@ fn view2<'a>(d: &'a [f32], r: usize, c: usize) -> Result<ArrayView2<'a, f32>, St
     ArrayView2::from_shape((r, c), d).map_err(|e| format!("internal: bad matrix view {r}x{c}: {e}"))
 }
 
-/// `c = a @ b` for row-major `a[m,k]`, `b[k,n]`, `c[m,n]`.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Result<(), String> {
-    super::gemm_simd::gemm_nn(a, b, c, m, k, n);
-    Ok(())
-}
-
-/// `c = a @ b` for row-major `a[m,k]`, `b[k,n]`, `c[m,n]`.
+/// `c = a @ b` for row-major `a[m,k]`, `b[k,n]`, `c[m,n]`: AVX2 where the CPU has it,
+/// else matrixmultiply.
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Result<(), String> {
     #[cfg(target_arch = "x86_64")]
@@ -41,9 +36,9 @@ fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Re
 /// `op(a) @ b (+ bias on every row)` as a new row-major `[m,n]` buffer, where `op(a)` is
 /// `a[m,k]` or, with `a_transposed`, the transpose of an `a` stored as `[k,m]`.
 ///
-/// The one entry to the dense kernels: AVX-512 takes the transposed operand, the bias and an
-/// unzeroed output directly; the other kernels (AVX2, wasm simd128, matrixmultiply) get a
-/// transposed copy and a bias pass.
+/// The one entry to the dense kernels: the strided kernels (wasm simd128, AVX-512) take the
+/// transposed operand, the bias and an unzeroed output directly; the others (AVX2,
+/// matrixmultiply) get a transposed copy and a bias pass.
 fn product(
     a: &[f32],
     a_transposed: bool,
@@ -53,34 +48,42 @@ fn product(
     k: usize,
     n: usize,
 ) -> Result<Vec<f32>, String> {
-    #[cfg(target_arch = "x86_64")]
+    let mut out = Vec::with_capacity(m * n);
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
-        let mut out = Vec::with_capacity(m * n);
+        super::gemm_simd::gemm_wasm(a, a_transposed, b, bias, &mut out.spare_capacity_mut()[..m * n], m, k, n);
+        // SAFETY: gemm_wasm wrote all m*n entries.
+        unsafe { out.set_len(m * n) };
+        Ok(out)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        #[cfg(target_arch = "x86_64")]
         if super::gemm_simd::gemm_avx512(a, a_transposed, b, bias, &mut out.spare_capacity_mut()[..m * n], m, k, n) {
             // SAFETY: gemm_avx512 wrote all m*n entries.
             unsafe { out.set_len(m * n) };
             return Ok(out);
         }
-    }
-    let at;
-    let a = if a_transposed {
-        at = super::shape_ops::transpose_last2(&a[..m * k], k, m);
-        &at[..]
-    } else {
-        a
-    };
-    let mut out = vec![0f32; m * n];
-    gemm(a, b, &mut out, m, k, n)?;
-    if let Some(bias) = bias {
-        if n > 0 {
-            for row in out.chunks_exact_mut(n) {
-                for (o, &v) in row.iter_mut().zip(bias) {
-                    *o += v;
+        let at;
+        let a = if a_transposed {
+            at = super::shape_ops::transpose_last2(&a[..m * k], k, m);
+            &at[..]
+        } else {
+            a
+        };
+        out.resize(m * n, 0.0);
+        gemm(a, b, &mut out, m, k, n)?;
+        if let Some(bias) = bias {
+            if n > 0 {
+                for row in out.chunks_exact_mut(n) {
+                    for (o, &v) in row.iter_mut().zip(bias) {
+                        *o += v;
+                    }
                 }
             }
         }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// `MatMul`: torch.matmul on float32 — 1-D operands are promoted (a row vector on the left,
@@ -107,9 +110,10 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
     for_each_row(&batch, [&sa, &sb], |o, [oa, ob], len| {
         for i in 0..len {
             let (pa, pb, pc) = ((oa + i * ia) * amat, (ob + i * ib) * bmat, (o + i) * cmat);
-            let r = gemm(&x[pa..pa + amat], &y[pb..pb + bmat], &mut out[pc..pc + cmat], m, k, n);
-            if r.is_err() && err.is_ok() {
-                err = r;
+            match product(&x[pa..pa + amat], false, &y[pb..pb + bmat], None, m, k, n) {
+                Ok(c) => out[pc..pc + cmat].copy_from_slice(&c),
+                Err(e) if err.is_ok() => err = Err(e),
+                Err(_) => {}
             }
         }
     });
