@@ -6,10 +6,15 @@
 #   2. RevGNN memory: bytes kept for backward and peak RSS at 7 and 112 layers, rev and --no-rev
 #   3. RevGNN on PubMed, natively and PyTorch Geometric (one thread each), BENCH_EPOCHS epochs
 #   4. RevGNN on PubMed in wasm in headless Chromium, BENCH_WASM_EPOCHS epochs
+#   5. speed again, interleaved: BENCH_ROUNDS rounds of short runs (PyG, native, wasm, one
+#      after the other), so that each round's ratios compare runs seconds apart. This
+#      machine's speed drifts by 20% and more over minutes (shared host), which a
+#      200-epoch run of each, minutes apart, cannot cancel.
 #
 # PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
-# BENCH_EPOCHS (default 200) and BENCH_WASM_EPOCHS (default 6) shorten the runs.
+# BENCH_EPOCHS (default 200) and BENCH_WASM_EPOCHS (default 6) shorten the runs;
+# BENCH_ROUNDS (default 3; 0 skips step 5) and BENCH_ROUND_EPOCHS (default 8) size step 5.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -17,6 +22,8 @@ OUT="$ROOT/bench-out"
 mkdir -p "$OUT"
 EPOCHS="${BENCH_EPOCHS:-200}"
 WASM_EPOCHS="${BENCH_WASM_EPOCHS:-6}"
+ROUNDS="${BENCH_ROUNDS:-3}"
+ROUND_EPOCHS="${BENCH_ROUND_EPOCHS:-8}"
 VENV="$ROOT/.venv-peers"
 DATASET=PubMed
 
@@ -62,6 +69,29 @@ scripts/build-wasm.sh web >/dev/null
 node scripts/bench-wasm.mjs --dataset "$DATASET" --epochs "$WASM_EPOCHS" --json "$OUT/wasm.json" | tail -n1
 
 echo
+echo "== 5. interleaved speed: $ROUNDS rounds of $ROUND_EPOCHS epochs (PyG, native, wasm)"
+rm -f "$OUT"/round-*.json
+if [ -x "$VENV/bin/python" ]; then
+  for r in $(seq 1 "$ROUNDS"); do
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$VENV/bin/python" ../shared/bench/pyg_revgnn.py --dataset "$DATASET" \
+      --epochs "$ROUND_EPOCHS" --threads 1 --eval-every 0 --raw-dir "$ROOT/data" --json "$OUT/round-$r-pyg.json" \
+      >"$OUT/round-$r-pyg.log" 2>&1
+    RAYON_NUM_THREADS=1 ./target/release/examples/rev_gnn --dataset "$DATASET" --epochs "$ROUND_EPOCHS" \
+      --eval-every 0 --json "$OUT/round-$r-ours.json" >"$OUT/round-$r-ours.log"
+    node scripts/bench-wasm.mjs --dataset "$DATASET" --epochs "$ROUND_EPOCHS" --json "$OUT/round-$r-wasm.json" \
+      >"$OUT/round-$r-wasm.log"
+    node -e '
+      const [dir, r] = process.argv.slice(1);
+      const j = (k) => JSON.parse(require("fs").readFileSync(`${dir}/round-${r}-${k}.json`, "utf8")).epoch_median_s;
+      const [p, o, w] = [j("pyg"), j("ours"), j("wasm")];
+      console.log(`round ${r}: PyG ${p.toFixed(3)} s, native ${o.toFixed(3)} s (${(o / p).toFixed(2)}x), wasm ${w.toFixed(3)} s (${(w / p).toFixed(2)}x)`);
+    ' "$OUT" "$r"
+  done
+else
+  echo "skipped (no PyTorch Geometric)"
+fi
+
+echo
 echo "== summary"
 node - "$OUT" <<'EOF'
 const fs = require("fs"), path = require("path");
@@ -88,6 +118,16 @@ if (pyg) console.log(`pyg:  final test ${pyg.final_test_acc.toFixed(4)}, median 
 if (ours && pyg) {
   const r = ours.epoch_median_s / pyg.epoch_median_s;
   console.log(`native / PyG epoch time: ${r.toFixed(2)}x (target <= 0.5: ${mark(r <= 0.5)})`);
+}
+const rounds = [];
+for (let r = 1; read(`round-${r}-pyg.json`); r++) {
+  const [p, o, w] = ["pyg", "ours", "wasm"].map((k) => read(`round-${r}-${k}.json`)?.epoch_median_s);
+  if (p && o && w) rounds.push({ native: o / p, wasm: w / p });
+}
+if (rounds.length) {
+  const med = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const [n, w] = [med(rounds.map((x) => x.native)), med(rounds.map((x) => x.wasm))];
+  console.log(`interleaved (${rounds.length} rounds, median of per-round ratios): native / PyG ${n.toFixed(2)}x (target <= 0.5: ${mark(n <= 0.5)}), wasm / PyG ${w.toFixed(2)}x (target <= 1.0: ${mark(w <= 1.0)})`);
 }
 if (wasm) {
   console.log(`wasm (Chromium ${wasm.browser}, ${wasm.simd ?? "simd128"} build): median epoch ${wasm.epoch_median_s.toFixed(3)} s`);
