@@ -8,6 +8,8 @@
 //!   counted after each node: [`RunStats::peak_bytes`] is measured, not estimated. Nested
 //!   regions (`Call`, `InvertibleBackward`) add their own peak on top of the caller's.
 
+pub mod fuse;
+
 use crate::ir::{Graph, InputKind, Op, OptimizerStep, Pass, TensorType};
 use crate::kernels::{self, optim};
 use crate::rng::Rng;

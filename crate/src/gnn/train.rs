@@ -182,6 +182,7 @@ impl Trainer {
         let tg = training_graph(&trace.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() })
             .map_err(|e| e.0)?;
         crate::ir::verify::verify(&tg.graph).map_err(|e| e.0)?;
+        let train_graph = crate::exec::fuse::fuse(&tg.graph).map_err(|e| e.0)?;
         let store = Store::new(&trace.params, &trace.buffers, cfg.seed.wrapping_add(2));
 
         // Evaluation: the whole graph, inference mode (no dropout).
@@ -201,8 +202,8 @@ impl Trainer {
             data,
             model,
             store,
-            train_graph: tg.graph,
-            eval_graph: eval_trace.graph,
+            train_graph,
+            eval_graph: crate::exec::fuse::fuse(&eval_trace.graph).map_err(|e| e.0)?,
             sizes,
             x_nnz,
             loader,

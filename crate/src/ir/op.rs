@@ -112,6 +112,10 @@ pub enum Op {
     MatMulTN,
     /// `(x, weight[out,in], bias[out]?)` → `x @ weight^T + bias` over the last dim of x.
     Linear { has_bias: bool },
+    /// `(x, weight[out,in], bias[out]?, addend)` → `x @ weight^T + bias + addend`, addend of
+    /// the output's shape (torch's `addmm`). Never traced: `exec::fuse` makes it from an
+    /// `Add` whose operand is a `Linear` used nowhere else, saving a pass over the output.
+    LinearAdd { has_bias: bool },
     /// `(indptr i32[n+1], indices i32[nnz], values f32[nnz], dense[m,f])` → CSR(n×m) @ dense, [n,f].
     SpMM { n_rows: usize, n_cols: usize },
 
@@ -260,6 +264,7 @@ impl Op {
             Op::MatMul => "matmul",
             Op::MatMulTN => "matmul_tn",
             Op::Linear { .. } => "linear",
+            Op::LinearAdd { .. } => "linear_add",
             Op::SpMM { .. } => "spmm",
             Op::Reduce { kind: ReduceKind::Sum, .. } => "sum",
             Op::Reduce { kind: ReduceKind::Mean, .. } => "mean",

@@ -19,7 +19,7 @@ fn attrs(op: &Op) -> String {
         Op::Constant { name, value } => format!("\"{name}\" {:?}", value.shape()),
         Op::Full { value, .. } => format!("value={value}"),
         Op::Unary { kind: crate::ir::UnaryKind::GeluTanh } => "approximate=tanh".into(),
-        Op::Linear { has_bias } => {
+        Op::Linear { has_bias } | Op::LinearAdd { has_bias } => {
             if *has_bias {
                 String::new()
             } else {

@@ -186,6 +186,16 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             }
             one(TensorType::new(&[a.shape[1], b.shape[1]], a.dtype))
         }
+        Op::LinearAdd { has_bias } => {
+            let n = 3 + *has_bias as usize;
+            arity(inputs, n, n)?;
+            let out = infer(&Op::Linear { has_bias: *has_bias }, &inputs[..n - 1])?;
+            let addend = inputs[n - 1];
+            if addend.shape != out[0].shape || addend.dtype != out[0].dtype {
+                return Err(format!("the addend must be {} like the product, got {addend}", out[0]));
+            }
+            Ok(out)
+        }
         Op::Linear { has_bias } => {
             arity(inputs, 2 + *has_bias as usize, 2 + *has_bias as usize)?;
             let (x, w) = (inputs[0], inputs[1]);

@@ -39,7 +39,7 @@ pub fn inline(dst: &mut Graph, src: &Graph, args: &[ValueId]) -> Result<(Vec<Val
 }
 
 /// Appends a copy of `n` (a node of `src`) to `dst` on `inputs` (values of `dst`).
-fn copy_node(dst: &mut Graph, src: &Graph, n: &Node, inputs: Vec<ValueId>) -> Result<Vec<ValueId>, IrError> {
+pub(crate) fn copy_node(dst: &mut Graph, src: &Graph, n: &Node, inputs: Vec<ValueId>) -> Result<Vec<ValueId>, IrError> {
     match &n.op {
         Op::Placeholder { .. } | Op::Constant { .. } => {
             Ok(vec![dst.add_source(n.op.clone(), src.ty(n.outputs[0]).clone(), n.meta.clone())?])

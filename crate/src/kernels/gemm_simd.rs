@@ -30,7 +30,26 @@ fn madd(a: v128, b: v128, c: v128) -> v128 {
     }
 }
 
-/// `c = op(a) @ b (+ bias on every row)` in wasm simd128, with the contract of
+/// What `C` starts from before `op(a) @ b` is added: a bias (one value per column, for
+/// every row), an addend (a full `[m, n]` matrix: a fused `Linear + residual`), both, or
+/// nothing (zero).
+#[derive(Clone, Copy, Default)]
+pub struct Start<'a> {
+    pub bias: Option<&'a [f32]>,
+    pub addend: Option<&'a [f32]>,
+}
+
+impl Start<'_> {
+    /// Checks the sizes against an `[m, n]` product and returns the raw pointers.
+    #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+    fn ptrs(&self, m: usize, n: usize, what: &str) -> (Option<*const f32>, Option<*const f32>) {
+        assert!(self.bias.is_none_or(|v| v.len() >= n), "{what}: bias size");
+        assert!(self.addend.is_none_or(|v| v.len() >= m * n), "{what}: addend size");
+        (self.bias.map(|v| v.as_ptr()), self.addend.map(|v| v.as_ptr()))
+    }
+}
+
+/// `c = start + op(a) @ b` in wasm simd128, with the contract of
 /// [`gemm_avx512`]: `op(a)` is `a[m,k]` or, with `a_transposed`, the transpose of an `a`
 /// stored `[k,m]`; all `m*n` entries of `c` are written.
 ///
@@ -43,41 +62,49 @@ pub fn gemm_wasm(
     a: &[f32],
     a_transposed: bool,
     b: &[f32],
-    bias: Option<&[f32]>,
+    start: Start,
     c: &mut [std::mem::MaybeUninit<f32>],
     m: usize,
     k: usize,
     n: usize,
 ) {
     assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "gemm_wasm: operand sizes");
-    assert!(bias.is_none_or(|v| v.len() >= n), "gemm_wasm: bias size");
+    let (bias, addend) = start.ptrs(m, n, "gemm_wasm");
     let (rs, cs) = if a_transposed { (1, m) } else { (k, 1) };
-    // SAFETY: A(i, p) = a[i*rs + p*cs] < m*k for i < m, p < k; b, c and bias hold k*n, m*n
-    // and n values (checked); wasm loads and stores of v128 need no alignment.
-    unsafe { wasm::gemm(a.as_ptr(), rs, cs, b.as_ptr(), bias.map(|v| v.as_ptr()), c.as_mut_ptr().cast(), m, k, n) };
+    // SAFETY: A(i, p) = a[i*rs + p*cs] < m*k for i < m, p < k; b, c, bias and addend hold
+    // k*n, m*n, n and m*n values (checked); wasm loads and stores of v128 need no alignment.
+    unsafe { wasm::gemm(a.as_ptr(), rs, cs, b.as_ptr(), bias, addend, c.as_mut_ptr().cast(), m, k, n) };
 }
 
 /// What a block's accumulators start from (shared by the strided kernels).
 #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
 #[derive(Clone, Copy)]
 enum Init {
-    Zero,
-    /// `bias[j]` for every row (points at the block's first column).
-    Bias(*const f32),
+    /// The first panel of `k`: the addend's rows (pointing at the block's first entry, row
+    /// stride that of `C`) plus the bias (pointing at the block's first column), either of
+    /// which may be absent (zero).
+    Fresh { bias: Option<*const f32>, addend: Option<*const f32> },
     /// The block's current values in `C` (a later panel of `k`).
     Accumulate,
 }
 
 #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
 impl Init {
-    /// The init for the panel starting at step `p0`, for the block starting at column `col`.
-    fn for_block(bias: Option<*const f32>, p0: usize, col: usize) -> Init {
-        match bias {
-            _ if p0 > 0 => Init::Accumulate,
-            // SAFETY (of the later reads): the caller's bias holds n > col values.
-            Some(v) => Init::Bias(v.wrapping_add(col)),
-            None => Init::Zero,
+    /// The init for the panel starting at step `p0`, for the block whose first entry is
+    /// `(row, col)` of an `[m, ld]` output.
+    fn for_block(
+        bias: Option<*const f32>,
+        addend: Option<*const f32>,
+        p0: usize,
+        row: usize,
+        col: usize,
+        ld: usize,
+    ) -> Init {
+        if p0 > 0 {
+            return Init::Accumulate;
         }
+        // (the later reads stay inside the caller's bias of n > col and addend of m*n values)
+        Init::Fresh { bias: bias.map(|v| v.wrapping_add(col)), addend: addend.map(|v| v.wrapping_add(row * ld + col)) }
     }
 }
 
@@ -99,6 +126,7 @@ mod wasm {
         cs: usize,
         b: *const f32,
         bias: Option<*const f32>,
+        addend: Option<*const f32>,
         c: *mut f32,
         m: usize,
         k: usize,
@@ -117,7 +145,7 @@ mod wasm {
                     let mut j = 0;
                     while j < n8 {
                         let (bb, cb) = (b.add(p0 * n + j), c.add(i * n + j));
-                        let init = Init::for_block(bias, p0, j);
+                        let init = Init::for_block(bias, addend, p0, i, j, n);
                         if rows == 4 {
                             block4(ab, rs, cs, bb, n, cb, kc, init);
                         } else {
@@ -128,9 +156,8 @@ mod wasm {
                     for r in 0..rows {
                         for j in n8..n {
                             let cij = c.add((i + r) * n + j);
-                            let mut s = match Init::for_block(bias, p0, j) {
-                                Init::Zero => 0.0,
-                                Init::Bias(v) => *v,
+                            let mut s = match Init::for_block(bias, addend, p0, i + r, j, n) {
+                                Init::Fresh { bias, addend } => bias.map_or(0.0, |v| *v) + addend.map_or(0.0, |v| *v),
                                 Init::Accumulate => *cij,
                             };
                             for p in 0..kc {
@@ -152,14 +179,21 @@ mod wasm {
     /// The accumulators' start for `R` rows of 8 columns at `c` (row stride `ld`).
     #[inline(always)]
     unsafe fn start<const R: usize>(init: Init, c: *const f32, ld: usize) -> [[v128; 2]; R] {
-        // SAFETY: the caller's block lies inside C; a bias holds the block's 8 columns.
+        // SAFETY: the caller's block lies inside C (and the addend); a bias holds the
+        // block's 8 columns.
         unsafe {
+            let row = |p: *const f32, r: usize| {
+                [v128_load(p.add(r * ld) as *const v128), v128_load(p.add(r * ld + 4) as *const v128)]
+            };
             match init {
-                Init::Zero => [[f32x4_splat(0.0); 2]; R],
-                Init::Bias(v) => [[v128_load(v as *const v128), v128_load(v.add(4) as *const v128)]; R],
-                Init::Accumulate => core::array::from_fn(|r| {
-                    [v128_load(c.add(r * ld) as *const v128), v128_load(c.add(r * ld + 4) as *const v128)]
-                }),
+                Init::Fresh { bias, addend } => {
+                    let b = bias.map(|v| row(v, 0));
+                    core::array::from_fn(|r| {
+                        let a = addend.map_or([f32x4_splat(0.0); 2], |v| row(v, r));
+                        b.map_or(a, |b| [f32x4_add(a[0], b[0]), f32x4_add(a[1], b[1])])
+                    })
+                }
+                Init::Accumulate => core::array::from_fn(|r| row(c, r)),
             }
         }
     }
@@ -272,7 +306,7 @@ pub fn gemm_avx512(
     a: &[f32],
     a_transposed: bool,
     b: &[f32],
-    bias: Option<&[f32]>,
+    start: Start,
     c: &mut [std::mem::MaybeUninit<f32>],
     m: usize,
     k: usize,
@@ -282,11 +316,11 @@ pub fn gemm_avx512(
         return false;
     }
     assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "gemm_avx512: operand sizes");
-    assert!(bias.is_none_or(|v| v.len() >= n), "gemm_avx512: bias size");
+    let (bias, addend) = start.ptrs(m, n, "gemm_avx512");
     let (rs, cs) = if a_transposed { (1, m) } else { (k, 1) };
     // SAFETY: the CPU has AVX-512F (checked); A(i, p) = a[i*rs + p*cs] < m*k for i < m,
-    // p < k; b, c and bias hold k*n, m*n and n values (checked).
-    unsafe { avx512::gemm(a.as_ptr(), rs, cs, b.as_ptr(), bias.map(|v| v.as_ptr()), c.as_mut_ptr().cast(), m, k, n) };
+    // p < k; b, c, bias and addend hold k*n, m*n, n and m*n values (checked).
+    unsafe { avx512::gemm(a.as_ptr(), rs, cs, b.as_ptr(), bias, addend, c.as_mut_ptr().cast(), m, k, n) };
     true
 }
 
@@ -321,6 +355,7 @@ mod avx512 {
         cs: usize,
         b: *const f32,
         bias: Option<*const f32>,
+        addend: Option<*const f32>,
         c: *mut f32,
         m: usize,
         k: usize,
@@ -350,7 +385,7 @@ mod avx512 {
                         let ab = a.add(i * rs + p0 * cs);
                         let (bb, cb) = (b.add(p0 * n + col), c.add(i * n + col));
                         // the first panel starts from the bias (or zero), the others add to C
-                        let init = Init::for_block(bias, p0, col);
+                        let init = Init::for_block(bias, addend, p0, i, col, n);
                         let t = Tile { a: ab, rs, cs, b: bb, c: cb, ld: n, k: kc, mask, init };
                         macro_rules! go {
                             ($($r:literal),*; $vs:tt) => {
@@ -401,12 +436,16 @@ mod avx512 {
             };
             let mut acc = [[_mm512_setzero_ps(); NV]; R];
             match t.init {
-                Init::Zero => {}
-                Init::Bias(bias) => {
+                Init::Fresh { bias, addend } => {
                     for v in 0..NV {
-                        let x = load(bias, v);
-                        for row in acc.iter_mut() {
-                            row[v] = x;
+                        let b = bias.map(|p| load(p, v));
+                        for (r, row) in acc.iter_mut().enumerate() {
+                            let a = addend.map(|p| load(p.add(r * t.ld), v));
+                            row[v] = match (a, b) {
+                                (Some(a), Some(b)) => _mm512_add_ps(a, b),
+                                (Some(x), None) | (None, Some(x)) => x,
+                                (None, None) => row[v],
+                            };
                         }
                     }
                 }
@@ -546,26 +585,36 @@ mod tests {
         }
     }
 
-    /// Plain, transposed, with and without bias; k over one panel (129, 300) exercises the
-    /// accumulation across panels; n of 3, 17, 41 the masked last vector.
+    /// Plain and transposed `A`, each with every start (zero, bias, addend, both); k over
+    /// one panel (129, 300) exercises the accumulation across panels; n of 3, 17, 41 the
+    /// masked last vector.
     #[test]
     fn avx512_kernel_matches_a_plain_loop_in_every_layout() {
         let mut rng = Rng::new(5);
         for &(m, k, n) in SHAPES {
             let (a, b, bias) = operands(&mut rng, m, k, n);
+            let addend: Vec<f32> = (0..m * n).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
             let at = crate::kernels::shape_ops::transpose_last2(&a, m, k); // [k, m]
-            for (transposed, with_bias) in [(false, false), (false, true), (true, false), (true, true)] {
-                let mut c = vec![std::mem::MaybeUninit::new(f32::NAN); m * n];
-                let src = if transposed { &at } else { &a };
-                if !gemm_avx512(src, transposed, &b, with_bias.then_some(&bias[..]), &mut c, m, k, n) {
-                    return; // no AVX-512 here: the AVX2 kernel or matrixmultiply is used instead
+            for transposed in [false, true] {
+                for (with_bias, with_addend) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let mut c = vec![std::mem::MaybeUninit::new(f32::NAN); m * n];
+                    let src = if transposed { &at } else { &a };
+                    let start =
+                        Start { bias: with_bias.then_some(&bias[..]), addend: with_addend.then_some(&addend[..]) };
+                    if !gemm_avx512(src, transposed, &b, start, &mut c, m, k, n) {
+                        return; // no AVX-512 here: the AVX2 kernel or matrixmultiply is used instead
+                    }
+                    // SAFETY: gemm_avx512 wrote every entry (they started as NaN anyway).
+                    let got: Vec<f32> = c.iter().map(|v| unsafe { v.assume_init() }).collect();
+                    let want = |i: usize, j: usize| {
+                        (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum::<f32>()
+                            + if with_bias { bias[j] } else { 0.0 }
+                            + if with_addend { addend[i * n + j] } else { 0.0 }
+                    };
+                    let what =
+                        format!("avx512 {m}x{k}x{n} transposed={transposed} bias={with_bias} addend={with_addend}");
+                    check(&got, m, n, want, &what);
                 }
-                // SAFETY: gemm_avx512 wrote every entry (they started as NaN anyway).
-                let got: Vec<f32> = c.iter().map(|v| unsafe { v.assume_init() }).collect();
-                let want = |i: usize, j: usize| {
-                    (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum::<f32>() + if with_bias { bias[j] } else { 0.0 }
-                };
-                check(&got, m, n, want, &format!("avx512 {m}x{k}x{n} transposed={transposed} bias={with_bias}"));
             }
         }
     }

@@ -7,6 +7,7 @@
 //! float32 accumulation, and rounded to half once.
 
 use super::common::{array, bcast_strides, dot, f32_data, for_each_row, i32_data};
+use super::gemm_simd::Start;
 use crate::ir::shape::{broadcast_shapes, matmul_shape};
 use crate::tensor::Tensor;
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
@@ -33,17 +34,18 @@ fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Re
     Ok(())
 }
 
-/// `op(a) @ b (+ bias on every row)` as a new row-major `[m,n]` buffer, where `op(a)` is
-/// `a[m,k]` or, with `a_transposed`, the transpose of an `a` stored as `[k,m]`.
+/// `start + op(a) @ b` as a new row-major `[m,n]` buffer, where `op(a)` is `a[m,k]` or,
+/// with `a_transposed`, the transpose of an `a` stored as `[k,m]`, and `start` a bias per
+/// column and/or an addend `[m,n]` (see [`Start`]).
 ///
 /// The one entry to the dense kernels: the strided kernels (wasm simd128, AVX-512) take the
-/// transposed operand, the bias and an unzeroed output directly; the others (AVX2,
-/// matrixmultiply) get a transposed copy and a bias pass.
+/// transposed operand, the start and an unzeroed output directly; the others (AVX2,
+/// matrixmultiply) get a transposed copy and a pass adding the start.
 fn product(
     a: &[f32],
     a_transposed: bool,
     b: &[f32],
-    bias: Option<&[f32]>,
+    start: Start,
     m: usize,
     k: usize,
     n: usize,
@@ -51,7 +53,7 @@ fn product(
     let mut out = Vec::with_capacity(m * n);
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
-        super::gemm_simd::gemm_wasm(a, a_transposed, b, bias, &mut out.spare_capacity_mut()[..m * n], m, k, n);
+        super::gemm_simd::gemm_wasm(a, a_transposed, b, start, &mut out.spare_capacity_mut()[..m * n], m, k, n);
         // SAFETY: gemm_wasm wrote all m*n entries.
         unsafe { out.set_len(m * n) };
         Ok(out)
@@ -59,7 +61,7 @@ fn product(
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {
         #[cfg(target_arch = "x86_64")]
-        if super::gemm_simd::gemm_avx512(a, a_transposed, b, bias, &mut out.spare_capacity_mut()[..m * n], m, k, n) {
+        if super::gemm_simd::gemm_avx512(a, a_transposed, b, start, &mut out.spare_capacity_mut()[..m * n], m, k, n) {
             // SAFETY: gemm_avx512 wrote all m*n entries.
             unsafe { out.set_len(m * n) };
             return Ok(out);
@@ -73,12 +75,17 @@ fn product(
         };
         out.resize(m * n, 0.0);
         gemm(a, b, &mut out, m, k, n)?;
-        if let Some(bias) = bias {
-            if n > 0 {
+        if n > 0 {
+            if let Some(bias) = start.bias {
                 for row in out.chunks_exact_mut(n) {
                     for (o, &v) in row.iter_mut().zip(bias) {
                         *o += v;
                     }
+                }
+            }
+            if let Some(addend) = start.addend {
+                for (o, &v) in out.iter_mut().zip(addend) {
+                    *o += v;
                 }
             }
         }
@@ -100,7 +107,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
     let batch = broadcast_shapes(abatch, bbatch)?;
     let nb: usize = batch.iter().product();
     if nb == 1 {
-        return Ok(Tensor::F32(array(&out_shape, product(&x, false, &y, None, m, k, n)?)?));
+        return Ok(Tensor::F32(array(&out_shape, product(&x, false, &y, Start::default(), m, k, n)?)?));
     }
     let mut out = vec![0f32; nb * m * n];
     let (sa, sb) = (bcast_strides(abatch, &batch), bcast_strides(bbatch, &batch));
@@ -110,7 +117,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
     for_each_row(&batch, [&sa, &sb], |o, [oa, ob], len| {
         for i in 0..len {
             let (pa, pb, pc) = ((oa + i * ia) * amat, (ob + i * ib) * bmat, (o + i) * cmat);
-            match product(&x[pa..pa + amat], false, &y[pb..pb + bmat], None, m, k, n) {
+            match product(&x[pa..pa + amat], false, &y[pb..pb + bmat], Start::default(), m, k, n) {
                 Ok(c) => out[pc..pc + cmat].copy_from_slice(&c),
                 Err(e) if err.is_ok() => err = Err(e),
                 Err(_) => {}
@@ -129,12 +136,14 @@ pub fn matmul_tn(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
         return Err(format!("matmul_tn needs a[k,m] and b[k,n] with the same k, got shapes {xs:?} and {ys:?}"));
     }
     let (k, m, n) = (xs[0], xs[1], ys[1]);
-    Ok(Tensor::F32(array(&[m, n], product(&x, true, &y, None, m, k, n)?)?))
+    Ok(Tensor::F32(array(&[m, n], product(&x, true, &y, Start::default(), m, k, n)?)?))
 }
 
 /// `Linear`: `(x[.., in], weight[out, in], bias[out]?)` → `x @ weight^T + bias` over the
-/// last dim of x (x is flattened to 2-D for one matrix product).
-pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, String> {
+/// last dim of x (x is flattened to 2-D for one matrix product). With `addend` (the
+/// `LinearAdd` op: a `Linear` whose only use was an `Add`, fused by `exec::fuse`), that
+/// tensor of the output's shape is added too, as the product's starting value.
+pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, addend: Option<&Tensor>) -> Result<Tensor, String> {
     let (xd, wd) = (f32_data(x, "input")?, f32_data(w, "weight")?);
     let (xs, ws) = (x.shape(), w.shape());
     if ws.len() != 2 {
@@ -148,15 +157,22 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, S
         return Err(format!("input has {inn} features but the weight expects {w_in} (shapes {xs:?} and {ws:?})"));
     }
     let rows: usize = xs[..xs.len() - 1].iter().product();
+    let mut shape = xs.to_vec();
+    *shape.last_mut().unwrap_or(&mut 0) = out_f;
     let bd = match bias {
         Some(b) if b.shape() != [out_f] => return Err(format!("bias must be [{out_f}], got shape {:?}", b.shape())),
         Some(b) => Some(f32_data(b, "bias")?),
         None => None,
     };
+    let ad = match addend {
+        Some(a) if a.shape() != shape => {
+            return Err(format!("addend must have the output's shape {shape:?}, got {:?}", a.shape()))
+        }
+        Some(a) => Some(f32_data(a, "addend")?),
+        None => None,
+    };
     let wt = super::shape_ops::transpose_last2(&wd, out_f, inn);
-    let out = product(&xd, false, &wt, bd.as_deref(), rows, inn, out_f)?;
-    let mut shape = xs.to_vec();
-    *shape.last_mut().unwrap_or(&mut 0) = out_f;
+    let out = product(&xd, false, &wt, Start { bias: bd.as_deref(), addend: ad.as_deref() }, rows, inn, out_f)?;
     Ok(Tensor::F32(array(&shape, out)?))
 }
 
@@ -328,6 +344,20 @@ mod tests {
         close(&run1(&Op::MatMulTN, &[&a, &b]).to_f32_vec(), &naive(&at, &b), 1e-3);
         let e = eval(&Op::MatMulTN, &[&a, &seq(&[299, 37], 1.0)]).unwrap_err();
         assert!(e.contains("same k"), "{e}");
+    }
+
+    #[test]
+    fn linear_add_starts_the_product_from_the_addend() {
+        let x = f32t(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
+        let w = f32t(&[2, 3], &[1., 0., -1., 0.5, 0.5, 0.5]);
+        let b = f32t(&[2], &[10., 20.]);
+        let r = f32t(&[2, 2], &[0.25, -1., 2., 3.]);
+        let y = run1(&Op::LinearAdd { has_bias: true }, &[&x, &w, &b, &r]);
+        assert_eq!(y.to_f32_vec(), vec![-2. + 10. + 0.25, 3. + 20. - 1., -2. + 10. + 2., 7.5 + 20. + 3.]);
+        let y = run1(&Op::LinearAdd { has_bias: false }, &[&x, &w, &r]);
+        assert_eq!(y.to_f32_vec(), vec![-2. + 0.25, 3. - 1., -2. + 2., 7.5 + 3.]);
+        let e = eval(&Op::LinearAdd { has_bias: false }, &[&x, &w, &b]).unwrap_err();
+        assert!(e.contains("addend must have the output's shape"), "{e}");
     }
 
     #[test]

@@ -61,6 +61,7 @@ fn widens_half(op: &Op) -> bool {
             | Op::MatMul
             | Op::MatMulTN
             | Op::Linear { .. }
+            | Op::LinearAdd { .. }
             | Op::SpMM { .. }
             | Op::SpMMTransposed { .. }
             | Op::SpMMValuesGrad { .. }
@@ -146,7 +147,12 @@ fn dispatch(op: &Op, ins: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         }
         Op::Linear { has_bias } => {
             arity(ins, 2 + *has_bias as usize)?;
-            one(matmul::linear(ins[0], ins[1], ins.get(2).copied()))
+            one(matmul::linear(ins[0], ins[1], ins.get(2).copied(), None))
+        }
+        Op::LinearAdd { has_bias } => {
+            arity(ins, 3 + *has_bias as usize)?;
+            let bias = if *has_bias { Some(ins[2]) } else { None };
+            one(matmul::linear(ins[0], ins[1], bias, ins.last().copied()))
         }
         Op::SpMM { n_rows, n_cols } => {
             arity(ins, 4)?;
