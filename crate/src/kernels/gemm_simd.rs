@@ -39,13 +39,56 @@ pub struct Start<'a> {
     pub addend: Option<&'a [f32]>,
 }
 
-impl Start<'_> {
-    /// Checks the sizes against an `[m, n]` product and returns the raw pointers.
-    #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
-    fn ptrs(&self, m: usize, n: usize, what: &str) -> (Option<*const f32>, Option<*const f32>) {
-        assert!(self.bias.is_none_or(|v| v.len() >= n), "{what}: bias size");
-        assert!(self.addend.is_none_or(|v| v.len() >= m * n), "{what}: addend size");
-        (self.bias.map(|v| v.as_ptr()), self.addend.map(|v| v.as_ptr()))
+/// One product for the strided kernels, checked and in raw form: `C[m,n] = start + A @ B`
+/// with `A(i, p) = a[i*rs + p*cs]` (`a @ b`: rs = k, cs = 1; `aᵀ @ b` for a stored `[k,m]`:
+/// rs = 1, cs = m), `B` row-major `[k,n]`, `C` and the addend row-major `[m,n]`.
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+#[derive(Clone, Copy)]
+struct Problem {
+    a: *const f32,
+    rs: usize,
+    cs: usize,
+    b: *const f32,
+    bias: Option<*const f32>,
+    addend: Option<*const f32>,
+    c: *mut f32,
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+impl Problem {
+    /// Checks every operand's size against the shapes (a caller's bug panics, naming
+    /// `what`), so that the kernels' pointers stay inside them.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        what: &str,
+        a: &[f32],
+        a_transposed: bool,
+        b: &[f32],
+        start: Start,
+        c: &mut [std::mem::MaybeUninit<f32>],
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Problem {
+        assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "{what}: operand sizes");
+        assert!(start.bias.is_none_or(|v| v.len() >= n), "{what}: bias size");
+        assert!(start.addend.is_none_or(|v| v.len() >= m * n), "{what}: addend size");
+        let (rs, cs) = if a_transposed { (1, m) } else { (k, 1) };
+        Problem {
+            a: a.as_ptr(),
+            rs,
+            cs,
+            b: b.as_ptr(),
+            bias: start.bias.map(|v| v.as_ptr()),
+            addend: start.addend.map(|v| v.as_ptr()),
+            c: c.as_mut_ptr().cast(),
+            m,
+            k,
+            n,
+        }
     }
 }
 
@@ -68,12 +111,10 @@ pub fn gemm_wasm(
     k: usize,
     n: usize,
 ) {
-    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "gemm_wasm: operand sizes");
-    let (bias, addend) = start.ptrs(m, n, "gemm_wasm");
-    let (rs, cs) = if a_transposed { (1, m) } else { (k, 1) };
-    // SAFETY: A(i, p) = a[i*rs + p*cs] < m*k for i < m, p < k; b, c, bias and addend hold
-    // k*n, m*n, n and m*n values (checked); wasm loads and stores of v128 need no alignment.
-    unsafe { wasm::gemm(a.as_ptr(), rs, cs, b.as_ptr(), bias, addend, c.as_mut_ptr().cast(), m, k, n) };
+    let p = Problem::new("gemm_wasm", a, a_transposed, b, start, c, m, k, n);
+    // SAFETY: the operands' sizes are checked by Problem::new; wasm loads and stores of
+    // v128 need no alignment.
+    unsafe { wasm::gemm(p) };
 }
 
 /// What a block's accumulators start from (shared by the strided kernels).
@@ -110,28 +151,16 @@ impl Init {
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm {
-    use super::{madd, Init};
+    use super::{madd, Init, Problem};
     use core::arch::wasm32::*;
 
     /// Rows of `B` per panel: 128 × 80 floats = 40 KiB.
     pub(super) const KC: usize = 128;
 
     /// # Safety
-    /// `A(i, p) = a[i*rs + p*cs]` for `i < m`, `p < k` lies inside `a`'s allocation; `b`
-    /// holds `k*n`, `c` `m*n` and `bias` (if any) `n` values.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn gemm(
-        a: *const f32,
-        rs: usize,
-        cs: usize,
-        b: *const f32,
-        bias: Option<*const f32>,
-        addend: Option<*const f32>,
-        c: *mut f32,
-        m: usize,
-        k: usize,
-        n: usize,
-    ) {
+    /// `p` was made by [`Problem::new`] from live operands.
+    pub(super) unsafe fn gemm(p: Problem) {
+        let Problem { a, rs, cs, b, bias, addend, c, m, k, n } = p;
         let n8 = n / 8 * 8;
         let mut p0 = 0;
         loop {
@@ -315,12 +344,9 @@ pub fn gemm_avx512(
     if !is_x86_feature_detected!("avx512f") {
         return false;
     }
-    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "gemm_avx512: operand sizes");
-    let (bias, addend) = start.ptrs(m, n, "gemm_avx512");
-    let (rs, cs) = if a_transposed { (1, m) } else { (k, 1) };
-    // SAFETY: the CPU has AVX-512F (checked); A(i, p) = a[i*rs + p*cs] < m*k for i < m,
-    // p < k; b, c, bias and addend hold k*n, m*n, n and m*n values (checked).
-    unsafe { avx512::gemm(a.as_ptr(), rs, cs, b.as_ptr(), bias, addend, c.as_mut_ptr().cast(), m, k, n) };
+    let p = Problem::new("gemm_avx512", a, a_transposed, b, start, c, m, k, n);
+    // SAFETY: the CPU has AVX-512F (checked); the operands' sizes are checked by Problem::new.
+    unsafe { avx512::gemm(p) };
     true
 }
 
@@ -336,7 +362,7 @@ pub fn gemm_avx512(
 /// [`KC`] rows of `B` that stay in L1 while every block of rows passes over them.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::Init;
+    use super::{Init, Problem};
     use std::arch::x86_64::*;
 
     const MR: usize = 6;
@@ -345,22 +371,10 @@ mod avx512 {
     const KC: usize = 128;
 
     /// # Safety
-    /// The CPU has AVX-512F; `A(i, p)` for `i < m`, `p < k` lies inside the allocation `a`
-    /// points into; `b` holds `k*n`, `c` `m*n` and `bias` (if any) `n` values.
+    /// The CPU has AVX-512F; `p` was made by [`Problem::new`] from live operands.
     #[target_feature(enable = "avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn gemm(
-        a: *const f32,
-        rs: usize,
-        cs: usize,
-        b: *const f32,
-        bias: Option<*const f32>,
-        addend: Option<*const f32>,
-        c: *mut f32,
-        m: usize,
-        k: usize,
-        n: usize,
-    ) {
+    pub(super) unsafe fn gemm(p: Problem) {
+        let Problem { a, rs, cs, b, bias, addend, c, m, k, n } = p;
         if m == 0 || n == 0 {
             return;
         }
