@@ -15,6 +15,8 @@
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
 # BENCH_EPOCHS (default 200) and BENCH_WASM_EPOCHS (default 6) shorten the runs;
 # BENCH_ROUNDS (default 3; 0 skips step 5) and BENCH_ROUND_EPOCHS (default 8) size step 5.
+# BENCH_SEEDS (default "0") lists the seeds of step 3: the first seed's runs give the epoch
+# times, every seed's final test accuracy goes into the summary (mean, min, max), for both.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -24,6 +26,7 @@ EPOCHS="${BENCH_EPOCHS:-200}"
 WASM_EPOCHS="${BENCH_WASM_EPOCHS:-6}"
 ROUNDS="${BENCH_ROUNDS:-3}"
 ROUND_EPOCHS="${BENCH_ROUND_EPOCHS:-8}"
+read -r -a SEEDS <<<"${BENCH_SEEDS:-0}"
 VENV="$ROOT/.venv-peers"
 DATASET=PubMed
 
@@ -53,13 +56,20 @@ if [ ! -x "$VENV/bin/python" ] && [ "${BENCH_INSTALL_PEERS:-0}" = 1 ]; then
     "$VENV/bin/pip" install --quiet torch
   "$VENV/bin/pip" install --quiet torch-geometric
 fi
-RAYON_NUM_THREADS=1 ./target/release/examples/rev_gnn --dataset "$DATASET" --epochs "$EPOCHS" --eval-every 10 \
-  --json "$OUT/ours.json" | tee "$OUT/ours.log" | grep -E "^epoch +[0-9]*0 |SUMMARY"
-if [ -x "$VENV/bin/python" ]; then
-  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$VENV/bin/python" ../shared/bench/pyg_revgnn.py --dataset "$DATASET" \
-    --epochs "$EPOCHS" --threads 1 --eval-every 10 --raw-dir "$ROOT/data" --json "$OUT/pyg.json" |
-    tee "$OUT/pyg.log" | grep -E "RESULT"
-else
+rm -f "$OUT"/ours-seed-*.json "$OUT"/pyg-seed-*.json
+for seed in "${SEEDS[@]}"; do
+  suffix=""
+  [ "$seed" = "${SEEDS[0]}" ] || suffix="-seed-$seed"
+  echo "-- seed $seed"
+  RAYON_NUM_THREADS=1 ./target/release/examples/rev_gnn --dataset "$DATASET" --epochs "$EPOCHS" --eval-every 10 \
+    --seed "$seed" --json "$OUT/ours$suffix.json" | tee "$OUT/ours$suffix.log" | grep -E "^epoch +[0-9]*0 |SUMMARY"
+  if [ -x "$VENV/bin/python" ]; then
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$VENV/bin/python" ../shared/bench/pyg_revgnn.py --dataset "$DATASET" \
+      --epochs "$EPOCHS" --threads 1 --eval-every 10 --seed "$seed" --raw-dir "$ROOT/data" \
+      --json "$OUT/pyg$suffix.json" 2>&1 | tee "$OUT/pyg$suffix.log" | grep -E "RESULT"
+  fi
+done
+if [ ! -x "$VENV/bin/python" ]; then
   echo "PyTorch Geometric: skipped (no $VENV; BENCH_INSTALL_PEERS=1 make bench installs it)"
 fi
 
@@ -112,6 +122,14 @@ if (r7 && r112) {
 }
 if (n7 && n112) {
   console.log(`no-rev: kept for backward ${(n7.saved_for_backward_bytes / 2 ** 20).toFixed(1)} MiB at 7 layers, ${(n112.saved_for_backward_bytes / 2 ** 20).toFixed(1)} MiB at 112 (x${(n112.saved_for_backward_bytes / n7.saved_for_backward_bytes).toFixed(1)}); peak RSS ${n7.peak_rss_mb.toFixed(0)} -> ${n112.peak_rss_mb.toFixed(0)} MB`);
+}
+const seeds = (k) => [read(`${k}.json`), ...fs.readdirSync(dir).filter((f) => f.startsWith(`${k}-seed-`) && f.endsWith(".json")).map((f) => read(f))].filter(Boolean);
+for (const k of ["ours", "pyg"]) {
+  const accs = seeds(k).map((r) => r.final_test_acc);
+  if (accs.length > 1) {
+    const mean = accs.reduce((a, b) => a + b, 0) / accs.length;
+    console.log(`${k.padEnd(4)}: final test over ${accs.length} seeds: ${accs.map((a) => a.toFixed(4)).join(" ")} (mean ${mean.toFixed(4)}, min ${Math.min(...accs).toFixed(4)}, max ${Math.max(...accs).toFixed(4)})`);
+  }
 }
 if (ours) console.log(`ours: final test ${ours.final_test_acc.toFixed(4)} (target >= 0.89: ${mark(ours.final_test_acc >= 0.89)}), median epoch ${ours.epoch_median_s.toFixed(3)} s`);
 if (pyg) console.log(`pyg:  final test ${pyg.final_test_acc.toFixed(4)}, median epoch ${pyg.epoch_median_s.toFixed(3)} s`);
