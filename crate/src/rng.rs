@@ -64,6 +64,24 @@ impl Rng {
         self.uniform() < p
     }
 
+    /// `n` draws true with probability `p` each (a dropout mask): two 24-bit uniforms per
+    /// 64-bit output (its top and its low-middle 24 bits; xoshiro256**'s bits are all
+    /// usable), so half the generator steps of `n` calls to [`Rng::bernoulli`].
+    pub fn bernoulli_mask(&mut self, n: usize, p: f32) -> Vec<bool> {
+        // k / 2^24 < p  ⇔  k < p · 2^24, with both sides exact in f32
+        let threshold = p * (1u32 << 24) as f32;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n / 2 {
+            let x = self.next_u64();
+            out.push(((x >> 40) as f32) < threshold);
+            out.push((((x >> 8) & 0xFF_FFFF) as f32) < threshold);
+        }
+        if n % 2 == 1 {
+            out.push(((self.next_u64() >> 40) as f32) < threshold);
+        }
+        out
+    }
+
     /// Fisher-Yates shuffle in place.
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
@@ -105,6 +123,27 @@ mod tests {
             sum += u as f64;
         }
         assert!((sum / n as f64 - 0.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn bernoulli_mask_has_the_rate_and_no_pattern_between_its_halves() {
+        let mut r = Rng::new(5);
+        for p in [0.0, 0.1, 0.5, 0.9, 1.0] {
+            let m = r.bernoulli_mask(100_001, p);
+            assert_eq!(m.len(), 100_001);
+            let rate = m.iter().filter(|&&b| b).count() as f64 / m.len() as f64;
+            assert!((rate - p as f64).abs() < 0.006, "p {p}: rate {rate}");
+            // the two draws taken from one generator output are independent
+            let (mut both, mut first) = (0usize, 0usize);
+            for pair in m.chunks_exact(2) {
+                first += pair[0] as usize;
+                both += (pair[0] && pair[1]) as usize;
+            }
+            if first > 0 {
+                let cond = both as f64 / first as f64;
+                assert!((cond - p as f64).abs() < 0.012, "p {p}: P(second | first) = {cond}");
+            }
+        }
     }
 
     #[test]

@@ -214,8 +214,7 @@ fn run_graph(
             Op::Constant { value, .. } => vec![value.clone()],
             Op::RandomMask { shape, p } => {
                 let n: usize = shape.iter().product();
-                let keep = 1.0 - *p;
-                let data: Vec<bool> = (0..n).map(|_| store.rng.uniform() < keep).collect();
+                let data = store.rng.bernoulli_mask(n, 1.0 - *p);
                 vec![Rc::new(Tensor::from_bool(shape, data).map_err(ExecError)?)]
             }
             Op::BufferUpdate { name } => {
