@@ -325,9 +325,10 @@ pub fn gemm_nn_x86(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: u
     true
 }
 
-/// `c = op(a) @ b (+ bias on every row)` with AVX-512, where `op(a)` is `a[m,k]` or, with
-/// `a_transposed`, the transpose of an `a` stored as `[k,m]` (a Linear's weight gradient
-/// `gᵀ @ x`, read in place). Writes all `m*n` entries of `c` (so it may start uninitialised).
+/// `c = start + op(a) @ b` with AVX-512, where `op(a)` is `a[m,k]` or, with `a_transposed`,
+/// the transpose of an `a` stored as `[k,m]` (a Linear's weight gradient `gᵀ @ x`, read in
+/// place), and `start` a bias and/or an addend ([`Start`]). Writes all `m*n` entries of
+/// `c` (so it may start uninitialised).
 /// Returns false, computing nothing, when the CPU lacks AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]

@@ -50,9 +50,9 @@ fn product(
     k: usize,
     n: usize,
 ) -> Result<Vec<f32>, String> {
-    let mut out = Vec::with_capacity(m * n);
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
+        let mut out = Vec::with_capacity(m * n);
         super::gemm_simd::gemm_wasm(a, a_transposed, b, start, &mut out.spare_capacity_mut()[..m * n], m, k, n);
         // SAFETY: gemm_wasm wrote all m*n entries.
         unsafe { out.set_len(m * n) };
@@ -61,36 +61,55 @@ fn product(
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {
         #[cfg(target_arch = "x86_64")]
-        if super::gemm_simd::gemm_avx512(a, a_transposed, b, start, &mut out.spare_capacity_mut()[..m * n], m, k, n) {
-            // SAFETY: gemm_avx512 wrote all m*n entries.
-            unsafe { out.set_len(m * n) };
-            return Ok(out);
-        }
-        let at;
-        let a = if a_transposed {
-            at = super::shape_ops::transpose_last2(&a[..m * k], k, m);
-            &at[..]
-        } else {
-            a
-        };
-        out.resize(m * n, 0.0);
-        gemm(a, b, &mut out, m, k, n)?;
-        if n > 0 {
-            if let Some(bias) = start.bias {
-                for row in out.chunks_exact_mut(n) {
-                    for (o, &v) in row.iter_mut().zip(bias) {
-                        *o += v;
-                    }
-                }
+        {
+            let mut out = Vec::with_capacity(m * n);
+            let c = &mut out.spare_capacity_mut()[..m * n];
+            if super::gemm_simd::gemm_avx512(a, a_transposed, b, start, c, m, k, n) {
+                // SAFETY: gemm_avx512 wrote all m*n entries.
+                unsafe { out.set_len(m * n) };
+                return Ok(out);
             }
-            if let Some(addend) = start.addend {
-                for (o, &v) in out.iter_mut().zip(addend) {
+        }
+        product_unstrided(a, a_transposed, b, start, m, k, n)
+    }
+}
+
+/// [`product`] on the kernels that read `A` row-major only and start from zero (AVX2,
+/// matrixmultiply): a transposed copy of `A`, then a pass adding the start.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+fn product_unstrided(
+    a: &[f32],
+    a_transposed: bool,
+    b: &[f32],
+    start: Start,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<Vec<f32>, String> {
+    let at;
+    let a = if a_transposed {
+        at = super::shape_ops::transpose_last2(&a[..m * k], k, m);
+        &at[..]
+    } else {
+        a
+    };
+    let mut out = vec![0f32; m * n];
+    gemm(a, b, &mut out, m, k, n)?;
+    if n > 0 {
+        if let Some(bias) = start.bias {
+            for row in out.chunks_exact_mut(n) {
+                for (o, &v) in row.iter_mut().zip(bias) {
                     *o += v;
                 }
             }
         }
-        Ok(out)
+        if let Some(addend) = start.addend {
+            for (o, &v) in out.iter_mut().zip(addend) {
+                *o += v;
+            }
+        }
     }
+    Ok(out)
 }
 
 /// `MatMul`: torch.matmul on float32 — 1-D operands are promoted (a row vector on the left,
@@ -344,6 +363,31 @@ mod tests {
         close(&run1(&Op::MatMulTN, &[&a, &b]).to_f32_vec(), &naive(&at, &b), 1e-3);
         let e = eval(&Op::MatMulTN, &[&a, &seq(&[299, 37], 1.0)]).unwrap_err();
         assert!(e.contains("same k"), "{e}");
+    }
+
+    /// The path of CPUs without AVX-512 (this one may have it, so it is called directly):
+    /// transposed A, bias and addend against a plain loop.
+    #[test]
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    fn unstrided_product_handles_the_transposed_operand_and_the_start() {
+        use super::super::gemm_simd::Start;
+        let (m, k, n) = (7, 19, 21);
+        let val = |i: usize, s: f32| ((i * 37 % 11) as f32 - 5.0) * s;
+        let a: Vec<f32> = (0..m * k).map(|i| val(i, 0.1)).collect();
+        let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| val(i, 0.2)).collect();
+        let bias: Vec<f32> = (0..n).map(|i| val(i, 1.0)).collect();
+        let addend: Vec<f32> = (0..m * n).map(|i| val(i, 0.5)).collect();
+        let start = Start { bias: Some(&bias), addend: Some(&addend) };
+        for (src, transposed) in [(&a, false), (&at, true)] {
+            let got = super::product_unstrided(src, transposed, &b, start, m, k, n).unwrap();
+            for i in 0..m {
+                for j in 0..n {
+                    let want = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum::<f32>() + bias[j] + addend[i * n + j];
+                    assert!((got[i * n + j] - want).abs() < 1e-4, "transposed={transposed} [{i},{j}]");
+                }
+            }
+        }
     }
 
     #[test]
