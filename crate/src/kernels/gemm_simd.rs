@@ -59,11 +59,10 @@ struct Problem {
 
 #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
 impl Problem {
-    /// Checks every operand's size against the shapes (a caller's bug panics, naming
-    /// `what`), so that the kernels' pointers stay inside them.
+    /// Checks every operand's size against the shapes (a caller's bug panics), so that the
+    /// kernels' pointers stay inside them.
     #[allow(clippy::too_many_arguments)]
     fn new(
-        what: &str,
         a: &[f32],
         a_transposed: bool,
         b: &[f32],
@@ -73,9 +72,9 @@ impl Problem {
         k: usize,
         n: usize,
     ) -> Problem {
-        assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "{what}: operand sizes");
-        assert!(start.bias.is_none_or(|v| v.len() >= n), "{what}: bias size");
-        assert!(start.addend.is_none_or(|v| v.len() >= m * n), "{what}: addend size");
+        assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "gemm_strided: operand sizes");
+        assert!(start.bias.is_none_or(|v| v.len() >= n), "gemm_strided: bias size");
+        assert!(start.addend.is_none_or(|v| v.len() >= m * n), "gemm_strided: addend size");
         let (rs, cs) = if a_transposed { (1, m) } else { (k, 1) };
         Problem {
             a: a.as_ptr(),
@@ -92,16 +91,23 @@ impl Problem {
     }
 }
 
-/// `c = start + op(a) @ b` in wasm simd128, with the contract of
-/// [`gemm_avx512`]: `op(a)` is `a[m,k]` or, with `a_transposed`, the transpose of an `a`
-/// stored `[k,m]`; all `m*n` entries of `c` are written.
+/// `c = start + op(a) @ b` with the strided kernel of this target, where `op(a)` is
+/// `a[m,k]` or, with `a_transposed`, the transpose of an `a` stored as `[k,m]` (a Linear's
+/// weight gradient `gᵀ @ x`, read in place), and `start` a bias and/or an addend
+/// ([`Start`]). Writes all `m*n` entries of `c` (so it may start uninitialised).
 ///
-/// Blocks of 4 rows × 8 columns (two `f32x4` per row, 8 accumulators: V8 has 16 vector
-/// registers on x86-64), a scalar tail for the last `n % 8` columns, `k` in panels of
-/// [`wasm::KC`] rows of `B`.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+/// The kernels: wasm simd128 (blocks of 4 rows × 8 columns, two `f32x4` per row, 8
+/// accumulators: V8 has 16 vector registers on x86-64; a scalar tail for the last `n % 8`
+/// columns; `k` in panels of `wasm::KC` rows of `B`) and AVX-512 where the CPU has it (see
+/// `avx512`). Returns false, computing nothing, where neither runs: the caller then uses
+/// the AVX2 kernel or matrixmultiply.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_wasm(
+#[cfg_attr(all(target_arch = "wasm32", target_feature = "simd128"), allow(unreachable_code))]
+#[cfg_attr(
+    not(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128"))),
+    allow(unused_variables)
+)]
+pub fn gemm_strided(
     a: &[f32],
     a_transposed: bool,
     b: &[f32],
@@ -110,11 +116,24 @@ pub fn gemm_wasm(
     m: usize,
     k: usize,
     n: usize,
-) {
-    let p = Problem::new("gemm_wasm", a, a_transposed, b, start, c, m, k, n);
-    // SAFETY: the operands' sizes are checked by Problem::new; wasm loads and stores of
-    // v128 need no alignment.
-    unsafe { wasm::gemm(p) };
+) -> bool {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        let p = Problem::new(a, a_transposed, b, start, c, m, k, n);
+        // SAFETY: the operands' sizes are checked by Problem::new; wasm loads and stores of
+        // v128 need no alignment.
+        unsafe { wasm::gemm(p) };
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx512f") {
+        let p = Problem::new(a, a_transposed, b, start, c, m, k, n);
+        // SAFETY: the CPU has AVX-512F (checked); the operands' sizes are checked by
+        // Problem::new.
+        unsafe { avx512::gemm(p) };
+        return true;
+    }
+    false
 }
 
 /// What a block's accumulators start from (shared by the strided kernels).
@@ -322,32 +341,6 @@ pub fn gemm_nn_x86(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: u
     assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "gemm_nn_x86: operand sizes");
     // SAFETY: the CPU has AVX2 and FMA (checked above); sizes checked.
     unsafe { gemm_nn_avx(a, b, c, m, k, n) };
-    true
-}
-
-/// `c = start + op(a) @ b` with AVX-512, where `op(a)` is `a[m,k]` or, with `a_transposed`,
-/// the transpose of an `a` stored as `[k,m]` (a Linear's weight gradient `gᵀ @ x`, read in
-/// place), and `start` a bias and/or an addend ([`Start`]). Writes all `m*n` entries of
-/// `c` (so it may start uninitialised).
-/// Returns false, computing nothing, when the CPU lacks AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_avx512(
-    a: &[f32],
-    a_transposed: bool,
-    b: &[f32],
-    start: Start,
-    c: &mut [std::mem::MaybeUninit<f32>],
-    m: usize,
-    k: usize,
-    n: usize,
-) -> bool {
-    if !is_x86_feature_detected!("avx512f") {
-        return false;
-    }
-    let p = Problem::new("gemm_avx512", a, a_transposed, b, start, c, m, k, n);
-    // SAFETY: the CPU has AVX-512F (checked); the operands' sizes are checked by Problem::new.
-    unsafe { avx512::gemm(p) };
     true
 }
 
@@ -616,10 +609,10 @@ mod tests {
                     let src = if transposed { &at } else { &a };
                     let start =
                         Start { bias: with_bias.then_some(&bias[..]), addend: with_addend.then_some(&addend[..]) };
-                    if !gemm_avx512(src, transposed, &b, start, &mut c, m, k, n) {
+                    if !gemm_strided(src, transposed, &b, start, &mut c, m, k, n) {
                         return; // no AVX-512 here: the AVX2 kernel or matrixmultiply is used instead
                     }
-                    // SAFETY: gemm_avx512 wrote every entry (they started as NaN anyway).
+                    // SAFETY: gemm_strided wrote every entry (they started as NaN anyway).
                     let got: Vec<f32> = c.iter().map(|v| unsafe { v.assume_init() }).collect();
                     let want = |i: usize, j: usize| {
                         (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum::<f32>()

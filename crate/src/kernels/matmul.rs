@@ -10,18 +10,15 @@ use super::common::{array, bcast_strides, dot, f32_data, for_each_row, i32_data}
 use super::gemm_simd::Start;
 use crate::ir::shape::{broadcast_shapes, matmul_shape};
 use crate::tensor::Tensor;
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 use ndarray::{linalg::general_mat_mul, ArrayView2, ArrayViewMut2};
 use std::borrow::Cow;
 
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn view2<'a>(d: &'a [f32], r: usize, c: usize) -> Result<ArrayView2<'a, f32>, String> {
     ArrayView2::from_shape((r, c), d).map_err(|e| format!("internal: bad matrix view {r}x{c}: {e}"))
 }
 
 /// `c = a @ b` for row-major `a[m,k]`, `b[k,n]`, `c[m,n]`: AVX2 where the CPU has it,
 /// else matrixmultiply.
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Result<(), String> {
     #[cfg(target_arch = "x86_64")]
     if n >= 16 && super::gemm_simd::gemm_nn_x86(a, b, c, m, k, n) {
@@ -50,33 +47,17 @@ fn product(
     k: usize,
     n: usize,
 ) -> Result<Vec<f32>, String> {
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    {
-        let mut out = Vec::with_capacity(m * n);
-        super::gemm_simd::gemm_wasm(a, a_transposed, b, start, &mut out.spare_capacity_mut()[..m * n], m, k, n);
-        // SAFETY: gemm_wasm wrote all m*n entries.
+    let mut out = Vec::with_capacity(m * n);
+    if super::gemm_simd::gemm_strided(a, a_transposed, b, start, &mut out.spare_capacity_mut()[..m * n], m, k, n) {
+        // SAFETY: gemm_strided wrote all m*n entries.
         unsafe { out.set_len(m * n) };
-        Ok(out)
+        return Ok(out);
     }
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let mut out = Vec::with_capacity(m * n);
-            let c = &mut out.spare_capacity_mut()[..m * n];
-            if super::gemm_simd::gemm_avx512(a, a_transposed, b, start, c, m, k, n) {
-                // SAFETY: gemm_avx512 wrote all m*n entries.
-                unsafe { out.set_len(m * n) };
-                return Ok(out);
-            }
-        }
-        product_unstrided(a, a_transposed, b, start, m, k, n)
-    }
+    product_unstrided(a, a_transposed, b, start, m, k, n)
 }
 
 /// [`product`] on the kernels that read `A` row-major only and start from zero (AVX2,
 /// matrixmultiply): a transposed copy of `A`, then a pass adding the start.
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn product_unstrided(
     a: &[f32],
     a_transposed: bool,
@@ -368,7 +349,6 @@ mod tests {
     /// The path of CPUs without AVX-512 (this one may have it, so it is called directly):
     /// transposed A, bias and addend against a plain loop.
     #[test]
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     fn unstrided_product_handles_the_transposed_operand_and_the_start() {
         use super::super::gemm_simd::Start;
         let (m, k, n) = (7, 19, 21);
