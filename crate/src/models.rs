@@ -59,8 +59,9 @@ pub struct DemoSizes {
 
 impl DemoSizes {
     /// The example's sizes. RevGNN: PubMed (19,717 nodes, 500 features, 3 classes) in 10
-    /// RandomNodeLoader parts, padded: ~1,972 nodes, ~11,000 edges with self-loops and
-    /// ~100,000 stored features per part; hidden 160 in 2 groups (`examples/rev_gnn.py`).
+    /// RandomNodeLoader parts, padded as the trainer pads them (the engine benchmark's
+    /// sizes): 1,973 nodes, 14,000 edges with self-loops and 120,000 stored features per
+    /// part; hidden 160 in 2 groups (`examples/rev_gnn.py`).
     pub fn full(kind: DemoKind) -> DemoSizes {
         let base = DemoSizes {
             batch: 32,
@@ -71,9 +72,9 @@ impl DemoSizes {
             ff: 1024,
             vocab: 1000,
             classes: 10,
-            nodes: 1972,
-            edges: 11_000,
-            x_nnz: 100_000,
+            nodes: 1973,
+            edges: 14_000,
+            x_nnz: 120_000,
             features: 500,
             hidden: 160,
             groups: 2,
@@ -132,65 +133,87 @@ fn begin(tr: &Tracer, i: usize, layers: usize, ipus: usize) {
     }
 }
 
-/// Traces demo model `kind` with `layers` layers split evenly over `ipus` IPUs (one
-/// Block per IPU). `training` traces training behaviour (dropout masks).
-pub fn demo_model(
-    kind: DemoKind,
-    layers: usize,
-    ipus: usize,
-    training: bool,
-    sizes: &DemoSizes,
-) -> TraceResult<DemoModel> {
-    if layers == 0 {
-        return Err(TraceError("the number of layers must be positive".into()));
-    }
-    if ipus == 0 || ipus > layers {
-        return Err(TraceError(format!(
-            "{ipus} IPUs for {layers} layers: give each IPU at least one layer (1 <= ipus <= layers)"
-        )));
-    }
-    let mut rng = Rng::new(0);
-    let tr = Tracer::new();
-    tr.set_training(training);
-    let s = sizes;
-    let (loss, mb) = match kind {
-        DemoKind::Mlp => {
-            let x = tr.input("x", &[s.batch, s.input], DType::Float32)?;
-            let y = tr.input("y", &[s.batch], DType::Int32)?;
-            let mut h = x;
-            for i in 0..layers {
-                begin(&tr, i, layers, ipus);
-                let fan_in = if i == 0 { s.input } else { s.width };
-                let fan_out = if i + 1 == layers { s.classes } else { s.width };
-                let lin = Linear::new(fan_in, fan_out, true, &mut rng)?;
-                h = tr.scope("layers", || call(&tr, &i.to_string(), &lin, &h))?;
-                if i + 1 < layers {
-                    h = h.relu()?;
-                }
-            }
-            (h.cross_entropy(&y, None, Reduction::Mean, None)?, s.batch)
+/// One pre-norm transformer encoder layer's modules.
+pub struct EncoderLayer {
+    ln1: LayerNorm,
+    qkv: Linear,
+    proj: Linear,
+    ln2: LayerNorm,
+    ff1: Linear,
+    ff2: Linear,
+}
+
+impl EncoderLayer {
+    fn new(s: &DemoSizes, rng: &mut Rng) -> TraceResult<EncoderLayer> {
+        let d = s.width;
+        if s.heads == 0 || !d.is_multiple_of(s.heads) {
+            return Err(TraceError(format!("width {d} is not divisible by {} heads", s.heads)));
         }
-        DemoKind::Transformer => {
-            let tokens = tr.input("tokens", &[s.batch, s.seq], DType::Int32)?;
-            let y = tr.input("y", &[s.batch], DType::Int32)?;
-            let embed = Embedding::new(s.vocab, s.width, &mut rng);
-            let mut h: Option<Var> = None;
-            for i in 0..layers {
-                begin(&tr, i, layers, ipus);
-                let x = match h.take() {
-                    Some(x) => x,
-                    None => call(&tr, "embed", &embed, &tokens)?,
-                };
-                h = Some(tr.scope("layers", || tr.scope(&i.to_string(), || encoder_layer(&tr, &x, s, &mut rng)))?);
-            }
-            let h = h.expect("layers >= 1");
-            let pooled = h.mean(&[1], false)?;
-            let head = Linear::new(s.width, s.classes, true, &mut rng)?;
-            let logits = call(&tr, "head", &head, &pooled)?;
-            (logits.cross_entropy(&y, None, Reduction::Mean, None)?, s.batch)
+        Ok(EncoderLayer {
+            ln1: LayerNorm::new(d),
+            qkv: Linear::new(d, 3 * d, true, rng)?,
+            proj: Linear::new(d, d, true, rng)?,
+            ln2: LayerNorm::new(d),
+            ff1: Linear::new(d, s.ff, true, rng)?,
+            ff2: Linear::new(s.ff, d, true, rng)?,
+        })
+    }
+
+    /// x + attention(LN(x)), then + FF(LN(·)) with GELU.
+    fn forward(&self, tr: &Tracer, x: &Var, s: &DemoSizes) -> TraceResult<Var> {
+        let (b, t, d, h) = (s.batch as isize, s.seq as isize, s.width, s.heads);
+        let dh = (d / h) as isize;
+        let a = call(tr, "ln1", &self.ln1, x)?;
+        let parts = call(tr, "qkv", &self.qkv, &a)?.chunk(3, -1)?;
+        let heads = |v: &Var| -> TraceResult<Var> { v.reshape(&[b, t, h as isize, dh])?.permute(&[0, 2, 1, 3]) };
+        let (q, k, v) = (heads(&parts[0])?, heads(&parts[1])?, heads(&parts[2])?);
+        let scores = q.matmul(&k.transpose(-2, -1)?)?.scale(1.0 / (dh as f64).sqrt())?.softmax(-1)?;
+        let ctx = scores.matmul(&v)?.permute(&[0, 2, 1, 3])?.reshape(&[b, t, d as isize])?;
+        let x = x.add(&call(tr, "proj", &self.proj, &ctx)?)?;
+        let f = call(tr, "ln2", &self.ln2, &x)?;
+        let f = call(tr, "ff1", &self.ff1, &f)?.gelu()?;
+        x.add(&call(tr, "ff2", &self.ff2, &f)?)
+    }
+}
+
+enum Net {
+    Mlp(Vec<Linear>),
+    Transformer { embed: Embedding, layers: Vec<EncoderLayer>, head: Linear },
+    RevGnn(RevGnn),
+}
+
+/// A demo model with its parameters initialised, ready to trace.
+pub struct DemoNet {
+    pub kind: DemoKind,
+    pub layers: usize,
+    pub sizes: DemoSizes,
+    net: Net,
+}
+
+impl DemoNet {
+    /// Builds demo model `kind` with `layers` layers (parameters drawn from a fixed seed).
+    pub fn new(kind: DemoKind, layers: usize, sizes: &DemoSizes) -> TraceResult<DemoNet> {
+        if layers == 0 {
+            return Err(TraceError("the number of layers must be positive".into()));
         }
-        DemoKind::RevGnn => {
-            let model = RevGnn::new(
+        let mut rng = Rng::new(0);
+        let s = sizes;
+        let net = match kind {
+            DemoKind::Mlp => Net::Mlp(
+                (0..layers)
+                    .map(|i| {
+                        let fan_in = if i == 0 { s.input } else { s.width };
+                        let fan_out = if i + 1 == layers { s.classes } else { s.width };
+                        Linear::new(fan_in, fan_out, true, &mut rng)
+                    })
+                    .collect::<TraceResult<_>>()?,
+            ),
+            DemoKind::Transformer => Net::Transformer {
+                embed: Embedding::new(s.vocab, s.width, &mut rng),
+                layers: (0..layers).map(|_| EncoderLayer::new(s, &mut rng)).collect::<TraceResult<_>>()?,
+                head: Linear::new(s.width, s.classes, true, &mut rng)?,
+            },
+            DemoKind::RevGnn => Net::RevGnn(RevGnn::new(
                 RevGnnConfig {
                     in_channels: s.features,
                     hidden: s.hidden,
@@ -201,51 +224,88 @@ pub fn demo_model(
                     disable_rev: false,
                 },
                 &mut rng,
-            )?;
-            let x = SparseVar::input(&tr, "x", s.nodes, s.features, s.x_nnz)?;
-            let adj = SparseVar::input(&tr, "adj", s.nodes, s.nodes, s.edges)?;
-            let y = tr.input("y", &[s.nodes], DType::Int32)?;
-            let mask = tr.input("train_mask", &[s.nodes], DType::Bool)?;
-            // RevGnn::forward, with a BeginBlock at each IPU's first layer.
-            begin(&tr, 0, layers, ipus);
-            let h = tr.scope("lin1", || model.lin1.forward_sparse(&tr, &x))?;
-            let p = model.cfg.dropout;
-            let extras = if training && p > 0.0 { vec![tr.random_mask(h.shape(), p)?] } else { vec![] };
-            let mut h = h;
-            for (i, conv) in model.convs.iter().enumerate() {
-                begin(&tr, i, layers, ipus);
-                h = tr.scope("convs", || tr.scope(&i.to_string(), || conv.forward(&tr, &h, &adj, &extras)))?;
-            }
-            let h = call(&tr, "norm", &model.norm, &h)?.relu()?;
-            let h = Dropout { p }.forward(&tr, &h)?;
-            let logits = call(&tr, "lin2", &model.lin2, &h)?;
-            (logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None)?, s.nodes)
+            )?),
+        };
+        Ok(DemoNet { kind, layers, sizes: sizes.clone(), net })
+    }
+
+    /// Traces the model with its layers split evenly over `ipus` IPUs (one Block per IPU);
+    /// `training` traces training behaviour (dropout masks).
+    pub fn trace(&self, ipus: usize, training: bool) -> TraceResult<DemoModel> {
+        let layers = self.layers;
+        if ipus == 0 || ipus > layers {
+            return Err(TraceError(format!(
+                "{ipus} IPUs for {layers} layers: give each IPU at least one layer (1 <= ipus <= layers)"
+            )));
         }
-    };
-    let trace = tr.finish(&[&loss])?;
-    Ok(DemoModel { kind, trace, micro_batch_size: mb, sizes: sizes.clone() })
+        let tr = Tracer::new();
+        tr.set_training(training);
+        let s = &self.sizes;
+        let (loss, mb) = match &self.net {
+            Net::Mlp(lins) => {
+                let x = tr.input("x", &[s.batch, s.input], DType::Float32)?;
+                let y = tr.input("y", &[s.batch], DType::Int32)?;
+                let mut h = x;
+                for (i, lin) in lins.iter().enumerate() {
+                    begin(&tr, i, layers, ipus);
+                    h = tr.scope("layers", || call(&tr, &i.to_string(), lin, &h))?;
+                    if i + 1 < layers {
+                        h = h.relu()?;
+                    }
+                }
+                (h.cross_entropy(&y, None, Reduction::Mean, None)?, s.batch)
+            }
+            Net::Transformer { embed, layers: encs, head } => {
+                let tokens = tr.input("tokens", &[s.batch, s.seq], DType::Int32)?;
+                let y = tr.input("y", &[s.batch], DType::Int32)?;
+                let mut h: Option<Var> = None;
+                for (i, enc) in encs.iter().enumerate() {
+                    begin(&tr, i, layers, ipus);
+                    let x = match h.take() {
+                        Some(x) => x,
+                        None => call(&tr, "embed", embed, &tokens)?,
+                    };
+                    h = Some(tr.scope("layers", || tr.scope(&i.to_string(), || enc.forward(&tr, &x, s)))?);
+                }
+                let pooled = h.expect("layers >= 1").mean(&[1], false)?;
+                let logits = call(&tr, "head", head, &pooled)?;
+                (logits.cross_entropy(&y, None, Reduction::Mean, None)?, s.batch)
+            }
+            Net::RevGnn(model) => {
+                let x = SparseVar::input(&tr, "x", s.nodes, s.features, s.x_nnz)?;
+                let adj = SparseVar::input(&tr, "adj", s.nodes, s.nodes, s.edges)?;
+                let y = tr.input("y", &[s.nodes], DType::Int32)?;
+                let mask = tr.input("train_mask", &[s.nodes], DType::Bool)?;
+                // RevGnn::forward, with a BeginBlock at each IPU's first layer.
+                begin(&tr, 0, layers, ipus);
+                let h = tr.scope("lin1", || model.lin1.forward_sparse(&tr, &x))?;
+                let p = model.cfg.dropout;
+                let extras = if training && p > 0.0 { vec![tr.random_mask(h.shape(), p)?] } else { vec![] };
+                let mut h = h;
+                for (i, conv) in model.convs.iter().enumerate() {
+                    begin(&tr, i, layers, ipus);
+                    h = tr.scope("convs", || tr.scope(&i.to_string(), || conv.forward(&tr, &h, &adj, &extras)))?;
+                }
+                let h = call(&tr, "norm", &model.norm, &h)?.relu()?;
+                let h = Dropout { p }.forward(&tr, &h)?;
+                let logits = call(&tr, "lin2", &model.lin2, &h)?;
+                (logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None)?, s.nodes)
+            }
+        };
+        let trace = tr.finish(&[&loss])?;
+        Ok(DemoModel { kind: self.kind, trace, micro_batch_size: mb, sizes: s.clone() })
+    }
 }
 
-/// One pre-norm encoder layer: x + attention(LN(x)), then + FF(LN(·)) with GELU.
-fn encoder_layer(tr: &Tracer, x: &Var, s: &DemoSizes, rng: &mut Rng) -> TraceResult<Var> {
-    let (b, t, d, h) = (s.batch as isize, s.seq as isize, s.width, s.heads);
-    let dh = (d / h) as isize;
-    let ln1 = LayerNorm::new(d);
-    let qkv = Linear::new(d, 3 * d, true, rng)?;
-    let proj = Linear::new(d, d, true, rng)?;
-    let ln2 = LayerNorm::new(d);
-    let ff1 = Linear::new(d, s.ff, true, rng)?;
-    let ff2 = Linear::new(s.ff, d, true, rng)?;
-    let a = call(tr, "ln1", &ln1, x)?;
-    let parts = call(tr, "qkv", &qkv, &a)?.chunk(3, -1)?;
-    let heads = |v: &Var| -> TraceResult<Var> { v.reshape(&[b, t, h as isize, dh])?.permute(&[0, 2, 1, 3]) };
-    let (q, k, v) = (heads(&parts[0])?, heads(&parts[1])?, heads(&parts[2])?);
-    let scores = q.matmul(&k.transpose(-2, -1)?)?.scale(1.0 / (dh as f64).sqrt())?.softmax(-1)?;
-    let ctx = scores.matmul(&v)?.permute(&[0, 2, 1, 3])?.reshape(&[b, t, d as isize])?;
-    let x = x.add(&call(tr, "proj", &proj, &ctx)?)?;
-    let f = call(tr, "ln2", &ln2, &x)?;
-    let f = call(tr, "ff1", &ff1, &f)?.gelu()?;
-    x.add(&call(tr, "ff2", &ff2, &f)?)
+/// Builds and traces demo model `kind` ([`DemoNet::new`], then [`DemoNet::trace`]).
+pub fn demo_model(
+    kind: DemoKind,
+    layers: usize,
+    ipus: usize,
+    training: bool,
+    sizes: &DemoSizes,
+) -> TraceResult<DemoModel> {
+    DemoNet::new(kind, layers, sizes)?.trace(ipus, training)
 }
 
 /// Inputs the CPU executor can run the demo's graph on (valid class labels, token ids and

@@ -56,7 +56,6 @@ impl AlwaysLive {
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     pub node: usize,
-    pub label: String,
     pub activations: usize,
     pub stash: usize,
     pub gradients: usize,
@@ -71,6 +70,53 @@ impl Step {
     /// On-chip bytes of the step (Streaming Memory excluded).
     pub fn on_chip(&self) -> usize {
         self.activations + self.stash + self.gradients + self.temporaries + self.loaded
+    }
+}
+
+/// Steps as one array per field (index = listed step), to keep long programs' plans small.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepColumns {
+    pub node: Vec<usize>,
+    pub activations: Vec<usize>,
+    pub stash: Vec<usize>,
+    pub gradients: Vec<usize>,
+    pub temporaries: Vec<usize>,
+    pub loaded: Vec<usize>,
+    pub streaming: Vec<usize>,
+}
+
+impl StepColumns {
+    fn push(&mut self, s: &Step) {
+        self.node.push(s.node);
+        self.activations.push(s.activations);
+        self.stash.push(s.stash);
+        self.gradients.push(s.gradients);
+        self.temporaries.push(s.temporaries);
+        self.loaded.push(s.loaded);
+        self.streaming.push(s.streaming);
+    }
+
+    /// Steps listed.
+    pub fn len(&self) -> usize {
+        self.node.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.node.is_empty()
+    }
+
+    /// Listed step `k`.
+    pub fn get(&self, k: usize) -> Step {
+        Step {
+            node: self.node[k],
+            activations: self.activations[k],
+            stash: self.stash[k],
+            gradients: self.gradients[k],
+            temporaries: self.temporaries[k],
+            loaded: self.loaded[k],
+            streaming: self.streaming[k],
+        }
     }
 }
 
@@ -89,9 +135,12 @@ pub struct Largest {
 pub struct IpuMemory {
     pub ipu: usize,
     pub always_live: AlwaysLive,
-    pub steps: Vec<Step>,
+    /// Listed program steps (all, or the largest of each stretch of a long program).
+    pub steps: StepColumns,
     /// Steps of the program (before sampling).
     pub program_steps: usize,
+    /// The step at the peak.
+    pub peak: Step,
     /// Always-live plus the largest step.
     pub peak_bytes: usize,
     /// The node of the largest step.
@@ -106,17 +155,30 @@ pub struct IpuMemory {
     pub max_tile_bytes: usize,
 }
 
-/// A value's stay in one IPU's memory (for "live tensors at step").
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Values' stays in IPU memory (for "live tensors at step"), one array per field: value
+/// `value[k]` (produced by node `node[k]`) holds `bytes[k]` on IPU `ipu[k]` from step
+/// `birth[k]` to step `death[k]` (inclusive; the program's length: to the end).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ValueLife {
-    pub value: u32,
-    pub name: String,
-    pub ipu: usize,
-    pub class: &'static str,
-    pub bytes: usize,
-    pub birth: usize,
-    pub death: usize,
+pub struct ValueColumns {
+    pub value: Vec<u32>,
+    pub node: Vec<usize>,
+    pub ipu: Vec<usize>,
+    /// `activation`, `gradient` or `loaded`.
+    pub class: Vec<&'static str>,
+    pub bytes: Vec<usize>,
+    pub birth: Vec<usize>,
+    pub death: Vec<usize>,
+}
+
+impl ValueColumns {
+    pub fn len(&self) -> usize {
+        self.value.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.value.is_empty()
+    }
 }
 
 /// A Streaming Memory transfer: `bytes` loaded onto (or stored from) `ipu` around `node`.
@@ -133,7 +195,7 @@ pub struct Transfer {
 pub struct Memory {
     pub capacity_bytes: usize,
     pub ipus: Vec<IpuMemory>,
-    pub values: Vec<ValueLife>,
+    pub values: ValueColumns,
     /// Streaming Memory loads and stores, for the time model.
     #[serde(skip)]
     pub transfers: Vec<Transfer>,
@@ -542,7 +604,6 @@ pub fn memory(
         let t_stream = timeline(n, &pick(Class::Streaming), &[]);
         let mk = |i: usize| Step {
             node: i,
-            label: String::new(),
             activations: t_act.during[i],
             stash: stash[ipu],
             gradients: t_grad.during[i],
@@ -560,7 +621,7 @@ pub fn memory(
         }
         // Sampled steps: the largest of each stretch.
         let stride = n.div_ceil(MAX_STEPS).max(1);
-        let mut steps = Vec::new();
+        let mut steps = StepColumns::default();
         let mut i = 0;
         while i < n {
             let end = (i + stride).min(n);
@@ -569,9 +630,7 @@ pub fn memory(
             } else {
                 (i..end).max_by_key(|&j| (mk(j).on_chip(), std::cmp::Reverse(j))).expect("non-empty")
             };
-            let mut s = mk(best);
-            s.label = node_label(g, best);
-            steps.push(s);
+            steps.push(&mk(best));
             i = end;
         }
         let al = always[ipu].clone();
@@ -647,6 +706,7 @@ pub fn memory(
             always_live: al,
             steps,
             program_steps: n,
+            peak: peak_step.clone(),
             peak_bytes,
             peak_step: peak_i,
             live_peak_bytes: t_live.peak,
@@ -656,24 +716,22 @@ pub fn memory(
             max_tile_bytes: max_tile,
         });
     }
-    let mut values: Vec<ValueLife> = res
-        .iter()
-        .filter(|r| r.class != Class::Streaming)
-        .map(|r| ValueLife {
-            value: r.value as u32,
-            name: value_name(g, r.value),
-            ipu: r.ipu,
-            class: match r.class {
-                Class::Activation => "activation",
-                Class::Gradient => "gradient",
-                _ => "loaded",
-            },
-            bytes: r.iv.bytes,
-            birth: r.iv.start,
-            death: r.iv.end,
-        })
-        .collect();
-    values.sort_by_key(|v| (v.birth, v.ipu, v.value));
+    let mut order: Vec<&Residency> = res.iter().filter(|r| r.class != Class::Streaming).collect();
+    order.sort_by_key(|r| (r.iv.start, r.ipu, r.value));
+    let mut values = ValueColumns::default();
+    for r in order {
+        values.value.push(r.value as u32);
+        values.node.push(g.values[r.value].node);
+        values.ipu.push(r.ipu);
+        values.class.push(match r.class {
+            Class::Activation => "activation",
+            Class::Gradient => "gradient",
+            _ => "loaded",
+        });
+        values.bytes.push(r.iv.bytes);
+        values.birth.push(r.iv.start);
+        values.death.push(r.iv.end);
+    }
     // Loads where a tensor comes on chip from Streaming Memory, stores where it leaves.
     let mut transfers = Vec::new();
     for r in &res {

@@ -539,13 +539,18 @@ impl Options {
     /// Parses and validates JSON options (see the module docs); the error names the first
     /// unknown key or invalid value.
     pub fn from_json(json: &str) -> Result<Options, Diagnostic> {
-        let mut o: Options = serde_json::from_str(json).map_err(|e| {
+        let bad = |e: String| {
             Diagnostic::new(
                 "options_json",
                 format!("Invalid options: {e}."),
                 "Use the keys and values of poptorch.Options in camelCase (see the planner's documentation).",
             )
-        })?;
+        };
+        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
+        if !value.is_object() {
+            return Err(bad(format!("expected a JSON object of options, got {value}")));
+        }
+        let mut o: Options = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
         if let Some(e) = o.validate().into_iter().next() {
             return Err(e);
         }

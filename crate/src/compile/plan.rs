@@ -6,6 +6,8 @@
 //! { valid, fits, training, strategy: "pipelined"|"sharded"|"serial_phased"|"parallel_phased",
 //!   options: {...resolved Options...}, generation: {name, tiles, bytesPerTile, ..., sources},
 //!   ipusUsed, ipusReserved, ipusPerReplica, replicas, numNodes,
+//!   program: {op: [..], ops: [names], scope: [..], scopes: [names], pass: [0|1|2 ..],
+//!             names: {"<node>": placeholder or constant name}},
 //!   blocks: [{id, ipu, stage, phase|null, firstNode, lastNode, nodes}],
 //!   stages: [{id, ipu, blocks, pass: "forward"|"forward_backward"|"backward", phase|null}],
 //!   phases: [{id, ipus, stages, pass}],
@@ -14,24 +16,34 @@
 //!   pipeline: null | {stages, microBatches, rampUp, steady, rampDown, truncated,
 //!                     schedule: [{step, stage, ipu, microBatch, pass}]},
 //!   memory: {capacityBytes, ipus: [{ipu, alwaysLive: {code, exchange, weights, optimizer,
-//!            accumulators, buffers}, steps: [{node, label, activations, stash, gradients,
-//!            temporaries, loaded, streaming}], programSteps, peakBytes, peakStep,
+//!            accumulators, buffers}, steps: {node: [..], activations: [..], stash: [..],
+//!            gradients: [..], temporaries: [..], loaded: [..], streaming: [..]},
+//!            programSteps, peak: {node, activations, …}, peakBytes, peakStep,
 //!            livePeakBytes, fits, largest: [{name, bytes, class}], tiles: [..], maxTileBytes}],
-//!            values: [{value, name, ipu, class, bytes, birth, death}]},
+//!            values: {value: [..], node: [..], ipu: [..], class: [..], bytes: [..],
+//!                     birth: [..], death: [..]}},
 //!   time: {stepTimeS, iterationTimeS, iterationsPerStep, microBatchesPerIteration,
 //!          microBatchSize, samplesPerStep, throughput, truncated,
 //!          ipus: [{ipu, busy: {kind: seconds}, intervals: [{start, end, kind, label}]}]},
 //!   warnings: [{code, message, fix, node}], errors: [{code, message, fix, node|null}] }
 //! ```
-//! Changes from the first draft of the contract, to keep a 1,000-layer RevGNN plan small:
-//! `placement` is one array per field (index = node) instead of one object per node;
-//! `memory.ipus[].steps` lists at most [`super::memory::MAX_STEPS`] steps per IPU (the largest
-//! of each stretch of the program, so the peak is always there; `programSteps` says how many
-//! there were); timeline intervals of the same kind and label that touch are merged, and
-//! at most [`super::time::MAX_INTERVALS`] are listed. Node indices refer to the planned
-//! program: a training graph from `autograd::training_graph` with its optimizer updates
-//! moved early; the forward graph's nodes keep their indices in it. `steps[].loaded`
-//! (tensors brought back from Streaming Memory) and `maxTileBytes` are additions.
+//! Changes from the first draft of the contract, to keep a 1,000-layer RevGNN training plan
+//! (22,000 nodes on 8 IPUs) near 1 MB of JSON:
+//! * `placement`, `memory.ipus[].steps` and `memory.values` are one array per field
+//!   (flat numeric arrays) instead of one object per entry;
+//! * steps carry no label and values no name: `program` names every node once (op, scope,
+//!   pass, placeholder name), by node index;
+//! * `memory.ipus[].steps` lists at most [`super::memory::MAX_STEPS`] steps per IPU (the
+//!   largest of each stretch of the program, so the peak is always there; `programSteps`
+//!   says how many there were, `peak` is the peak step in full);
+//! * timeline intervals of the same kind and label that touch are merged, and at most
+//!   [`super::time::MAX_INTERVALS`] are listed (`truncated`).
+//!
+//! Additions: `steps.loaded` (tensors brought back from Streaming Memory), `livePeakBytes`
+//! (the executor's quantity), `maxTileBytes`, `time.busy`, `stages[].phase`.
+//! Node indices refer to the planned program: the given graph with its optimizer updates
+//! moved early (a training graph from `autograd::training_graph`); the forward graph's
+//! nodes keep their indices in it.
 //!
 //! `valid` is false when PopTorch would reject the configuration (the `errors` say why);
 //! `fits` is true when the plan is valid and every IPU fits. A plan that does not fit is
@@ -40,7 +52,7 @@
 
 use super::error::Diagnostic;
 use super::hardware::Generation;
-use super::memory::{human, memory, Memory};
+use super::memory::{human, memory, node_label, Memory};
 use super::options::{Options, TensorClass};
 use super::placement::{place, BlockInfo, IpuCopy, PhaseInfo, Placement, StageInfo};
 use super::schedule::{updates_early, Pipeline};
@@ -62,6 +74,52 @@ pub struct PlacementTable {
     pub block: Vec<usize>,
 }
 
+/// The planned program, one array per field (index = node), so that the page can name
+/// nodes the forward graph it traced does not have (backward and optimizer nodes).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgramInfo {
+    /// Index into `ops` (op names: `linear`, `invertible_backward`, …).
+    pub op: Vec<u16>,
+    pub ops: Vec<&'static str>,
+    /// Index into `scopes`.
+    pub scope: Vec<u32>,
+    pub scopes: Vec<String>,
+    /// 0 forward, 1 backward, 2 optimizer.
+    pub pass: Vec<u8>,
+    /// Names of the placeholders and constants, by node index (as a string key).
+    pub names: std::collections::BTreeMap<usize, String>,
+}
+
+impl ProgramInfo {
+    fn of(g: &Graph) -> ProgramInfo {
+        let mut p = ProgramInfo::default();
+        let mut scopes: std::collections::HashMap<&str, u32> = Default::default();
+        let mut ops: std::collections::HashMap<&'static str, u16> = Default::default();
+        for (i, n) in g.nodes.iter().enumerate() {
+            let next = ops.len() as u16;
+            p.op.push(*ops.entry(n.op.name()).or_insert_with(|| {
+                p.ops.push(n.op.name());
+                next
+            }));
+            let next = scopes.len() as u32;
+            p.scope.push(*scopes.entry(n.meta.scope.as_str()).or_insert_with(|| {
+                p.scopes.push(n.meta.scope.clone());
+                next
+            }));
+            p.pass.push(match n.meta.pass {
+                crate::ir::Pass::Forward => 0,
+                crate::ir::Pass::Backward => 1,
+                crate::ir::Pass::Optimizer => 2,
+            });
+            if let Op::Placeholder { name, .. } | Op::Constant { name, .. } = &n.op {
+                p.names.insert(i, name.clone());
+            }
+        }
+        p
+    }
+}
+
 /// Everything the planner decided.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -77,6 +135,7 @@ pub struct Plan {
     pub ipus_per_replica: usize,
     pub replicas: usize,
     pub num_nodes: usize,
+    pub program: ProgramInfo,
     pub blocks: Vec<BlockInfo>,
     pub stages: Vec<StageInfo>,
     pub phases: Vec<PhaseInfo>,
@@ -89,7 +148,7 @@ pub struct Plan {
     pub errors: Vec<Diagnostic>,
     /// The planned program (node indices of the plan refer to it).
     #[serde(skip)]
-    pub program: Graph,
+    pub graph: Graph,
 }
 
 /// What the graph does not say.
@@ -167,6 +226,7 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
         ipus_per_replica,
         replicas: options.replication_factor,
         num_nodes: program.nodes.len(),
+        program: ProgramInfo::of(&program),
         blocks,
         stages,
         phases,
@@ -183,7 +243,7 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
         time,
         warnings,
         errors,
-        program,
+        graph: program,
     }
 }
 
@@ -349,7 +409,7 @@ impl Plan {
                 human(m.peak_bytes),
                 human(self.memory.capacity_bytes),
                 m.peak_step,
-                m.steps.iter().find(|x| x.node == m.peak_step).map(|x| x.label.as_str()).unwrap_or(""),
+                node_label(&self.graph, m.peak_step),
                 human(a.total()),
                 human(a.code),
                 human(a.weights),

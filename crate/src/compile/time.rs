@@ -205,9 +205,19 @@ struct Builder {
 }
 
 impl Builder {
+    /// Where `ipu`'s lane ends so far.
+    fn lane_end(&self, ipu: usize) -> f64 {
+        self.ipus[ipu].intervals.last().map(|x| x.end).unwrap_or(0.0)
+    }
+
+    /// Appends an interval to `ipu`'s lane; a gap before it is filled with idle time.
     fn push(&mut self, ipu: usize, start: f64, end: f64, kind: Kind, label: &str) {
         if end <= start {
             return;
+        }
+        let lane = self.lane_end(ipu);
+        if start > lane && kind != Kind::Idle {
+            self.push(ipu, lane, start, Kind::Idle, "idle");
         }
         let name = match kind {
             Kind::Compute => "compute",
@@ -372,35 +382,57 @@ pub fn time(
             }
         }
         (ExecutionStrategy::SerialPhased(ph) | ExecutionStrategy::ParallelPhased(ph), _) => {
+            // Phases in order, their stages in parallel. Parallel phases load the next phase
+            // onto the other IPU group while this one computes; serial phases prefetch with
+            // IO tiles, so only loads longer than the previous phase's compute show (none
+            // hidden with OffChipAfterFwdNoOverlap).
             let parallel = matches!(opts.execution_strategy, ExecutionStrategy::ParallelPhased(_));
-            let overlap = parallel || ph.liveness() != PhaseLiveness::OffChipAfterFwdNoOverlap;
-            for _ in 0..micro_batches {
-                for phase in &place.phases {
-                    // Loads of the phase's stages (Streaming Memory), then the stages in parallel.
-                    let mut ends = vec![t; nipus];
-                    for &s in &phase.stages {
-                        let ipu = place.stages[s].ipu;
-                        let io = stream(stage_stream[s]) + host(input_bytes[s]);
-                        let l = label(s);
-                        let start = if overlap { t } else { t + io };
-                        b.push(ipu, t, t + io, Kind::Stream, &format!("phase {} load/store", phase.id));
-                        let e = b.work(ipu, start, stage_cost[s], &l);
-                        ends[ipu] = e.max(t + io);
-                    }
-                    let end = ends.iter().copied().fold(t, f64::max);
-                    let copy = phase.stages.iter().map(|&s| link(copy_out[s])).fold(0.0, f64::max);
-                    for (ipu, &e) in ends.iter().enumerate() {
-                        b.push(ipu, e, end, Kind::Idle, "waiting for the phase to end");
-                        b.push(
-                            ipu,
-                            end,
-                            end + ipu_sync + copy,
-                            if copy > 0.0 { Kind::Copy } else { Kind::Sync },
-                            &format!("end of phase {}", phase.id),
-                        );
-                    }
-                    t = end + ipu_sync + copy;
+            let overlap = ph.liveness() != PhaseLiveness::OffChipAfterFwdNoOverlap;
+            let seq: Vec<&super::placement::PhaseInfo> = (0..micro_batches).flat_map(|_| place.phases.iter()).collect();
+            let io_of = |s: usize| stream(stage_stream[s]) + host(input_bytes[s]);
+            let mut loaded_at = vec![f64::NAN; ns]; // parallel: when a stage's loads are done
+            let mut prev_compute = vec![0.0f64; nipus];
+            for (k, phase) in seq.iter().enumerate() {
+                let mut end = t;
+                let mut compute = vec![0.0f64; nipus];
+                for &s in &phase.stages {
+                    let ipu = place.stages[s].ipu;
+                    let load = format!("phase {} loads", phase.id);
+                    let start = if parallel && !loaded_at[s].is_nan() {
+                        loaded_at[s].max(t)
+                    } else {
+                        let io = io_of(s);
+                        let visible = if parallel || !overlap { io } else { (io - prev_compute[ipu]).max(0.0) };
+                        let from = t.max(b.lane_end(ipu));
+                        b.push(ipu, from, from + visible, Kind::Stream, &load);
+                        from + visible
+                    };
+                    let e = b.work(ipu, start, stage_cost[s], &label(s));
+                    compute[ipu] = stage_cost[s].total();
+                    end = end.max(e);
                 }
+                if parallel {
+                    // The next phase's group loads while this one computes.
+                    if let Some(next) = seq.get(k + 1) {
+                        for &s in &next.stages {
+                            let ipu = place.stages[s].ipu;
+                            let from = t.max(b.lane_end(ipu));
+                            b.push(ipu, from, from + io_of(s), Kind::Stream, &format!("phase {} loads", next.id));
+                            loaded_at[s] = from + io_of(s);
+                        }
+                    }
+                }
+                let copy = phase.stages.iter().map(|&s| link(copy_out[s])).fold(0.0, f64::max);
+                for ipu in 0..nipus {
+                    b.push(ipu, b.lane_end(ipu).max(t), end, Kind::Idle, "waiting for the phase to end");
+                    let from = b.lane_end(ipu).max(end);
+                    let kind = if copy > 0.0 { Kind::Copy } else { Kind::Sync };
+                    b.push(ipu, from, end + ipu_sync + copy, kind, &format!("end of phase {}", phase.id));
+                }
+                prev_compute = compute;
+                t = end + ipu_sync + copy;
+                // Loads that outlast the phase delay the next one.
+                t = t.max((0..nipus).map(|q| b.lane_end(q)).fold(t, f64::max));
             }
             (opts.device_iterations.max(1), micro_batches)
         }
@@ -437,7 +469,13 @@ pub fn time(
     let last_ipu = place.stages.last().map(|s| s.ipu).unwrap_or(0);
     if outs > 0.0 {
         let d = host(outs);
-        b.push(last_ipu, t, t + d, Kind::Stream, "outputs to the host");
+        for ipu in 0..nipus {
+            if ipu == last_ipu {
+                b.push(ipu, t, t + d, Kind::Stream, "outputs to the host");
+            } else {
+                b.push(ipu, t, t + d, Kind::Idle, "outputs to the host");
+            }
+        }
         t += d;
     }
     if training {
@@ -462,6 +500,9 @@ pub fn time(
             b.push(ipu, last.max(t), end, Kind::Idle, "waiting for the weight updates");
         }
         t = end;
+    }
+    for ipu in 0..nipus {
+        b.push(ipu, b.lane_end(ipu), t, Kind::Idle, "idle");
     }
     let iteration = t;
     let step = iteration * iterations_per_step as f64;

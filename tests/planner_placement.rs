@@ -1,0 +1,282 @@
+//! Placement rules of the planner (PopTorch's Block, BeginBlock, Stage, AutoStage and IPU
+//! count rules, shared/spec/reference.md §A.2-A.3, §A.13), with the cases PopTorch's
+//! documentation gives.
+
+mod planner_support;
+
+use ipu_playground::compile::{plan, AutoStage, ExecutionStrategy, Options, PipelinedExecution, StageSpec};
+use ipu_playground::ir::{Op, Pass};
+use ipu_playground::rng::Rng;
+use ipu_playground::tensor::DType;
+use ipu_playground::trace::nn::{Linear, Module};
+use ipu_playground::trace::Tracer;
+use planner_support::*;
+
+fn strategy(s: ExecutionStrategy) -> Options {
+    let mut o = Options::new();
+    o.set_execution_strategy(s).unwrap();
+    o
+}
+
+fn auto(a: AutoStage) -> Options {
+    strategy(ExecutionStrategy::Pipelined(PipelinedExecution { auto_stage: Some(a), stages: None }))
+}
+
+fn stages(list: Vec<StageSpec>) -> Options {
+    strategy(ExecutionStrategy::Pipelined(PipelinedExecution { auto_stage: None, stages: Some(list) }))
+}
+
+// ---- blocks ----
+
+#[test]
+fn blocks_first_ops_go_on_ipu_0_and_later_ops_inherit_the_previous_block() {
+    // BeginBlock semantics: ops before the first block on IPU 0; every op after a
+    // BeginBlock stays in it until the next one.
+    let mut rng = Rng::new(0);
+    let (l0, l1, l2) = (
+        Linear::new(8, 8, true, &mut rng).unwrap(),
+        Linear::new(8, 8, true, &mut rng).unwrap(),
+        Linear::new(8, 8, true, &mut rng).unwrap(),
+    );
+    let tr = Tracer::new();
+    let x = tr.input("x", &[4, 8], DType::Float32).unwrap();
+    let h = tr.scope("l0", || l0.forward(&tr, &x)).unwrap().relu().unwrap();
+    tr.begin_block("encoder", Some(1));
+    let h = tr.scope("l1", || l1.forward(&tr, &h)).unwrap().tanh().unwrap();
+    let h = tr.scope("l2", || l2.forward(&tr, &h)).unwrap();
+    let loss = h.mean(&[], false).unwrap();
+    let g = tr.finish(&[&loss]).unwrap().graph;
+    let p = plan_opts(&g, |o| {
+        o.device_iterations(2).unwrap();
+    });
+    let ipu_of = |op: &str, k: usize| {
+        let i = g.nodes.iter().enumerate().filter(|(_, n)| n.op.name() == op).nth(k).unwrap().0;
+        p.placement.ipu[i]
+    };
+    assert_eq!(ipu_of("linear", 0), 0, "ops before the first block go on IPU 0");
+    assert_eq!(ipu_of("relu", 0), 0);
+    assert_eq!((ipu_of("linear", 1), ipu_of("tanh", 0), ipu_of("linear", 2), ipu_of("mean", 0)), (1, 1, 1, 1));
+    assert!(p.valid, "{:#?}", p.errors);
+    assert_eq!(p.blocks.iter().map(|b| (b.id.as_str(), b.ipu)).collect::<Vec<_>>(), [("(default)", 0), ("encoder", 1)]);
+}
+
+#[test]
+fn blocks_with_one_id_are_one_block() {
+    let g = chain(&[("a", Some(0)), ("b", Some(1)), ("a", Some(0))], false);
+    let p = plan(&g, &auto(AutoStage::AutoIncrement));
+    let ids: Vec<&str> = p.blocks.iter().map(|b| b.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    let a = &p.blocks[0];
+    assert_eq!((a.ipu, a.stage), (0, 0));
+    // Both parts of block a share its stage.
+    let stages_of_a: std::collections::BTreeSet<usize> =
+        (0..g.nodes.len()).filter(|&i| p.placement.block[i] == 0).map(|i| p.placement.stage[i]).collect();
+    assert_eq!(stages_of_a.len(), 1);
+}
+
+#[test]
+fn blocks_once_used_every_op_must_be_inside_one() {
+    // A `Block` context that ends before the model does: the trailing op has no block.
+    let mut rng = Rng::new(0);
+    let lin = Linear::new(8, 8, true, &mut rng).unwrap();
+    let tr = Tracer::new();
+    let x = tr.input("x", &[4, 8], DType::Float32).unwrap();
+    let h = tr.block("b0", Some(0), || lin.forward(&tr, &x)).unwrap();
+    let loss = h.relu().unwrap().mean(&[], false).unwrap();
+    let g = tr.finish(&[&loss]).unwrap().graph;
+    let p = plan(&g, &Options::new());
+    let e = error(&p, "no_active_block");
+    assert!(e.message.contains("all the ops must belong to a Block") && e.message.contains("'relu'"), "{e}");
+    let relu = g.nodes.iter().position(|n| n.op.name() == "relu").unwrap();
+    assert_eq!(e.node, Some(relu));
+    assert!(!p.valid && !p.fits);
+}
+
+#[test]
+fn blocks_backward_and_optimizer_nodes_are_placed_with_their_forward_nodes() {
+    let g = chain(&[("b0", Some(0)), ("b1", Some(1))], true);
+    let p = plan_opts(&g, |o| {
+        o.gradient_accumulation(3).unwrap();
+    });
+    assert!(p.valid, "{:#?}", p.errors);
+    for (i, n) in p.graph.nodes.iter().enumerate() {
+        match &n.op {
+            Op::OptimizerUpdate { param, .. } => {
+                let want = if param.starts_with("layer0") { 0 } else { 1 };
+                assert_eq!(p.placement.ipu[i], want, "update of {param}");
+            }
+            _ if n.meta.pass == Pass::Backward && n.meta.scope == "layer0" => assert_eq!(p.placement.ipu[i], 0),
+            _ if n.meta.pass == Pass::Backward && n.meta.scope == "layer1" => assert_eq!(p.placement.ipu[i], 1),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn blocks_one_id_on_two_ipus_is_rejected() {
+    let g = chain(&[("a", Some(0)), ("a", Some(1))], false);
+    let p = plan(&g, &Options::new());
+    assert!(error(&p, "block_ipu_conflict").message.contains("Block 'a'"));
+}
+
+// ---- stages ----
+
+#[test]
+fn autostage_same_as_ipu_on_ipus_0_1_0_fails_to_schedule() {
+    // PopTorch's example: blocks on IPUs 0, 1, 0 with SameAsIpu give stages 0, 1, 0.
+    let g = on_ipus(&[0, 1, 0], false);
+    let p = plan_opts(&g, |o| {
+        o.device_iterations(4).unwrap();
+    });
+    let e = error(&p, "stage_order_conflict");
+    assert!(e.message.contains("stage 0") && e.message.contains("stage 1"), "{e}");
+    assert!(e.fix.contains("AutoIncrement"), "{}", e.fix);
+    assert!(!p.valid);
+}
+
+#[test]
+fn autostage_auto_increment_on_ipus_0_1_0_compiles() {
+    let g = on_ipus(&[0, 1, 0], false);
+    let mut o = auto(AutoStage::AutoIncrement);
+    o.device_iterations(3).unwrap();
+    let p = plan(&g, &o);
+    assert!(p.valid, "{:#?}", p.errors);
+    assert_eq!(p.blocks.iter().map(|b| b.stage).collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(p.stages.iter().map(|s| s.ipu).collect::<Vec<_>>(), [0, 1, 0]);
+    assert_eq!((p.ipus_used, p.stages.len()), (2, 3));
+}
+
+#[test]
+fn autostage_same_as_ipu_needs_an_ipu_for_every_block() {
+    let g = chain(&[("a", Some(0)), ("b", None)], false);
+    let p = plan(&g, &Options::new());
+    let e = error(&p, "same_as_ipu_without_ipu");
+    assert!(e.message.contains("SameAsIpu was selected but no IPU was specified for block 'b'"), "{e}");
+}
+
+#[test]
+fn autostage_ipu_is_the_stage_id_when_neither_is_given() {
+    let g = chain(&[("a", None), ("b", None), ("c", None)], false);
+    let mut o = auto(AutoStage::AutoIncrement);
+    o.device_iterations(3).unwrap();
+    let p = plan(&g, &o);
+    assert_eq!(p.blocks.iter().map(|b| (b.stage, b.ipu)).collect::<Vec<_>>(), [(0, 0), (1, 1), (2, 2)]);
+    // With an explicit stage list too.
+    let mut o = stages(vec![StageSpec::new(&["a", "b"]), StageSpec::new(&["c"])]);
+    o.device_iterations(2).unwrap();
+    let p = plan(&g, &o);
+    assert_eq!(p.blocks.iter().map(|b| (b.stage, b.ipu)).collect::<Vec<_>>(), [(0, 0), (0, 0), (1, 1)]);
+    assert!(p.valid, "{:#?}", p.errors);
+}
+
+#[test]
+fn autostage_stage_ipu_wins_over_the_blocks_ipu() {
+    let g = chain(&[("a", Some(3)), ("b", Some(3))], false);
+    let mut o = stages(vec![StageSpec::new(&["a"]).ipu(0), StageSpec::new(&["b"]).ipu(1)]);
+    o.device_iterations(2).unwrap();
+    let p = plan(&g, &o);
+    assert_eq!(p.blocks.iter().map(|b| b.ipu).collect::<Vec<_>>(), [0, 1]);
+    assert!(p.valid, "{:#?}", p.errors);
+}
+
+#[test]
+fn autostage_explicit_stage_lists_are_checked() {
+    let g = chain(&[("a", Some(0)), ("b", Some(1))], false);
+    // A model block missing from the list.
+    let p = plan(&g, &stages(vec![StageSpec::new(&["a"])]));
+    let e = error(&p, "unknown_block");
+    assert!(e.message.contains("Unknown Block 'b'") && e.message.contains("[\"a\"]"), "{e}");
+    // A block in two stages.
+    let p = plan(&g, &stages(vec![StageSpec::new(&["a", "b"]), StageSpec::new(&["b"])]));
+    assert!(error(&p, "block_in_several_stages").message.contains("'b' is associated with more than one stage"));
+    // One stage over two IPUs.
+    let p = plan(&g, &stages(vec![StageSpec::new(&["a", "b"])]));
+    assert!(error(&p, "stage_on_several_ipus").message.contains("same pipeline stage"));
+    // A listed block with no ops: a warning.
+    let mut o = stages(vec![StageSpec::new(&["a"]), StageSpec::new(&["b", "ghost"])]);
+    o.device_iterations(2).unwrap();
+    let p = plan(&g, &o);
+    assert!(p.valid && warning_codes(&p).contains(&"dead_block"), "{:#?}", p.errors);
+}
+
+#[test]
+fn autostage_missing_stage_ids_are_rejected() {
+    // SameAsIpu on IPUs 0 and 2: stage 1 has no op.
+    let g = on_ipus(&[0, 2], false);
+    let p = plan_opts(&g, |o| {
+        o.device_iterations(4).unwrap().auto_round_num_ipus(true).unwrap();
+    });
+    let e = error(&p, "stage_missing");
+    assert!(e.message.contains("stage 1 is missing"), "{e}");
+}
+
+// ---- IPU count ----
+
+#[test]
+fn ipu_count_three_ipus_reserve_four_and_fail_without_auto_round() {
+    let g = on_ipus(&[0, 1, 2], false);
+    let p = plan_opts(&g, |o| {
+        o.device_iterations(3).unwrap();
+    });
+    assert_eq!((p.ipus_used, p.ipus_reserved), (3, 4));
+    let e = error(&p, "ipu_count_not_power_of_two");
+    assert!(e.message.contains("uses 3 IPUs") && e.message.contains("at least 4"), "{e}");
+    assert!(e.fix.contains("autoRoundNumIPUs(True)"));
+    assert!(!p.valid);
+}
+
+#[test]
+fn ipu_count_auto_round_turns_the_error_into_a_warning() {
+    let g = on_ipus(&[0, 1, 2], false);
+    let p = plan_opts(&g, |o| {
+        o.device_iterations(3).unwrap().auto_round_num_ipus(true).unwrap();
+    });
+    assert!(p.valid, "{:#?}", p.errors);
+    let w = p.warnings.iter().find(|w| w.code == "ipu_count_rounded").unwrap();
+    assert!(w.message.contains("Reserving 4 IPUs") && w.message.contains("1 will be reserved but not used"), "{w}");
+}
+
+#[test]
+fn ipu_count_counts_up_to_the_highest_ipu_and_multiplies_by_replicas() {
+    // Blocks on IPUs 0 and 3 use four IPUs (max id + 1), as PopTorch counts.
+    let g = on_ipus(&[0, 3], false);
+    let p = plan_opts(&g, |o| {
+        o.set_execution_strategy(ExecutionStrategy::Sharded(PipelinedExecution::default())).unwrap();
+        o.replication_factor(2).unwrap();
+    });
+    assert_eq!((p.ipus_per_replica, p.replicas, p.ipus_used, p.ipus_reserved), (4, 2, 8, 8));
+    assert!(p.valid, "{:#?}", p.errors);
+}
+
+#[test]
+fn ipu_count_above_64_is_an_error() {
+    let g = on_ipus(&[0, 1], false);
+    let p = plan_opts(&g, |o| {
+        o.replication_factor(33).unwrap().device_iterations(2).unwrap();
+    });
+    assert_eq!(p.ipus_used, 66);
+    let e = error(&p, "too_many_ipus");
+    assert!(e.message.contains("Too many IPUs requested (66)") && e.message.contains("distributed"), "{e}");
+    // 64 is fine.
+    let p = plan_opts(&g, |o| {
+        o.replication_factor(32).unwrap().device_iterations(2).unwrap();
+    });
+    assert!(p.valid, "{:#?}", p.errors);
+}
+
+#[test]
+fn ipu_count_inter_ipu_copies_carry_values_across() {
+    let g = on_ipus(&[0, 1], true);
+    let p = plan_opts(&g, |o| {
+        o.gradient_accumulation(3).unwrap();
+    });
+    // Forward: b0's output goes to IPU 1; backward: its gradient comes back to IPU 0.
+    let dirs: std::collections::BTreeSet<(usize, usize)> = p.copies.iter().map(|c| (c.from_ipu, c.to_ipu)).collect();
+    assert_eq!(dirs, [(0, 1), (1, 0)].into_iter().collect());
+    for c in &p.copies {
+        let prod = p.graph.values[c.value as usize].node;
+        assert_eq!(p.placement.ipu[prod], c.from_ipu);
+        assert_eq!(p.placement.ipu[c.node], c.to_ipu);
+        assert_eq!(c.bytes, p.graph.values[c.value as usize].ty.nbytes());
+    }
+}

@@ -1,0 +1,170 @@
+//! The time model's structure (intervals, copies, throughput) and the replica rules
+//! (shared/spec/reference.md §A.1, §A.8, §A.10, §A.11).
+
+mod planner_support;
+
+use ipu_playground::compile::options::CommGroupType;
+use ipu_playground::compile::time::Kind;
+use ipu_playground::compile::{plan, plan_with, ExecutionStrategy, IpuGeneration, Options, PlanSettings};
+use ipu_playground::rng::Rng;
+use ipu_playground::tensor::{DType, Tensor};
+use ipu_playground::trace::Tracer;
+use planner_support::*;
+use std::rc::Rc;
+
+#[test]
+fn timeline_intervals_are_ordered_and_never_overlap_on_one_ipu() {
+    use ipu_playground::compile::{PhaseSpec, PhasedExecution, StageSpec};
+    let phases: Vec<PhaseSpec> =
+        (0..4).map(|k| PhaseSpec::stages(vec![StageSpec::new(&[&format!("b{k}")]).ipu(k)])).collect();
+    let strategies = [
+        ExecutionStrategy::parse("pipelined").unwrap(),
+        ExecutionStrategy::parse("sharded").unwrap(),
+        ExecutionStrategy::ParallelPhased(PhasedExecution::new(phases.clone())),
+        ExecutionStrategy::SerialPhased(PhasedExecution::new(phases)),
+    ];
+    for strategy in strategies {
+        let g = on_ipus(&[0, 1, 2, 3], true);
+        let name = strategy.name();
+        let p = plan_opts(&g, |o| {
+            o.gradient_accumulation(8).unwrap().set_execution_strategy(strategy).unwrap();
+        });
+        assert!(p.valid, "{:#?}", p.errors);
+        for t in &p.time.ipus {
+            assert!(!t.intervals.is_empty());
+            for w in t.intervals.windows(2) {
+                assert!(w[0].end <= w[1].start + 1e-15, "{name} IPU {}: {:?} then {:?}", t.ipu, w[0], w[1]);
+            }
+            assert_eq!(t.intervals[0].start, 0.0);
+            assert!(t.intervals.iter().all(|x| x.end > x.start));
+            // Every IPU accounts for the whole iteration.
+            let covered: f64 = t.intervals.iter().map(|x| x.end - x.start).sum();
+            let it = p.time.iteration_time_s;
+            assert!((covered - it).abs() < 1e-9 * it + 1e-12, "{name} IPU {}: {covered} of {it}", t.ipu);
+        }
+    }
+}
+
+#[test]
+fn timeline_copies_appear_where_values_cross_ipus() {
+    let g = on_ipus(&[0, 1], false);
+    let p = plan_opts(&g, |o| {
+        o.device_iterations(4).unwrap();
+    });
+    assert_eq!(p.copies.len(), 1);
+    let c = &p.copies[0];
+    assert_eq!((c.from_ipu, c.to_ipu, c.bytes), (0, 1, 4 * 8 * 4));
+    for ipu in [0, 1] {
+        assert!(p.time.ipus[ipu].intervals.iter().any(|x| x.kind == Kind::Copy), "IPU {ipu}");
+    }
+    // One IPU: no copies at all.
+    let p = plan(&on_ipus(&[0, 0], false), &Options::new());
+    assert!(p.copies.is_empty());
+    assert!(p.time.ipus[0].intervals.iter().all(|x| x.kind != Kind::Copy));
+}
+
+#[test]
+fn timeline_throughput_is_samples_per_step_over_step_time() {
+    let g = on_ipus(&[0, 1], true);
+    let p = plan_opts(&g, |o| {
+        o.gradient_accumulation(6).unwrap().device_iterations(5).unwrap().replication_factor(2).unwrap();
+    });
+    let t = &p.time;
+    // batch 4 × deviceIterations 5 × accumulation 6 × replicas 2.
+    assert_eq!(t.samples_per_step, 4 * 5 * 6 * 2);
+    assert_eq!((t.iterations_per_step, t.micro_batches_per_iteration, t.micro_batch_size), (5, 6, 4));
+    assert!((t.throughput - t.samples_per_step as f64 / t.step_time_s).abs() < 1e-9 * t.throughput);
+    assert!((t.step_time_s - 5.0 * t.iteration_time_s).abs() < 1e-12);
+    // Training with replicas ends with the all-reduce of gradients.
+    assert!(t.ipus[0].intervals.iter().any(|x| x.label.contains("all-reduce")));
+    // The micro-batch size can be given.
+    let p = plan_with(&g, &Options::new(), &PlanSettings { micro_batch_size: Some(100) });
+    assert_eq!(p.time.samples_per_step, 100);
+}
+
+#[test]
+fn timeline_faster_generations_take_less_time() {
+    let g = chain_sized(&[("b0", Some(0))], true, 256, 512);
+    let time = |gen| {
+        plan_opts(&g, |o| {
+            o.ipu_generation(gen).unwrap();
+        })
+        .time
+        .step_time_s
+    };
+    let (mk1, mk2, bow) = (time(IpuGeneration::Mk1), time(IpuGeneration::Mk2), time(IpuGeneration::Bow));
+    assert!(mk1 > mk2 && mk2 > bow, "{mk1} {mk2} {bow}");
+}
+
+// ---- replicas ----
+
+#[test]
+fn replica_input_grouping_follows_poptorchs_checks() {
+    let mut o = Options::new();
+    o.replication_factor(8).unwrap();
+    let e = o.input_replica_grouping(2, CommGroupType::All).unwrap_err();
+    assert!(e.message.contains("cannot be All"), "{e}");
+    let e = o.input_replica_grouping(16, CommGroupType::Consecutive).unwrap_err();
+    assert!(e.message.contains("cannot be larger than replicationFactor (8)"), "{e}");
+    let e = o.input_replica_grouping(3, CommGroupType::Orthogonal).unwrap_err();
+    assert!(e.message.contains("must divide replicationFactor (8)"), "{e}");
+    o.input_replica_grouping(2, CommGroupType::Orthogonal).unwrap();
+    // NoGrouping is size 1, Consecutive.
+    o.input_replica_grouping(4, CommGroupType::NoGrouping).unwrap();
+    assert_eq!((o.input_replica_grouping.size, o.input_replica_grouping.kind), (1, CommGroupType::Consecutive));
+    // The same checks on JSON.
+    let e =
+        Options::from_json(r#"{"replicationFactor": 4, "inputReplicaGrouping": {"size": 3, "type": "consecutive"}}"#)
+            .unwrap_err();
+    assert_eq!(e.code, "input_replica_grouping_not_factor");
+}
+
+#[test]
+fn replica_groups_share_their_input_so_samples_scale_with_replicas_over_group_size() {
+    // §A.11: combined batch = batch × deviceIterations × (replicas / group size) × accumulation.
+    let g = on_ipus(&[0], false);
+    let p = plan_opts(&g, |o| {
+        o.replication_factor(8).unwrap().input_replica_grouping(2, CommGroupType::Consecutive).unwrap();
+        o.device_iterations(3).unwrap();
+    });
+    assert_eq!(p.time.samples_per_step, 4 * 3 * 8 / 2);
+    assert_eq!(p.ipus_used, 8);
+}
+
+#[test]
+fn replica_buffers_updated_in_place_need_broadcast_buffers_off() {
+    let tr = Tracer::new();
+    let x = tr.input("x", &[3], DType::Float32).unwrap();
+    let running = Rc::new(Tensor::zeros(&[3], DType::Float32));
+    let r = tr.buffer("running_mean", &running).unwrap();
+    let upd = r.scale(0.9).unwrap().add(&x.scale(0.1).unwrap()).unwrap();
+    tr.buffer_update("running_mean", &upd).unwrap();
+    let g = tr.finish(&[&x.sub(&upd).unwrap()]).unwrap().graph;
+    let p = plan_opts(&g, |o| {
+        o.replication_factor(2).unwrap();
+    });
+    let e = error(&p, "broadcast_buffers");
+    assert!(e.fix.contains("broadcastBuffers(False)"), "{e}");
+    let p = plan_opts(&g, |o| {
+        o.replication_factor(2).unwrap().broadcast_buffers(false).unwrap();
+    });
+    assert!(p.valid, "{:#?}", p.errors);
+    assert_eq!(p.memory.ipus[0].always_live.buffers, 12);
+    // One replica: nothing to broadcast.
+    assert!(plan(&g, &Options::new()).valid);
+    let _ = Rng::new(0);
+}
+
+#[test]
+fn replica_sharding_without_replicas_is_a_warning() {
+    let g = on_ipus(&[0], true);
+    let p = plan_opts(&g, |o| {
+        let s = ipu_playground::compile::TensorLocationSettings {
+            use_replicated_tensor_sharding: true,
+            ..ipu_playground::compile::TensorLocationSettings::on_chip()
+        };
+        o.set_tensor_location(ipu_playground::compile::TensorClass::Optimizer, s).unwrap();
+    });
+    assert!(p.valid);
+    assert!(warning_codes(&p).contains(&"replicated_tensor_sharding_without_replicas"));
+}
