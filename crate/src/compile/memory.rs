@@ -181,12 +181,14 @@ impl ValueColumns {
     }
 }
 
-/// A Streaming Memory transfer: `bytes` loaded onto (or stored from) `ipu` around `node`.
+/// A Streaming Memory transfer: `bytes` loaded onto (or stored from) `ipu` around `node`,
+/// for every micro-batch, or `once` per iteration (around the weight update).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transfer {
     pub ipu: usize,
     pub node: usize,
     pub bytes: usize,
+    pub once: bool,
 }
 
 /// The memory part of a plan.
@@ -319,6 +321,7 @@ pub fn memory(
     }
 
     let mut res: Vec<Residency> = Vec::new();
+    let mut transfers: Vec<Transfer> = Vec::new();
     let mut always: Vec<AlwaysLive> = vec![AlwaysLive::default(); nipus];
     // (ipu, name, bytes, class) of always-live tensors, for the largest list and tile map.
     let mut fixed: Vec<(usize, String, usize, &'static str)> = Vec::new();
@@ -425,8 +428,10 @@ pub fn memory(
                         let start = phase_range.get(&(k, *ipu)).map(|r| r.0).unwrap_or(first).min(first);
                         first_load = first_load.min(start);
                         push(*ipu, start, last, class);
+                        transfers.push(Transfer { ipu: *ipu, node: start, bytes, once: false });
                     }
                 }
+                transfers.push(Transfer { ipu: home, node: piece_end, bytes, once: false });
                 if piece_end + 1 < first_load {
                     push(home, piece_end + 1, first_load - 1, Class::Streaming);
                 }
@@ -473,6 +478,7 @@ pub fn memory(
             }
         };
         let wbytes = shard(TensorClass::Weight, ty.nbytes());
+        let update = opt_factor.get(name.as_str()).copied();
         if opts.off_chip(TensorClass::Weight, elements) && !readers[v].is_empty() {
             // Brought on chip for the phases (or the stretch) that read it.
             let mut spans: Vec<(usize, usize)> = Vec::new();
@@ -500,13 +506,10 @@ pub fn memory(
                     iv: Interval { start: a, end: b, bytes: wbytes },
                     value: v,
                 });
+                transfers.push(Transfer { ipu, node: a, bytes: wbytes, once: false });
                 if a > cursor {
-                    res.push(Residency {
-                        ipu,
-                        class: Class::Streaming,
-                        iv: Interval { start: cursor, end: a - 1, bytes: wbytes },
-                        value: v,
-                    });
+                    let iv = Interval { start: cursor, end: a - 1, bytes: wbytes };
+                    res.push(Residency { ipu, class: Class::Streaming, iv, value: v });
                 }
                 cursor = b + 1;
             }
@@ -518,54 +521,55 @@ pub fn memory(
                     value: v,
                 });
             }
+            // The updated weight goes back to Streaming Memory once per iteration.
+            if let Some((_, u)) = update {
+                transfers.push(Transfer { ipu: place.nodes[u].ipu, node: u, bytes: wbytes, once: true });
+            }
         } else {
             always[ipu].weights += wbytes;
             fixed.push((ipu, name.clone(), wbytes, "weight"));
         }
-        if let Some(&(factor, update)) = opt_factor.get(name.as_str()) {
-            let upd_ipu = place.nodes[update].ipu;
-            let obytes = shard(TensorClass::Optimizer, factor * elements * 4);
-            if obytes > 0 {
-                if opts.off_chip(TensorClass::Optimizer, elements) {
-                    res.push(Residency {
-                        ipu: upd_ipu,
-                        class: Class::Loaded,
-                        iv: Interval { start: update, end: update, bytes: obytes },
-                        value: v,
-                    });
-                    res.push(Residency {
-                        ipu: upd_ipu,
-                        class: Class::Streaming,
-                        iv: Interval { start: 0, end: update.saturating_sub(1), bytes: obytes },
-                        value: v,
-                    });
-                    if update + 1 < n {
-                        res.push(Residency {
-                            ipu: upd_ipu,
-                            class: Class::Streaming,
-                            iv: Interval { start: update + 1, end: n, bytes: obytes },
-                            value: v,
-                        });
+        let Some((factor, update)) = update else { continue };
+        let upd_ipu = place.nodes[update].ipu;
+        // Optimizer state and accumulators: on chip for good, or loaded for the update and
+        // stored back after it, once per iteration.
+        let mut state = |class: TensorClass, bytes: usize, what: &str, label: &'static str| {
+            if bytes == 0 {
+                return;
+            }
+            if opts.off_chip(class, elements) {
+                let mut add = |start: usize, end: usize, c: Class| {
+                    if start <= end {
+                        res.push(Residency { ipu: upd_ipu, class: c, iv: Interval { start, end, bytes }, value: v });
                     }
-                } else {
-                    always[upd_ipu].optimizer += obytes;
-                    fixed.push((upd_ipu, format!("{name} (optimizer state)"), obytes, "optimizer"));
+                };
+                add(update, update, Class::Loaded);
+                if update > 0 {
+                    add(0, update - 1, Class::Streaming);
                 }
-            }
-            if accumulate {
-                let abytes = shard(TensorClass::Accumulator, ty.nbytes());
-                if opts.off_chip(TensorClass::Accumulator, elements) {
-                    res.push(Residency {
-                        ipu: upd_ipu,
-                        class: Class::Loaded,
-                        iv: Interval { start: update, end: update, bytes: abytes },
-                        value: v,
-                    });
-                } else {
-                    always[upd_ipu].accumulators += abytes;
-                    fixed.push((upd_ipu, format!("{name} (gradient accumulator)"), abytes, "accumulator"));
+                add(update + 1, n, Class::Streaming);
+                transfers.push(Transfer { ipu: upd_ipu, node: update, bytes: 2 * bytes, once: true });
+            } else {
+                match class {
+                    TensorClass::Optimizer => always[upd_ipu].optimizer += bytes,
+                    _ => always[upd_ipu].accumulators += bytes,
                 }
+                fixed.push((upd_ipu, format!("{name} ({what})"), bytes, label));
             }
+        };
+        state(
+            TensorClass::Optimizer,
+            shard(TensorClass::Optimizer, factor * elements * 4),
+            "optimizer state",
+            "optimizer",
+        );
+        if accumulate {
+            state(
+                TensorClass::Accumulator,
+                shard(TensorClass::Accumulator, ty.nbytes()),
+                "gradient accumulator",
+                "accumulator",
+            );
         }
     }
 
@@ -731,19 +735,6 @@ pub fn memory(
         values.bytes.push(r.iv.bytes);
         values.birth.push(r.iv.start);
         values.death.push(r.iv.end);
-    }
-    // Loads where a tensor comes on chip from Streaming Memory, stores where it leaves.
-    let mut transfers = Vec::new();
-    for r in &res {
-        match r.class {
-            Class::Loaded => transfers.push(Transfer { ipu: r.ipu, node: r.iv.start, bytes: r.iv.bytes }),
-            Class::Streaming if r.iv.start > 0 && r.iv.start <= n => transfers.push(Transfer {
-                ipu: r.ipu,
-                node: (r.iv.start - 1).min(n.saturating_sub(1)),
-                bytes: r.iv.bytes,
-            }),
-            _ => {}
-        }
     }
     (Memory { capacity_bytes: capacity, ipus, values, transfers }, errors, warnings)
 }

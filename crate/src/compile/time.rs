@@ -298,9 +298,16 @@ pub fn time(
             }
         }
     }
+    // Streaming Memory traffic: per micro-batch with its stage, or once per iteration with
+    // the weight update.
     let mut stage_stream = vec![0f64; ns];
+    let mut update_stream = vec![0f64; nipus];
     for t in transfers {
-        stage_stream[place.nodes[t.node.min(g.nodes.len().saturating_sub(1))].pipeline_stage] += t.bytes as f64;
+        if t.once {
+            update_stream[t.ipu] += t.bytes as f64;
+        } else {
+            stage_stream[place.nodes[t.node.min(g.nodes.len().saturating_sub(1))].pipeline_stage] += t.bytes as f64;
+        }
     }
     let out_bytes: f64 = g.outputs.iter().map(|v| g.ty(*v).nbytes() as f64).sum();
     // Backward stages recompute their forward stage in pipelined training.
@@ -491,6 +498,11 @@ pub fn time(
             if reduce > 0.0 {
                 b.push(ipu, e, e + reduce, Kind::Copy, "gradient all-reduce across replicas");
                 e += reduce;
+            }
+            if update_stream[ipu] > 0.0 {
+                let d = stream(update_stream[ipu]);
+                b.push(ipu, e, e + d, Kind::Stream, "optimizer state and weights to and from Streaming Memory");
+                e += d;
             }
             e = b.work(ipu, e, cost, "weight update");
             end = end.max(e);
