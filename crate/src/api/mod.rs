@@ -2,6 +2,7 @@
 //! returns plain JS objects or throws an `Error` whose message names the cause.
 
 pub mod nn;
+pub mod plan;
 pub mod train;
 
 use crate::ir::{print::print_graph, Graph};
@@ -28,8 +29,11 @@ struct TracedModel<'a> {
     graph: &'a Graph,
 }
 
+/// `{text, graph, traced}`: the printed graph, its JSON, and the graph for `plan`.
 fn traced(g: &Graph) -> Result<JsValue, JsError> {
-    to_js(&TracedModel { text: print_graph(g), graph: g })
+    let v = to_js(&TracedModel { text: print_graph(g), graph: g })?;
+    plan::TracedGraph::attach(&v, g)?;
+    Ok(v)
 }
 
 /// The crate's version.
@@ -39,7 +43,7 @@ pub fn version() -> String {
 }
 
 /// Traces an MLP with layer `sizes` on a `[batch, sizes[0]]` input; returns
-/// `{ text, graph }`: the printed graph and its JSON form.
+/// `{ text, graph, traced }`: the printed graph, its JSON form and the graph for `plan`.
 #[wasm_bindgen(js_name = traceMlp)]
 pub fn trace_mlp(sizes: Vec<usize>, batch: usize) -> Result<JsValue, JsError> {
     let t = crate::trace::nn::trace_mlp(&sizes, batch, 0).map_err(|e: TraceError| js_err(e))?;

@@ -669,11 +669,13 @@ pub fn trace(model: JsValue, inputs: JsValue, options: JsValue) -> Result<JsValu
     let t = tr.finish(&refs).map_err(js_err)?;
     let parameters = t.params.iter().map(|(n, p)| (n.clone(), p.shape().to_vec())).collect();
     let rust_modules: Vec<String> = mods.iter().map(|m| m.0.clone()).collect();
-    Ok(to_js(&Traced {
+    let result = to_js(&Traced {
         text: crate::ir::print::print_graph(&t.graph),
         graph: &t.graph,
         modules: rust_modules,
         parameters,
         constants: t.constants.iter().map(|c| c.0.clone()).collect(),
-    })?)
+    })?;
+    super::plan::TracedGraph::attach(&result, &t.graph)?; // `traced`, for plan()
+    Ok(result)
 }

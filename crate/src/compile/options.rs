@@ -560,6 +560,20 @@ impl Options {
         Ok(o)
     }
 
+    /// Parses JSON options for a plan that shows what is wrong in place: options that do
+    /// not parse (unknown key, wrong type) give the defaults and an `options_json` error;
+    /// values that parse but fail a check stay as given, for `plan` to report.
+    pub fn from_json_lenient(json: &str) -> (Options, Vec<Diagnostic>) {
+        match Options::from_json(json) {
+            Ok(o) => (o, Vec::new()),
+            Err(e) if e.code == "options_json" => (Options::new(), vec![e]),
+            Err(_) => {
+                let o: Options = serde_json::from_str(json).unwrap_or_default();
+                (o, Vec::new())
+            }
+        }
+    }
+
     /// The options as JSON (every key, defaults included).
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("options serialise")

@@ -58,9 +58,11 @@ use super::placement::{place, BlockInfo, IpuCopy, PhaseInfo, Placement, StageInf
 use super::schedule::{updates_early, Pipeline};
 use super::strategy::ExecutionStrategy;
 use super::time::{time, Time};
+use crate::autograd::{training_graph, TrainOptions};
 use crate::ir::liveness::liveness;
+use crate::ir::OptimizerStep;
 use crate::ir::{Graph, InputKind, Op};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The placement side table, one array per field, indexed by node.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -157,6 +159,99 @@ pub struct PlanSettings {
     /// Samples in one micro-batch (the traced batch); by default dim 0 of the first model
     /// input (1 for a scalar input or none).
     pub micro_batch_size: Option<usize>,
+}
+
+/// The optimizer a training plan assumes (its state is always-live memory).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OptimizerChoice {
+    /// `torch.optim.SGD` without momentum: PopTorch's default (`SGD(lr=0.01)`), no state.
+    #[default]
+    Sgd,
+    /// SGD with momentum: one state tensor per parameter.
+    SgdMomentum,
+    /// Adam: two state tensors per parameter.
+    Adam,
+    /// AdamW: two state tensors per parameter.
+    AdamW,
+}
+
+impl OptimizerChoice {
+    pub fn step(self) -> OptimizerStep {
+        match self {
+            OptimizerChoice::Sgd => OptimizerStep::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 },
+            OptimizerChoice::SgdMomentum => OptimizerStep::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0 },
+            OptimizerChoice::Adam | OptimizerChoice::AdamW => OptimizerStep::Adam {
+                lr: 1e-3,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.0,
+                decoupled: self == OptimizerChoice::AdamW,
+            },
+        }
+    }
+}
+
+/// What to plan, besides the graph and the options (the JavaScript `plan`'s third
+/// argument): `{training, loss, optimizer, microBatchSize}`, every key optional.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PlanRequest {
+    /// Plan the training step (`trainingModel`): differentiate the forward graph for the
+    /// loss output and add the optimizer's updates. Otherwise plan inference.
+    pub training: bool,
+    /// Which graph output is the loss (a float scalar).
+    pub loss: usize,
+    pub optimizer: OptimizerChoice,
+    /// Samples per micro-batch (default: dim 0 of the first model input).
+    pub micro_batch_size: Option<usize>,
+}
+
+impl PlanRequest {
+    /// Parses the request's JSON (an object; unknown keys are rejected by name).
+    pub fn from_json(json: &str) -> Result<PlanRequest, String> {
+        let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("plan settings: {e}"))?;
+        if !v.is_object() {
+            return Err(format!("plan settings must be an object like {{training: true, loss: 0}}, got {v}"));
+        }
+        serde_json::from_value(v).map_err(|e| format!("plan settings: {e}"))
+    }
+}
+
+/// Plans a traced forward graph as `req` asks: for training, its training graph first
+/// (`autograd::training_graph` with the optimizer's updates). An error means there is
+/// nothing to plan (no scalar loss, no trainable parameter); everything PopTorch would
+/// reject is in the plan's `errors`.
+pub fn plan_request(forward: &Graph, options: &Options, req: &PlanRequest) -> Result<Plan, String> {
+    let settings = PlanSettings { micro_batch_size: req.micro_batch_size };
+    if !req.training {
+        return Ok(plan_with(forward, options, &settings));
+    }
+    let opts = TrainOptions { optimizer: Some(req.optimizer.step()), ..TrainOptions::default() };
+    let tg = training_graph(forward, req.loss, &opts).map_err(|e| format!("cannot plan training: {e}"))?;
+    Ok(plan_with(&tg.graph, options, &settings))
+}
+
+/// [`plan_request`] from JSON (what the JavaScript `plan` receives): options that do not
+/// parse become an `options_json` error in the plan (planned with the defaults), so the
+/// page can show it in place; settings that do not parse are an error.
+pub fn plan_json(forward: &Graph, options_json: Option<&str>, request_json: Option<&str>) -> Result<Plan, String> {
+    let req = match request_json {
+        Some(j) => PlanRequest::from_json(j)?,
+        None => PlanRequest::default(),
+    };
+    let (options, problems) = match options_json {
+        Some(j) => Options::from_json_lenient(j),
+        None => (Options::new(), Vec::new()),
+    };
+    let mut p = plan_request(forward, &options, &req)?;
+    if !problems.is_empty() {
+        p.errors.splice(0..0, problems);
+        p.valid = false;
+        p.fits = false;
+    }
+    Ok(p)
 }
 
 /// Error codes that say the plan does not fit, rather than that it is invalid.

@@ -1,0 +1,147 @@
+//! The IPU planner for JavaScript: `plan(model, options, settings)` and `demoModel(kind,
+//! config)`. A thin edge: parsing and validation live in `compile::plan`.
+//!
+//! `model` is what `trace(...)`, `traceMlp(...)`, `defaultModel()` or `demoModel(...)`
+//! returns (its `traced` member, a [`TracedGraph`], holds the graph), or that `TracedGraph`
+//! itself. `options` is a plain `poptorch.Options` object in camelCase (see
+//! `compile::options`), or omitted for PopTorch's defaults. `settings` is
+//! `{training, loss, optimizer, microBatchSize}` (see `compile::plan::PlanRequest`), or
+//! omitted for an inference plan.
+//!
+//! The result is the Plan as a plain object. A configuration PopTorch would reject (a
+//! wrong option value, a SameAsIpu conflict, accumulation below the stages, an unknown
+//! option key, …) is still a plan: `valid: false`, `fits: false` and the causes in
+//! `errors`, each with `code`, `message`, `fix` and `node`. A model that does not fit is a
+//! valid plan with `fits: false` and `out_of_memory` errors. `plan` throws only when there
+//! is nothing to plan: `model` is not a traced model, `settings` do not parse, or training
+//! was asked of a graph without a scalar loss or trainable parameters.
+
+use super::js_err;
+use crate::compile::plan::plan_json;
+use crate::ir::Graph;
+use crate::models::{DemoKind, DemoNet, DemoSizes};
+use js_sys::{Function, Reflect, JSON};
+use serde::Deserialize;
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+/// A traced model's graph, kept in wasm memory for `plan` (the `traced` member of a trace
+/// result).
+#[wasm_bindgen]
+pub struct TracedGraph {
+    graph: Rc<Graph>,
+}
+
+impl TracedGraph {
+    /// Wraps a traced graph.
+    pub fn new(graph: &Graph) -> TracedGraph {
+        TracedGraph { graph: Rc::new(graph.clone()) }
+    }
+
+    /// Adds `traced` (this graph) to a trace result object.
+    pub fn attach(result: &JsValue, graph: &Graph) -> Result<(), JsError> {
+        Reflect::set(result, &"traced".into(), &TracedGraph::new(graph).into())
+            .map_err(|_| JsError::new("could not attach the traced graph to the result"))?;
+        Ok(())
+    }
+}
+
+fn json_arg(v: &JsValue, what: &str) -> Result<Option<String>, JsError> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    if !v.is_object() || js_sys::Array::is_array(v) {
+        return Err(JsError::new(&format!("plan: {what} must be an object, or left out")));
+    }
+    let s = JSON::stringify(v).map_err(|_| JsError::new(&format!("plan: {what} cannot be turned into JSON")))?;
+    Ok(s.as_string())
+}
+
+#[wasm_bindgen]
+impl TracedGraph {
+    /// Nodes in the traced graph.
+    #[wasm_bindgen(getter, js_name = numNodes)]
+    pub fn num_nodes(&self) -> usize {
+        self.graph.nodes.len()
+    }
+
+    /// Plans this model: see the module-level `plan`.
+    pub fn plan(&self, options: JsValue, settings: JsValue) -> Result<JsValue, JsError> {
+        let o = json_arg(&options, "options")?;
+        let s = json_arg(&settings, "settings")?;
+        let p = plan_json(&self.graph, o.as_deref(), s.as_deref()).map_err(|e| JsError::new(&e))?;
+        JSON::parse(&p.to_json()).map_err(|_| JsError::new("plan: the plan could not be parsed as JSON"))
+    }
+}
+
+/// Plans `model` on IPUs under `options` (see the module docs): returns the Plan object.
+#[wasm_bindgen]
+pub fn plan(model: JsValue, options: JsValue, settings: JsValue) -> Result<JsValue, JsValue> {
+    let not_traced = || {
+        JsError::new("plan: the model must be what trace(), traceMlp(), defaultModel() or demoModel() returns").into()
+    };
+    if !model.is_object() {
+        return Err(not_traced());
+    }
+    let inner = Reflect::get(&model, &"traced".into()).unwrap_or(JsValue::UNDEFINED);
+    let traced = if inner.is_object() { inner } else { model };
+    let method: Function = Reflect::get(&traced, &"plan".into())
+        .ok()
+        .and_then(|f| f.dyn_into::<Function>().ok())
+        .ok_or_else(not_traced)?;
+    method.call2(&traced, &options, &settings)
+}
+
+/// `demoModel`'s config: `{layers, ipus, training, small, graph}`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct DemoConfig {
+    layers: usize,
+    ipus: usize,
+    training: bool,
+    small: bool,
+    graph: bool,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        DemoConfig { layers: 4, ipus: 1, training: false, small: false, graph: true }
+    }
+}
+
+/// Most layers `demoModel` builds (a 1,000-layer RevGNN is the planner's benchmark).
+const MAX_DEMO_LAYERS: usize = 4096;
+
+/// Traces a demo model for the planner: `kind` is `"mlp"`, `"transformer"` or `"revgnn"`
+/// (PubMed-like sizes); `config` is `{layers = 4, ipus = 1, training = false, small =
+/// false, graph = true}`: the layers are split evenly over `ipus` IPUs, one Block per IPU;
+/// `training` traces training behaviour (dropout masks); `small` uses the test sizes;
+/// `graph: false` leaves out `text` and `graph` (large for deep models). Returns `{text,
+/// graph, traced, microBatchSize}`, ready for `plan`.
+#[wasm_bindgen(js_name = demoModel)]
+pub fn demo_model(kind: &str, config: JsValue) -> Result<JsValue, JsError> {
+    let kind = DemoKind::parse(kind).map_err(|e| JsError::new(&format!("demoModel: {e}")))?;
+    let cfg: DemoConfig = match json_arg(&config, "config")? {
+        Some(j) => serde_json::from_str(&j).map_err(|e| JsError::new(&format!("demoModel: {e}")))?,
+        None => DemoConfig::default(),
+    };
+    if cfg.layers == 0 || cfg.layers > MAX_DEMO_LAYERS {
+        return Err(JsError::new(&format!(
+            "demoModel: layers must be from 1 to {MAX_DEMO_LAYERS}, got {}",
+            cfg.layers
+        )));
+    }
+    let sizes = if cfg.small { DemoSizes::small(kind) } else { DemoSizes::full(kind) };
+    let m = DemoNet::new(kind, cfg.layers, &sizes).and_then(|n| n.trace(cfg.ipus, cfg.training)).map_err(js_err)?;
+    let out: JsValue = if cfg.graph {
+        super::traced(&m.trace.graph)?
+    } else {
+        let o: JsValue = js_sys::Object::new().into();
+        TracedGraph::attach(&o, &m.trace.graph)?;
+        o
+    };
+    Reflect::set(&out, &"microBatchSize".into(), &JsValue::from(m.micro_batch_size as f64))
+        .map_err(|_| JsError::new("demoModel: could not build the result"))?;
+    Ok(out)
+}

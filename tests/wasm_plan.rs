@@ -1,0 +1,103 @@
+//! The planner's JavaScript API (`plan`, `demoModel`, the `traced` member of trace results)
+//! in headless Chromium (scripts/test.sh runs it with wasm-bindgen-test-runner).
+#![cfg(target_arch = "wasm32")]
+
+use ipu_playground::api;
+use js_sys::{Array, Reflect, JSON};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+fn get(v: &JsValue, path: &str) -> JsValue {
+    path.split('.').fold(v.clone(), |o, k| Reflect::get(&o, &k.into()).unwrap_or_else(|_| panic!("no {k} in {path}")))
+}
+
+fn json(s: &str) -> JsValue {
+    JSON::parse(s).expect("valid JSON")
+}
+
+fn codes(plan: &JsValue, list: &str) -> Vec<String> {
+    get(plan, list).dyn_into::<Array>().unwrap().iter().map(|e| get(&e, "code").as_string().unwrap()).collect()
+}
+
+fn message(err: JsValue) -> String {
+    err.dyn_into::<js_sys::Error>().expect("an Error").message().into()
+}
+
+#[wasm_bindgen_test]
+fn a_traced_mlp_plans_on_one_ipu_with_defaults() {
+    let model = api::trace_mlp(vec![4, 16, 3], 8).unwrap();
+    let plan = api::plan::plan(model.clone(), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap();
+    assert_eq!(get(&plan, "valid"), JsValue::TRUE);
+    assert_eq!(get(&plan, "fits"), JsValue::TRUE);
+    assert_eq!(get(&plan, "strategy").as_string().unwrap(), "pipelined");
+    assert_eq!(get(&plan, "ipusUsed").as_f64(), Some(1.0));
+    let nodes = get(&model, "graph.nodes").dyn_into::<Array>().unwrap().length();
+    assert_eq!(get(&plan, "placement.ipu").dyn_into::<Array>().unwrap().length(), nodes);
+    assert_eq!(get(&plan, "memory.capacityBytes").as_f64(), Some(1472.0 * 638_976.0));
+    assert!(get(&plan, "time.throughput").as_f64().unwrap() > 0.0);
+    // The traced member plans the same.
+    let again = api::plan::plan(get(&model, "traced"), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap();
+    assert_eq!(get(&again, "numNodes"), get(&plan, "numNodes"));
+}
+
+#[wasm_bindgen_test]
+fn invalid_configurations_are_plans_with_errors() {
+    let m = api::plan::demo_model("mlp", json(r#"{"layers": 3, "ipus": 3, "small": true}"#)).unwrap();
+    let plan = api::plan::plan(m.clone(), json(r#"{"deviceIterations": 3}"#), JsValue::UNDEFINED).unwrap();
+    assert_eq!(get(&plan, "valid"), JsValue::FALSE);
+    assert_eq!(get(&plan, "fits"), JsValue::FALSE);
+    assert_eq!((get(&plan, "ipusUsed").as_f64(), get(&plan, "ipusReserved").as_f64()), (Some(3.0), Some(4.0)));
+    assert_eq!(codes(&plan, "errors"), ["ipu_count_not_power_of_two"]);
+    let plan =
+        api::plan::plan(m.clone(), json(r#"{"deviceIterations": 3, "autoRoundNumIPUs": true}"#), JsValue::UNDEFINED)
+            .unwrap();
+    assert_eq!(get(&plan, "valid"), JsValue::TRUE);
+    assert_eq!(codes(&plan, "warnings"), ["ipu_count_rounded"]);
+    // An unknown option key: planned with the defaults, the key named in the errors.
+    let plan = api::plan::plan(m, json(r#"{"deviceIteration": 3}"#), JsValue::UNDEFINED).unwrap();
+    assert_eq!(get(&plan, "valid"), JsValue::FALSE);
+    let first = get(&plan, "errors").dyn_into::<Array>().unwrap().get(0);
+    assert_eq!(get(&first, "code").as_string().unwrap(), "options_json");
+    assert!(get(&first, "message").as_string().unwrap().contains("deviceIteration"));
+}
+
+#[wasm_bindgen_test]
+fn training_plans_build_the_training_graph() {
+    let m = api::plan::demo_model("transformer", json(r#"{"layers": 2, "ipus": 2, "small": true, "training": true}"#))
+        .unwrap();
+    let settings = json(r#"{"training": true, "optimizer": "adam"}"#);
+    let plan =
+        api::plan::plan(m.clone(), json(r#"{"Training": {"gradientAccumulation": 2}}"#), settings.clone()).unwrap();
+    assert_eq!(get(&plan, "training"), JsValue::TRUE);
+    assert_eq!(get(&plan, "stages").dyn_into::<Array>().unwrap().length(), 3, "2F - 1");
+    let e = get(&plan, "errors").dyn_into::<Array>().unwrap().get(0);
+    assert_eq!(get(&e, "code").as_string().unwrap(), "pipeline_gradient_accumulation");
+    assert!(get(&e, "message").as_string().unwrap().contains("pipeline stages (3)"));
+    let plan = api::plan::plan(m, json(r#"{"Training": {"gradientAccumulation": 3}}"#), settings).unwrap();
+    assert_eq!(get(&plan, "valid"), JsValue::TRUE);
+    assert_eq!(get(&plan, "pipeline.rampUp").as_f64(), Some(2.0));
+    assert!(get(&plan, "memory.ipus").dyn_into::<Array>().unwrap().length() == 2);
+}
+
+#[wasm_bindgen_test]
+fn nothing_to_plan_throws_an_error_naming_the_cause() {
+    let e = message(api::plan::plan(JsValue::from(42), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap_err());
+    assert!(e.contains("trace()"), "{e}");
+    let e = message(api::plan::plan(json(r#"{"traced": 1}"#), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap_err());
+    assert!(e.contains("trace()"), "{e}");
+    let mlp = api::trace_mlp(vec![4, 3], 2).unwrap();
+    let e = message(api::plan::plan(mlp.clone(), JsValue::UNDEFINED, json(r#"{"training": true}"#)).unwrap_err());
+    assert!(e.contains("loss must be a float scalar"), "{e}");
+    let e = message(api::plan::plan(mlp.clone(), JsValue::UNDEFINED, json(r#"{"trianing": true}"#)).unwrap_err());
+    assert!(e.contains("trianing"), "{e}");
+    let e = message(api::plan::plan(mlp.clone(), JsValue::from("fast"), JsValue::UNDEFINED).unwrap_err());
+    assert!(e.contains("options must be an object"), "{e}");
+    let e = message(api::plan::demo_model("cnn", JsValue::UNDEFINED).unwrap_err().into());
+    assert!(e.contains("mlp, transformer or revgnn"), "{e}");
+    let e = message(api::plan::demo_model("mlp", json(r#"{"layers": 0}"#)).unwrap_err().into());
+    assert!(e.contains("layers must be from 1"), "{e}");
+    // Still usable afterwards.
+    assert!(api::plan::plan(mlp, JsValue::UNDEFINED, JsValue::UNDEFINED).is_ok());
+}
