@@ -4,7 +4,7 @@
 //! cargo run --release --example plan -- --model mlp|transformer|revgnn --layers N --ipus N \
 //!     --strategy pipelined|sharded|serial-phased|parallel-phased [--train] [--replicas N] \
 //!     [--accumulation N] [--device-iterations N] [--auto-round] [--generation mk1|mk2|bow] \
-//!     [--options JSON] [--small] [--json FILE] [--check-executor]
+//!     [--options JSON] [--small] [--json FILE] [--check-executor] [--repeat N] [--timings FILE]
 //! ```
 //!
 //! The model's layers are split evenly over `--ipus` IPUs, one Block per IPU (`ipu0`,
@@ -16,7 +16,9 @@
 //! cause; a valid plan that does not fit exits 0 with `fits=false`.
 //! `--check-executor` (one IPU) also runs the planned program on the CPU executor and
 //! prints the predicted and measured peaks of live activation bytes and their ratio.
-//! `--small` uses the small sizes of the tests.
+//! `--small` uses the small sizes of the tests. `--repeat N` traces, differentiates and
+//! plans N times and prints the median times; `--timings FILE` writes them as JSON (the
+//! benchmark, `scripts/bench.sh`).
 
 use ipu_playground::autograd::{training_graph, TrainOptions};
 use ipu_playground::compile::{
@@ -24,7 +26,7 @@ use ipu_playground::compile::{
 };
 use ipu_playground::exec::{run, Store};
 use ipu_playground::ir::OptimizerStep;
-use ipu_playground::models::{demo_inputs, demo_model, DemoKind, DemoSizes};
+use ipu_playground::models::{demo_inputs, DemoKind, DemoNet, DemoSizes};
 use std::process::ExitCode;
 
 struct Args {
@@ -42,6 +44,8 @@ struct Args {
     small: bool,
     json: Option<String>,
     check_executor: bool,
+    repeat: usize,
+    timings: Option<String>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -60,6 +64,8 @@ fn parse() -> Result<Args, String> {
         small: false,
         json: None,
         check_executor: false,
+        repeat: 1,
+        timings: None,
     };
     let mut it = std::env::args().skip(1);
     let num = |v: Option<String>, flag: &str| -> Result<usize, String> {
@@ -88,11 +94,14 @@ fn parse() -> Result<Args, String> {
             "--small" => a.small = true,
             "--json" => a.json = Some(it.next().ok_or("--json needs a file name")?),
             "--check-executor" => a.check_executor = true,
+            "--repeat" => a.repeat = num(it.next(), "--repeat")?,
+            "--timings" => a.timings = Some(it.next().ok_or("--timings needs a file name")?),
             "-h" | "--help" => {
                 return Err("usage: plan --model mlp|transformer|revgnn --layers N --ipus N --strategy \
                             pipelined|sharded|serial-phased|parallel-phased [--train] [--replicas N] \
                             [--accumulation N] [--device-iterations N] [--auto-round] [--generation mk1|mk2|bow] \
-                            [--options JSON] [--small] [--json FILE] [--check-executor]"
+                            [--options JSON] [--small] [--json FILE] [--check-executor] [--repeat N] \
+                            [--timings FILE]"
                     .into())
             }
             other => return Err(format!("unknown flag '{other}' (--help lists them)")),
@@ -146,37 +155,77 @@ fn main() -> ExitCode {
     }
 }
 
+/// Median of a list of milliseconds.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
+    v[v.len() / 2]
+}
+
 fn main_inner() -> Result<ExitCode, String> {
     let a = parse()?;
     let opts = options(&a)?;
     let sizes = if a.small { DemoSizes::small(a.model) } else { DemoSizes::full(a.model) };
-    let t0 = std::time::Instant::now();
-    let demo = demo_model(a.model, a.layers, a.ipus, a.train, &sizes).map_err(|e| e.0)?;
-    let t_trace = std::time::Instant::now();
-    let graph = if a.train {
-        let adam =
-            OptimizerStep::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, decoupled: false };
-        training_graph(&demo.trace.graph, 0, &TrainOptions { optimizer: Some(adam), ..Default::default() })
-            .map_err(|e| e.0)?
-            .graph
-    } else {
-        demo.trace.graph.clone()
-    };
-    let t1 = std::time::Instant::now();
-    let plan = plan_with(&graph, &opts, &PlanSettings { micro_batch_size: Some(demo.micro_batch_size) });
-    let t2 = std::time::Instant::now();
+    let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
+    let t = std::time::Instant::now();
+    let net = DemoNet::new(a.model, a.layers, &sizes).map_err(|e| e.0)?;
+    let parameters_ms = ms(t);
+    // Trace, training graph, plan (and the plan's JSON), `--repeat` times.
+    let mut times: [Vec<f64>; 4] = Default::default();
+    let mut last = None;
+    for _ in 0..a.repeat.max(1) {
+        let t = std::time::Instant::now();
+        let demo = net.trace(a.ipus, a.train).map_err(|e| e.0)?;
+        times[0].push(ms(t));
+        let t = std::time::Instant::now();
+        let graph = if a.train {
+            let adam = OptimizerStep::Adam {
+                lr: 1e-3,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.0,
+                decoupled: false,
+            };
+            training_graph(&demo.trace.graph, 0, &TrainOptions { optimizer: Some(adam), ..Default::default() })
+                .map_err(|e| e.0)?
+                .graph
+        } else {
+            demo.trace.graph.clone()
+        };
+        times[1].push(ms(t));
+        let t = std::time::Instant::now();
+        let plan = plan_with(&graph, &opts, &PlanSettings { micro_batch_size: Some(demo.micro_batch_size) });
+        times[2].push(ms(t));
+        let t = std::time::Instant::now();
+        let json = plan.to_json();
+        times[3].push(ms(t));
+        last = Some((demo, plan, json));
+    }
+    let (demo, plan, json) = last.expect("at least one run");
+    let [trace_ms, graph_ms, plan_ms, json_ms] = times.map(median);
     println!(
-        "{:?}, {} layers over {} IPU(s): built and traced in {:.1} ms, {} in {:.1} ms, planned in {:.1} ms",
+        "{:?}, {} layers over {} IPU(s), {} nodes: parameters made in {parameters_ms:.1} ms; {}traced in {trace_ms:.1} ms, \
+         {} in {graph_ms:.1} ms, planned in {plan_ms:.1} ms (total {:.1} ms), plan JSON {:.2} MB in {json_ms:.1} ms",
         a.model,
         a.layers,
         a.ipus,
-        (t_trace - t0).as_secs_f64() * 1e3,
+        plan.num_nodes,
+        if a.repeat > 1 { format!("median of {}: ", a.repeat) } else { String::new() },
         if a.train { "differentiated (Adam)" } else { "no training graph" },
-        (t1 - t_trace).as_secs_f64() * 1e3,
-        (t2 - t1).as_secs_f64() * 1e3
+        trace_ms + graph_ms + plan_ms,
+        json.len() as f64 / 1e6,
     );
+    if let Some(path) = &a.timings {
+        let t = serde_json::json!({
+            "model": format!("{:?}", a.model), "layers": a.layers, "ipus": a.ipus, "training": a.train,
+            "nodes": plan.num_nodes, "parameters_ms": parameters_ms, "trace_ms": trace_ms,
+            "training_graph_ms": graph_ms, "plan_ms": plan_ms, "json_ms": json_ms,
+            "total_ms": trace_ms + graph_ms + plan_ms, "json_bytes": json.len(), "runs": a.repeat.max(1),
+        });
+        std::fs::write(path, t.to_string()).map_err(|e| format!("writing {path}: {e}"))?;
+    }
     if let Some(path) = &a.json {
-        std::fs::write(path, plan.to_json()).map_err(|e| format!("writing {path}: {e}"))?;
+        std::fs::write(path, &json).map_err(|e| format!("writing {path}: {e}"))?;
         println!("plan JSON written to {path}");
     }
     if a.check_executor {

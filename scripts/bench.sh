@@ -10,6 +10,10 @@
 #      after the other), so that each round's ratios compare runs seconds apart. This
 #      machine's speed drifts by 20% and more over minutes (shared host), which a
 #      200-epoch run of each, minutes apart, cannot cancel.
+#   6. the IPU planner: tracing a 1,000-layer RevGNN, building its training graph and
+#      planning it on 8 IPUs (placement, schedule, memory, time), natively and in wasm in
+#      headless Chromium (target: under 1 s each). `scripts/bench.sh planner` runs this
+#      step alone.
 #
 # PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
@@ -29,6 +33,30 @@ ROUND_EPOCHS="${BENCH_ROUND_EPOCHS:-8}"
 read -r -a SEEDS <<<"${BENCH_SEEDS:-0}"
 VENV="$ROOT/.venv-peers"
 DATASET=PubMed
+
+planner_bench() {
+  echo "== 6. planner: 1,000-layer RevGNN training plan on 8 IPUs (trace + training graph + plan)"
+  ./target/release/examples/plan --model revgnn --layers 1000 --ipus 8 --train --accumulation 16 --repeat 3 \
+    --timings "$OUT/plan-native.json" >"$OUT/plan-native.log"
+  head -n1 "$OUT/plan-native.log"
+  node scripts/bench-plan-wasm.mjs --layers 1000 --ipus 8 --runs 3 --json "$OUT/plan-wasm.json" >"$OUT/plan-wasm.log"
+  tail -n2 "$OUT/plan-wasm.log" | head -n1
+  node - "$OUT" <<'EOF'
+const fs = require("fs"), path = require("path");
+const read = (f) => { try { return JSON.parse(fs.readFileSync(path.join(process.argv[2], f), "utf8")); } catch { return null; } };
+for (const [name, p] of [["native", read("plan-native.json")], ["wasm", read("plan-wasm.json")]]) {
+  if (p) console.log(`planner (${name}): ${p.layers}-layer RevGNN training plan on ${p.ipus} IPUs, ${p.nodes} nodes: trace ${p.trace_ms.toFixed(0)} + training graph ${p.training_graph_ms.toFixed(0)} + plan ${p.plan_ms.toFixed(0)} = ${p.total_ms.toFixed(0)} ms (target < 1000: ${p.total_ms < 1000 ? "met" : "NOT met"})`);
+}
+EOF
+}
+
+if [ "${1:-}" = planner ]; then
+  cargo build --release --example plan
+  scripts/build-wasm.sh web >/dev/null
+  rm -f "$OUT"/plan-native.json "$OUT"/plan-wasm.json
+  planner_bench
+  exit 0
+fi
 
 scripts/stage-data.sh >/dev/null
 cargo build --release --examples
@@ -100,6 +128,10 @@ if [ -x "$VENV/bin/python" ]; then
 else
   echo "skipped (no PyTorch Geometric)"
 fi
+
+echo
+rm -f "$OUT"/plan-native.json "$OUT"/plan-wasm.json
+planner_bench
 
 echo
 echo "== summary"

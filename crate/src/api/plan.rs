@@ -8,7 +8,7 @@
 //! `{training, loss, optimizer, microBatchSize}` (see `compile::plan::PlanRequest`), or
 //! omitted for an inference plan.
 //!
-//! The result is the Plan as a plain object. A configuration PopTorch would reject (a
+//! The result is the Plan as a plain object, with `timings: {trainingGraphMs, planMs}`. A configuration PopTorch would reject (a
 //! wrong option value, a SameAsIpu conflict, accumulation below the stages, an unknown
 //! option key, …) is still a plan: `valid: false`, `fits: false` and the causes in
 //! `errors`, each with `code`, `message`, `fix` and `node`. A model that does not fit is a
@@ -17,7 +17,7 @@
 //! was asked of a graph without a scalar loss or trainable parameters.
 
 use super::js_err;
-use crate::compile::plan::plan_json;
+use crate::compile::plan::plan_json_timed;
 use crate::ir::Graph;
 use crate::models::{DemoKind, DemoNet, DemoSizes};
 use js_sys::{Function, Reflect, JSON};
@@ -47,6 +47,17 @@ impl TracedGraph {
     }
 }
 
+/// `performance.now()` where there is one (pages, workers, Node), else 0.
+fn now_ms() -> f64 {
+    let perf = Reflect::get(&js_sys::global(), &"performance".into()).unwrap_or(JsValue::UNDEFINED);
+    Reflect::get(&perf, &"now".into())
+        .ok()
+        .and_then(|f| f.dyn_into::<Function>().ok())
+        .and_then(|f| f.call0(&perf).ok())
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0)
+}
+
 fn json_arg(v: &JsValue, what: &str) -> Result<Option<String>, JsError> {
     if v.is_undefined() || v.is_null() {
         return Ok(None);
@@ -70,7 +81,7 @@ impl TracedGraph {
     pub fn plan(&self, options: JsValue, settings: JsValue) -> Result<JsValue, JsError> {
         let o = json_arg(&options, "options")?;
         let s = json_arg(&settings, "settings")?;
-        let p = plan_json(&self.graph, o.as_deref(), s.as_deref()).map_err(|e| JsError::new(&e))?;
+        let p = plan_json_timed(&self.graph, o.as_deref(), s.as_deref(), &now_ms).map_err(|e| JsError::new(&e))?;
         JSON::parse(&p.to_json()).map_err(|_| JsError::new("plan: the plan could not be parsed as JSON"))
     }
 }
@@ -118,7 +129,7 @@ const MAX_DEMO_LAYERS: usize = 4096;
 /// false, graph = true}`: the layers are split evenly over `ipus` IPUs, one Block per IPU;
 /// `training` traces training behaviour (dropout masks); `small` uses the test sizes;
 /// `graph: false` leaves out `text` and `graph` (large for deep models). Returns `{text,
-/// graph, traced, microBatchSize}`, ready for `plan`.
+/// graph, traced, microBatchSize, timings: {parametersMs, traceMs}}`, ready for `plan`.
 #[wasm_bindgen(js_name = demoModel)]
 pub fn demo_model(kind: &str, config: JsValue) -> Result<JsValue, JsError> {
     let kind = DemoKind::parse(kind).map_err(|e| JsError::new(&format!("demoModel: {e}")))?;
@@ -133,7 +144,11 @@ pub fn demo_model(kind: &str, config: JsValue) -> Result<JsValue, JsError> {
         )));
     }
     let sizes = if cfg.small { DemoSizes::small(kind) } else { DemoSizes::full(kind) };
-    let m = DemoNet::new(kind, cfg.layers, &sizes).and_then(|n| n.trace(cfg.ipus, cfg.training)).map_err(js_err)?;
+    let t0 = now_ms();
+    let net = DemoNet::new(kind, cfg.layers, &sizes).map_err(js_err)?;
+    let t1 = now_ms();
+    let m = net.trace(cfg.ipus, cfg.training).map_err(js_err)?;
+    let t2 = now_ms();
     let out: JsValue = if cfg.graph {
         super::traced(&m.trace.graph)?
     } else {
@@ -141,7 +156,14 @@ pub fn demo_model(kind: &str, config: JsValue) -> Result<JsValue, JsError> {
         TracedGraph::attach(&o, &m.trace.graph)?;
         o
     };
-    Reflect::set(&out, &"microBatchSize".into(), &JsValue::from(m.micro_batch_size as f64))
+    let timings = js_sys::Object::new();
+    let set = |o: &JsValue, k: &str, v: f64| {
+        Reflect::set(o, &k.into(), &JsValue::from(v)).map_err(|_| JsError::new("demoModel: could not build the result"))
+    };
+    set(&timings, "parametersMs", t1 - t0)?;
+    set(&timings, "traceMs", t2 - t1)?;
+    set(&out, "microBatchSize", m.micro_batch_size as f64)?;
+    Reflect::set(&out, &"timings".into(), &timings)
         .map_err(|_| JsError::new("demoModel: could not build the result"))?;
     Ok(out)
 }

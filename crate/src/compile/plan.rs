@@ -122,6 +122,16 @@ impl ProgramInfo {
     }
 }
 
+/// How long planning took, when timed (`plan_json_timed`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanTimings {
+    /// Building the training graph (0 for inference).
+    pub training_graph_ms: f64,
+    /// Placement, schedule, memory and time.
+    pub plan_ms: f64,
+}
+
 /// Everything the planner decided.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -148,6 +158,8 @@ pub struct Plan {
     pub time: Time,
     pub warnings: Vec<Diagnostic>,
     pub errors: Vec<Diagnostic>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timings: Option<PlanTimings>,
     /// The planned program (node indices of the plan refer to it).
     #[serde(skip)]
     pub graph: Graph,
@@ -224,19 +236,36 @@ impl PlanRequest {
 /// nothing to plan (no scalar loss, no trainable parameter); everything PopTorch would
 /// reject is in the plan's `errors`.
 pub fn plan_request(forward: &Graph, options: &Options, req: &PlanRequest) -> Result<Plan, String> {
+    let training = training_graph_for(forward, req)?;
     let settings = PlanSettings { micro_batch_size: req.micro_batch_size };
+    Ok(plan_with(training.as_ref().unwrap_or(forward), options, &settings))
+}
+
+/// The training graph `req` asks for (`None`: plan the forward graph).
+fn training_graph_for(forward: &Graph, req: &PlanRequest) -> Result<Option<Graph>, String> {
     if !req.training {
-        return Ok(plan_with(forward, options, &settings));
+        return Ok(None);
     }
     let opts = TrainOptions { optimizer: Some(req.optimizer.step()), ..TrainOptions::default() };
     let tg = training_graph(forward, req.loss, &opts).map_err(|e| format!("cannot plan training: {e}"))?;
-    Ok(plan_with(&tg.graph, options, &settings))
+    Ok(Some(tg.graph))
 }
 
 /// [`plan_request`] from JSON (what the JavaScript `plan` receives): options that do not
 /// parse become an `options_json` error in the plan (planned with the defaults), so the
 /// page can show it in place; settings that do not parse are an error.
 pub fn plan_json(forward: &Graph, options_json: Option<&str>, request_json: Option<&str>) -> Result<Plan, String> {
+    plan_json_timed(forward, options_json, request_json, &|| 0.0)
+}
+
+/// [`plan_json`], timing its parts with `clock` (milliseconds; the JavaScript API passes
+/// `performance.now`): the plan's `timings`.
+pub fn plan_json_timed(
+    forward: &Graph,
+    options_json: Option<&str>,
+    request_json: Option<&str>,
+    clock: &dyn Fn() -> f64,
+) -> Result<Plan, String> {
     let req = match request_json {
         Some(j) => PlanRequest::from_json(j)?,
         None => PlanRequest::default(),
@@ -245,7 +274,12 @@ pub fn plan_json(forward: &Graph, options_json: Option<&str>, request_json: Opti
         Some(j) => Options::from_json_lenient(j),
         None => (Options::new(), Vec::new()),
     };
-    let mut p = plan_request(forward, &options, &req)?;
+    let t0 = clock();
+    let settings = PlanSettings { micro_batch_size: req.micro_batch_size };
+    let graph = training_graph_for(forward, &req)?;
+    let t1 = clock();
+    let mut p = plan_with(graph.as_ref().unwrap_or(forward), &options, &settings);
+    p.timings = Some(PlanTimings { training_graph_ms: t1 - t0, plan_ms: clock() - t1 });
     if !problems.is_empty() {
         p.errors.splice(0..0, problems);
         p.valid = false;
@@ -338,6 +372,7 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
         time,
         warnings,
         errors,
+        timings: None,
         graph: program,
     }
 }

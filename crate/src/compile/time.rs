@@ -344,7 +344,6 @@ pub fn time(
     let stream = |bytes: f64| bytes / gen.streaming_bandwidth;
     let ipu_sync = gen.ipu_sync_cycles / gen.clock_hz;
     let micro_batches = if training { opts.training.gradient_accumulation.max(1) } else { 1 };
-    let every_output = opts.resolved_output_mode(training) == OutputMode::All;
     let mut t = 0.0f64;
     let (iterations_per_step, mbs) = match (&opts.execution_strategy, pipeline) {
         (ExecutionStrategy::Pipelined(_), Some(p)) => {
@@ -472,7 +471,13 @@ pub fn time(
         }
     };
     // Outputs to the host, then (training) the all-reduce across replicas and the updates.
-    let outs = if every_output { out_bytes * mbs as f64 } else { out_bytes };
+    // outputMode: All returns every micro-batch's outputs, EveryN every N-th, Final and Sum one.
+    let returned = match opts.resolved_output_mode(training) {
+        OutputMode::All => mbs,
+        OutputMode::EveryN => mbs.div_ceil(opts.output_return_period.unwrap_or(1).max(1)),
+        _ => 1,
+    };
+    let outs = out_bytes * returned as f64;
     let last_ipu = place.stages.last().map(|s| s.ipu).unwrap_or(0);
     if outs > 0.0 {
         let d = host(outs);

@@ -1,0 +1,27 @@
+// A user planning a model with the npm package: PopTorch's documented Block example
+// (three blocks on IPUs 0, 1, 0) traced in JavaScript, then planned under poptorch.Options
+// given as a plain object.
+import { nn, block, trace, plan, demoModel, traceMlp, manualSeed } from "ipu-playground";
+
+export class ThreeBlocks extends nn.Module {
+  constructor(ipus = [0, 1, 0]) {
+    super();
+    this.ipus = ipus;
+    this.fc1 = new nn.Linear(16, 32);
+    this.fc2 = new nn.Linear(32, 32);
+    this.fc3 = new nn.Linear(32, 4);
+  }
+  forward(x) {
+    const [a, b, c] = this.ipus;
+    const h = block("b0", a, () => this.fc1.forward(x).relu());
+    const k = block("b1", b, () => this.fc2.forward(h).relu());
+    return block("b2", c, () => this.fc3.forward(k).mean());
+  }
+}
+
+export function traceThreeBlocks(ipus) {
+  manualSeed(0);
+  return trace(new ThreeBlocks(ipus), [{ name: "x", shape: [8, 16] }]);
+}
+
+export { plan, demoModel, traceMlp };
