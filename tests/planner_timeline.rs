@@ -6,7 +6,6 @@ mod planner_support;
 use ipu_playground::compile::options::CommGroupType;
 use ipu_playground::compile::time::Kind;
 use ipu_playground::compile::{plan, plan_with, ExecutionStrategy, IpuGeneration, Options, PlanSettings};
-use ipu_playground::rng::Rng;
 use ipu_playground::tensor::{DType, Tensor};
 use ipu_playground::trace::Tracer;
 use planner_support::*;
@@ -152,7 +151,6 @@ fn replica_buffers_updated_in_place_need_broadcast_buffers_off() {
     assert_eq!(p.memory.ipus[0].always_live.buffers, 12);
     // One replica: nothing to broadcast.
     assert!(plan(&g, &Options::new()).valid);
-    let _ = Rng::new(0);
 }
 
 #[test]

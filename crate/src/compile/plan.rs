@@ -575,3 +575,60 @@ impl Plan {
         serde_json::to_string(self).expect("plans serialise")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::DType;
+    use crate::trace::Tracer;
+
+    fn tiny() -> Graph {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[4, 8], DType::Float32).unwrap();
+        let w = tr.param("w", &std::rc::Rc::new(crate::tensor::Tensor::zeros(&[8, 8], DType::Float32))).unwrap();
+        let y = x.matmul(&w).unwrap().relu().unwrap().mean(&[], false).unwrap();
+        tr.finish(&[&y]).unwrap().graph
+    }
+
+    #[test]
+    fn json_entry_puts_bad_options_in_the_plan_and_rejects_bad_settings() {
+        let g = tiny();
+        let p = plan_json(&g, Some(r#"{"deviceIteration": 2}"#), None).unwrap();
+        assert!(!p.valid && !p.fits);
+        assert_eq!(p.errors[0].code, "options_json");
+        assert!(p.errors[0].message.contains("deviceIteration"));
+        let p = plan_json(&g, Some(r#"{"deviceIterations": 0}"#), None).unwrap();
+        assert_eq!(p.errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["options_not_positive"]);
+        assert!(plan_json(&g, None, Some(r#"{"trainng": true}"#)).unwrap_err().contains("trainng"));
+        assert!(plan_json(&g, None, Some("[]")).unwrap_err().contains("object"));
+    }
+
+    #[test]
+    fn training_requests_plan_the_training_graph_with_the_optimizers_state() {
+        let g = tiny();
+        let p = plan_json(&g, None, Some(r#"{"training": true, "optimizer": "adam"}"#)).unwrap();
+        assert!(p.valid && p.training, "{:?}", p.errors);
+        assert_eq!(p.memory.ipus[0].always_live.optimizer, 2 * 64 * 4);
+        assert!(p.program.pass.contains(&2));
+        let p = plan_json(&g, None, Some(r#"{"training": true}"#)).unwrap();
+        assert_eq!(p.memory.ipus[0].always_live.optimizer, 0, "PopTorch's default SGD has no state");
+        let p = plan_json(&g, None, None).unwrap();
+        assert!(!p.training && p.valid);
+        assert!(plan_json(&g, None, Some(r#"{"training": true, "loss": 3}"#)).unwrap_err().contains("no output 3"));
+    }
+
+    #[test]
+    fn the_plan_line_comes_last_in_the_summary() {
+        let p = plan(&tiny(), &Options::new());
+        let text = p.summary();
+        let last = text.lines().last().unwrap();
+        assert!(last.starts_with("PLAN ipus_used=1 ipus_reserved=1 stages=1 fits=true peak_bytes_max_ipu="), "{last}");
+        for key in ["step_time_s=", "throughput="] {
+            assert!(last.contains(key), "{last}");
+        }
+        let j: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        for key in ["valid", "fits", "placement", "memory", "time", "pipeline", "copies", "errors", "warnings"] {
+            assert!(j.get(key).is_some(), "{key}");
+        }
+    }
+}
