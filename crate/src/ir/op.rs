@@ -65,14 +65,105 @@ pub enum InputKind {
     Buffer,
 }
 
-/// Hyper-parameters of one optimizer update.
+/// Hyper-parameters of one optimizer update, with PyTorch's semantics (see
+/// [`crate::kernels::optim`] for the formulas). `*_dtype` fields say how the optimizer state
+/// is stored (float32, or float16: rounded to half after every update, as PopART keeps
+/// `accum_type` state tensors); the arithmetic is float32 either way.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum OptimizerStep {
-    /// `p -= lr * (g + wd*p)` with optional momentum (PyTorch SGD).
-    Sgd { lr: f32, momentum: f32, weight_decay: f32 },
-    /// Adam (coupled L2 weight decay) or AdamW (`decoupled`: `p *= 1 - lr*wd`).
-    Adam { lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: bool },
+    /// torch.optim.SGD: `d = g + wd·p`; with momentum `v = m·v + (1−dampening)·d` (the
+    /// first step `v = d`), `d = nesterov ? d + m·v : v`; `p −= lr·d`. The velocity is
+    /// stored multiplied by `velocity_scaling` (PopTorch's combined variant; 1 otherwise).
+    Sgd {
+        lr: f32,
+        momentum: f32,
+        dampening: f32,
+        weight_decay: f32,
+        nesterov: bool,
+        velocity_scaling: f32,
+        velocity_dtype: DType,
+    },
+    /// Adam (coupled L2 weight decay) or AdamW (`decoupled`: `p *= 1 − lr·wd`), with or
+    /// without bias correction.
+    Adam {
+        lr: f32,
+        beta1: f32,
+        beta2: f32,
+        eps: f32,
+        weight_decay: f32,
+        decoupled: bool,
+        bias_correction: bool,
+        first_order_dtype: DType,
+        second_order_dtype: DType,
+    },
+    /// torch.optim.RMSprop (L2 weight decay, optional momentum, optionally centred).
+    /// `first_order_dtype` stores the squared-gradient average, `second_order_dtype` the
+    /// centred gradient average (PopART's accl1 and accl2).
+    RmsProp {
+        lr: f32,
+        alpha: f32,
+        eps: f32,
+        weight_decay: f32,
+        momentum: f32,
+        centered: bool,
+        first_order_dtype: DType,
+        second_order_dtype: DType,
+    },
+    /// LAMB (You et al. 2019, as PopTorch's `optim.LAMB`): Adam moments, update
+    /// `u = m̂/(√v̂ + eps) + wd·p`, trust ratio `min(‖p‖, max_weight_norm)/‖u‖` (1 when either
+    /// norm is 0), `p −= lr·trust·u`.
+    Lamb {
+        lr: f32,
+        beta1: f32,
+        beta2: f32,
+        eps: f32,
+        weight_decay: f32,
+        bias_correction: bool,
+        max_weight_norm: f32,
+        first_order_dtype: DType,
+        second_order_dtype: DType,
+    },
+}
+
+impl OptimizerStep {
+    /// Plain PyTorch SGD (no dampening, no Nesterov, float32 state).
+    pub fn sgd(lr: f32, momentum: f32, weight_decay: f32) -> OptimizerStep {
+        OptimizerStep::Sgd {
+            lr,
+            momentum,
+            dampening: 0.0,
+            weight_decay,
+            nesterov: false,
+            velocity_scaling: 1.0,
+            velocity_dtype: DType::Float32,
+        }
+    }
+
+    /// PyTorch Adam (`decoupled == false`) or AdamW, bias-corrected, float32 state.
+    pub fn adam(lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: bool) -> OptimizerStep {
+        OptimizerStep::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            bias_correction: true,
+            first_order_dtype: DType::Float32,
+            second_order_dtype: DType::Float32,
+        }
+    }
+
+    /// The learning rate.
+    pub fn lr(&self) -> f32 {
+        match self {
+            OptimizerStep::Sgd { lr, .. }
+            | OptimizerStep::Adam { lr, .. }
+            | OptimizerStep::RmsProp { lr, .. }
+            | OptimizerStep::Lamb { lr, .. } => *lr,
+        }
+    }
 }
 
 /// An operation. Inputs are listed per variant as `(a, b, …)`; attributes are the fields.
