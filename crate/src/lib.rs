@@ -10,6 +10,7 @@ pub mod exec;
 pub mod gnn;
 pub mod ir;
 pub mod kernels;
+pub mod poptorch;
 pub mod rng;
 pub mod tensor;
 pub mod trace;
