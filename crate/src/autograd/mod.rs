@@ -656,6 +656,11 @@ fn vjp_rule(
             let op = Op::SliceGrad { in_shape, dim: *dim, start: *start, end: *end, step: *step };
             vec![Some(b.add(op, vec![g.unwrap()])?)]
         }
+        Op::DynamicSlice { dim, size } => {
+            let in_shape = ty(b, ins[0]).shape;
+            let op = Op::DynamicSliceGrad { in_shape, dim: *dim, size: *size };
+            vec![Some(b.add(op, vec![g.unwrap(), x(b, 1)])?), None]
+        }
         Op::IndexSelect { dim } => {
             let dim_size = ty(b, ins[0]).shape[*dim];
             vec![Some(b.add(Op::IndexAdd { dim: *dim, dim_size }, vec![g.unwrap(), x(b, 1)])?), None]

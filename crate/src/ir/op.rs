@@ -244,6 +244,11 @@ pub enum Op {
     Split { sizes: Vec<usize>, dim: usize },
     /// Elements `start, start+step, …` below `end` along `dim`.
     Slice { dim: usize, start: usize, end: usize, step: usize },
+    /// `(x, start i32[] or i32[1])` → `size` entries of `dim` from `start`, wrapping round
+    /// past the end (PopART's DynamicSlice: the start is read as an unsigned 32-bit integer,
+    /// taken modulo the dim's length, and entry `j` is `(start + j) mod len`). PopTorch
+    /// makes it from a slice `t[x:x+size]` whose start is a tensor.
+    DynamicSlice { dim: usize, size: usize },
     /// `(x, index i32[k])` → x with dim `dim` replaced by the `k` selected entries.
     IndexSelect { dim: usize },
     /// `(x, index i32)` → torch.gather(x, dim, index).
@@ -282,6 +287,9 @@ pub enum Op {
     CrossEntropyGrad { reduction: Reduction, class_weight: Option<Vec<f32>>, has_mask: bool },
     /// `(g)` → zeros of `in_shape` with `g` written at the slice.
     SliceGrad { in_shape: Vec<usize>, dim: usize, start: usize, end: usize, step: usize },
+    /// `(g, start)` → zeros of `in_shape` with `g` written at the wrapped positions of
+    /// `DynamicSlice { dim, size }` (its adjoint; `size` ≤ the dim, so no position repeats).
+    DynamicSliceGrad { in_shape: Vec<usize>, dim: usize, size: usize },
     /// `(g, index)` → zeros[dim_size along dim] with rows of g added at `index` (index_select's adjoint).
     IndexAdd { dim: usize, dim_size: usize },
     /// `(g, index)` → gather's adjoint: zeros of `in_shape`, `out[..index..] += g`.
@@ -372,6 +380,7 @@ impl Op {
             Op::Concat { .. } => "concat",
             Op::Split { .. } => "split",
             Op::Slice { .. } => "slice",
+            Op::DynamicSlice { .. } => "dynamic_slice",
             Op::IndexSelect { .. } => "index_select",
             Op::Gather { .. } => "gather",
             Op::Cast { .. } => "cast",
@@ -388,6 +397,7 @@ impl Op {
             Op::LayerNormGrad { .. } => "layer_norm_grad",
             Op::CrossEntropyGrad { .. } => "cross_entropy_grad",
             Op::SliceGrad { .. } => "slice_grad",
+            Op::DynamicSliceGrad { .. } => "dynamic_slice_grad",
             Op::IndexAdd { .. } => "index_add",
             Op::GatherGrad { .. } => "gather_grad",
             Op::ScatterMeanGrad { .. } => "scatter_mean_grad",
