@@ -1,6 +1,7 @@
 //! PopTorch on the CPU: the `poptorch` API (optimizers, and — once the planner's `Options`
 //! land — `training_model`/`inference_model` executed with IPU semantics).
 
+pub mod loss_scaling;
 pub mod optim;
 
 use std::fmt;
