@@ -211,16 +211,17 @@ fn optimizer_updates_run_as_soon_as_their_gradient_is_final() {
     let t = tr.finish(&[&loss]).unwrap();
     let step = ipu_playground::ir::OptimizerStep::sgd(0.1, 0.0, 0.0);
     let tg = training_graph(&t.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() }).unwrap();
-    verify(&tg.graph).unwrap();
-    let pos = |f: &dyn Fn(&ipu_playground::ir::Node) -> bool| tg.graph.nodes.iter().position(f).unwrap();
+    let program = ipu_playground::compile::schedule::updates_early(&tg.graph).unwrap();
+    verify(&program).unwrap();
+    let pos = |f: &dyn Fn(&ipu_playground::ir::Node) -> bool| program.nodes.iter().position(f).unwrap();
     let fc2_update =
         pos(&|n| matches!(&n.op, ipu_playground::ir::Op::OptimizerUpdate { param, .. } if param == "fc2.weight"));
-    let last_backward = tg.graph.nodes.iter().rposition(|n| n.meta.pass == Pass::Backward).unwrap();
-    assert!(fc2_update < last_backward, "fc2's update waits for fc1's backward:\n{}", print_graph(&tg.graph));
+    let last_backward = program.nodes.iter().rposition(|n| n.meta.pass == Pass::Backward).unwrap();
+    assert!(fc2_update < last_backward, "fc2's update waits for fc1's backward:\n{}", print_graph(&program));
     // Same numbers as applying every update at the end: fc2.weight is not read after it.
     let mut store = Store::new(&t.params, &t.buffers, 0);
     let xin = Rc::new(Tensor::from_f32(&[5, 3], vec![0.3; 15]).unwrap());
-    let l0 = run(&tg.graph, &mut store, std::slice::from_ref(&xin)).unwrap().outputs[0].to_f32_vec()[0];
+    let l0 = run(&program, &mut store, std::slice::from_ref(&xin)).unwrap().outputs[0].to_f32_vec()[0];
     let l1 = run(&t.graph, &mut store, &[xin]).unwrap().outputs[0].to_f32_vec()[0];
     assert!(l1 < l0, "{l0} -> {l1}");
 }

@@ -12,7 +12,7 @@
 //! place of the forward value by every earlier backward rule, so a chain of regions keeps
 //! only its last output alive — activation memory does not grow with depth.
 
-use crate::ir::simplify::{inline, rebuild, simplify};
+use crate::ir::simplify::{inline, simplify};
 use crate::ir::{
     BinaryKind, Graph, InputKind, IrError, NodeMeta, Op, OptimizerStep, Pass, ReduceKind, Reduction, TensorType,
     ValueId,
@@ -183,50 +183,7 @@ pub fn training_graph_at(fwd: &Graph, loss: ValueId, opts: &TrainOptions) -> Res
     if trained.is_empty() && inputs.is_empty() {
         return Err(IrError("the loss does not depend on any trainable parameter".into()));
     }
-    let g = if opts.optimizer.is_some() { updates_early(&g)? } else { g };
     Ok(TrainingGraph { graph: g, trained, grad_outputs, input_grad_outputs, loss })
-}
-
-/// Moves each `optimizer_update` to just after the last node that reads its gradient or
-/// its parameter, as PopART schedules weight updates: a gradient is freed as soon as it is
-/// applied instead of living until the end of the backward pass.
-fn updates_early(g: &Graph) -> Result<Graph, IrError> {
-    let last = g.last_uses();
-    let is_update = |i: usize| matches!(g.nodes[i].op, Op::OptimizerUpdate { .. });
-    // Last non-update reader of each value.
-    let mut last_reader = vec![None; g.values.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
-        if !is_update(i) {
-            for &v in &n.inputs {
-                last_reader[v.0 as usize] = Some(i);
-            }
-        }
-    }
-    let params: std::collections::HashMap<&str, ValueId> = g.placeholders(InputKind::Parameter).into_iter().collect();
-    let mut after: Vec<Vec<usize>> = vec![Vec::new(); g.nodes.len()];
-    let mut order = Vec::with_capacity(g.nodes.len());
-    for (i, n) in g.nodes.iter().enumerate() {
-        let Op::OptimizerUpdate { param, .. } = &n.op else { continue };
-        let gv = n.inputs[0];
-        let mut at = g.values[gv.0 as usize].node;
-        for v in [Some(gv), params.get(param.as_str()).copied()].into_iter().flatten() {
-            if let Some(r) = last_reader[v.0 as usize] {
-                at = at.max(r);
-            }
-        }
-        // Graph outputs read at the end: keep the update at the end then.
-        if g.outputs.contains(&gv) || last[gv.0 as usize] == Some(g.nodes.len()) {
-            at = g.nodes.len() - 1;
-        }
-        after[at].push(i);
-    }
-    for (i, moved) in after.iter().enumerate() {
-        if !is_update(i) {
-            order.push(i);
-        }
-        order.extend(moved.iter().copied());
-    }
-    rebuild(g, &order)
 }
 
 /// The vector-Jacobian product of a region body `f(inputs…) -> y`: a graph taking

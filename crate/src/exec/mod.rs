@@ -5,11 +5,14 @@
 //!   kept in the store under the parameter's name).
 //! * `RandomMask` draws from the store's seeded generator, so runs are reproducible.
 //! * Every value is freed right after its last use, and the bytes of live activations are
-//!   counted after each node: [`RunStats::peak_bytes`] is measured, not estimated. Nested
-//!   regions (`Call`, `InvertibleBackward`) add their own peak on top of the caller's.
+//!   counted after each node: [`RunStats::peak_bytes`] is measured, not estimated. When a
+//!   value dies, what counts as an activation and how a node's bytes add up (nested regions,
+//!   `Call` and `InvertibleBackward`, add their own peak on top of the caller's) are
+//!   [`crate::ir::liveness`]'s rules, the ones the planner predicts with.
 
 pub mod fuse;
 
+use crate::ir::liveness::{Lifetimes, Meter};
 use crate::ir::{Graph, InputKind, Op, OptimizerStep, Pass, TensorType};
 use crate::kernels::{self, optim};
 use crate::rng::Rng;
@@ -167,18 +170,16 @@ fn run_graph(
     top: bool,
 ) -> Result<Vec<Rc<Tensor>>, ExecError> {
     check_inputs(g, inputs)?;
-    let last = g.last_uses();
+    // When each value dies and whether it counts: the one definition the planner predicts with.
+    let life = Lifetimes::of(g);
     let mut vals: Vec<Option<Rc<Tensor>>> = vec![None; g.values.len()];
-    // Whether a value counts as activation memory.
-    let mut counted = vec![false; g.values.len()];
-    let mut live: usize = 0;
+    let mut meter = Meter::default();
     let mut next_input = 0;
     let mut seen_backward = false;
-    let mut peak = 0usize;
     for (i, node) in g.nodes.iter().enumerate() {
         if top && !seen_backward && node.meta.pass != Pass::Forward {
             seen_backward = true;
-            stats.saved_for_backward = live;
+            stats.saved_for_backward = meter.live;
         }
         let mut inner_peak = 0usize;
         let t0 = now();
@@ -251,38 +252,34 @@ fn run_graph(
         if !matches!(node.op, Op::Call { .. } | Op::InvertibleBackward { .. }) {
             record_time(stats, &node.op, t0);
         }
-        let counts = match &node.op {
-            Op::Placeholder { kind, .. } => *kind == InputKind::Input,
-            Op::Constant { .. } => false,
-            _ => true,
-        };
-        peak = peak.max(live + inner_peak);
+        // Outputs nothing reads are dropped at once; the others are kept, and counted
+        // when they are activations, as measured here (the tensors' own bytes).
+        let mut born = 0;
         for (&v, t) in node.outputs.iter().zip(outs) {
             let vi = v.0 as usize;
-            if last[vi].is_some() {
-                if counts {
-                    live += t.nbytes();
-                    counted[vi] = true;
+            if life.death[vi].is_some() {
+                if life.counted[vi] {
+                    born += t.nbytes();
                 }
                 vals[vi] = Some(t);
             }
         }
-        peak = peak.max(live);
+        meter.run(i, inner_peak, born);
         for &v in &node.inputs {
             let vi = v.0 as usize;
-            if last[vi] == Some(i) {
+            if life.death[vi] == Some(i) {
                 if let Some(t) = vals[vi].take() {
-                    if counted[vi] {
-                        live -= t.nbytes();
+                    if life.counted[vi] {
+                        meter.free(t.nbytes());
                     }
                 }
             }
         }
         if top {
-            stats.live_after.push(live);
+            stats.live_after.push(meter.live);
         }
     }
-    stats.peak_bytes = stats.peak_bytes.max(peak);
+    stats.peak_bytes = stats.peak_bytes.max(meter.peak);
     g.outputs
         .iter()
         .map(|&v| vals[v.0 as usize].clone().ok_or_else(|| ExecError(format!("graph output {v} was not computed"))))

@@ -176,8 +176,10 @@ impl Trainer {
         };
         let tg = training_graph(&trace.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() })
             .map_err(|e| e.0)?;
-        crate::ir::verify::verify(&tg.graph).map_err(|e| e.0)?;
-        let train_graph = crate::exec::fuse::fuse(&tg.graph).map_err(|e| e.0)?;
+        // Updates right after their gradient's last use, as PopART schedules them.
+        let program = crate::compile::schedule::updates_early(&tg.graph).map_err(|e| e.0)?;
+        crate::ir::verify::verify(&program).map_err(|e| e.0)?;
+        let train_graph = crate::exec::fuse::fuse(&program).map_err(|e| e.0)?;
         let store = Store::new(&trace.params, &trace.buffers, cfg.seed.wrapping_add(2));
 
         // Evaluation: the whole graph, inference mode (no dropout).

@@ -1,7 +1,10 @@
 //! The graph IR: a closed op set ([`op`]), typed SSA graphs ([`graph`]), shape inference
-//! ([`shape`]), a printed form a person can read ([`print`]) and a verifier ([`verify`]).
+//! ([`shape`]), a printed form a person can read ([`print`]), a verifier ([`verify`]) and
+//! liveness ([`liveness`]: when values are born and die, the one memory definition the
+//! executor measures and the planner predicts with).
 
 pub mod graph;
+pub mod liveness;
 pub mod op;
 pub mod print;
 pub mod shape;

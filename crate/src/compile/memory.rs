@@ -1,0 +1,731 @@
+//! The memory model: per IPU, per program step, by class, with a tile map and a fit check.
+//!
+//! * Always live: code and exchange (estimates, [`super::hardware`]), weights, optimizer
+//!   state, gradient accumulators and buffers that live on chip (replicated tensor sharding
+//!   divides them by the replicas).
+//! * Not always live, over the scheduled program (one step = one node, every IPU on the same
+//!   axis): activations and gradients by [`crate::ir::liveness`] (the executor's rules; a
+//!   value read on another IPU lives there from its copy to its last reader), nested
+//!   sub-graph peaks and op temporaries (dense products keep fp32 partials, capped by the
+//!   available memory proportion), the pipeline stash (stage inputs, or every saved
+//!   activation without recomputation, for each extra micro-batch in flight), and tensors
+//!   brought on chip from Streaming Memory (`loaded`).
+//! * Streaming Memory contents per step are reported apart (`streaming`), not counted
+//!   against the IPU.
+//!
+//! `live_peak_bytes` is the executor's quantity (activations, gradients and sub-graph
+//! peaks, nothing else): for a one-IPU plan it equals `ir::liveness::liveness(g).peak()`
+//! and the executor's measured peak.
+
+use super::error::Diagnostic;
+use super::hardware::Generation;
+use super::options::{Options, Recomputation, TensorClass};
+use super::placement::{is_source, Placement};
+use super::strategy::ExecutionStrategy;
+use super::strategy::PhaseLiveness;
+use crate::ir::liveness::{timeline, Interval, Liveness};
+use crate::ir::{Graph, InputKind, Op, OptimizerStep, Pass};
+use serde::Serialize;
+
+/// Steps listed per IPU at most; longer programs keep the largest step of each stretch
+/// (so the peak is always listed).
+pub const MAX_STEPS: usize = 2000;
+/// Tensors listed as the largest at an IPU's peak.
+pub const LARGEST_LISTED: usize = 8;
+
+/// Memory every program step needs on one IPU.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlwaysLive {
+    pub code: usize,
+    pub exchange: usize,
+    pub weights: usize,
+    pub optimizer: usize,
+    pub accumulators: usize,
+    pub buffers: usize,
+}
+
+impl AlwaysLive {
+    pub fn total(&self) -> usize {
+        self.code + self.exchange + self.weights + self.optimizer + self.accumulators + self.buffers
+    }
+}
+
+/// Not-always-live memory of one IPU while one node runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    pub node: usize,
+    pub label: String,
+    pub activations: usize,
+    pub stash: usize,
+    pub gradients: usize,
+    pub temporaries: usize,
+    /// Weights, optimizer state and accumulators brought on chip from Streaming Memory.
+    pub loaded: usize,
+    /// Bytes of this IPU's tensors held in Streaming Memory (not on chip).
+    pub streaming: usize,
+}
+
+impl Step {
+    /// On-chip bytes of the step (Streaming Memory excluded).
+    pub fn on_chip(&self) -> usize {
+        self.activations + self.stash + self.gradients + self.temporaries + self.loaded
+    }
+}
+
+/// A tensor at an IPU's peak.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Largest {
+    pub name: String,
+    pub bytes: usize,
+    pub class: &'static str,
+}
+
+/// One IPU's memory.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IpuMemory {
+    pub ipu: usize,
+    pub always_live: AlwaysLive,
+    pub steps: Vec<Step>,
+    /// Steps of the program (before sampling).
+    pub program_steps: usize,
+    /// Always-live plus the largest step.
+    pub peak_bytes: usize,
+    /// The node of the largest step.
+    pub peak_step: usize,
+    /// The executor's quantity: peak of activations, gradients and sub-graph peaks.
+    pub live_peak_bytes: usize,
+    pub fits: bool,
+    pub largest: Vec<Largest>,
+    /// Bytes per tile at the peak.
+    pub tiles: Vec<u32>,
+    /// The fullest tile at the peak.
+    pub max_tile_bytes: usize,
+}
+
+/// A value's stay in one IPU's memory (for "live tensors at step").
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueLife {
+    pub value: u32,
+    pub name: String,
+    pub ipu: usize,
+    pub class: &'static str,
+    pub bytes: usize,
+    pub birth: usize,
+    pub death: usize,
+}
+
+/// A Streaming Memory transfer: `bytes` loaded onto (or stored from) `ipu` around `node`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    pub ipu: usize,
+    pub node: usize,
+    pub bytes: usize,
+}
+
+/// The memory part of a plan.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Memory {
+    pub capacity_bytes: usize,
+    pub ipus: Vec<IpuMemory>,
+    pub values: Vec<ValueLife>,
+    /// Streaming Memory loads and stores, for the time model.
+    #[serde(skip)]
+    pub transfers: Vec<Transfer>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    Activation,
+    Gradient,
+    Loaded,
+    Streaming,
+}
+
+/// A short label for a node: op name and scope, `(backward)`/`(optimizer)` when not forward.
+pub fn node_label(g: &Graph, i: usize) -> String {
+    let n = &g.nodes[i];
+    let mut s = n.op.name().to_string();
+    if let Op::Placeholder { name, .. } | Op::Constant { name, .. } = &n.op {
+        s = format!("{s} {name}");
+    } else if !n.meta.scope.is_empty() {
+        s.push(' ');
+        s.push_str(&n.meta.scope);
+    }
+    match n.meta.pass {
+        Pass::Forward => {}
+        Pass::Backward => s.push_str(" (backward)"),
+        Pass::Optimizer => s.push_str(" (optimizer)"),
+    }
+    s
+}
+
+fn value_name(g: &Graph, v: usize) -> String {
+    let node = g.values[v].node;
+    match &g.nodes[node].op {
+        Op::Placeholder { name, .. } | Op::Constant { name, .. } => name.clone(),
+        _ => format!("%{v} = {}", node_label(g, node)),
+    }
+}
+
+/// Bytes of optimizer state per parameter byte (fp32 state).
+fn optimizer_state_factor(step: &OptimizerStep) -> usize {
+    match step {
+        OptimizerStep::Sgd { momentum, .. } if *momentum != 0.0 => 1,
+        OptimizerStep::Sgd { .. } => 0,
+        OptimizerStep::Adam { .. } | OptimizerStep::Lamb { .. } => 2,
+        OptimizerStep::RmsProp { centered, momentum, .. } => 1 + usize::from(*centered) + usize::from(*momentum > 0.0),
+    }
+}
+
+/// Scratch of an op beyond its outputs: dense products keep fp32 partials of their output,
+/// at most the available memory proportion of the IPU.
+fn op_temporaries(g: &Graph, i: usize, cap: usize) -> usize {
+    let n = &g.nodes[i];
+    match n.op {
+        Op::MatMul
+        | Op::MatMulTN
+        | Op::Linear { .. }
+        | Op::LinearAdd { .. }
+        | Op::SpMM { .. }
+        | Op::SpMMTransposed { .. } => {
+            let out: usize = n.outputs.iter().map(|v| g.ty(*v).numel() * 4).sum();
+            out.min(cap)
+        }
+        _ => 0,
+    }
+}
+
+struct Residency {
+    ipu: usize,
+    class: Class,
+    iv: Interval,
+    value: usize,
+}
+
+/// Builds the memory model (and its fit errors and warnings).
+pub fn memory(
+    g: &Graph,
+    place: &Placement,
+    opts: &Options,
+    gen: &Generation,
+    life: &Liveness,
+) -> (Memory, Vec<Diagnostic>, Vec<Diagnostic>) {
+    let n = g.nodes.len();
+    let nipus = place.ipus_per_replica.max(1);
+    let capacity = gen.capacity_bytes();
+    let replicas = opts.replication_factor.max(1);
+    let lt = &life.lifetimes;
+    let training = place.training;
+    let pipelined = matches!(opts.execution_strategy, ExecutionStrategy::Pipelined(_)) && nipus > 1;
+    let recompute = pipelined && training && opts.auto_recomputation == Recomputation::Pipeline;
+    let phased = match &opts.execution_strategy {
+        ExecutionStrategy::SerialPhased(p) | ExecutionStrategy::ParallelPhased(p) => Some(p.liveness()),
+        _ => None,
+    };
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+
+    // Readers of each value.
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        for &v in &node.inputs {
+            let r = &mut readers[v.0 as usize];
+            if r.last() != Some(&i) {
+                r.push(i);
+            }
+        }
+    }
+    // First and last node of each execution stage and of each (phase, ipu).
+    let mut stage_first = vec![usize::MAX; place.stages.len()];
+    let mut phase_range: std::collections::HashMap<(usize, usize), (usize, usize)> = Default::default();
+    for (i, node) in g.nodes.iter().enumerate() {
+        if is_source(&node.op) {
+            continue;
+        }
+        let np = place.nodes[i];
+        stage_first[np.pipeline_stage] = stage_first[np.pipeline_stage].min(i);
+        if let Some(k) = np.phase {
+            let r = phase_range.entry((k, np.ipu)).or_insert((i, i));
+            r.0 = r.0.min(i);
+            r.1 = r.1.max(i);
+        }
+    }
+
+    let mut res: Vec<Residency> = Vec::new();
+    let mut always: Vec<AlwaysLive> = vec![AlwaysLive::default(); nipus];
+    // (ipu, name, bytes, class) of always-live tensors, for the largest list and tile map.
+    let mut fixed: Vec<(usize, String, usize, &'static str)> = Vec::new();
+    // Stash per IPU (bytes), and per IPU what it holds.
+    let mut stash = vec![0usize; nipus];
+
+    // ---- activations and gradients ----
+    #[allow(clippy::needless_range_loop)] // `v` indexes several tables
+    for v in 0..g.values.len() {
+        if !lt.is_live(v) {
+            continue;
+        }
+        let birth = lt.birth[v];
+        let death = lt.death[v].expect("live");
+        let bytes = lt.bytes[v];
+        let home = place.nodes[birth].ipu;
+        let prod = &g.nodes[birth];
+        let class = if prod.meta.pass == Pass::Forward { Class::Activation } else { Class::Gradient };
+        let is_output = death == n;
+        let mut push = |ipu: usize, start: usize, end: usize, c: Class| {
+            res.push(Residency { ipu, class: c, iv: Interval { start, end, bytes }, value: v });
+        };
+        // Readers grouped by IPU, in program order.
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        for &r in &readers[v] {
+            let ipu = place.nodes[r].ipu;
+            match groups.iter_mut().find(|x| x.0 == ipu) {
+                Some(x) => x.1.push(r),
+                None => groups.push((ipu, vec![r])),
+            }
+        }
+        if !groups.iter().any(|x| x.0 == home) {
+            groups.insert(0, (home, Vec::new()));
+        }
+        // A copy to another IPU happens at its first reader there: the home copy lives until then.
+        let copy_out = |only: &dyn Fn(usize) -> bool| -> Option<usize> {
+            groups.iter().filter(|x| x.0 != home).filter_map(|x| x.1.iter().copied().find(|&r| only(r))).max()
+        };
+        if pipelined && training && class == Class::Activation {
+            // Pipelined training: a value read again by a backward stage is stashed for each
+            // micro-batch in flight between the two stages, or recomputed there.
+            let is_input = matches!(prod.op, Op::Placeholder { kind: InputKind::Input, .. });
+            for (ipu, rs) in &groups {
+                let start = if *ipu == home { birth } else { rs[0] };
+                let fwd_last = rs.iter().copied().filter(|&r| g.nodes[r].meta.pass == Pass::Forward).max();
+                let bwd_first = rs.iter().copied().find(|&r| g.nodes[r].meta.pass != Pass::Forward);
+                let out = if *ipu == home { copy_out(&|_| true) } else { None };
+                let last = rs.iter().copied().chain(out).max().unwrap_or(start);
+                let end = if is_output && *ipu == home { n } else { last };
+                match bwd_first {
+                    Some(bf) => {
+                        let (fs, bs) = (place.nodes[start].pipeline_stage, place.nodes[bf].pipeline_stage);
+                        let depth = bs.saturating_sub(fs);
+                        let stage_input = is_input || *ipu != home;
+                        if recompute && !stage_input && depth > 0 {
+                            let fwd_end = fwd_last.into_iter().chain(out).max().unwrap_or(start);
+                            push(*ipu, start, fwd_end, class);
+                            push(*ipu, stage_first[bs].min(bf).max(fwd_end + 1), end, class);
+                        } else {
+                            push(*ipu, start, end, class);
+                            stash[*ipu] += depth * bytes;
+                        }
+                    }
+                    None => push(*ipu, start, end, class),
+                }
+            }
+            continue;
+        }
+        if let (Some(liveness), Some(kp)) = (phased, place.nodes[birth].phase) {
+            // Phased: a value goes through Streaming Memory to the readers the liveness mode
+            // says (another phase, after the forward pass or after each phase).
+            let off = opts.off_chip(TensorClass::Activation, g.values[v].ty.numel()) && !is_output;
+            let split = |r: usize| -> bool {
+                off && place.nodes[r].phase != Some(kp)
+                    && match liveness {
+                        PhaseLiveness::AlwaysLive => false,
+                        PhaseLiveness::OffChipAfterFwd | PhaseLiveness::OffChipAfterFwdNoOverlap => {
+                            prod.meta.pass == Pass::Forward && g.nodes[r].meta.pass != Pass::Forward
+                        }
+                        PhaseLiveness::OffChipAfterEachPhase => true,
+                    }
+            };
+            if readers[v].iter().any(|&r| split(r)) {
+                let home_near =
+                    groups.iter().find(|x| x.0 == home).and_then(|x| x.1.iter().copied().filter(|&r| !split(r)).max());
+                let piece_end = home_near.into_iter().chain(copy_out(&|r| !split(r))).max().unwrap_or(birth);
+                push(home, birth, piece_end, class);
+                let mut first_load = n;
+                for (ipu, rs) in &groups {
+                    let near: Vec<usize> = rs.iter().copied().filter(|&r| !split(r)).collect();
+                    if *ipu != home && !near.is_empty() {
+                        push(*ipu, near[0], *near.last().expect("non-empty"), class);
+                    }
+                    // Loaded at the start of each reading phase on this IPU.
+                    let mut by_phase: Vec<(usize, usize, usize)> = Vec::new();
+                    for &r in rs.iter().filter(|&&r| split(r)) {
+                        let k = place.nodes[r].phase.unwrap_or(0);
+                        match by_phase.iter_mut().find(|x| x.0 == k) {
+                            Some(x) => x.2 = r,
+                            None => by_phase.push((k, r, r)),
+                        }
+                    }
+                    for (k, first, last) in by_phase {
+                        let start = phase_range.get(&(k, *ipu)).map(|r| r.0).unwrap_or(first).min(first);
+                        first_load = first_load.min(start);
+                        push(*ipu, start, last, class);
+                    }
+                }
+                if piece_end + 1 < first_load {
+                    push(home, piece_end + 1, first_load - 1, Class::Streaming);
+                }
+                continue;
+            }
+        }
+        for (ipu, rs) in &groups {
+            if *ipu == home {
+                let last = rs.iter().copied().chain(copy_out(&|_| true)).max().unwrap_or(birth);
+                push(home, birth, if is_output { n } else { last }, class);
+            } else {
+                push(*ipu, rs[0], if is_output { n } else { *rs.last().expect("non-empty") }, class);
+            }
+        }
+    }
+
+    // ---- parameters, buffers, optimizer state, accumulators ----
+    let mut opt_factor: std::collections::HashMap<&str, (usize, usize)> = Default::default(); // param → (factor, update node)
+    for (i, node) in g.nodes.iter().enumerate() {
+        if let Op::OptimizerUpdate { param, step } = &node.op {
+            opt_factor.insert(param.as_str(), (optimizer_state_factor(step), i));
+        }
+    }
+    let accumulate = training && opts.training.gradient_accumulation > 1;
+    for (i, node) in g.nodes.iter().enumerate() {
+        let Op::Placeholder { kind, name } = &node.op else { continue };
+        if *kind == InputKind::Input {
+            continue;
+        }
+        let v = node.outputs[0].0 as usize;
+        let ty = &g.values[v].ty;
+        let ipu = place.nodes[i].ipu;
+        let elements = ty.numel();
+        if *kind == InputKind::Buffer {
+            always[ipu].buffers += ty.nbytes();
+            fixed.push((ipu, name.clone(), ty.nbytes(), "buffer"));
+            continue;
+        }
+        let shard = |class: TensorClass, bytes: usize| {
+            if opts.sharded_across_replicas(class, elements) {
+                bytes.div_ceil(replicas)
+            } else {
+                bytes
+            }
+        };
+        let wbytes = shard(TensorClass::Weight, ty.nbytes());
+        if opts.off_chip(TensorClass::Weight, elements) && !readers[v].is_empty() {
+            // Brought on chip for the phases (or the stretch) that read it.
+            let mut spans: Vec<(usize, usize)> = Vec::new();
+            for &r in &readers[v] {
+                let span = match place.nodes[r].phase {
+                    Some(k) => phase_range.get(&(k, place.nodes[r].ipu)).copied().unwrap_or((r, r)),
+                    None => (r, r),
+                };
+                match spans.iter_mut().find(|s| s.0 <= span.1 && span.0 <= s.1) {
+                    Some(s) => *s = (s.0.min(span.0), s.1.max(span.1)),
+                    None => spans.push(span),
+                }
+            }
+            if phased.is_none() {
+                let (a, b) =
+                    (spans.iter().map(|s| s.0).min().unwrap_or(0), spans.iter().map(|s| s.1).max().unwrap_or(0));
+                spans = vec![(a, b)];
+            }
+            spans.sort_unstable();
+            let mut cursor = 0;
+            for &(a, b) in &spans {
+                res.push(Residency {
+                    ipu,
+                    class: Class::Loaded,
+                    iv: Interval { start: a, end: b, bytes: wbytes },
+                    value: v,
+                });
+                if a > cursor {
+                    res.push(Residency {
+                        ipu,
+                        class: Class::Streaming,
+                        iv: Interval { start: cursor, end: a - 1, bytes: wbytes },
+                        value: v,
+                    });
+                }
+                cursor = b + 1;
+            }
+            if cursor < n {
+                res.push(Residency {
+                    ipu,
+                    class: Class::Streaming,
+                    iv: Interval { start: cursor, end: n, bytes: wbytes },
+                    value: v,
+                });
+            }
+        } else {
+            always[ipu].weights += wbytes;
+            fixed.push((ipu, name.clone(), wbytes, "weight"));
+        }
+        if let Some(&(factor, update)) = opt_factor.get(name.as_str()) {
+            let upd_ipu = place.nodes[update].ipu;
+            let obytes = shard(TensorClass::Optimizer, factor * elements * 4);
+            if obytes > 0 {
+                if opts.off_chip(TensorClass::Optimizer, elements) {
+                    res.push(Residency {
+                        ipu: upd_ipu,
+                        class: Class::Loaded,
+                        iv: Interval { start: update, end: update, bytes: obytes },
+                        value: v,
+                    });
+                    res.push(Residency {
+                        ipu: upd_ipu,
+                        class: Class::Streaming,
+                        iv: Interval { start: 0, end: update.saturating_sub(1), bytes: obytes },
+                        value: v,
+                    });
+                    if update + 1 < n {
+                        res.push(Residency {
+                            ipu: upd_ipu,
+                            class: Class::Streaming,
+                            iv: Interval { start: update + 1, end: n, bytes: obytes },
+                            value: v,
+                        });
+                    }
+                } else {
+                    always[upd_ipu].optimizer += obytes;
+                    fixed.push((upd_ipu, format!("{name} (optimizer state)"), obytes, "optimizer"));
+                }
+            }
+            if accumulate {
+                let abytes = shard(TensorClass::Accumulator, ty.nbytes());
+                if opts.off_chip(TensorClass::Accumulator, elements) {
+                    res.push(Residency {
+                        ipu: upd_ipu,
+                        class: Class::Loaded,
+                        iv: Interval { start: update, end: update, bytes: abytes },
+                        value: v,
+                    });
+                } else {
+                    always[upd_ipu].accumulators += abytes;
+                    fixed.push((upd_ipu, format!("{name} (gradient accumulator)"), abytes, "accumulator"));
+                }
+            }
+        }
+    }
+
+    // ---- code and exchange ----
+    let mut kinds: Vec<Vec<&'static str>> = vec![Vec::new(); nipus];
+    for (i, node) in g.nodes.iter().enumerate() {
+        if !is_source(&node.op) {
+            let k = &mut kinds[place.nodes[i].ipu];
+            if !k.contains(&node.op.name()) {
+                k.push(node.op.name());
+            }
+        }
+    }
+    for (ipu, a) in always.iter_mut().enumerate() {
+        a.code = gen.tiles * (gen.code_bytes_per_tile + kinds[ipu].len() * gen.code_bytes_per_op_kind_per_tile);
+        a.exchange = gen.tiles * gen.exchange_bytes_per_tile;
+    }
+
+    // ---- per IPU timelines ----
+    let mut ipus = Vec::new();
+    for ipu in 0..nipus {
+        let pick =
+            |c: Class| -> Vec<Interval> { res.iter().filter(|r| r.ipu == ipu && r.class == c).map(|r| r.iv).collect() };
+        let act = pick(Class::Activation);
+        let grad = pick(Class::Gradient);
+        let live: Vec<Interval> = act.iter().chain(&grad).copied().collect();
+        let inner: Vec<usize> =
+            (0..n).map(|i| if place.nodes[i].ipu == ipu { life.inner_peak[i] } else { 0 }).collect();
+        let amp_cap = (opts.available_memory_proportion_for(ipu) * capacity as f64) as usize;
+        let scratch: Vec<usize> =
+            (0..n).map(|i| if place.nodes[i].ipu == ipu { op_temporaries(g, i, amp_cap) } else { 0 }).collect();
+        let t_live = timeline(n, &live, &inner);
+        let t_act = timeline(n, &act, &[]);
+        let t_grad = timeline(n, &grad, &[]);
+        let t_loaded = timeline(n, &pick(Class::Loaded), &[]);
+        let t_stream = timeline(n, &pick(Class::Streaming), &[]);
+        let mk = |i: usize| Step {
+            node: i,
+            label: String::new(),
+            activations: t_act.during[i],
+            stash: stash[ipu],
+            gradients: t_grad.during[i],
+            temporaries: t_live.during[i] - t_act.during[i] - t_grad.during[i] + scratch[i],
+            loaded: t_loaded.during[i],
+            streaming: t_stream.during[i],
+        };
+        let (mut peak_i, mut peak_v) = (0usize, 0usize);
+        for i in 0..n {
+            let v = mk(i).on_chip();
+            if v > peak_v || i == 0 {
+                peak_i = i;
+                peak_v = v;
+            }
+        }
+        // Sampled steps: the largest of each stretch.
+        let stride = n.div_ceil(MAX_STEPS).max(1);
+        let mut steps = Vec::new();
+        let mut i = 0;
+        while i < n {
+            let end = (i + stride).min(n);
+            let best = if (i..end).contains(&peak_i) {
+                peak_i
+            } else {
+                (i..end).max_by_key(|&j| (mk(j).on_chip(), std::cmp::Reverse(j))).expect("non-empty")
+            };
+            let mut s = mk(best);
+            s.label = node_label(g, best);
+            steps.push(s);
+            i = end;
+        }
+        let al = always[ipu].clone();
+        let peak_bytes = al.total() + peak_v;
+        // Largest tensors at the peak.
+        let mut at_peak: Vec<(String, usize, &'static str)> = res
+            .iter()
+            .filter(|r| r.ipu == ipu && r.class != Class::Streaming && r.iv.start <= peak_i && peak_i <= r.iv.end)
+            .map(|r| {
+                let class = match r.class {
+                    Class::Activation => "activation",
+                    Class::Gradient => "gradient",
+                    _ => "loaded",
+                };
+                (value_name(g, r.value), r.iv.bytes, class)
+            })
+            .collect();
+        at_peak.extend(fixed.iter().filter(|f| f.0 == ipu).map(|f| (f.1.clone(), f.2, f.3)));
+        at_peak.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let peak_step = mk(peak_i);
+        let tiles = tile_map(gen, &al, &at_peak, peak_step.stash + peak_step.temporaries);
+        let max_tile = tiles.iter().copied().max().unwrap_or(0) as usize;
+        let largest: Vec<Largest> = at_peak
+            .iter()
+            .take(LARGEST_LISTED)
+            .map(|(name, bytes, class)| Largest { name: name.clone(), bytes: *bytes, class })
+            .collect();
+        let fits = peak_bytes <= capacity;
+        if !fits {
+            let top: Vec<String> =
+                largest.iter().take(3).map(|l| format!("{} ({}, {})", l.name, human(l.bytes), l.class)).collect();
+            errors.push(
+                Diagnostic::new(
+                    "out_of_memory",
+                    format!(
+                        "Out of memory on IPU {ipu}: it needs {} at step {peak_i} ({}) but has {} ({} tiles × {}). \
+                         Always live: {} (code {}, weights {}, optimizer {}); at the peak: activations {}, \
+                         gradients {}, stash {}, temporaries {}, loaded {}. Largest: {}.",
+                        human(peak_bytes),
+                        node_label(g, peak_i),
+                        human(capacity),
+                        gen.tiles,
+                        human(gen.bytes_per_tile),
+                        human(al.total()),
+                        human(al.code),
+                        human(al.weights),
+                        human(al.optimizer),
+                        human(peak_step.activations),
+                        human(peak_step.gradients),
+                        human(peak_step.stash),
+                        human(peak_step.temporaries),
+                        human(peak_step.loaded),
+                        top.join(", ")
+                    ),
+                    "Spread the blocks over more IPUs, keep weights or optimizer state in Streaming Memory \
+                     (TensorLocations), recompute activations, use a smaller micro-batch, or replicated tensor sharding.",
+                )
+                .at(peak_i),
+            );
+        } else if max_tile > gen.bytes_per_tile {
+            warnings.push(Diagnostic::new(
+                "tile_out_of_memory",
+                format!(
+                    "IPU {ipu} fits in total but its fullest tile needs {} of {} at step {peak_i}.",
+                    human(max_tile),
+                    human(gen.bytes_per_tile)
+                ),
+                "Lower availableMemoryProportion or split the largest tensors.",
+            ));
+        }
+        ipus.push(IpuMemory {
+            ipu,
+            always_live: al,
+            steps,
+            program_steps: n,
+            peak_bytes,
+            peak_step: peak_i,
+            live_peak_bytes: t_live.peak,
+            fits,
+            largest,
+            tiles,
+            max_tile_bytes: max_tile,
+        });
+    }
+    let mut values: Vec<ValueLife> = res
+        .iter()
+        .filter(|r| r.class != Class::Streaming)
+        .map(|r| ValueLife {
+            value: r.value as u32,
+            name: value_name(g, r.value),
+            ipu: r.ipu,
+            class: match r.class {
+                Class::Activation => "activation",
+                Class::Gradient => "gradient",
+                _ => "loaded",
+            },
+            bytes: r.iv.bytes,
+            birth: r.iv.start,
+            death: r.iv.end,
+        })
+        .collect();
+    values.sort_by_key(|v| (v.birth, v.ipu, v.value));
+    // Loads where a tensor comes on chip from Streaming Memory, stores where it leaves.
+    let mut transfers = Vec::new();
+    for r in &res {
+        match r.class {
+            Class::Loaded => transfers.push(Transfer { ipu: r.ipu, node: r.iv.start, bytes: r.iv.bytes }),
+            Class::Streaming if r.iv.start > 0 && r.iv.start <= n => transfers.push(Transfer {
+                ipu: r.ipu,
+                node: (r.iv.start - 1).min(n.saturating_sub(1)),
+                bytes: r.iv.bytes,
+            }),
+            _ => {}
+        }
+    }
+    (Memory { capacity_bytes: capacity, ipus, values, transfers }, errors, warnings)
+}
+
+/// Bytes per tile at the peak: code and exchange on every tile; each tensor spread over as
+/// many tiles as its grain allows, starting where the previous one ended (Poplar's linear
+/// mapping); stash and temporaries spread evenly.
+fn tile_map(gen: &Generation, al: &AlwaysLive, tensors: &[(String, usize, &'static str)], spread: usize) -> Vec<u32> {
+    let t = gen.tiles;
+    let mut tiles = vec![((al.code + al.exchange) / t) as u64; t];
+    let mut cursor = 0usize;
+    let mut add_range = |tiles: &mut Vec<u64>, bytes: usize| {
+        let k = bytes.div_ceil(gen.tile_grain_bytes).clamp(1, t);
+        let per = bytes / k;
+        let rem = bytes - per * k;
+        for j in 0..k {
+            tiles[(cursor + j) % t] += (per + usize::from(j < rem)) as u64;
+        }
+        cursor = (cursor + k) % t;
+    };
+    for (_, bytes, _) in tensors {
+        add_range(&mut tiles, *bytes);
+    }
+    for tile in tiles.iter_mut() {
+        *tile += (spread / t) as u64;
+    }
+    tiles.into_iter().map(|b| b.min(u32::MAX as u64) as u32).collect()
+}
+
+/// Bytes for people: `1.5 MiB`.
+pub fn human(bytes: usize) -> String {
+    let b = bytes as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} GiB", b / (1024.0 * 1024.0 * 1024.0))
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}

@@ -1,0 +1,638 @@
+//! `poptorch.Options` as one Rust type: every value PopTorch validates is validated the same
+//! way (the same cause and fix, in our words), by the setters and by [`Options::from_json`].
+//! [`Options::freeze`] makes later setters fail, as PopTorch freezes options passed to a
+//! model wrapper.
+//!
+//! JSON (serde, camelCase keys; every key optional, unknown keys are rejected by name):
+//! ```json
+//! { "deviceIterations": 1, "replicationFactor": 1,
+//!   "inputReplicaGrouping": {"size": 1, "type": "consecutive"},
+//!   "broadcastBuffers": true, "autoRoundNumIPUs": false,
+//!   "executionStrategy": {"type": "pipelined", "autoStage": "sameAsIpu"},
+//!   "availableMemoryProportion": {"IPU0": 0.6},
+//!   "outputMode": "default", "outputReturnPeriod": null, "randomSeed": null,
+//!   "ipuGeneration": "mk2", "autoRecomputation": "pipeline",
+//!   "Training": {"gradientAccumulation": 1, "accumulationAndReplicationReductionType": "mean",
+//!                "meanAccumulationAndReplicationReductionStrategy": "post", "automaticLossScaling": false},
+//!   "TensorLocations": {"numIOTiles": null,
+//!                       "activation": {"useOnChipStorage": true, "useReplicatedTensorSharding": false,
+//!                                      "minElementsForOffChip": 0, "minElementsForReplicatedTensorSharding": 0,
+//!                                      "useIOTilesToLoad": false, "useIOTilesToStore": false},
+//!                       "weight": null, "optimizer": null, "accumulator": null} }
+//! ```
+//! `Training` and `TensorLocations` are nested as in PopTorch (`opts.Training.…`). A tensor
+//! location left `null` takes the strategy's default: on chip, except for phased execution,
+//! where all four classes default to Streaming Memory.
+
+use super::error::Diagnostic;
+use super::hardware::IpuGeneration;
+use super::strategy::ExecutionStrategy;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `poptorch.CommGroupType`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CommGroupType {
+    /// One group of every replica (not valid for inputs).
+    All,
+    /// Groups of consecutive replicas: {0..k-1}, {k..2k-1}, ….
+    #[default]
+    Consecutive,
+    /// Strided groups: {0, m, 2m, …}, {1, m+1, …}.
+    Orthogonal,
+    /// Every replica on its own (for inputs: the same as size 1, Consecutive).
+    NoGrouping,
+}
+
+/// `inputReplicaGrouping(size, type)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InputReplicaGrouping {
+    pub size: usize,
+    #[serde(rename = "type")]
+    pub kind: CommGroupType,
+}
+
+impl Default for InputReplicaGrouping {
+    fn default() -> Self {
+        InputReplicaGrouping { size: 1, kind: CommGroupType::Consecutive }
+    }
+}
+
+/// `poptorch.OutputMode`: which outputs come back to the host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OutputMode {
+    /// The last iteration's outputs.
+    Final,
+    /// Every N-th iteration's outputs (`outputReturnPeriod`).
+    EveryN,
+    /// Every iteration's outputs.
+    All,
+    /// The sum over iterations.
+    Sum,
+    /// `All` for inference, `Final` for training.
+    #[default]
+    Default,
+}
+
+/// `poptorch.ReductionType` for gradients across accumulation steps and replicas.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReductionType {
+    Sum,
+    #[default]
+    Mean,
+    /// Not accepted for accumulation and replication (PopTorch's error).
+    NoReduction,
+}
+
+/// `poptorch.MeanReductionStrategy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MeanReductionStrategy {
+    /// A running mean, updated each step.
+    Running,
+    /// Divide by accumulation × replicas after the reduction (the default).
+    #[default]
+    Post,
+    /// As Post, also scaling the loss.
+    PostAndLoss,
+}
+
+/// Which activations are recomputed in the backward pass (PopART `autoRecomputation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Recomputation {
+    /// Keep every activation the backward pass reads.
+    None,
+    /// Pipelined training stashes only each stage's inputs and recomputes the rest in the
+    /// backward stage: PopTorch's setting whenever it pipelines.
+    #[default]
+    Pipeline,
+}
+
+/// `opts.Training`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TrainingOptions {
+    pub gradient_accumulation: usize,
+    pub accumulation_and_replication_reduction_type: ReductionType,
+    pub mean_accumulation_and_replication_reduction_strategy: MeanReductionStrategy,
+    pub automatic_loss_scaling: bool,
+}
+
+impl Default for TrainingOptions {
+    fn default() -> Self {
+        TrainingOptions {
+            gradient_accumulation: 1,
+            accumulation_and_replication_reduction_type: ReductionType::Mean,
+            mean_accumulation_and_replication_reduction_strategy: MeanReductionStrategy::Post,
+            automatic_loss_scaling: false,
+        }
+    }
+}
+
+/// `poptorch.TensorLocationSettings`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TensorLocationSettings {
+    /// `useOnChipStorage(False)` puts the class in Streaming Memory; unset, the strategy's
+    /// default (Streaming Memory for phased execution, on chip otherwise).
+    pub use_on_chip_storage: Option<bool>,
+    pub use_replicated_tensor_sharding: bool,
+    /// Tensors with fewer elements stay on chip.
+    pub min_elements_for_off_chip: usize,
+    /// Tensors with fewer elements are not sharded across replicas.
+    pub min_elements_for_replicated_tensor_sharding: usize,
+    #[serde(rename = "useIOTilesToLoad")]
+    pub use_io_tiles_to_load: bool,
+    #[serde(rename = "useIOTilesToStore")]
+    pub use_io_tiles_to_store: bool,
+}
+
+impl TensorLocationSettings {
+    /// On-chip storage (PopTorch's default outside phased execution).
+    pub fn on_chip() -> TensorLocationSettings {
+        TensorLocationSettings { use_on_chip_storage: Some(true), ..Default::default() }
+    }
+    /// Streaming Memory.
+    pub fn off_chip() -> TensorLocationSettings {
+        TensorLocationSettings { use_on_chip_storage: Some(false), ..Default::default() }
+    }
+}
+
+/// `opts.TensorLocations`: where each tensor class lives; `None` = the strategy's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TensorLocations {
+    #[serde(rename = "numIOTiles")]
+    pub num_io_tiles: Option<usize>,
+    pub activation: Option<TensorLocationSettings>,
+    pub weight: Option<TensorLocationSettings>,
+    pub optimizer: Option<TensorLocationSettings>,
+    pub accumulator: Option<TensorLocationSettings>,
+}
+
+/// The four tensor classes of `TensorLocations`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorClass {
+    Activation,
+    Weight,
+    Optimizer,
+    Accumulator,
+}
+
+/// `poptorch.Options`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Options {
+    pub device_iterations: usize,
+    pub replication_factor: usize,
+    pub input_replica_grouping: InputReplicaGrouping,
+    pub broadcast_buffers: bool,
+    #[serde(rename = "autoRoundNumIPUs")]
+    pub auto_round_num_ipus: bool,
+    pub execution_strategy: ExecutionStrategy,
+    /// `setAvailableMemoryProportion({"IPU0": 0.5})`; IPUs not named use 0.6.
+    pub available_memory_proportion: BTreeMap<String, f64>,
+    pub output_mode: OutputMode,
+    pub output_return_period: Option<usize>,
+    pub random_seed: Option<u64>,
+    pub ipu_generation: IpuGeneration,
+    pub auto_recomputation: Recomputation,
+    #[serde(rename = "Training")]
+    pub training: TrainingOptions,
+    #[serde(rename = "TensorLocations")]
+    pub tensor_locations: TensorLocations,
+    #[serde(skip)]
+    frozen: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            device_iterations: 1,
+            replication_factor: 1,
+            input_replica_grouping: InputReplicaGrouping::default(),
+            broadcast_buffers: true,
+            auto_round_num_ipus: false,
+            execution_strategy: ExecutionStrategy::default(),
+            available_memory_proportion: BTreeMap::new(),
+            output_mode: OutputMode::Default,
+            output_return_period: None,
+            random_seed: None,
+            ipu_generation: IpuGeneration::Mk2,
+            auto_recomputation: Recomputation::Pipeline,
+            training: TrainingOptions::default(),
+            tensor_locations: TensorLocations::default(),
+            frozen: false,
+        }
+    }
+}
+
+/// PopTorch's default share of tile memory for temporaries (`set_available_memory`).
+pub const DEFAULT_AVAILABLE_MEMORY_PROPORTION: f64 = 0.6;
+
+type Set<'a> = Result<&'a mut Options, Diagnostic>;
+
+// ---- the checks, shared by the setters and `validate` ----
+
+fn check_positive(name: &str, n: usize) -> Result<(), Diagnostic> {
+    if n == 0 {
+        return Err(Diagnostic::new(
+            "options_not_positive",
+            format!("{name} must be a positive whole number, got 0."),
+            format!("Set {name} to 1 or more."),
+        ));
+    }
+    Ok(())
+}
+
+fn check_grouping(g: InputReplicaGrouping, replicas: usize) -> Result<(), Diagnostic> {
+    if g.kind == CommGroupType::All {
+        return Err(Diagnostic::new(
+            "input_replica_grouping_all",
+            "inputReplicaGrouping: the input group type cannot be All (every replica would read the same input).",
+            "Use Consecutive or Orthogonal groups, or NoGrouping.",
+        ));
+    }
+    check_positive("inputReplicaGrouping's group size", g.size)?;
+    if g.size > replicas {
+        return Err(Diagnostic::new(
+            "input_replica_grouping_too_large",
+            format!(
+                "inputReplicaGrouping: the input group size ({}) cannot be larger than replicationFactor ({replicas}).",
+                g.size
+            ),
+            "Use a group size no larger than the number of replicas, or raise replicationFactor first.",
+        ));
+    }
+    if !replicas.is_multiple_of(g.size) {
+        return Err(Diagnostic::new(
+            "input_replica_grouping_not_factor",
+            format!(
+                "inputReplicaGrouping: the input group size ({}) must divide replicationFactor ({replicas}).",
+                g.size
+            ),
+            "Pick a group size that is a factor of the number of replicas.",
+        ));
+    }
+    Ok(())
+}
+
+fn check_reduction(r: ReductionType) -> Result<(), Diagnostic> {
+    if r == ReductionType::NoReduction {
+        return Err(Diagnostic::new(
+            "reduction_type_no_reduction",
+            "Training.accumulationAndReplicationReductionType must be Mean or Sum: gradients over \
+             accumulation steps and replicas have to be reduced.",
+            "Use poptorch.ReductionType.Mean (the default) or poptorch.ReductionType.Sum.",
+        ));
+    }
+    Ok(())
+}
+
+fn check_output_mode(mode: OutputMode, period: Option<usize>) -> Result<(), Diagnostic> {
+    if mode == OutputMode::EveryN && period.unwrap_or(0) == 0 {
+        return Err(Diagnostic::new(
+            "output_mode_every_n_period",
+            "OutputMode.EveryN needs an output return period, a positive whole number.",
+            "Call outputMode(OutputMode.EveryN, period) with period >= 1 (JSON: \"outputReturnPeriod\").",
+        ));
+    }
+    Ok(())
+}
+
+fn check_amp(map: &BTreeMap<String, f64>) -> Result<(), Diagnostic> {
+    for (k, &v) in map {
+        let ok = k.strip_prefix("IPU").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !ok {
+            return Err(Diagnostic::new(
+                "available_memory_proportion_key",
+                format!(
+                    "Available memory proportions are given as a map like {{\"IPU0\": 0.5}}, where the number after \
+                     IPU is the IPU's index; '{k}' is not such a key."
+                ),
+                "Name each IPU as IPU<index>, e.g. \"IPU1\".",
+            ));
+        }
+        if !(v > 0.0 && v <= 1.0) {
+            return Err(Diagnostic::new(
+                "available_memory_proportion_value",
+                format!("The available memory proportion of {k} must be in (0, 1], got {v}."),
+                "Give the share of each tile's memory temporaries may use, e.g. 0.6 (PopTorch's default).",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_io_tiles(n: Option<usize>) -> Result<(), Diagnostic> {
+    if let Some(n) = n {
+        if !(32..=192).contains(&n) || n % 2 != 0 {
+            return Err(Diagnostic::new(
+                "num_io_tiles",
+                format!("numIOTiles must be an even number from 32 to 192, got {n}."),
+                "Pick an even count of IO tiles between 32 and 192, or leave it unset.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn frozen_error() -> Diagnostic {
+    Diagnostic::new(
+        "options_frozen",
+        "These Options are frozen: they were given to a model wrapper (trainingModel/inferenceModel), \
+         which keeps its own copy, so changing them here would have no effect.",
+        "Clone the options and change the clone, then wrap the model again.",
+    )
+}
+
+impl Options {
+    /// PopTorch's defaults.
+    pub fn new() -> Options {
+        Options::default()
+    }
+
+    fn open(&mut self) -> Result<&mut Options, Diagnostic> {
+        if self.frozen {
+            return Err(frozen_error());
+        }
+        Ok(self)
+    }
+
+    /// Freezes the options: every later setter fails (PopTorch `options._freeze()`).
+    pub fn freeze(&mut self) {
+        self.frozen = true;
+    }
+
+    /// Whether [`Options::freeze`] was called.
+    pub fn is_frozen(&self) -> bool {
+        self.frozen
+    }
+
+    /// `deviceIterations(n)`: iterations run on the device per host call.
+    pub fn device_iterations(&mut self, n: usize) -> Set<'_> {
+        check_positive("deviceIterations", n)?;
+        let o = self.open()?;
+        o.device_iterations = n;
+        Ok(o)
+    }
+
+    /// `replicationFactor(n)`: data-parallel replicas.
+    pub fn replication_factor(&mut self, n: usize) -> Set<'_> {
+        check_positive("replicationFactor", n)?;
+        let o = self.open()?;
+        o.replication_factor = n;
+        Ok(o)
+    }
+
+    /// `inputReplicaGrouping(size, type)`, checked against the current replicationFactor
+    /// (`NoGrouping` is size 1, Consecutive).
+    pub fn input_replica_grouping(&mut self, size: usize, kind: CommGroupType) -> Set<'_> {
+        let g = if kind == CommGroupType::NoGrouping {
+            InputReplicaGrouping { size: 1, kind: CommGroupType::Consecutive }
+        } else {
+            InputReplicaGrouping { size, kind }
+        };
+        check_grouping(g, self.replication_factor)?;
+        let o = self.open()?;
+        o.input_replica_grouping = g;
+        Ok(o)
+    }
+
+    /// `broadcastBuffers(bool)`.
+    pub fn broadcast_buffers(&mut self, on: bool) -> Set<'_> {
+        let o = self.open()?;
+        o.broadcast_buffers = on;
+        Ok(o)
+    }
+
+    /// `autoRoundNumIPUs(bool)`: round the IPU count up to a power of two with a warning
+    /// instead of an error.
+    pub fn auto_round_num_ipus(&mut self, on: bool) -> Set<'_> {
+        let o = self.open()?;
+        o.auto_round_num_ipus = on;
+        Ok(o)
+    }
+
+    /// `setExecutionStrategy(strategy)`.
+    pub fn set_execution_strategy(&mut self, s: ExecutionStrategy) -> Set<'_> {
+        let o = self.open()?;
+        o.execution_strategy = s;
+        Ok(o)
+    }
+
+    /// `setAvailableMemoryProportion({"IPU0": 0.5, …})`.
+    pub fn set_available_memory_proportion(&mut self, map: &[(&str, f64)]) -> Set<'_> {
+        let m: BTreeMap<String, f64> = map.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        check_amp(&m)?;
+        let o = self.open()?;
+        o.available_memory_proportion = m;
+        Ok(o)
+    }
+
+    /// `outputMode(mode, output_return_period)`.
+    pub fn output_mode(&mut self, mode: OutputMode, period: Option<usize>) -> Set<'_> {
+        check_output_mode(mode, period)?;
+        let o = self.open()?;
+        o.output_mode = mode;
+        o.output_return_period = period;
+        Ok(o)
+    }
+
+    /// `randomSeed(n)`.
+    pub fn random_seed(&mut self, seed: u64) -> Set<'_> {
+        let o = self.open()?;
+        o.random_seed = Some(seed);
+        Ok(o)
+    }
+
+    /// The IPU generation to plan for (PopTorch picks it from the attached device or
+    /// `useOfflineIpuTarget(version)`).
+    pub fn ipu_generation(&mut self, g: IpuGeneration) -> Set<'_> {
+        let o = self.open()?;
+        o.ipu_generation = g;
+        Ok(o)
+    }
+
+    /// PopART's `autoRecomputation` (PopTorch sets `Pipeline` whenever it pipelines).
+    pub fn auto_recomputation(&mut self, r: Recomputation) -> Set<'_> {
+        let o = self.open()?;
+        o.auto_recomputation = r;
+        Ok(o)
+    }
+
+    /// `opts.Training.gradientAccumulation(n)`.
+    pub fn gradient_accumulation(&mut self, n: usize) -> Set<'_> {
+        check_positive("Training.gradientAccumulation", n)?;
+        let o = self.open()?;
+        o.training.gradient_accumulation = n;
+        Ok(o)
+    }
+
+    /// `opts.Training.accumulationAndReplicationReductionType(t)`.
+    pub fn accumulation_and_replication_reduction_type(&mut self, t: ReductionType) -> Set<'_> {
+        check_reduction(t)?;
+        let o = self.open()?;
+        o.training.accumulation_and_replication_reduction_type = t;
+        Ok(o)
+    }
+
+    /// `opts.Training.setMeanAccumulationAndReplicationReductionStrategy(s)`.
+    pub fn set_mean_accumulation_and_replication_reduction_strategy(&mut self, s: MeanReductionStrategy) -> Set<'_> {
+        let o = self.open()?;
+        o.training.mean_accumulation_and_replication_reduction_strategy = s;
+        Ok(o)
+    }
+
+    /// `opts.Training.setAutomaticLossScaling(bool)`.
+    pub fn set_automatic_loss_scaling(&mut self, on: bool) -> Set<'_> {
+        let o = self.open()?;
+        o.training.automatic_loss_scaling = on;
+        Ok(o)
+    }
+
+    /// `opts.TensorLocations.set{Activation,Weight,Optimizer,Accumulator}Location(settings)`.
+    pub fn set_tensor_location(&mut self, class: TensorClass, s: TensorLocationSettings) -> Set<'_> {
+        let o = self.open()?;
+        let slot = match class {
+            TensorClass::Activation => &mut o.tensor_locations.activation,
+            TensorClass::Weight => &mut o.tensor_locations.weight,
+            TensorClass::Optimizer => &mut o.tensor_locations.optimizer,
+            TensorClass::Accumulator => &mut o.tensor_locations.accumulator,
+        };
+        *slot = Some(s);
+        Ok(o)
+    }
+
+    /// `opts.TensorLocations.numIOTiles(n)`.
+    pub fn num_io_tiles(&mut self, n: usize) -> Set<'_> {
+        check_io_tiles(Some(n))?;
+        let o = self.open()?;
+        o.tensor_locations.num_io_tiles = Some(n);
+        Ok(o)
+    }
+
+    /// Every check, as the setters make them (the first failure of each kind).
+    pub fn validate(&self) -> Vec<Diagnostic> {
+        let checks = [
+            check_positive("deviceIterations", self.device_iterations),
+            check_positive("replicationFactor", self.replication_factor),
+            check_positive("Training.gradientAccumulation", self.training.gradient_accumulation),
+            if self.input_replica_grouping.kind == CommGroupType::NoGrouping {
+                Ok(())
+            } else {
+                check_grouping(self.input_replica_grouping, self.replication_factor.max(1))
+            },
+            check_reduction(self.training.accumulation_and_replication_reduction_type),
+            check_output_mode(self.output_mode, self.output_return_period),
+            check_amp(&self.available_memory_proportion),
+            check_io_tiles(self.tensor_locations.num_io_tiles),
+        ];
+        checks.into_iter().filter_map(Result::err).collect()
+    }
+
+    /// Parses and validates JSON options (see the module docs); the error names the first
+    /// unknown key or invalid value.
+    pub fn from_json(json: &str) -> Result<Options, Diagnostic> {
+        let mut o: Options = serde_json::from_str(json).map_err(|e| {
+            Diagnostic::new(
+                "options_json",
+                format!("Invalid options: {e}."),
+                "Use the keys and values of poptorch.Options in camelCase (see the planner's documentation).",
+            )
+        })?;
+        if let Some(e) = o.validate().into_iter().next() {
+            return Err(e);
+        }
+        if o.input_replica_grouping.kind == CommGroupType::NoGrouping {
+            o.input_replica_grouping = InputReplicaGrouping { size: 1, kind: CommGroupType::Consecutive };
+        }
+        Ok(o)
+    }
+
+    /// The options as JSON (every key, defaults included).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("options serialise")
+    }
+
+    /// The available memory proportion of `ipu` (0.6 unless set).
+    pub fn available_memory_proportion_for(&self, ipu: usize) -> f64 {
+        self.available_memory_proportion
+            .get(&format!("IPU{ipu}"))
+            .copied()
+            .unwrap_or(DEFAULT_AVAILABLE_MEMORY_PROPORTION)
+    }
+
+    /// Where tensors of `class` live, `use_on_chip_storage` resolved: the user's setting, or
+    /// the strategy's default (phased execution: Streaming Memory; otherwise on chip).
+    pub fn location(&self, class: TensorClass) -> TensorLocationSettings {
+        let set = match class {
+            TensorClass::Activation => self.tensor_locations.activation,
+            TensorClass::Weight => self.tensor_locations.weight,
+            TensorClass::Optimizer => self.tensor_locations.optimizer,
+            TensorClass::Accumulator => self.tensor_locations.accumulator,
+        };
+        let mut s = set.unwrap_or_default();
+        s.use_on_chip_storage = Some(s.use_on_chip_storage.unwrap_or(!self.execution_strategy.is_phased()));
+        s
+    }
+
+    /// Whether tensors of `class` with `elements` elements live in Streaming Memory
+    /// (`minElementsForOffChip` keeps smaller ones on chip).
+    pub fn off_chip(&self, class: TensorClass, elements: usize) -> bool {
+        let s = self.location(class);
+        s.use_on_chip_storage == Some(false) && elements >= s.min_elements_for_off_chip
+    }
+
+    /// Whether a tensor of `class` with `elements` elements is sharded across replicas
+    /// (replicated tensor sharding: each replica holds 1/replicationFactor of it).
+    pub fn sharded_across_replicas(&self, class: TensorClass, elements: usize) -> bool {
+        let s = self.location(class);
+        self.replication_factor > 1
+            && s.use_replicated_tensor_sharding
+            && elements >= s.min_elements_for_replicated_tensor_sharding
+    }
+
+    /// The output mode in effect (`Default` resolved: All for inference, Final for training).
+    pub fn resolved_output_mode(&self, training: bool) -> OutputMode {
+        match self.output_mode {
+            OutputMode::Default if training => OutputMode::Final,
+            OutputMode::Default => OutputMode::All,
+            m => m,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_poptorchs() {
+        let o = Options::new();
+        assert_eq!((o.device_iterations, o.replication_factor, o.training.gradient_accumulation), (1, 1, 1));
+        assert!(o.broadcast_buffers && !o.auto_round_num_ipus);
+        assert_eq!(o.execution_strategy.name(), "pipelined");
+        assert_eq!(o.available_memory_proportion_for(3), 0.6);
+        assert_eq!(o.resolved_output_mode(true), OutputMode::Final);
+        assert_eq!(o.resolved_output_mode(false), OutputMode::All);
+    }
+
+    #[test]
+    fn json_round_trips_and_empty_json_is_the_defaults() {
+        let mut o = Options::new();
+        o.replication_factor(4).unwrap().input_replica_grouping(2, CommGroupType::Orthogonal).unwrap();
+        o.gradient_accumulation(8).unwrap();
+        let back = Options::from_json(&o.to_json()).unwrap();
+        assert_eq!(back, o);
+        assert_eq!(Options::from_json("{}").unwrap(), Options::new());
+        let j: serde_json::Value = serde_json::from_str(&o.to_json()).unwrap();
+        assert_eq!(j["Training"]["gradientAccumulation"], 8);
+        assert_eq!(j["autoRoundNumIPUs"], false);
+    }
+}

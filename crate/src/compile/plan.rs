@@ -1,0 +1,387 @@
+//! The `Plan`: everything the planner decides, as one serializable value, and [`plan`],
+//! the entry point.
+//!
+//! JSON (camelCase), the contract the page draws from:
+//! ```text
+//! { valid, fits, training, strategy: "pipelined"|"sharded"|"serial_phased"|"parallel_phased",
+//!   options: {...resolved Options...}, generation: {name, tiles, bytesPerTile, ..., sources},
+//!   ipusUsed, ipusReserved, ipusPerReplica, replicas, numNodes,
+//!   blocks: [{id, ipu, stage, phase|null, firstNode, lastNode, nodes}],
+//!   stages: [{id, ipu, blocks, pass: "forward"|"forward_backward"|"backward", phase|null}],
+//!   phases: [{id, ipus, stages, pass}],
+//!   placement: {ipu: [..], stage: [..], phase: [..|null], pipelineStage: [..], block: [..]},
+//!   copies: [{value, fromIpu, toIpu, bytes, node}],
+//!   pipeline: null | {stages, microBatches, rampUp, steady, rampDown, truncated,
+//!                     schedule: [{step, stage, ipu, microBatch, pass}]},
+//!   memory: {capacityBytes, ipus: [{ipu, alwaysLive: {code, exchange, weights, optimizer,
+//!            accumulators, buffers}, steps: [{node, label, activations, stash, gradients,
+//!            temporaries, loaded, streaming}], programSteps, peakBytes, peakStep,
+//!            livePeakBytes, fits, largest: [{name, bytes, class}], tiles: [..], maxTileBytes}],
+//!            values: [{value, name, ipu, class, bytes, birth, death}]},
+//!   time: {stepTimeS, iterationTimeS, iterationsPerStep, microBatchesPerIteration,
+//!          microBatchSize, samplesPerStep, throughput, truncated,
+//!          ipus: [{ipu, busy: {kind: seconds}, intervals: [{start, end, kind, label}]}]},
+//!   warnings: [{code, message, fix, node}], errors: [{code, message, fix, node|null}] }
+//! ```
+//! Changes from the first draft of the contract, to keep a 1,000-layer RevGNN plan small:
+//! `placement` is one array per field (index = node) instead of one object per node;
+//! `memory.ipus[].steps` lists at most [`super::memory::MAX_STEPS`] steps per IPU (the largest
+//! of each stretch of the program, so the peak is always there; `programSteps` says how many
+//! there were); timeline intervals of the same kind and label that touch are merged, and
+//! at most [`super::time::MAX_INTERVALS`] are listed. Node indices refer to the planned
+//! program: a training graph from `autograd::training_graph` with its optimizer updates
+//! moved early; the forward graph's nodes keep their indices in it. `steps[].loaded`
+//! (tensors brought back from Streaming Memory) and `maxTileBytes` are additions.
+//!
+//! `valid` is false when PopTorch would reject the configuration (the `errors` say why);
+//! `fits` is true when the plan is valid and every IPU fits. A plan that does not fit is
+//! still a plan: its `out_of_memory` errors name the IPU, the need, the capacity and the
+//! largest tensors.
+
+use super::error::Diagnostic;
+use super::hardware::Generation;
+use super::memory::{human, memory, Memory};
+use super::options::{Options, TensorClass};
+use super::placement::{place, BlockInfo, IpuCopy, PhaseInfo, Placement, StageInfo};
+use super::schedule::{updates_early, Pipeline};
+use super::strategy::ExecutionStrategy;
+use super::time::{time, Time};
+use crate::ir::liveness::liveness;
+use crate::ir::{Graph, InputKind, Op};
+use serde::Serialize;
+
+/// The placement side table, one array per field, indexed by node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementTable {
+    pub ipu: Vec<usize>,
+    pub stage: Vec<usize>,
+    pub phase: Vec<Option<usize>>,
+    pub pipeline_stage: Vec<usize>,
+    /// Index into `blocks`.
+    pub block: Vec<usize>,
+}
+
+/// Everything the planner decided.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub valid: bool,
+    pub fits: bool,
+    pub training: bool,
+    pub strategy: &'static str,
+    pub options: Options,
+    pub generation: Generation,
+    pub ipus_used: usize,
+    pub ipus_reserved: usize,
+    pub ipus_per_replica: usize,
+    pub replicas: usize,
+    pub num_nodes: usize,
+    pub blocks: Vec<BlockInfo>,
+    pub stages: Vec<StageInfo>,
+    pub phases: Vec<PhaseInfo>,
+    pub placement: PlacementTable,
+    pub copies: Vec<IpuCopy>,
+    pub pipeline: Option<Pipeline>,
+    pub memory: Memory,
+    pub time: Time,
+    pub warnings: Vec<Diagnostic>,
+    pub errors: Vec<Diagnostic>,
+    /// The planned program (node indices of the plan refer to it).
+    #[serde(skip)]
+    pub program: Graph,
+}
+
+/// What the graph does not say.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlanSettings {
+    /// Samples in one micro-batch (the traced batch); by default dim 0 of the first model
+    /// input (1 for a scalar input or none).
+    pub micro_batch_size: Option<usize>,
+}
+
+/// Error codes that say the plan does not fit, rather than that it is invalid.
+const FIT_CODES: &[&str] = &["out_of_memory"];
+
+/// Plans `graph` (a traced forward graph, or a training graph from
+/// `autograd::training_graph`) under `options`.
+pub fn plan(graph: &Graph, options: &Options) -> Plan {
+    plan_with(graph, options, &PlanSettings::default())
+}
+
+/// [`plan`] with settings.
+pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> Plan {
+    let mut errors: Vec<Diagnostic> = options.validate();
+    let mut warnings: Vec<Diagnostic> = Vec::new();
+    let gen = options.ipu_generation.spec();
+    // The program: optimizer updates right after their gradient's last use (PopART's order).
+    let program = if graph.nodes.iter().any(|n| matches!(n.op, Op::OptimizerUpdate { .. })) {
+        match updates_early(graph) {
+            Ok(g) => g,
+            Err(e) => {
+                errors.push(Diagnostic::new("schedule", e.0, "Report this graph: scheduling should not fail."));
+                graph.clone()
+            }
+        }
+    } else {
+        graph.clone()
+    };
+    let life = liveness(&program);
+    let placement = place(&program, options);
+    errors.extend(placement.errors.iter().cloned());
+    warnings.extend(placement.warnings.iter().cloned());
+    let training = placement.training;
+    check_modes(&program, options, &placement, &mut errors, &mut warnings);
+    let pipeline = match options.execution_strategy {
+        ExecutionStrategy::Pipelined(_) if placement.ipus_per_replica > 1 => {
+            let m = if training { options.training.gradient_accumulation } else { options.device_iterations };
+            let ipus: Vec<usize> = placement.stages.iter().map(|s| s.ipu).collect();
+            let passes: Vec<_> = placement.stages.iter().map(|s| s.pass).collect();
+            Some(Pipeline::new(m.max(1), &ipus, &passes))
+        }
+        _ => None,
+    };
+    let (mem, mem_errors, mem_warnings) = memory(&program, &placement, options, &gen, &life);
+    errors.extend(mem_errors);
+    warnings.extend(mem_warnings);
+    let micro_batch = settings.micro_batch_size.unwrap_or_else(|| {
+        program
+            .placeholders(InputKind::Input)
+            .first()
+            .and_then(|(_, v)| program.ty(*v).shape.first().copied())
+            .unwrap_or(1)
+    });
+    let time = time(&program, &placement, options, &gen, pipeline.as_ref(), &mem.transfers, micro_batch);
+    let valid = errors.iter().all(|e| FIT_CODES.contains(&e.code));
+    let fits = valid && mem.ipus.iter().all(|m| m.fits);
+    let Placement { blocks, stages, phases, nodes, copies, ipus_used, ipus_reserved, ipus_per_replica, .. } = placement;
+    Plan {
+        valid,
+        fits,
+        training,
+        strategy: options.execution_strategy.name(),
+        options: options.clone(),
+        generation: gen,
+        ipus_used,
+        ipus_reserved,
+        ipus_per_replica,
+        replicas: options.replication_factor,
+        num_nodes: program.nodes.len(),
+        blocks,
+        stages,
+        phases,
+        placement: PlacementTable {
+            ipu: nodes.iter().map(|n| n.ipu).collect(),
+            stage: nodes.iter().map(|n| n.stage).collect(),
+            phase: nodes.iter().map(|n| n.phase).collect(),
+            pipeline_stage: nodes.iter().map(|n| n.pipeline_stage).collect(),
+            block: nodes.iter().map(|n| n.block).collect(),
+        },
+        copies,
+        pipeline,
+        memory: mem,
+        time,
+        warnings,
+        errors,
+        program,
+    }
+}
+
+/// The checks that depend on the mode (training or inference) and the strategy.
+fn check_modes(g: &Graph, o: &Options, p: &Placement, errors: &mut Vec<Diagnostic>, warnings: &mut Vec<Diagnostic>) {
+    let pipelined = matches!(o.execution_strategy, ExecutionStrategy::Pipelined(_)) && p.ipus_per_replica > 1;
+    let stages = p.stages.len();
+    if !p.training {
+        if o.training.gradient_accumulation > 1 {
+            let mut message = format!(
+                "Training.gradientAccumulation is {} but an inference model needs it to be 1 (its default): \
+                 there are no gradients to accumulate.",
+                o.training.gradient_accumulation
+            );
+            if matches!(o.execution_strategy, ExecutionStrategy::Pipelined(_)) {
+                message.push_str(" Pipelined inference fills the pipeline with deviceIterations instead.");
+            }
+            errors.push(Diagnostic::new(
+                "inference_gradient_accumulation",
+                message,
+                "Set poptorch.Options().Training.gradientAccumulation to 1 (or leave it), and raise deviceIterations \
+                 to process enough batches per run.",
+            ));
+        }
+        if o.training.automatic_loss_scaling {
+            warnings.push(Diagnostic::new(
+                "inference_training_options",
+                "Training.setAutomaticLossScaling is set on an inference model, where it has no effect: Training \
+                 options must not be set for inference models.",
+                "Unset it, or plan a training model.",
+            ));
+        }
+        if pipelined && o.device_iterations < stages {
+            errors.push(Diagnostic::new(
+                "pipeline_device_iterations",
+                format!(
+                    "deviceIterations ({}) must be greater than or equal to the number of pipeline stages ({stages}) \
+                     when using PipelinedExecution.",
+                    o.device_iterations
+                ),
+                format!("Set poptorch.Options().deviceIterations({stages}) or more, or use fewer IPUs."),
+            ));
+        }
+    } else if pipelined && o.training.gradient_accumulation < stages {
+        errors.push(Diagnostic::new(
+            "pipeline_gradient_accumulation",
+            format!(
+                "Training.gradientAccumulation ({}) must be greater than or equal to the number of pipeline stages \
+                 ({stages}) when using PipelinedExecution. Note that a model with {} pipeline stages has {} more \
+                 stages when training.",
+                o.training.gradient_accumulation,
+                stages.div_ceil(2),
+                stages / 2
+            ),
+            format!("Set poptorch.Options().Training.gradientAccumulation({stages}) or more."),
+        ));
+    }
+    if o.replication_factor > 1
+        && o.broadcast_buffers
+        && g.nodes.iter().any(|n| matches!(n.op, Op::BufferUpdate { .. }))
+    {
+        errors.push(Diagnostic::new(
+            "broadcast_buffers",
+            "The model updates a buffer in place with several replicas, but buffers are broadcast from one \
+             replica by default, which PopTorch does not support for buffers that change.",
+            "If the model tolerates buffers drifting apart between replicas, set poptorch.Options().broadcastBuffers(False).",
+        ));
+    }
+    if o.replication_factor == 1 {
+        for (class, name) in [
+            (TensorClass::Activation, "activation"),
+            (TensorClass::Weight, "weight"),
+            (TensorClass::Optimizer, "optimizer"),
+            (TensorClass::Accumulator, "accumulator"),
+        ] {
+            if o.location(class).use_replicated_tensor_sharding {
+                warnings.push(Diagnostic::new(
+                    "replicated_tensor_sharding_without_replicas",
+                    format!("Replicated tensor sharding is set for {name} tensors but there is one replica: it has no effect."),
+                    "Raise replicationFactor, or unset useReplicatedTensorSharding.",
+                ));
+            }
+        }
+    }
+    if pipelined && p.training && !g.nodes.iter().any(|n| matches!(n.op, Op::OptimizerUpdate { .. })) {
+        warnings.push(Diagnostic::new(
+            "no_optimizer",
+            "The training graph has no optimizer updates: the plan counts no optimizer state.",
+            "Build the training graph with an optimizer (TrainOptions.optimizer; PopTorch defaults to SGD lr 0.01).",
+        ));
+    }
+}
+
+impl Plan {
+    /// The largest peak over IPUs.
+    pub fn peak_bytes_max_ipu(&self) -> usize {
+        self.memory.ipus.iter().map(|m| m.peak_bytes).max().unwrap_or(0)
+    }
+
+    /// The plan's one-line result: `PLAN ipus_used=… ipus_reserved=… stages=… fits=…
+    /// peak_bytes_max_ipu=… step_time_s=… throughput=…`.
+    pub fn plan_line(&self) -> String {
+        format!(
+            "PLAN ipus_used={} ipus_reserved={} stages={} fits={} peak_bytes_max_ipu={} step_time_s={:.6e} throughput={:.3} valid={} strategy={}",
+            self.ipus_used,
+            self.ipus_reserved,
+            self.stages.len(),
+            self.fits,
+            self.peak_bytes_max_ipu(),
+            self.time.step_time_s,
+            self.time.throughput,
+            self.valid,
+            self.strategy
+        )
+    }
+
+    /// A text summary for people, ending with [`Plan::plan_line`].
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let g = &self.generation;
+        s.push_str(&format!(
+            "{} plan on {} ({} tiles x {} = {} per IPU), {} nodes\n",
+            if self.training { "training" } else { "inference" },
+            g.chip,
+            g.tiles,
+            human(g.bytes_per_tile),
+            human(g.capacity_bytes()),
+            self.num_nodes
+        ));
+        s.push_str(&format!(
+            "strategy {}: {} IPU(s) per replica x {} replica(s) = {} used, {} reserved\n",
+            self.strategy, self.ipus_per_replica, self.replicas, self.ipus_used, self.ipus_reserved
+        ));
+        s.push_str("blocks:\n");
+        for b in &self.blocks {
+            let phase = b.phase.map(|p| format!(" phase {p}")).unwrap_or_default();
+            s.push_str(&format!(
+                "  {:<16} ipu {} stage {}{phase}  nodes {}..{} ({})\n",
+                b.id, b.ipu, b.stage, b.first_node, b.last_node, b.nodes
+            ));
+        }
+        s.push_str("stages:\n");
+        for st in &self.stages {
+            let phase = st.phase.map(|p| format!(" phase {p}")).unwrap_or_default();
+            s.push_str(&format!("  {:>3} ipu {} {:?}{phase}: {}\n", st.id, st.ipu, st.pass, st.blocks.join(", ")));
+        }
+        if let Some(p) = &self.pipeline {
+            s.push_str(&format!(
+                "pipeline: {} stages, {} micro-batches: ramp-up {} steps, steady {}, ramp-down {}\n",
+                p.stages, p.micro_batches, p.ramp_up, p.steady, p.ramp_down
+            ));
+        }
+        if !self.copies.is_empty() {
+            let bytes: usize = self.copies.iter().map(|c| c.bytes).sum();
+            s.push_str(&format!("inter-IPU copies: {} ({} per micro-batch)\n", self.copies.len(), human(bytes)));
+        }
+        s.push_str("memory:\n");
+        for m in &self.memory.ipus {
+            let a = &m.always_live;
+            s.push_str(&format!(
+                "  IPU {}: peak {} of {} at step {} ({}); always live {} (code {}, weights {}, optimizer {}, accumulators {}); activations peak {}{}\n",
+                m.ipu,
+                human(m.peak_bytes),
+                human(self.memory.capacity_bytes),
+                m.peak_step,
+                m.steps.iter().find(|x| x.node == m.peak_step).map(|x| x.label.as_str()).unwrap_or(""),
+                human(a.total()),
+                human(a.code),
+                human(a.weights),
+                human(a.optimizer),
+                human(a.accumulators),
+                human(m.live_peak_bytes),
+                if m.fits { "" } else { "  DOES NOT FIT" }
+            ));
+        }
+        let t = &self.time;
+        s.push_str(&format!(
+            "time: step {:.3} ms = {} iteration(s) of {:.3} ms ({} micro-batch(es) of {}), {} samples/step, {:.1} samples/s\n",
+            t.step_time_s * 1e3,
+            t.iterations_per_step,
+            t.iteration_time_s * 1e3,
+            t.micro_batches_per_iteration,
+            t.micro_batch_size,
+            t.samples_per_step,
+            t.throughput
+        ));
+        for w in &self.warnings {
+            s.push_str(&format!("warning [{}]: {}\n", w.code, w));
+        }
+        for e in &self.errors {
+            s.push_str(&format!("error [{}]: {}\n", e.code, e));
+        }
+        s.push_str(&self.plan_line());
+        s
+    }
+
+    /// The plan as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("plans serialise")
+    }
+}

@@ -1,0 +1,481 @@
+//! The time model: per-op FLOPs and bytes → BSP supersteps (compute, sync, exchange) at
+//! the generation's rates, IPU-Link copies, host I/O and Streaming Memory transfers, laid
+//! out per IPU for one iteration of the strategy; throughput in samples per second.
+//!
+//! An op is one superstep: the exchange brings its inputs to the tiles
+//! (`exchangeFraction` of its input bytes at the exchange bandwidth), a sync, then compute:
+//! a fixed overhead plus the larger of its FLOPs at the dense rate (fp16 or fp32 peak ×
+//! `matmulEfficiency`) and its bytes at the elementwise or gather bandwidth. Reshapes and
+//! permutes are views (free). Every tunable is in [`super::hardware::Generation`].
+//!
+//! * Sharded (and one IPU): stages run one after another; the others idle.
+//! * Pipelined: micro-batches flow through the stages; each pipeline step lasts as long as
+//!   its busiest IPU, then the stages' outputs cross the IPU-Links. Backward stages recompute
+//!   their forward stage when recomputation is on.
+//! * Phased: phases run in order, their stages in parallel; weights and activations in
+//!   Streaming Memory are loaded before and stored after (overlapped with compute except
+//!   `OffChipAfterFwdNoOverlap`; parallel phases load the next phase on the other group).
+//! * Training ends each iteration with the gradient all-reduce across replicas and the
+//!   weight updates.
+
+use super::hardware::Generation;
+use super::memory::Transfer;
+use super::options::{Options, OutputMode, Recomputation};
+use super::placement::{is_source, Placement};
+use super::schedule::{Pipeline, StagePass};
+use super::strategy::ExecutionStrategy;
+use super::strategy::PhaseLiveness;
+use crate::ir::liveness::sub_graph;
+use crate::ir::{Graph, InputKind, Op};
+use crate::tensor::DType;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Intervals listed per plan at most (the rest of a long iteration is cut, `truncated`).
+pub const MAX_INTERVALS: usize = 50_000;
+
+/// What an IPU does during an interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Compute,
+    Exchange,
+    Sync,
+    Copy,
+    Stream,
+    Idle,
+}
+
+/// One interval of an IPU's timeline, in seconds from the start of the iteration.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TimeInterval {
+    pub start: f64,
+    pub end: f64,
+    pub kind: Kind,
+    pub label: String,
+}
+
+/// One IPU's timeline.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IpuTime {
+    pub ipu: usize,
+    pub intervals: Vec<TimeInterval>,
+    /// Seconds of each kind in the iteration.
+    pub busy: HashMap<&'static str, f64>,
+}
+
+/// The time part of a plan.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Time {
+    /// One host call: `iterationsPerStep` iterations.
+    pub step_time_s: f64,
+    /// The drawn timeline: one iteration (training: the micro-batches of one weight update).
+    pub iteration_time_s: f64,
+    pub iterations_per_step: usize,
+    pub micro_batches_per_iteration: usize,
+    pub micro_batch_size: usize,
+    pub samples_per_step: usize,
+    /// Samples per second, all replicas together.
+    pub throughput: f64,
+    pub ipus: Vec<IpuTime>,
+    pub truncated: bool,
+}
+
+/// An op's work.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    /// Seconds of compute (overhead included).
+    pub compute: f64,
+    pub exchange: f64,
+    pub sync: f64,
+}
+
+impl Cost {
+    pub fn total(&self) -> f64 {
+        self.compute + self.exchange + self.sync
+    }
+    fn add(&mut self, o: Cost) {
+        self.compute += o.compute;
+        self.exchange += o.exchange;
+        self.sync += o.sync;
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Class {
+    Free,
+    Dense,
+    Gather,
+    Elementwise,
+}
+
+/// FLOPs and bytes of node `i` of `g` and the kind of kernel it needs.
+fn flops_bytes(g: &Graph, i: usize) -> (f64, f64, f64, Class) {
+    let n = &g.nodes[i];
+    let ty = |k: usize| g.ty(n.inputs[k]);
+    let in_bytes: f64 = n.inputs.iter().map(|v| g.ty(*v).nbytes() as f64).sum();
+    let out_bytes: f64 = n.outputs.iter().map(|v| g.ty(*v).nbytes() as f64).sum();
+    let out_numel: f64 = n.outputs.iter().map(|v| g.ty(*v).numel() as f64).sum();
+    let (flops, class) = match &n.op {
+        Op::Placeholder { .. } | Op::Constant { .. } | Op::Reshape { .. } | Op::Permute { .. } => (0.0, Class::Free),
+        Op::MatMul => {
+            let k = *ty(0).shape.last().unwrap_or(&1) as f64;
+            (2.0 * out_numel * k, Class::Dense)
+        }
+        Op::MatMulTN => (2.0 * out_numel * ty(0).shape[0] as f64, Class::Dense),
+        Op::Linear { .. } | Op::LinearAdd { .. } => (2.0 * out_numel * ty(1).shape[1] as f64, Class::Dense),
+        Op::SpMM { .. } | Op::SpMMTransposed { .. } => {
+            let nnz = ty(1).numel() as f64;
+            let f = *g.ty(n.outputs[0]).shape.last().unwrap_or(&1) as f64;
+            return (2.0 * nnz * f, nnz * f * 4.0 + out_bytes, in_bytes, Class::Gather);
+        }
+        Op::SpMMValuesGrad { .. } => {
+            let nnz = ty(1).numel() as f64;
+            let f = *ty(2).shape.last().unwrap_or(&1) as f64;
+            return (2.0 * nnz * f, 2.0 * nnz * f * 4.0, in_bytes, Class::Gather);
+        }
+        Op::IndexSelect { .. }
+        | Op::Gather { .. }
+        | Op::ScatterAdd { .. }
+        | Op::ScatterMean { .. }
+        | Op::IndexAdd { .. }
+        | Op::GatherGrad { .. }
+        | Op::ScatterMeanGrad { .. } => (out_numel, Class::Gather),
+        _ => (4.0 * out_numel.max(in_bytes / 4.0), Class::Elementwise),
+    };
+    (flops, in_bytes + out_bytes, in_bytes, class)
+}
+
+/// The cost model for one generation, with sub-graph costs memoised.
+pub struct CostModel<'a> {
+    gen: &'a Generation,
+    memo: HashMap<*const Graph, Cost>,
+}
+
+impl<'a> CostModel<'a> {
+    pub fn new(gen: &'a Generation) -> CostModel<'a> {
+        CostModel { gen, memo: HashMap::new() }
+    }
+
+    /// The cost of node `i` of `g` (a node running a sub-graph costs the sub-graph).
+    pub fn node(&mut self, g: &Graph, i: usize) -> Cost {
+        let node = &g.nodes[i];
+        if let Some(sub) = sub_graph(&node.op) {
+            let key = sub as *const Graph;
+            if let Some(c) = self.memo.get(&key) {
+                return *c;
+            }
+            let mut c = Cost::default();
+            for j in 0..sub.nodes.len() {
+                c.add(self.node(sub, j));
+            }
+            self.memo.insert(key, c);
+            return c;
+        }
+        let gen = self.gen;
+        let (flops, bytes, in_bytes, class) = flops_bytes(g, i);
+        if class == Class::Free {
+            return Cost::default();
+        }
+        let half = node.outputs.first().is_some_and(|v| g.ty(*v).dtype == DType::Float16);
+        let overhead = gen.op_overhead_cycles / gen.clock_hz;
+        let work = match class {
+            Class::Dense => flops / (gen.peak_flops(half) * gen.matmul_efficiency),
+            Class::Gather => bytes / gen.gather_bandwidth,
+            _ => bytes / (gen.memory_bandwidth * gen.elementwise_efficiency),
+        };
+        let work = match node.op {
+            Op::OptimizerUpdate { .. } => work * 3.0, // reads and writes the parameter and its state
+            _ => work,
+        };
+        Cost {
+            compute: overhead + work,
+            exchange: gen.exchange_fraction * in_bytes / gen.exchange_bandwidth,
+            sync: gen.sync_cycles / gen.clock_hz,
+        }
+    }
+}
+
+struct Builder {
+    ipus: Vec<IpuTime>,
+    count: usize,
+    truncated: bool,
+}
+
+impl Builder {
+    fn push(&mut self, ipu: usize, start: f64, end: f64, kind: Kind, label: &str) {
+        if end <= start {
+            return;
+        }
+        let name = match kind {
+            Kind::Compute => "compute",
+            Kind::Exchange => "exchange",
+            Kind::Sync => "sync",
+            Kind::Copy => "copy",
+            Kind::Stream => "stream",
+            Kind::Idle => "idle",
+        };
+        *self.ipus[ipu].busy.entry(name).or_insert(0.0) += end - start;
+        let list = &mut self.ipus[ipu].intervals;
+        if let Some(last) = list.last_mut() {
+            if last.kind == kind && last.label == label && (last.end - start).abs() <= 1e-12 * end.max(1e-9) {
+                last.end = end;
+                return;
+            }
+        }
+        if self.count >= MAX_INTERVALS {
+            self.truncated = true;
+            return;
+        }
+        self.count += 1;
+        list.push(TimeInterval { start, end, kind, label: label.to_string() });
+    }
+
+    /// Work `c` on `ipu` from `t`: exchange, sync, compute. Returns the end.
+    fn work(&mut self, ipu: usize, t: f64, c: Cost, label: &str) -> f64 {
+        self.push(ipu, t, t + c.exchange, Kind::Exchange, label);
+        self.push(ipu, t + c.exchange, t + c.exchange + c.sync, Kind::Sync, label);
+        self.push(ipu, t + c.exchange + c.sync, t + c.total(), Kind::Compute, label);
+        t + c.total()
+    }
+}
+
+/// Builds the time model of a placed program.
+#[allow(clippy::too_many_arguments)]
+pub fn time(
+    g: &Graph,
+    place: &Placement,
+    opts: &Options,
+    gen: &Generation,
+    pipeline: Option<&Pipeline>,
+    transfers: &[Transfer],
+    micro_batch_size: usize,
+) -> Time {
+    let nipus = place.ipus_per_replica.max(1);
+    let training = place.training;
+    let mut cm = CostModel::new(gen);
+    let ns = place.stages.len();
+    // Per execution stage: work per micro-batch (optimizer updates apart), host input bytes,
+    // bytes copied out to other IPUs, Streaming Memory bytes.
+    let mut stage_cost = vec![Cost::default(); ns];
+    let mut update_cost = vec![Cost::default(); nipus];
+    let mut grad_bytes = vec![0f64; nipus];
+    let mut input_bytes = vec![0f64; ns];
+    for (i, node) in g.nodes.iter().enumerate() {
+        let np = place.nodes[i];
+        match &node.op {
+            Op::OptimizerUpdate { .. } => {
+                update_cost[np.ipu].add(cm.node(g, i));
+                grad_bytes[np.ipu] += g.ty(node.inputs[0]).nbytes() as f64;
+            }
+            Op::Placeholder { kind: InputKind::Input, .. } => {
+                input_bytes[np.pipeline_stage] += g.ty(node.outputs[0]).nbytes() as f64
+            }
+            op if is_source(op) => {}
+            _ => stage_cost[np.pipeline_stage].add(cm.node(g, i)),
+        }
+    }
+    let mut copy_out = vec![0f64; ns];
+    let mut copy_ipus: Vec<Vec<usize>> = vec![Vec::new(); ns];
+    for c in &place.copies {
+        let s = place.nodes[g.values[c.value as usize].node].pipeline_stage;
+        copy_out[s] += c.bytes as f64;
+        for ipu in [c.from_ipu, c.to_ipu] {
+            if !copy_ipus[s].contains(&ipu) {
+                copy_ipus[s].push(ipu);
+            }
+        }
+    }
+    let mut stage_stream = vec![0f64; ns];
+    for t in transfers {
+        stage_stream[place.nodes[t.node.min(g.nodes.len().saturating_sub(1))].pipeline_stage] += t.bytes as f64;
+    }
+    let out_bytes: f64 = g.outputs.iter().map(|v| g.ty(*v).nbytes() as f64).sum();
+    // Backward stages recompute their forward stage in pipelined training.
+    let recompute = training
+        && opts.auto_recomputation == Recomputation::Pipeline
+        && matches!(opts.execution_strategy, ExecutionStrategy::Pipelined(_))
+        && nipus > 1;
+    if recompute {
+        let f = place.forward_stages;
+        for b in 0..ns {
+            if place.stages[b].pass == StagePass::Backward && b + 1 < 2 * f {
+                let fwd = 2 * f - 2 - b;
+                let extra = stage_cost[fwd];
+                stage_cost[b].add(extra);
+            }
+        }
+    }
+    let label = |s: usize| -> String {
+        let st = &place.stages[s];
+        let pass = match st.pass {
+            StagePass::Forward => "fwd",
+            StagePass::ForwardBackward => "fwd+bwd",
+            StagePass::Backward => "bwd",
+        };
+        format!("stage {s} {pass} ({})", st.blocks.join(","))
+    };
+    let mut b = Builder {
+        ipus: (0..nipus).map(|ipu| IpuTime { ipu, ..IpuTime::default() }).collect(),
+        count: 0,
+        truncated: false,
+    };
+    let host = |bytes: f64| bytes / gen.host_bandwidth;
+    let link = |bytes: f64| bytes / gen.ipu_link_bandwidth;
+    let stream = |bytes: f64| bytes / gen.streaming_bandwidth;
+    let ipu_sync = gen.ipu_sync_cycles / gen.clock_hz;
+    let micro_batches = if training { opts.training.gradient_accumulation.max(1) } else { 1 };
+    let every_output = opts.resolved_output_mode(training) == OutputMode::All;
+    let mut t = 0.0f64;
+    let (iterations_per_step, mbs) = match (&opts.execution_strategy, pipeline) {
+        (ExecutionStrategy::Pipelined(_), Some(p)) => {
+            // One pipeline over p.micro_batches: step t runs stage s on micro-batch t - s.
+            let steps = p.steps();
+            let active: Vec<Vec<usize>> =
+                (0..steps).map(|st| (0..ns).filter(|&s| st >= s && st - s < p.micro_batches).collect()).collect();
+            for (st, act) in active.iter().enumerate() {
+                let mut ends = vec![t; nipus];
+                for &s in act {
+                    let ipu = place.stages[s].ipu;
+                    let l = label(s);
+                    let mut e = ends[ipu];
+                    let inb = input_bytes[s] + stage_stream[s];
+                    if inb > 0.0 {
+                        let d = if input_bytes[s] > 0.0 { host(input_bytes[s]) } else { 0.0 } + stream(stage_stream[s]);
+                        b.push(ipu, e, e + d, Kind::Stream, &l);
+                        e += d;
+                    }
+                    e = b.work(ipu, e, stage_cost[s], &l);
+                    ends[ipu] = e;
+                }
+                let busiest = ends.iter().copied().fold(t, f64::max);
+                for (ipu, &e) in ends.iter().enumerate() {
+                    b.push(ipu, e, busiest, Kind::Idle, "waiting for the busiest IPU");
+                }
+                // Inter-IPU copies of the stages that ran, then the next step.
+                let copy = act.iter().map(|&s| link(copy_out[s])).fold(0.0, f64::max);
+                let involved: Vec<usize> = act.iter().flat_map(|&s| copy_ipus[s].iter().copied()).collect();
+                let end = busiest + ipu_sync + copy;
+                for ipu in 0..nipus {
+                    let kind = if involved.contains(&ipu) { Kind::Copy } else { Kind::Sync };
+                    b.push(ipu, busiest, end, kind, &format!("pipeline step {st} copies"));
+                }
+                t = end;
+            }
+            // Inference pipelines over the device iterations; training over the accumulation.
+            if training {
+                (opts.device_iterations.max(1), p.micro_batches)
+            } else {
+                (1, p.micro_batches)
+            }
+        }
+        (ExecutionStrategy::SerialPhased(ph) | ExecutionStrategy::ParallelPhased(ph), _) => {
+            let parallel = matches!(opts.execution_strategy, ExecutionStrategy::ParallelPhased(_));
+            let overlap = parallel || ph.liveness() != PhaseLiveness::OffChipAfterFwdNoOverlap;
+            for _ in 0..micro_batches {
+                for phase in &place.phases {
+                    // Loads of the phase's stages (Streaming Memory), then the stages in parallel.
+                    let mut ends = vec![t; nipus];
+                    for &s in &phase.stages {
+                        let ipu = place.stages[s].ipu;
+                        let io = stream(stage_stream[s]) + host(input_bytes[s]);
+                        let l = label(s);
+                        let start = if overlap { t } else { t + io };
+                        b.push(ipu, t, t + io, Kind::Stream, &format!("phase {} load/store", phase.id));
+                        let e = b.work(ipu, start, stage_cost[s], &l);
+                        ends[ipu] = e.max(t + io);
+                    }
+                    let end = ends.iter().copied().fold(t, f64::max);
+                    let copy = phase.stages.iter().map(|&s| link(copy_out[s])).fold(0.0, f64::max);
+                    for (ipu, &e) in ends.iter().enumerate() {
+                        b.push(ipu, e, end, Kind::Idle, "waiting for the phase to end");
+                        b.push(
+                            ipu,
+                            end,
+                            end + ipu_sync + copy,
+                            if copy > 0.0 { Kind::Copy } else { Kind::Sync },
+                            &format!("end of phase {}", phase.id),
+                        );
+                    }
+                    t = end + ipu_sync + copy;
+                }
+            }
+            (opts.device_iterations.max(1), micro_batches)
+        }
+        _ => {
+            // Sharded or one IPU: stages one after another.
+            for _ in 0..micro_batches {
+                for s in 0..ns {
+                    let ipu = place.stages[s].ipu;
+                    let l = label(s);
+                    let io = host(input_bytes[s]) + stream(stage_stream[s]);
+                    b.push(ipu, t, t + io, Kind::Stream, &l);
+                    let e = b.work(ipu, t + io, stage_cost[s], &l);
+                    for other in 0..nipus {
+                        if other != ipu {
+                            b.push(other, t, e, Kind::Idle, "another IPU's stage runs");
+                        }
+                    }
+                    t = e;
+                    if copy_out[s] > 0.0 {
+                        let d = ipu_sync + link(copy_out[s]);
+                        for ipu in 0..nipus {
+                            let kind = if copy_ipus[s].contains(&ipu) { Kind::Copy } else { Kind::Idle };
+                            b.push(ipu, t, t + d, kind, &format!("copies after stage {s}"));
+                        }
+                        t += d;
+                    }
+                }
+            }
+            (opts.device_iterations.max(1), micro_batches)
+        }
+    };
+    // Outputs to the host, then (training) the all-reduce across replicas and the updates.
+    let outs = if every_output { out_bytes * mbs as f64 } else { out_bytes };
+    let last_ipu = place.stages.last().map(|s| s.ipu).unwrap_or(0);
+    if outs > 0.0 {
+        let d = host(outs);
+        b.push(last_ipu, t, t + d, Kind::Stream, "outputs to the host");
+        t += d;
+    }
+    if training {
+        let replicas = opts.replication_factor.max(1) as f64;
+        let reduce = if replicas > 1.0 {
+            grad_bytes.iter().map(|&gb| 2.0 * (replicas - 1.0) / replicas * link(gb)).fold(0.0, f64::max) + ipu_sync
+        } else {
+            0.0
+        };
+        let mut end = t;
+        for (ipu, &cost) in update_cost.iter().enumerate() {
+            let mut e = t;
+            if reduce > 0.0 {
+                b.push(ipu, e, e + reduce, Kind::Copy, "gradient all-reduce across replicas");
+                e += reduce;
+            }
+            e = b.work(ipu, e, cost, "weight update");
+            end = end.max(e);
+        }
+        for ipu in 0..nipus {
+            let last = b.ipus[ipu].intervals.last().map(|x| x.end).unwrap_or(t);
+            b.push(ipu, last.max(t), end, Kind::Idle, "waiting for the weight updates");
+        }
+        t = end;
+    }
+    let iteration = t;
+    let step = iteration * iterations_per_step as f64;
+    let groups = opts.input_replica_grouping.size.max(1);
+    let samples = micro_batch_size * mbs * iterations_per_step * opts.replication_factor.max(1) / groups;
+    Time {
+        step_time_s: step,
+        iteration_time_s: iteration,
+        iterations_per_step,
+        micro_batches_per_iteration: mbs,
+        micro_batch_size,
+        samples_per_step: samples,
+        throughput: if step > 0.0 { samples as f64 / step } else { 0.0 },
+        ipus: b.ipus,
+        truncated: b.truncated,
+    }
+}

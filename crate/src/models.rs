@@ -1,0 +1,316 @@
+//! Demo models for the planner, traced with one Block per IPU the way a PopTorch user
+//! annotates them (`BeginBlock` at each IPU's first layer): an MLP, a transformer encoder
+//! and RevGNN with PubMed-like padded sizes (no data needed). The planner's example, its
+//! tests and benchmark, and the JavaScript `demoModel` share them, with inputs the CPU
+//! executor can run ([`demo_inputs`]).
+
+use crate::gnn::nn::{RevGnn, RevGnnConfig};
+use crate::ir::{InputKind, Reduction, TensorType};
+use crate::rng::Rng;
+use crate::tensor::{DType, Tensor};
+use crate::trace::nn::{call, Dropout, Embedding, LayerNorm, Linear, Module};
+use crate::trace::{SparseVar, Trace, TraceError, TraceResult, Tracer, Var};
+use std::rc::Rc;
+
+/// Which demo model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DemoKind {
+    Mlp,
+    Transformer,
+    RevGnn,
+}
+
+impl DemoKind {
+    pub fn parse(s: &str) -> Result<DemoKind, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "mlp" => Ok(DemoKind::Mlp),
+            "transformer" => Ok(DemoKind::Transformer),
+            "revgnn" | "rev_gnn" | "rev-gnn" => Ok(DemoKind::RevGnn),
+            _ => Err(format!("unknown model '{s}': use mlp, transformer or revgnn")),
+        }
+    }
+}
+
+/// Sizes of a demo model. [`DemoSizes::full`] is what the example plans; [`DemoSizes::small`]
+/// keeps the executor fast in tests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemoSizes {
+    /// MLP and transformer: samples per micro-batch.
+    pub batch: usize,
+    /// MLP: input features and hidden width; transformer: model width.
+    pub input: usize,
+    pub width: usize,
+    /// Transformer: sequence length, heads, feed-forward width, vocabulary.
+    pub seq: usize,
+    pub heads: usize,
+    pub ff: usize,
+    pub vocab: usize,
+    /// Output classes.
+    pub classes: usize,
+    /// RevGNN: nodes per padded part, edges per part (self-loops included), stored feature
+    /// entries, features, hidden width and groups.
+    pub nodes: usize,
+    pub edges: usize,
+    pub x_nnz: usize,
+    pub features: usize,
+    pub hidden: usize,
+    pub groups: usize,
+}
+
+impl DemoSizes {
+    /// The example's sizes. RevGNN: PubMed (19,717 nodes, 500 features, 3 classes) in 10
+    /// RandomNodeLoader parts, padded: ~1,972 nodes, ~11,000 edges with self-loops and
+    /// ~100,000 stored features per part; hidden 160 in 2 groups (`examples/rev_gnn.py`).
+    pub fn full(kind: DemoKind) -> DemoSizes {
+        let base = DemoSizes {
+            batch: 32,
+            input: 784,
+            width: 1024,
+            seq: 128,
+            heads: 4,
+            ff: 1024,
+            vocab: 1000,
+            classes: 10,
+            nodes: 1972,
+            edges: 11_000,
+            x_nnz: 100_000,
+            features: 500,
+            hidden: 160,
+            groups: 2,
+        };
+        match kind {
+            DemoKind::Transformer => DemoSizes { batch: 8, width: 256, ..base },
+            DemoKind::RevGnn => DemoSizes { classes: 3, ..base },
+            DemoKind::Mlp => base,
+        }
+    }
+
+    /// Small sizes for tests (the same structure).
+    pub fn small(kind: DemoKind) -> DemoSizes {
+        let base = DemoSizes {
+            batch: 8,
+            input: 24,
+            width: 32,
+            seq: 16,
+            heads: 2,
+            ff: 64,
+            vocab: 50,
+            classes: 5,
+            nodes: 60,
+            edges: 240,
+            x_nnz: 300,
+            features: 40,
+            hidden: 16,
+            groups: 2,
+        };
+        match kind {
+            DemoKind::RevGnn => DemoSizes { classes: 3, ..base },
+            _ => base,
+        }
+    }
+}
+
+/// A traced demo model: `trace.graph.outputs[0]` is its scalar loss.
+pub struct DemoModel {
+    pub kind: DemoKind,
+    pub trace: Trace,
+    /// Samples per micro-batch (nodes per part for RevGNN).
+    pub micro_batch_size: usize,
+    pub sizes: DemoSizes,
+}
+
+/// The IPU of layer `i` of `layers` split evenly over `ipus`.
+pub fn ipu_of_layer(i: usize, layers: usize, ipus: usize) -> usize {
+    i * ipus / layers.max(1)
+}
+
+/// Starts block `ipu<k>` on IPU k at layer `i` when the layer is the first on its IPU.
+fn begin(tr: &Tracer, i: usize, layers: usize, ipus: usize) {
+    let k = ipu_of_layer(i, layers, ipus);
+    if i == 0 || ipu_of_layer(i - 1, layers, ipus) != k {
+        tr.begin_block(&format!("ipu{k}"), Some(k));
+    }
+}
+
+/// Traces demo model `kind` with `layers` layers split evenly over `ipus` IPUs (one
+/// Block per IPU). `training` traces training behaviour (dropout masks).
+pub fn demo_model(
+    kind: DemoKind,
+    layers: usize,
+    ipus: usize,
+    training: bool,
+    sizes: &DemoSizes,
+) -> TraceResult<DemoModel> {
+    if layers == 0 {
+        return Err(TraceError("the number of layers must be positive".into()));
+    }
+    if ipus == 0 || ipus > layers {
+        return Err(TraceError(format!(
+            "{ipus} IPUs for {layers} layers: give each IPU at least one layer (1 <= ipus <= layers)"
+        )));
+    }
+    let mut rng = Rng::new(0);
+    let tr = Tracer::new();
+    tr.set_training(training);
+    let s = sizes;
+    let (loss, mb) = match kind {
+        DemoKind::Mlp => {
+            let x = tr.input("x", &[s.batch, s.input], DType::Float32)?;
+            let y = tr.input("y", &[s.batch], DType::Int32)?;
+            let mut h = x;
+            for i in 0..layers {
+                begin(&tr, i, layers, ipus);
+                let fan_in = if i == 0 { s.input } else { s.width };
+                let fan_out = if i + 1 == layers { s.classes } else { s.width };
+                let lin = Linear::new(fan_in, fan_out, true, &mut rng)?;
+                h = tr.scope("layers", || call(&tr, &i.to_string(), &lin, &h))?;
+                if i + 1 < layers {
+                    h = h.relu()?;
+                }
+            }
+            (h.cross_entropy(&y, None, Reduction::Mean, None)?, s.batch)
+        }
+        DemoKind::Transformer => {
+            let tokens = tr.input("tokens", &[s.batch, s.seq], DType::Int32)?;
+            let y = tr.input("y", &[s.batch], DType::Int32)?;
+            let embed = Embedding::new(s.vocab, s.width, &mut rng);
+            let mut h: Option<Var> = None;
+            for i in 0..layers {
+                begin(&tr, i, layers, ipus);
+                let x = match h.take() {
+                    Some(x) => x,
+                    None => call(&tr, "embed", &embed, &tokens)?,
+                };
+                h = Some(tr.scope("layers", || tr.scope(&i.to_string(), || encoder_layer(&tr, &x, s, &mut rng)))?);
+            }
+            let h = h.expect("layers >= 1");
+            let pooled = h.mean(&[1], false)?;
+            let head = Linear::new(s.width, s.classes, true, &mut rng)?;
+            let logits = call(&tr, "head", &head, &pooled)?;
+            (logits.cross_entropy(&y, None, Reduction::Mean, None)?, s.batch)
+        }
+        DemoKind::RevGnn => {
+            let model = RevGnn::new(
+                RevGnnConfig {
+                    in_channels: s.features,
+                    hidden: s.hidden,
+                    out_channels: s.classes,
+                    num_layers: layers,
+                    num_groups: s.groups,
+                    dropout: 0.5,
+                    disable_rev: false,
+                },
+                &mut rng,
+            )?;
+            let x = SparseVar::input(&tr, "x", s.nodes, s.features, s.x_nnz)?;
+            let adj = SparseVar::input(&tr, "adj", s.nodes, s.nodes, s.edges)?;
+            let y = tr.input("y", &[s.nodes], DType::Int32)?;
+            let mask = tr.input("train_mask", &[s.nodes], DType::Bool)?;
+            // RevGnn::forward, with a BeginBlock at each IPU's first layer.
+            begin(&tr, 0, layers, ipus);
+            let h = tr.scope("lin1", || model.lin1.forward_sparse(&tr, &x))?;
+            let p = model.cfg.dropout;
+            let extras = if training && p > 0.0 { vec![tr.random_mask(h.shape(), p)?] } else { vec![] };
+            let mut h = h;
+            for (i, conv) in model.convs.iter().enumerate() {
+                begin(&tr, i, layers, ipus);
+                h = tr.scope("convs", || tr.scope(&i.to_string(), || conv.forward(&tr, &h, &adj, &extras)))?;
+            }
+            let h = call(&tr, "norm", &model.norm, &h)?.relu()?;
+            let h = Dropout { p }.forward(&tr, &h)?;
+            let logits = call(&tr, "lin2", &model.lin2, &h)?;
+            (logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None)?, s.nodes)
+        }
+    };
+    let trace = tr.finish(&[&loss])?;
+    Ok(DemoModel { kind, trace, micro_batch_size: mb, sizes: sizes.clone() })
+}
+
+/// One pre-norm encoder layer: x + attention(LN(x)), then + FF(LN(·)) with GELU.
+fn encoder_layer(tr: &Tracer, x: &Var, s: &DemoSizes, rng: &mut Rng) -> TraceResult<Var> {
+    let (b, t, d, h) = (s.batch as isize, s.seq as isize, s.width, s.heads);
+    let dh = (d / h) as isize;
+    let ln1 = LayerNorm::new(d);
+    let qkv = Linear::new(d, 3 * d, true, rng)?;
+    let proj = Linear::new(d, d, true, rng)?;
+    let ln2 = LayerNorm::new(d);
+    let ff1 = Linear::new(d, s.ff, true, rng)?;
+    let ff2 = Linear::new(s.ff, d, true, rng)?;
+    let a = call(tr, "ln1", &ln1, x)?;
+    let parts = call(tr, "qkv", &qkv, &a)?.chunk(3, -1)?;
+    let heads = |v: &Var| -> TraceResult<Var> { v.reshape(&[b, t, h as isize, dh])?.permute(&[0, 2, 1, 3]) };
+    let (q, k, v) = (heads(&parts[0])?, heads(&parts[1])?, heads(&parts[2])?);
+    let scores = q.matmul(&k.transpose(-2, -1)?)?.scale(1.0 / (dh as f64).sqrt())?.softmax(-1)?;
+    let ctx = scores.matmul(&v)?.permute(&[0, 2, 1, 3])?.reshape(&[b, t, d as isize])?;
+    let x = x.add(&call(tr, "proj", &proj, &ctx)?)?;
+    let f = call(tr, "ln2", &ln2, &x)?;
+    let f = call(tr, "ff1", &ff1, &f)?.gelu()?;
+    x.add(&call(tr, "ff2", &ff2, &f)?)
+}
+
+/// Inputs the CPU executor can run the demo's graph on (valid class labels, token ids and
+/// CSR matrices), drawn from `seed`.
+pub fn demo_inputs(m: &DemoModel, seed: u64) -> Result<Vec<Rc<Tensor>>, String> {
+    let mut rng = Rng::new(seed);
+    let s = &m.sizes;
+    let inputs: Vec<(String, TensorType)> = m
+        .trace
+        .graph
+        .placeholders(InputKind::Input)
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), m.trace.graph.ty(v).clone()))
+        .collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < inputs.len() {
+        let (name, ty) = &inputs[i];
+        if let Some(base) = name.strip_suffix(".indptr") {
+            // A CSR matrix: indptr, indices, values.
+            let rows = ty.shape[0] - 1;
+            let nnz = inputs[i + 1].1.shape[0];
+            let cols = if base == "x" { s.features } else { s.nodes };
+            let indptr: Vec<i32> = (0..=rows).map(|r| (r * nnz / rows.max(1)) as i32).collect();
+            let indices: Vec<i32> = (0..nnz).map(|_| rng.below(cols) as i32).collect();
+            let values: Vec<f32> = (0..nnz).map(|_| rng.uniform_range(0.0, 1.0)).collect();
+            out.push(Rc::new(Tensor::from_i32(&[rows + 1], indptr)?));
+            out.push(Rc::new(Tensor::from_i32(&[nnz], indices)?));
+            out.push(Rc::new(Tensor::from_f32(&[nnz], values)?));
+            i += 3;
+            continue;
+        }
+        let n = ty.numel();
+        out.push(Rc::new(match ty.dtype {
+            DType::Float32 => Tensor::from_f32(&ty.shape, (0..n).map(|_| rng.uniform_range(-1.0, 1.0)).collect())?,
+            DType::Int32 => {
+                let hi = if name == "tokens" { s.vocab } else { s.classes };
+                Tensor::from_i32(&ty.shape, (0..n).map(|_| rng.below(hi) as i32).collect())?
+            }
+            DType::Bool => Tensor::from_bool(&ty.shape, (0..n).map(|_| rng.below(2) == 1).collect())?,
+            other => return Err(format!("demo input '{name}' has dtype {other}, which demo_inputs does not make")),
+        }));
+        i += 1;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_split_evenly_with_one_block_per_ipu() {
+        assert_eq!((0..7).map(|i| ipu_of_layer(i, 7, 3)).collect::<Vec<_>>(), [0, 0, 0, 1, 1, 2, 2]);
+        for kind in [DemoKind::Mlp, DemoKind::Transformer, DemoKind::RevGnn] {
+            let m = demo_model(kind, 4, 2, true, &DemoSizes::small(kind)).unwrap();
+            let blocks: std::collections::BTreeSet<(String, usize)> =
+                m.trace.graph.nodes.iter().filter_map(|n| Some((n.meta.block.clone()?, n.meta.ipu?))).collect();
+            let want: std::collections::BTreeSet<(String, usize)> =
+                [("ipu0".to_string(), 0), ("ipu1".to_string(), 1)].into_iter().collect();
+            assert_eq!(blocks, want, "{kind:?}");
+            assert!(m.trace.graph.ty(m.trace.graph.outputs[0]).shape.is_empty(), "the loss is a scalar");
+            assert_eq!(demo_inputs(&m, 0).unwrap().len(), m.trace.graph.placeholders(InputKind::Input).len());
+        }
+        assert!(demo_model(DemoKind::Mlp, 2, 3, false, &DemoSizes::small(DemoKind::Mlp)).is_err());
+        assert!(DemoKind::parse("cnn").unwrap_err().contains("mlp"));
+    }
+}
