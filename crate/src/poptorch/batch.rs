@@ -130,6 +130,7 @@ impl Batching {
 
     /// The host outputs from the outputs of every micro-batch (`per_micro[index(d, a, r)]`,
     /// each a list of output tensors) under `mode` (resolved, not `Default`).
+    #[allow(clippy::needless_range_loop)] // `o` indexes the inner lists of `per_micro`
     pub fn assemble(
         &self,
         mode: OutputMode,
