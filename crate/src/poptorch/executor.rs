@@ -77,6 +77,18 @@ pub struct PoplarExecutor {
     exe: Option<Executable>,
 }
 
+/// A gradient computed with loss scaling `ls`, divided by it (in float32, back to its dtype).
+fn unscale(t: &Tensor, ls: f32) -> Result<Tensor, PoptorchError> {
+    if ls == 1.0 {
+        return Ok(t.clone());
+    }
+    let mut wide = t.cast(DType::Float32);
+    if let Tensor::F32(a) = &mut wide {
+        a.mapv_inplace(|x| x / ls);
+    }
+    Ok(wide.cast(t.dtype()))
+}
+
 impl PoplarExecutor {
     /// Wraps `model` (PopTorch's `PoplarExecutor.__init__`): `options` are validated, frozen
     /// and copied; a training model without an optimizer gets SGD with lr 0.01.
@@ -552,7 +564,9 @@ impl PoplarExecutor {
                     let res = run(&exe.step, &mut exe.replicas[r], &args)?;
                     let outs = &res.outputs;
                     let mut keep: Vec<Tensor> = outs[..exe.n_user_outputs].iter().map(|t| t.as_ref().clone()).collect();
-                    keep.extend(exe.input_grads.iter().map(|(_, i)| outs[*i].as_ref().clone()));
+                    for (_, i) in &exe.input_grads {
+                        keep.push(unscale(&outs[*i], ls)?);
+                    }
                     per_micro[b.index(d, a, r)] = keep;
                     for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
                         acc.add(r, &outs[*i], &how).map_err(|e| PoptorchError(format!("gradient of '{name}': {e}")))?;
