@@ -5,6 +5,19 @@
 //! through `poptorch::optim::Optimizer` from PopTorch's keyword arguments, turned into the
 //! parameter's `OptimizerStep` and applied step by step by the executor's
 //! `optimizer_update`. Tolerance: `|got − want| ≤ 1e-6 + 1e-5·|want|` after every step.
+//!
+//! The LAMB reference (You et al., "Large Batch Optimization for Deep Learning: Training BERT
+//! in 76 minutes", arXiv 1904.00962, Algorithm 2, with φ(z) = min(z, max_weight_norm) as
+//! PopTorch's `optim.LAMB` and PopART's `AdamMode::Lamb` use it), per step t:
+//!
+//! ```text
+//! m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+//! u = (m/bc1) / (√v/√bc2 + eps) + wd·p        bc_i = 1 − β_i^t (1 without bias correction)
+//! r1 = min(‖p‖, max_weight_norm);  r2 = ‖u‖;  trust = 1 if r1 = 0 or r2 = 0 else r1/r2
+//! p −= lr·trust·u
+//! ```
+//!
+//! AdamW without bias correction is the same as AdamW with `bc1 = bc2 = 1`.
 
 use ipu_playground::exec::{optimizer_update, Store};
 use ipu_playground::poptorch::optim::{Optimizer, OptimizerArgs, OptimizerType};
