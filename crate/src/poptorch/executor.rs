@@ -60,6 +60,8 @@ struct Executable {
     groups: BTreeMap<String, Vec<Vec<usize>>>,
     /// The loss scaling factor the next step uses.
     loss_scaling: f32,
+    /// The largest factor the loss's dtype holds (automatic loss scaling stays below it).
+    max_loss_scaling: f32,
     /// The host model's trained version these device weights correspond to.
     uploaded_version: u64,
     plan: Plan,
@@ -279,12 +281,16 @@ impl PoplarExecutor {
             ));
         }
         let n_user_outputs = fwd.outputs.len();
+        let mut max_loss_scaling = f32::MAX;
         let (step, grads, input_grads, stats, loss_scaling) = if self.training {
             let opt = self.optimizer.as_mut().expect("training models have an optimizer");
             if o.training.automatic_loss_scaling {
                 opt.mark_as_variable("loss_scaling")?;
             }
             let loss = find_loss(fwd)?;
+            if fwd.ty(loss).dtype == DType::Float16 {
+                max_loss_scaling = F16_MAX;
+            }
             let topts = TrainOptions {
                 return_grads: true,
                 loss_scale_input: true,
@@ -341,6 +347,7 @@ impl PoplarExecutor {
             replicas: stores,
             groups,
             loss_scaling,
+            max_loss_scaling,
             uploaded_version: self.model.trained_version(),
             plan,
         })
@@ -543,7 +550,6 @@ impl PoplarExecutor {
             self.copy_weights_to_device()?;
         }
         let how = self.reduction();
-        let max_scale = if self.loss_dtype() == DType::Float16 { F16_MAX } else { f32::MAX };
         let training = self.training;
         let opt = self.optimizer.clone();
         let exe = self.exe.as_mut().expect("compiled above");
@@ -580,7 +586,7 @@ impl PoplarExecutor {
                 Self::optimizer_step(exe, opt, &how, &accs, ls)?;
                 if let Some((_, tracked)) = exe.stats {
                     let total = (tracked * b.accumulation * b.replicas) as f64;
-                    exe.loss_scaling = update_loss_scale(ls, total - lower, lower, max_scale);
+                    exe.loss_scaling = update_loss_scale(ls, total - lower, lower, exe.max_loss_scaling);
                 }
             }
         }
@@ -590,11 +596,6 @@ impl PoplarExecutor {
             self.copy_weights_to_host()?;
         }
         Ok(out)
-    }
-
-    fn loss_dtype(&self) -> DType {
-        let g = self.model.graph();
-        find_loss(g).map(|l| g.ty(l).dtype).unwrap_or(DType::Float32)
     }
 
     fn reduction(&self) -> GradReduction {
