@@ -178,14 +178,7 @@ fn main_inner() -> Result<ExitCode, String> {
         times[0].push(ms(t));
         let t = std::time::Instant::now();
         let graph = if a.train {
-            let adam = OptimizerStep::Adam {
-                lr: 1e-3,
-                beta1: 0.9,
-                beta2: 0.999,
-                eps: 1e-8,
-                weight_decay: 0.0,
-                decoupled: false,
-            };
+            let adam = OptimizerStep::adam(1e-3, 0.9, 0.999, 1e-8, 0.0, false);
             training_graph(&demo.trace.graph, 0, &TrainOptions { optimizer: Some(adam), ..Default::default() })
                 .map_err(|e| e.0)?
                 .graph

@@ -137,7 +137,7 @@ fn training_graph_has_backward_and_optimizer_nodes_placed_like_their_forward() {
     let y = tr.block("b1", Some(1), || tr.scope("fc", || fc.forward(&tr, &x))).unwrap();
     let loss = y.mean(&[], false).unwrap();
     let t = tr.finish(&[&loss]).unwrap();
-    let step = ipu_playground::ir::OptimizerStep::Sgd { lr: 0.1, momentum: 0.0, weight_decay: 0.0 };
+    let step = ipu_playground::ir::OptimizerStep::sgd(0.1, 0.0, 0.0);
     let tg = training_graph(&t.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() }).unwrap();
     let g = &tg.graph;
     let back: Vec<_> =
@@ -209,7 +209,7 @@ fn optimizer_updates_run_as_soon_as_their_gradient_is_final() {
     let h = tr.scope("fc1", || fc1.forward(&tr, &x)).unwrap().tanh().unwrap();
     let loss = tr.scope("fc2", || fc2.forward(&tr, &h)).unwrap().mean(&[], false).unwrap();
     let t = tr.finish(&[&loss]).unwrap();
-    let step = ipu_playground::ir::OptimizerStep::Sgd { lr: 0.1, momentum: 0.0, weight_decay: 0.0 };
+    let step = ipu_playground::ir::OptimizerStep::sgd(0.1, 0.0, 0.0);
     let tg = training_graph(&t.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() }).unwrap();
     let program = ipu_playground::compile::schedule::updates_early(&tg.graph).unwrap();
     verify(&program).unwrap();

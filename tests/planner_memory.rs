@@ -15,8 +15,7 @@ use planner_support::*;
 /// the executor: (predicted, measured) peak bytes of live activations.
 fn predicted_and_measured(kind: DemoKind, layers: usize) -> (usize, usize) {
     let demo = demo_model(kind, layers, 1, true, &DemoSizes::small(kind)).unwrap();
-    let adam =
-        OptimizerStep::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, decoupled: false };
+    let adam = OptimizerStep::adam(1e-3, 0.9, 0.999, 1e-8, 0.0, false);
     let tg =
         training_graph(&demo.trace.graph, 0, &TrainOptions { optimizer: Some(adam), ..Default::default() }).unwrap();
     let p = plan_with(&tg.graph, &Options::new(), &PlanSettings { micro_batch_size: Some(demo.micro_batch_size) });

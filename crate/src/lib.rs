@@ -13,6 +13,7 @@ pub mod gnn;
 pub mod ir;
 pub mod kernels;
 pub mod models;
+pub mod poptorch;
 pub mod rng;
 pub mod tensor;
 pub mod trace;

@@ -12,7 +12,7 @@ use ipu_playground::trace::Tracer;
 
 /// SGD with momentum: one state tensor per parameter.
 pub fn sgd() -> OptimizerStep {
-    OptimizerStep::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0 }
+    OptimizerStep::sgd(0.01, 0.9, 0.0)
 }
 
 /// A chain of `Linear(width, width) + ReLU` layers on a `[batch, width]` input, layer `i`

@@ -29,7 +29,16 @@ pub struct TrainingGraph {
     pub trained: Vec<String>,
     /// When requested, `(parameter, index into graph.outputs)` of each parameter gradient.
     pub grad_outputs: Vec<(String, usize)>,
+    /// `(model input, index into graph.outputs)` of each gradient asked for in
+    /// [`TrainOptions::input_grads`].
+    pub input_grad_outputs: Vec<(String, usize)>,
+    /// The differentiated loss.
+    pub loss: ValueId,
 }
+
+/// The name of the extra graph input holding the loss scaling factor (a float32 scalar)
+/// when [`TrainOptions::loss_scale_input`] is set.
+pub const LOSS_SCALING_INPUT: &str = "loss_scaling";
 
 /// What [`training_graph`] adds after the backward pass.
 #[derive(Clone, Debug, Default)]
@@ -40,15 +49,66 @@ pub struct TrainOptions {
     pub return_grads: bool,
     /// Parameters to leave frozen (no gradient, no update).
     pub frozen: Vec<String>,
+    /// Model inputs (float) whose gradients are returned as extra graph outputs.
+    pub input_grads: Vec<String>,
+    /// Seed the backward pass with the loss scaling factor, read from an extra float32
+    /// scalar input named [`LOSS_SCALING_INPUT`] (appended after the model's inputs),
+    /// instead of 1: every gradient comes out multiplied by it (PopART's loss scaling).
+    pub loss_scale_input: bool,
 }
 
-/// Builds the training graph of `fwd` for the scalar loss `fwd.outputs[loss_output]`.
+/// The graph's loss by PopTorch's rules (`RemoveSurplusIdentityLosses`): loss ops are
+/// `identity_loss` and `cross_entropy`; a loss whose value flows into another loss is part
+/// of it, and exactly one independent loss must remain.
+pub fn find_loss(fwd: &Graph) -> Result<ValueId, IrError> {
+    let is_loss = |op: &Op| matches!(op, Op::IdentityLoss { .. } | Op::CrossEntropy { .. });
+    // For every value: does it flow into a loss op (later in the graph)?
+    let mut feeds_loss = vec![false; fwd.values.len()];
+    for node in fwd.nodes.iter().rev() {
+        let into = is_loss(&node.op) || node.outputs.iter().any(|o| feeds_loss[o.0 as usize]);
+        if into {
+            for v in &node.inputs {
+                feeds_loss[v.0 as usize] = true;
+            }
+        }
+    }
+    let losses: Vec<&crate::ir::Node> = fwd.nodes.iter().filter(|n| is_loss(&n.op)).collect();
+    if losses.is_empty() {
+        return Err(IrError("Couldn't find a loss in graph!".into()));
+    }
+    let independent: Vec<ValueId> = losses.iter().map(|n| n.outputs[0]).filter(|o| !feeds_loss[o.0 as usize]).collect();
+    match independent.as_slice() {
+        [one] => Ok(*one),
+        _ => Err(IrError(
+            "Multiple independent losses found in graph. Graph must have one final loss. Wrap final graph loss in \
+             poptorch.identity_loss."
+                .into(),
+        )),
+    }
+}
+
+/// Builds the training graph of `fwd` for the loss `fwd.outputs[loss_output]`.
 pub fn training_graph(fwd: &Graph, loss_output: usize, opts: &TrainOptions) -> Result<TrainingGraph, IrError> {
     let loss = *fwd.outputs.get(loss_output).ok_or_else(|| {
         IrError(format!("the graph has {} outputs, no output {loss_output} to use as loss", fwd.outputs.len()))
     })?;
-    let lt = fwd.ty(loss);
-    if !lt.shape.is_empty() || !lt.dtype.is_float() {
+    training_graph_at(fwd, loss, opts)
+}
+
+/// Builds the training graph of `fwd` for the loss value `loss` (any value of the graph,
+/// e.g. [`find_loss`]'s). The loss must be a float scalar, or the unreduced output of a
+/// loss op with `reduction: none` (then every element is seeded with 1, as PopART seeds a
+/// `none` loss).
+pub fn training_graph_at(fwd: &Graph, loss: ValueId, opts: &TrainOptions) -> Result<TrainingGraph, IrError> {
+    if loss.0 as usize >= fwd.values.len() {
+        return Err(IrError(format!("the loss {loss} is not a value of the graph")));
+    }
+    let lt = fwd.ty(loss).clone();
+    let unreduced = matches!(
+        fwd.producer(loss).op,
+        Op::IdentityLoss { reduction: Reduction::None } | Op::CrossEntropy { reduction: Reduction::None, .. }
+    );
+    if !lt.dtype.is_float() || (!lt.shape.is_empty() && !unreduced) {
         return Err(IrError(format!(
             "the loss must be a float scalar to differentiate, got {lt}: reduce it first (sum, mean or identity_loss)"
         )));
@@ -59,13 +119,40 @@ pub fn training_graph(fwd: &Graph, loss_output: usize, opts: &TrainOptions) -> R
         .filter(|(n, v)| !opts.frozen.iter().any(|f| f == n) && fwd.ty(*v).dtype.is_float())
         .map(|(n, v)| (n.to_string(), v))
         .collect();
+    let model_inputs = fwd.placeholders(InputKind::Input);
+    let mut inputs: Vec<(String, ValueId)> = Vec::new();
+    for name in &opts.input_grads {
+        let Some(&(_, v)) = model_inputs.iter().find(|(n, _)| n == name) else {
+            let known: Vec<&str> = model_inputs.iter().map(|(n, _)| *n).collect();
+            return Err(IrError(format!("input_grads names '{name}', which is not a model input (inputs: {known:?})")));
+        };
+        if !fwd.ty(v).dtype.is_float() {
+            return Err(IrError(format!("input '{name}' is {}: only float inputs have gradients", fwd.ty(v))));
+        }
+        inputs.push((name.clone(), v));
+    }
     let mut g = fwd.clone();
-    let targets: Vec<ValueId> = params.iter().map(|p| p.1).collect();
-    let seed = g.add1(
-        Op::Full { shape: vec![], dtype: lt.dtype, value: 1.0 },
-        vec![],
-        NodeMeta { pass: Pass::Backward, ..g.producer(loss).meta.clone() },
-    )?;
+    let meta = NodeMeta { pass: Pass::Backward, ..g.producer(loss).meta.clone() };
+    let seed = if opts.loss_scale_input {
+        if model_inputs.iter().any(|(n, _)| *n == LOSS_SCALING_INPUT) {
+            return Err(IrError(format!(
+                "a model input is named '{LOSS_SCALING_INPUT}', the name of the loss scaling input: rename it"
+            )));
+        }
+        let op = Op::Placeholder { kind: InputKind::Input, name: LOSS_SCALING_INPUT.into() };
+        let mut ls = g.add_source(op, TensorType { shape: vec![], dtype: DType::Float32 }, meta.clone())?;
+        if lt.dtype != DType::Float32 {
+            ls = g.add1(Op::Cast { dtype: lt.dtype }, vec![ls], meta.clone())?;
+        }
+        if lt.shape.is_empty() {
+            ls
+        } else {
+            g.add1(Op::BroadcastTo { shape: lt.shape.clone() }, vec![ls], meta.clone())?
+        }
+    } else {
+        g.add1(Op::Full { shape: lt.shape.clone(), dtype: lt.dtype, value: 1.0 }, vec![], meta.clone())?
+    };
+    let targets: Vec<ValueId> = params.iter().chain(&inputs).map(|p| p.1).collect();
     let grads = backprop(&mut g, fwd.nodes.len(), &[(loss, seed)], &targets)?;
     let mut trained = Vec::new();
     let mut grad_outputs = Vec::new();
@@ -81,10 +168,22 @@ pub fn training_graph(fwd: &Graph, loss_output: usize, opts: &TrainOptions) -> R
             g.add(Op::OptimizerUpdate { param: name.clone(), step: step.clone() }, vec![gv], meta)?;
         }
     }
-    if trained.is_empty() {
+    let mut input_grad_outputs = Vec::new();
+    for (name, v) in &inputs {
+        let gv = match grads.get(v) {
+            Some(&gv) => gv,
+            None => {
+                let t = fwd.ty(*v).clone();
+                g.add1(Op::Full { shape: t.shape, dtype: t.dtype, value: 0.0 }, vec![], meta.clone())?
+            }
+        };
+        input_grad_outputs.push((name.clone(), g.outputs.len()));
+        g.outputs.push(gv);
+    }
+    if trained.is_empty() && inputs.is_empty() {
         return Err(IrError("the loss does not depend on any trainable parameter".into()));
     }
-    Ok(TrainingGraph { graph: g, trained, grad_outputs })
+    Ok(TrainingGraph { graph: g, trained, grad_outputs, input_grad_outputs, loss })
 }
 
 /// The vector-Jacobian product of a region body `f(inputs…) -> y`: a graph taking
@@ -514,6 +613,11 @@ fn vjp_rule(
             let op = Op::SliceGrad { in_shape, dim: *dim, start: *start, end: *end, step: *step };
             vec![Some(b.add(op, vec![g.unwrap()])?)]
         }
+        Op::DynamicSlice { dim, size } => {
+            let in_shape = ty(b, ins[0]).shape;
+            let op = Op::DynamicSliceGrad { in_shape, dim: *dim, size: *size };
+            vec![Some(b.add(op, vec![g.unwrap(), x(b, 1)])?), None]
+        }
         Op::IndexSelect { dim } => {
             let dim_size = ty(b, ins[0]).shape[*dim];
             vec![Some(b.add(Op::IndexAdd { dim: *dim, dim_size }, vec![g.unwrap(), x(b, 1)])?), None]
@@ -595,6 +699,114 @@ mod tests {
                 let num = (f(1e-2) - f(-1e-2)) / 2e-2;
                 assert!((num - got[k] as f64).abs() < 2e-3, "{name}[{k}]: {num} vs {}", got[k]);
             }
+        }
+    }
+
+    /// A smooth two-layer model (tanh, no kinks for finite differences) and a loss of it.
+    fn mlp_trace(rng: &mut Rng, loss: impl FnOnce(&crate::trace::Var) -> crate::trace::Var) -> crate::trace::Trace {
+        let (l1, l2) = (nn::Linear::new(3, 4, true, rng).unwrap(), nn::Linear::new(4, 2, true, rng).unwrap());
+        let tr = Tracer::new();
+        let x = tr.input("x", &[5, 3], DType::Float32).unwrap();
+        let h = nn::call(&tr, "0", &l1, &x).unwrap().tanh().unwrap();
+        let y = nn::call(&tr, "1", &l2, &h).unwrap();
+        let l = loss(&y);
+        tr.finish(&[&y, &l]).unwrap()
+    }
+
+    #[test]
+    fn find_loss_follows_poptorchs_rules() {
+        let mut rng = Rng::new(1);
+        // No loss op at all: a plain mean is not a loss.
+        let t = mlp_trace(&mut rng, |y| y.mean(&[], false).unwrap());
+        assert_eq!(find_loss(&t.graph).unwrap_err().0, "Couldn't find a loss in graph!");
+        // Two independent losses.
+        let tr = Tracer::new();
+        let x = tr.input("x", &[4], DType::Float32).unwrap();
+        let a = x.identity_loss(Reduction::Sum).unwrap();
+        let b = x.relu().unwrap().identity_loss(Reduction::Mean).unwrap();
+        let t = tr.finish(&[&a, &b]).unwrap();
+        let e = find_loss(&t.graph).unwrap_err().0;
+        assert_eq!(
+            e,
+            "Multiple independent losses found in graph. Graph must have one final loss. Wrap final graph loss in \
+             poptorch.identity_loss."
+        );
+        // Wrapped in one final identity_loss: the final one is the loss.
+        let tr = Tracer::new();
+        let x = tr.input("x", &[4], DType::Float32).unwrap();
+        let a = x.identity_loss(Reduction::Sum).unwrap();
+        let b = x.relu().unwrap().identity_loss(Reduction::Mean).unwrap();
+        let total = a.add(&b).unwrap().identity_loss(Reduction::Sum).unwrap();
+        let t = tr.finish(&[&a, &total]).unwrap();
+        assert_eq!(find_loss(&t.graph).unwrap(), total.id());
+    }
+
+    /// Runs `g` on a copy of `store` and returns its outputs.
+    fn run_outputs(g: &Graph, store: &Store, inputs: &[Rc<Tensor>]) -> Vec<Vec<f32>> {
+        let mut s = store.clone();
+        run(g, &mut s, inputs).unwrap().outputs.iter().map(|t| t.to_f32_vec()).collect()
+    }
+
+    #[test]
+    fn input_gradients_match_finite_differences() {
+        let mut rng = Rng::new(5);
+        let t = mlp_trace(&mut rng, |y| y.tanh().unwrap().identity_loss(Reduction::Mean).unwrap());
+        let loss = find_loss(&t.graph).unwrap();
+        let opts = TrainOptions { input_grads: vec!["x".into()], ..Default::default() };
+        let tg = training_graph_at(&t.graph, loss, &opts).unwrap();
+        crate::ir::verify::verify(&tg.graph).unwrap();
+        assert_eq!(tg.input_grad_outputs.len(), 1);
+        let xv: Vec<f32> = (0..15).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
+        let input = |v: &[f32]| Rc::new(Tensor::from_f32(&[5, 3], v.to_vec()).unwrap());
+        let store = Store::new(&t.params, &t.buffers, 0);
+        let got = run_outputs(&tg.graph, &store, &[input(&xv)])[tg.input_grad_outputs[0].1].clone();
+        for k in 0..xv.len() {
+            let f = |d: f32| {
+                let mut x = xv.clone();
+                x[k] += d;
+                run_outputs(&t.graph, &store, &[input(&x)])[1][0] as f64
+            };
+            let num = (f(1e-2) - f(-1e-2)) / 2e-2;
+            assert!((num - got[k] as f64).abs() < 1e-3, "x[{k}]: {num} vs {}", got[k]);
+        }
+        let e = training_graph_at(&t.graph, loss, &TrainOptions { input_grads: vec!["nope".into()], ..opts.clone() })
+            .unwrap_err()
+            .0;
+        assert!(e.contains("'nope'") && e.contains("not a model input"), "{e}");
+    }
+
+    #[test]
+    fn loss_scaling_input_scales_every_gradient_and_none_losses_seed_ones() {
+        let mut rng = Rng::new(7);
+        let t = mlp_trace(&mut rng, |y| y.identity_loss(Reduction::None).unwrap());
+        let loss = find_loss(&t.graph).unwrap();
+        let plain =
+            training_graph_at(&t.graph, loss, &TrainOptions { return_grads: true, ..Default::default() }).unwrap();
+        let opts = TrainOptions { return_grads: true, loss_scale_input: true, ..Default::default() };
+        let scaled = training_graph_at(&t.graph, loss, &opts).unwrap();
+        let xv: Vec<f32> = (0..15).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
+        let x = Rc::new(Tensor::from_f32(&[5, 3], xv).unwrap());
+        let store = Store::new(&t.params, &t.buffers, 0);
+        let a = run_outputs(&plain.graph, &store, std::slice::from_ref(&x));
+        let b = run_outputs(&scaled.graph, &store, &[x.clone(), Rc::new(Tensor::scalar(128.0))]);
+        for (name, i) in &plain.grad_outputs {
+            let j = scaled.grad_outputs.iter().find(|(n, _)| n == name).unwrap().1;
+            for (p, q) in a[*i].iter().zip(&b[j]) {
+                assert!((p * 128.0 - q).abs() <= 1e-4 * q.abs().max(1.0), "{name}: {p} × 128 vs {q}");
+            }
+        }
+        // Seeding ones equals differentiating the sum of the unreduced loss.
+        let ts = mlp_trace(&mut Rng::new(7), |y| y.identity_loss(Reduction::Sum).unwrap());
+        let sum = training_graph_at(
+            &ts.graph,
+            find_loss(&ts.graph).unwrap(),
+            &TrainOptions { return_grads: true, ..Default::default() },
+        )
+        .unwrap();
+        let c = run_outputs(&sum.graph, &Store::new(&ts.params, &ts.buffers, 0), std::slice::from_ref(&x));
+        for (name, i) in &plain.grad_outputs {
+            let j = sum.grad_outputs.iter().find(|(n, _)| n == name).unwrap().1;
+            assert_eq!(a[*i], c[j], "{name}");
         }
     }
 

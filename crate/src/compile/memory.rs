@@ -237,13 +237,24 @@ fn value_name(g: &Graph, v: usize) -> String {
     }
 }
 
-/// Bytes of optimizer state per parameter byte (fp32 state).
-fn optimizer_state_factor(step: &OptimizerStep) -> usize {
-    match step {
-        OptimizerStep::Sgd { momentum, .. } if *momentum != 0.0 => 1,
+/// Bytes of optimizer state for a parameter of `elements` elements, each state tensor in
+/// its own dtype (PopTorch's accumulation types: float32 or float16).
+fn optimizer_state_bytes(step: &OptimizerStep, elements: usize) -> usize {
+    let per_element = match step {
+        OptimizerStep::Sgd { momentum, velocity_dtype, .. } if *momentum != 0.0 => velocity_dtype.size(),
         OptimizerStep::Sgd { .. } => 0,
-        OptimizerStep::Adam { .. } => 2,
-    }
+        OptimizerStep::Adam { first_order_dtype, second_order_dtype, .. }
+        | OptimizerStep::Lamb { first_order_dtype, second_order_dtype, .. } => {
+            first_order_dtype.size() + second_order_dtype.size()
+        }
+        // Square average, the centred gradient average, and a float32 momentum buffer.
+        OptimizerStep::RmsProp { centered, momentum, first_order_dtype, second_order_dtype, .. } => {
+            first_order_dtype.size()
+                + if *centered { second_order_dtype.size() } else { 0 }
+                + if *momentum > 0.0 { 4 } else { 0 }
+        }
+    };
+    per_element * elements
 }
 
 /// Scratch of an op beyond its outputs: dense products keep fp32 partials of their output,
@@ -449,10 +460,11 @@ pub fn memory(
     }
 
     // ---- parameters, buffers, optimizer state, accumulators ----
-    let mut opt_factor: std::collections::HashMap<&str, (usize, usize)> = Default::default(); // param → (factor, update node)
+    // Parameter → (its optimizer step, the update node).
+    let mut updates: std::collections::HashMap<&str, (&OptimizerStep, usize)> = Default::default();
     for (i, node) in g.nodes.iter().enumerate() {
         if let Op::OptimizerUpdate { param, step } = &node.op {
-            opt_factor.insert(param.as_str(), (optimizer_state_factor(step), i));
+            updates.insert(param.as_str(), (step, i));
         }
     }
     let accumulate = training && opts.training.gradient_accumulation > 1;
@@ -478,7 +490,7 @@ pub fn memory(
             }
         };
         let wbytes = shard(TensorClass::Weight, ty.nbytes());
-        let update = opt_factor.get(name.as_str()).copied();
+        let update = updates.get(name.as_str()).copied();
         if opts.off_chip(TensorClass::Weight, elements) && !readers[v].is_empty() {
             // Brought on chip for the phases (or the stretch) that read it.
             let mut spans: Vec<(usize, usize)> = Vec::new();
@@ -529,7 +541,7 @@ pub fn memory(
             always[ipu].weights += wbytes;
             fixed.push((ipu, name.clone(), wbytes, "weight"));
         }
-        let Some((factor, update)) = update else { continue };
+        let Some((step, update)) = update else { continue };
         let upd_ipu = place.nodes[update].ipu;
         // Optimizer state and accumulators: on chip for good, or loaded for the update and
         // stored back after it, once per iteration.
@@ -559,7 +571,7 @@ pub fn memory(
         };
         state(
             TensorClass::Optimizer,
-            shard(TensorClass::Optimizer, factor * elements * 4),
+            shard(TensorClass::Optimizer, optimizer_state_bytes(step, elements)),
             "optimizer state",
             "optimizer",
         );

@@ -191,16 +191,10 @@ pub enum OptimizerChoice {
 impl OptimizerChoice {
     pub fn step(self) -> OptimizerStep {
         match self {
-            OptimizerChoice::Sgd => OptimizerStep::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 },
-            OptimizerChoice::SgdMomentum => OptimizerStep::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0 },
-            OptimizerChoice::Adam | OptimizerChoice::AdamW => OptimizerStep::Adam {
-                lr: 1e-3,
-                beta1: 0.9,
-                beta2: 0.999,
-                eps: 1e-8,
-                weight_decay: 0.0,
-                decoupled: self == OptimizerChoice::AdamW,
-            },
+            OptimizerChoice::Sgd => OptimizerStep::sgd(0.01, 0.0, 0.0),
+            OptimizerChoice::SgdMomentum => OptimizerStep::sgd(0.01, 0.9, 0.0),
+            OptimizerChoice::Adam => OptimizerStep::adam(1e-3, 0.9, 0.999, 1e-8, 0.0, false),
+            OptimizerChoice::AdamW => OptimizerStep::adam(1e-3, 0.9, 0.999, 1e-8, 0.01, true),
         }
     }
 }

@@ -17,7 +17,6 @@ use crate::ir::{Graph, InputKind, Op, OptimizerStep, Pass, TensorType};
 use crate::kernels::{self, optim};
 use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
-use ndarray::ArrayD;
 use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
@@ -34,12 +33,7 @@ impl fmt::Display for ExecError {
 
 impl std::error::Error for ExecError {}
 
-/// Optimizer state of one parameter.
-#[derive(Clone, Debug)]
-pub enum OptState {
-    Momentum(ArrayD<f32>),
-    Adam(optim::AdamState),
-}
+pub use crate::kernels::optim::OptState;
 
 /// Parameters, buffers, optimizer state and the random generator, across runs.
 #[derive(Clone, Debug)]
@@ -69,15 +63,9 @@ impl Store {
         self.params.values().map(|t| t.nbytes()).sum()
     }
 
-    /// Total bytes of optimizer state.
+    /// Total bytes of optimizer state (in each state tensor's storage dtype).
     pub fn opt_state_bytes(&self) -> usize {
-        self.opt_state
-            .values()
-            .map(|s| match s {
-                OptState::Momentum(m) => m.len() * 4,
-                OptState::Adam(a) => (a.m.len() + a.v.len()) * 4,
-            })
-            .sum()
+        self.opt_state.values().map(OptState::bytes).sum()
     }
 }
 
@@ -328,47 +316,34 @@ fn arg(vals: &[Option<Rc<Tensor>>], v: crate::ir::ValueId) -> &Rc<Tensor> {
     vals[v.0 as usize].as_ref().expect("verified graphs define values before use")
 }
 
-fn optimizer_update(store: &mut Store, name: &str, step: &OptimizerStep, grad: &Tensor) -> Result<(), String> {
+/// Applies one optimizer `step` to parameter `name` of `store` with gradient `grad` (what an
+/// `OptimizerUpdate` node does; the PopTorch-style executor calls it with the reduced
+/// gradient). The state is kept in `store.opt_state` under the parameter's name. Float16
+/// parameters are updated in float32 and rounded back to half once; the gradient may be
+/// float16 or float32.
+pub fn optimizer_update(store: &mut Store, name: &str, step: &OptimizerStep, grad: &Tensor) -> Result<(), String> {
     let p = store.params.get_mut(name).ok_or_else(|| format!("parameter '{name}' is not in the store"))?;
-    if p.dtype() != DType::Float32 {
-        return Err(format!("parameter '{name}' is {}: the optimizers update float32 parameters", p.dtype().short()));
+    let dtype = p.dtype();
+    if !dtype.is_float() {
+        return Err(format!("parameter '{name}' is {}: the optimizers update float parameters", dtype.short()));
     }
     let g32 = if grad.dtype() == DType::Float32 { None } else { Some(grad.cast(DType::Float32)) };
     let g = g32.as_ref().unwrap_or(grad).as_f32()?;
-    let param = match Rc::make_mut(p) {
-        Tensor::F32(a) => a,
-        _ => unreachable!("checked float32 above"),
+    let mut state = store.opt_state.remove(name);
+    let result = match Rc::make_mut(p) {
+        Tensor::F32(param) => optim::apply(step, param, g, &mut state, store.lr_scale),
+        half => {
+            let mut wide = half.cast(DType::Float32);
+            let Tensor::F32(param) = &mut wide else { unreachable!("cast to float32") };
+            let r = optim::apply(step, param, g, &mut state, store.lr_scale);
+            *half = wide.cast(dtype);
+            r
+        }
     };
-    let scale = store.lr_scale;
-    match step {
-        OptimizerStep::Sgd { lr, momentum, weight_decay } => {
-            let buf = if *momentum != 0.0 {
-                let st = store
-                    .opt_state
-                    .entry(name.to_string())
-                    .or_insert_with(|| OptState::Momentum(ArrayD::zeros(param.shape())));
-                match st {
-                    OptState::Momentum(b) => Some(b),
-                    _ => return Err(format!("parameter '{name}' has Adam state but an SGD update")),
-                }
-            } else {
-                None
-            };
-            optim::sgd_update(param, g, buf, lr * scale, *momentum, *weight_decay);
-        }
-        OptimizerStep::Adam { lr, beta1, beta2, eps, weight_decay, decoupled } => {
-            let st = store
-                .opt_state
-                .entry(name.to_string())
-                .or_insert_with(|| OptState::Adam(optim::AdamState::zeros(param.shape())));
-            let st = match st {
-                OptState::Adam(s) => s,
-                _ => return Err(format!("parameter '{name}' has SGD state but an Adam update")),
-            };
-            optim::adam_update(param, g, st, lr * scale, *beta1, *beta2, *eps, *weight_decay, *decoupled);
-        }
+    if let Some(s) = state {
+        store.opt_state.insert(name.to_string(), s);
     }
-    Ok(())
+    result.map_err(|e| format!("parameter '{name}': {e}"))
 }
 
 #[cfg(test)]

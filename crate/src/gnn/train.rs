@@ -169,15 +169,10 @@ impl Trainer {
         let loss = logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None).map_err(|e| e.0)?;
         let trace = tr.finish(&[&loss]).map_err(|e| e.0)?;
         let step = match cfg.optimizer {
-            OptimizerKind::Adam | OptimizerKind::AdamW => OptimizerStep::Adam {
-                lr: cfg.lr,
-                beta1: 0.9,
-                beta2: 0.999,
-                eps: 1e-8,
-                weight_decay: cfg.weight_decay,
-                decoupled: cfg.optimizer == OptimizerKind::AdamW,
-            },
-            OptimizerKind::Sgd => OptimizerStep::Sgd { lr: cfg.lr, momentum: 0.0, weight_decay: cfg.weight_decay },
+            OptimizerKind::Adam | OptimizerKind::AdamW => {
+                OptimizerStep::adam(cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay, cfg.optimizer == OptimizerKind::AdamW)
+            }
+            OptimizerKind::Sgd => OptimizerStep::sgd(cfg.lr, 0.0, cfg.weight_decay),
         };
         let tg = training_graph(&trace.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() })
             .map_err(|e| e.0)?;

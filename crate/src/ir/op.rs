@@ -65,14 +65,105 @@ pub enum InputKind {
     Buffer,
 }
 
-/// Hyper-parameters of one optimizer update.
+/// Hyper-parameters of one optimizer update, with PyTorch's semantics (see
+/// [`crate::kernels::optim`] for the formulas). `*_dtype` fields say how the optimizer state
+/// is stored (float32, or float16: rounded to half after every update, as PopART keeps
+/// `accum_type` state tensors); the arithmetic is float32 either way.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum OptimizerStep {
-    /// `p -= lr * (g + wd*p)` with optional momentum (PyTorch SGD).
-    Sgd { lr: f32, momentum: f32, weight_decay: f32 },
-    /// Adam (coupled L2 weight decay) or AdamW (`decoupled`: `p *= 1 - lr*wd`).
-    Adam { lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: bool },
+    /// torch.optim.SGD: `d = g + wd·p`; with momentum `v = m·v + (1−dampening)·d` (the
+    /// first step `v = d`), `d = nesterov ? d + m·v : v`; `p −= lr·d`. The velocity is
+    /// stored multiplied by `velocity_scaling` (PopTorch's combined variant; 1 otherwise).
+    Sgd {
+        lr: f32,
+        momentum: f32,
+        dampening: f32,
+        weight_decay: f32,
+        nesterov: bool,
+        velocity_scaling: f32,
+        velocity_dtype: DType,
+    },
+    /// Adam (coupled L2 weight decay) or AdamW (`decoupled`: `p *= 1 − lr·wd`), with or
+    /// without bias correction.
+    Adam {
+        lr: f32,
+        beta1: f32,
+        beta2: f32,
+        eps: f32,
+        weight_decay: f32,
+        decoupled: bool,
+        bias_correction: bool,
+        first_order_dtype: DType,
+        second_order_dtype: DType,
+    },
+    /// torch.optim.RMSprop (L2 weight decay, optional momentum, optionally centred).
+    /// `first_order_dtype` stores the squared-gradient average, `second_order_dtype` the
+    /// centred gradient average (PopART's accl1 and accl2).
+    RmsProp {
+        lr: f32,
+        alpha: f32,
+        eps: f32,
+        weight_decay: f32,
+        momentum: f32,
+        centered: bool,
+        first_order_dtype: DType,
+        second_order_dtype: DType,
+    },
+    /// LAMB (You et al. 2019, as PopTorch's `optim.LAMB`): Adam moments, update
+    /// `u = m̂/(√v̂ + eps) + wd·p`, trust ratio `min(‖p‖, max_weight_norm)/‖u‖` (1 when either
+    /// norm is 0), `p −= lr·trust·u`.
+    Lamb {
+        lr: f32,
+        beta1: f32,
+        beta2: f32,
+        eps: f32,
+        weight_decay: f32,
+        bias_correction: bool,
+        max_weight_norm: f32,
+        first_order_dtype: DType,
+        second_order_dtype: DType,
+    },
+}
+
+impl OptimizerStep {
+    /// Plain PyTorch SGD (no dampening, no Nesterov, float32 state).
+    pub fn sgd(lr: f32, momentum: f32, weight_decay: f32) -> OptimizerStep {
+        OptimizerStep::Sgd {
+            lr,
+            momentum,
+            dampening: 0.0,
+            weight_decay,
+            nesterov: false,
+            velocity_scaling: 1.0,
+            velocity_dtype: DType::Float32,
+        }
+    }
+
+    /// PyTorch Adam (`decoupled == false`) or AdamW, bias-corrected, float32 state.
+    pub fn adam(lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: bool) -> OptimizerStep {
+        OptimizerStep::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            bias_correction: true,
+            first_order_dtype: DType::Float32,
+            second_order_dtype: DType::Float32,
+        }
+    }
+
+    /// The learning rate.
+    pub fn lr(&self) -> f32 {
+        match self {
+            OptimizerStep::Sgd { lr, .. }
+            | OptimizerStep::Adam { lr, .. }
+            | OptimizerStep::RmsProp { lr, .. }
+            | OptimizerStep::Lamb { lr, .. } => *lr,
+        }
+    }
 }
 
 /// An operation. Inputs are listed per variant as `(a, b, …)`; attributes are the fields.
@@ -153,6 +244,11 @@ pub enum Op {
     Split { sizes: Vec<usize>, dim: usize },
     /// Elements `start, start+step, …` below `end` along `dim`.
     Slice { dim: usize, start: usize, end: usize, step: usize },
+    /// `(x, start i32[] or i32[1])` → `size` entries of `dim` from `start`, wrapping round
+    /// past the end (PopART's DynamicSlice: the start is read as an unsigned 32-bit integer,
+    /// taken modulo the dim's length, and entry `j` is `(start + j) mod len`). PopTorch
+    /// makes it from a slice `t[x:x+size]` whose start is a tensor.
+    DynamicSlice { dim: usize, size: usize },
     /// `(x, index i32[k])` → x with dim `dim` replaced by the `k` selected entries.
     IndexSelect { dim: usize },
     /// `(x, index i32)` → torch.gather(x, dim, index).
@@ -191,6 +287,9 @@ pub enum Op {
     CrossEntropyGrad { reduction: Reduction, class_weight: Option<Vec<f32>>, has_mask: bool },
     /// `(g)` → zeros of `in_shape` with `g` written at the slice.
     SliceGrad { in_shape: Vec<usize>, dim: usize, start: usize, end: usize, step: usize },
+    /// `(g, start)` → zeros of `in_shape` with `g` written at the wrapped positions of
+    /// `DynamicSlice { dim, size }` (its adjoint; `size` ≤ the dim, so no position repeats).
+    DynamicSliceGrad { in_shape: Vec<usize>, dim: usize, size: usize },
     /// `(g, index)` → zeros[dim_size along dim] with rows of g added at `index` (index_select's adjoint).
     IndexAdd { dim: usize, dim_size: usize },
     /// `(g, index)` → gather's adjoint: zeros of `in_shape`, `out[..index..] += g`.
@@ -281,6 +380,7 @@ impl Op {
             Op::Concat { .. } => "concat",
             Op::Split { .. } => "split",
             Op::Slice { .. } => "slice",
+            Op::DynamicSlice { .. } => "dynamic_slice",
             Op::IndexSelect { .. } => "index_select",
             Op::Gather { .. } => "gather",
             Op::Cast { .. } => "cast",
@@ -297,6 +397,7 @@ impl Op {
             Op::LayerNormGrad { .. } => "layer_norm_grad",
             Op::CrossEntropyGrad { .. } => "cross_entropy_grad",
             Op::SliceGrad { .. } => "slice_grad",
+            Op::DynamicSliceGrad { .. } => "dynamic_slice_grad",
             Op::IndexAdd { .. } => "index_add",
             Op::GatherGrad { .. } => "gather_grad",
             Op::ScatterMeanGrad { .. } => "scatter_mean_grad",

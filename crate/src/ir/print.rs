@@ -53,6 +53,7 @@ fn attrs(op: &Op) -> String {
         Op::Slice { dim, start, end, step } | Op::SliceGrad { dim, start, end, step, .. } => {
             format!("dim={dim} {start}:{end}:{step}")
         }
+        Op::DynamicSlice { dim, size } | Op::DynamicSliceGrad { dim, size, .. } => format!("dim={dim} size={size}"),
         Op::Cast { dtype } => format!("dtype={dtype}"),
         Op::ScatterAdd { dim_size } | Op::ScatterMean { dim_size } | Op::ScatterMeanGrad { dim_size } => {
             format!("dim_size={dim_size}")

@@ -386,6 +386,21 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             s[*dim] = (end - start).div_ceil(*step);
             one(TensorType::new(&s, x.dtype))
         }
+        Op::DynamicSlice { dim, size } => {
+            arity(inputs, 2, 2)?;
+            let x = inputs[0];
+            check_dim(*dim, x.rank())?;
+            want_dtype(inputs[1], "start", &[DType::Int32])?;
+            if inputs[1].shape.iter().product::<usize>() != 1 || inputs[1].rank() > 1 {
+                return Err(format!("the start must be an int32 scalar or [1], got {}", inputs[1]));
+            }
+            if *size == 0 || *size > x.shape[*dim] {
+                return Err(format!("a dynamic slice of size {size} does not fit dim {dim} of {x}"));
+            }
+            let mut s = x.shape.clone();
+            s[*dim] = *size;
+            one(TensorType::new(&s, x.dtype))
+        }
         Op::IndexSelect { dim } => {
             arity(inputs, 2, 2)?;
             check_dim(*dim, inputs[0].rank())?;
@@ -483,6 +498,17 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
         }
         Op::SliceGrad { in_shape, .. } => {
             arity(inputs, 1, 1)?;
+            one(TensorType::new(in_shape, inputs[0].dtype))
+        }
+        Op::DynamicSliceGrad { in_shape, dim, size } => {
+            arity(inputs, 2, 2)?;
+            check_dim(*dim, in_shape.len())?;
+            want_dtype(inputs[1], "start", &[DType::Int32])?;
+            let mut want = in_shape.clone();
+            want[*dim] = *size;
+            if inputs[0].shape != want || *size > in_shape[*dim] {
+                return Err(format!("gradient {} does not match a slice {want:?} of {in_shape:?}", inputs[0]));
+            }
             one(TensorType::new(in_shape, inputs[0].dtype))
         }
         Op::IndexAdd { dim, dim_size } => {

@@ -8,7 +8,8 @@
 //! name and scope).
 //!
 //! dtypes: every float op runs on float32. Float16 inputs are supported by every float op:
-//! shape/data-movement ops, `Where`, `Cast`, `Max`/`ArgMax` and `SliceGrad` move the half
+//! shape/data-movement ops, `Where`, `Cast`, `Max`/`ArgMax`, `SliceGrad` and
+//! `DynamicSliceGrad` move the half
 //! values as they are; `Reduce`/`SumTo`/`IdentityLoss` accumulate half inputs in float32
 //! ("partials float") and round once; every other float op widens half inputs to float32,
 //! computes in float32 (matmul accumulating in float32) and rounds each result to half once
@@ -245,6 +246,14 @@ fn dispatch(op: &Op, ins: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         Op::SliceGrad { in_shape, dim, start, end, step } => {
             arity(ins, 1)?;
             one(shape_ops::slice_grad(ins[0], in_shape, *dim, *start, *end, *step))
+        }
+        Op::DynamicSlice { dim, size } => {
+            arity(ins, 2)?;
+            one(shape_ops::dynamic_slice(ins[0], ins[1], *dim, *size))
+        }
+        Op::DynamicSliceGrad { in_shape, dim, size } => {
+            arity(ins, 2)?;
+            one(shape_ops::dynamic_slice_grad(ins[0], ins[1], in_shape, *dim, *size))
         }
         Op::IndexSelect { dim } => {
             arity(ins, 2)?;

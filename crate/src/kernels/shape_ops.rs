@@ -232,6 +232,83 @@ pub fn slice_grad(
     with_dtype!(g.dtype(), T => slice_grad_t::<T>(g, in_shape, dim, start, end, step))
 }
 
+/// The wrapped start of a dynamic slice: the int32 start read as unsigned 32-bit (as
+/// PopART casts it), modulo `len`.
+fn dynamic_start(start: &Tensor, len: usize) -> Result<usize, String> {
+    let s = i32_data(start, "start")?;
+    if s.len() != 1 {
+        return Err(format!("the start of a dynamic slice must hold one value, got shape {:?}", start.shape()));
+    }
+    Ok((s[0] as u32 as u64 % len.max(1) as u64) as usize)
+}
+
+fn dynamic_slice_t<T: Elem>(t: &Tensor, start: &Tensor, dim: usize, size: usize) -> Result<Tensor, String> {
+    let a = T::array(t)?;
+    let s = a.shape();
+    check_dim(dim, s.len())?;
+    let (outer, len, inner) = split_at_dim(s, dim);
+    if size == 0 || size > len {
+        return Err(format!("a dynamic slice of size {size} does not fit dim {dim} of {s:?}"));
+    }
+    let off = dynamic_start(start, len)?;
+    let x = slice(a);
+    let mut v = Vec::with_capacity(outer * size * inner);
+    for o in 0..outer {
+        for j in 0..size {
+            let st = (o * len + (off + j) % len) * inner;
+            v.extend_from_slice(&x[st..st + inner]);
+        }
+    }
+    let mut shape = s.to_vec();
+    shape[dim] = size;
+    Ok(T::wrap(array(&shape, v)?))
+}
+
+/// `DynamicSlice { dim, size }`: `size` entries of `dim` from `start`, wrapping round past
+/// the end (any dtype).
+pub fn dynamic_slice(t: &Tensor, start: &Tensor, dim: usize, size: usize) -> Result<Tensor, String> {
+    with_dtype!(t.dtype(), T => dynamic_slice_t::<T>(t, start, dim, size))
+}
+
+fn dynamic_slice_grad_t<T: Elem>(
+    g: &Tensor,
+    start: &Tensor,
+    in_shape: &[usize],
+    dim: usize,
+    size: usize,
+) -> Result<Tensor, String> {
+    let a = T::array(g)?;
+    check_dim(dim, in_shape.len())?;
+    let (outer, len, inner) = split_at_dim(in_shape, dim);
+    let mut want = in_shape.to_vec();
+    want[dim] = size;
+    if a.shape() != want.as_slice() || size > len {
+        return Err(format!("gradient {:?} does not match a slice {want:?} of {in_shape:?}", a.shape()));
+    }
+    let off = dynamic_start(start, len)?;
+    let gd = slice(a);
+    let mut out = vec![T::default(); numel(in_shape)];
+    for o in 0..outer {
+        for j in 0..size {
+            let dst = (o * len + (off + j) % len) * inner;
+            let src = (o * size + j) * inner;
+            out[dst..dst + inner].copy_from_slice(&gd[src..src + inner]);
+        }
+    }
+    Ok(T::wrap(array(in_shape, out)?))
+}
+
+/// `DynamicSliceGrad`: zeros of `in_shape` with `g` written where `DynamicSlice` read.
+pub fn dynamic_slice_grad(
+    g: &Tensor,
+    start: &Tensor,
+    in_shape: &[usize],
+    dim: usize,
+    size: usize,
+) -> Result<Tensor, String> {
+    with_dtype!(g.dtype(), T => dynamic_slice_grad_t::<T>(g, start, in_shape, dim, size))
+}
+
 fn index_1d<'a>(index: &'a Tensor) -> Result<Cow<'a, [i32]>, String> {
     let idx = i32_data(index, "index")?;
     if index.shape().len() != 1 {

@@ -13,6 +13,7 @@
 //! sub-graphs; values captured from outside a region become extra region inputs.
 
 pub mod nn;
+pub mod slice;
 
 use crate::ir::{
     verify::verify, BinaryKind, Graph, InputKind, IrError, NodeMeta, Op, ReduceKind, Reduction, Region, TensorType,

@@ -1,0 +1,663 @@
+//! `poptorch.PoplarExecutor`: a wrapped model run with IPU semantics on the CPU executor.
+//!
+//! Compilation (on the first call, or [`PoplarExecutor::compile`]) builds one **step
+//! graph** for a micro-batch — the traced forward, and for training the backward seeded
+//! with the loss scaling factor, returning every parameter's gradient (and the automatic
+//! loss scaling statistics) — checks the model and options the way PopTorch and PopART do
+//! (the planner's plan must be valid), and uploads the host weights to one store per
+//! replica.
+//!
+//! A call then runs every micro-batch of `deviceIterations × gradientAccumulation ×
+//! replicationFactor` in PopART's order ([`super::batch`]). In training, after each
+//! device iteration the gradients are reduced ([`super::reduce`]) per weight over the
+//! replicas sharing it ([`super::grouping`]), divided by the loss scaling factor, clipped to
+//! `max_grad_norm`, and applied by the optimizer ([`crate::kernels::optim`]) once per
+//! weight group; automatic loss scaling then updates the factor
+//! ([`super::loss_scaling`]). Outputs come back per `Options.outputMode`.
+//!
+//! Weights: a training wrapper writes its weights (and buffers) back to the host model
+//! after every call, which is what PopTorch's lazy copy shows; an inference wrapper copies
+//! back only on [`PoplarExecutor::copy_weights_to_host`], and re-uploads the host weights
+//! when a training wrapper of the same model has trained them since.
+
+use super::batch::{torch_dtype, torch_size, Batching};
+use super::grouping::{comm_groups, group_of_replica, stack, unstack, ReplicaGrouping, VariableRetrievalMode};
+use super::loss_scaling::{add_gradient_statistics, update_loss_scale, F16_MAX};
+use super::model::HostModel;
+use super::optim::{Optimizer, OptimizerArgs};
+use super::reduce::{Accumulator, GradReduction};
+use super::PoptorchError;
+use crate::autograd::{find_loss, training_graph_at, TrainOptions};
+use crate::compile::options::MeanReductionStrategy;
+use crate::compile::ExecutionStrategy;
+use crate::compile::{plan_with, Options, Plan, PlanSettings};
+use crate::exec::{optimizer_update, run, Store};
+use crate::ir::{Graph, InputKind, Op, TensorType};
+use crate::tensor::{DType, Tensor};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// Named tensors: `(name, value)`.
+type Named = Vec<(String, Rc<Tensor>)>;
+
+const NO_EXECUTABLE: &str = "Model has not been compiled or has been destroyed.";
+
+/// A compiled model: the step graph and the device state of every replica.
+struct Executable {
+    step: Graph,
+    n_user_outputs: usize,
+    /// `(parameter, output index)` of each gradient (training).
+    grads: Vec<(String, usize)>,
+    /// `(model input, output index)` of each requested input gradient.
+    input_grads: Vec<(String, usize)>,
+    /// Automatic loss scaling: `(output index of the lower-bin count, tracked elements)`.
+    stats: Option<(usize, usize)>,
+    /// The full (combined-batch) inputs of the compiling call, for PopTorch's static check.
+    inputs: Vec<(String, TensorType)>,
+    batching: Batching,
+    replicas: Vec<Store>,
+    /// Replica groups of each parameter (one group of every replica when ungrouped).
+    groups: BTreeMap<String, Vec<Vec<usize>>>,
+    /// The loss scaling factor the next step uses.
+    loss_scaling: f32,
+    /// The largest factor the loss's dtype holds (automatic loss scaling stays below it).
+    max_loss_scaling: f32,
+    /// The host model's trained version these device weights correspond to.
+    uploaded_version: u64,
+    plan: Plan,
+}
+
+/// A model wrapped by [`super::training_model`] or [`super::inference_model`].
+pub struct PoplarExecutor {
+    model: HostModel,
+    options: Options,
+    training: bool,
+    optimizer: Option<Optimizer>,
+    groupings: BTreeMap<String, ReplicaGrouping>,
+    input_grads: Vec<String>,
+    warnings: Vec<String>,
+    exe: Option<Executable>,
+}
+
+/// A gradient computed with loss scaling `ls`, divided by it (in float32, back to its dtype).
+fn unscale(t: &Tensor, ls: f32) -> Result<Tensor, PoptorchError> {
+    if ls == 1.0 {
+        return Ok(t.clone());
+    }
+    let mut wide = t.cast(DType::Float32);
+    if let Tensor::F32(a) = &mut wide {
+        a.mapv_inplace(|x| x / ls);
+    }
+    Ok(wide.cast(t.dtype()))
+}
+
+impl PoplarExecutor {
+    /// Wraps `model` (PopTorch's `PoplarExecutor.__init__`): `options` are validated, frozen
+    /// and copied; a training model without an optimizer gets SGD with lr 0.01.
+    pub fn new(
+        model: &HostModel,
+        options: &mut Options,
+        training: bool,
+        optimizer: Option<Optimizer>,
+    ) -> Result<PoplarExecutor, PoptorchError> {
+        if training && model.is_wrapped() {
+            return Err(PoptorchError(
+                "Model has already been wrapped in 'poptorch.trainingModel'. Call model.destroy() on the model to \
+                 unwrap before wrapping again."
+                    .into(),
+            ));
+        }
+        if let Some(d) = options.validate().into_iter().next() {
+            return Err(PoptorchError(d.message));
+        }
+        if !training {
+            if options.training.gradient_accumulation != 1 {
+                let mut msg = "You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its \
+                               default value (1) when running a poptorch.inferenceModel()."
+                    .to_string();
+                if matches!(options.execution_strategy, ExecutionStrategy::Pipelined(_)) {
+                    msg.push_str(
+                        " Use poptorch.Options().deviceIterations to process a sufficient number of batches each run \
+                         for pipelined execution instead.",
+                    );
+                }
+                return Err(PoptorchError(msg));
+            }
+            if optimizer.is_some() {
+                return Err(PoptorchError("Optimizer should be None for inference".into()));
+            }
+        }
+        options.freeze();
+        let mut options = options.clone();
+        let optimizer = if training {
+            let opt = match optimizer {
+                Some(o) => o,
+                None => Optimizer::sgd(OptimizerArgs { lr: Some(0.01), ..OptimizerArgs::default() })?,
+            };
+            let names: Vec<String> = model.parameters().into_iter().map(|(n, _)| n).collect();
+            opt.check_params(&names)?;
+            if opt.needs_running_mean() {
+                // PopTorch switches the strategy itself before compilation.
+                options.training.mean_accumulation_and_replication_reduction_strategy = MeanReductionStrategy::Running;
+            }
+            Some(opt)
+        } else {
+            None
+        };
+        if training {
+            model.set_wrapped(true);
+        }
+        Ok(PoplarExecutor {
+            model: model.clone(),
+            options,
+            training,
+            optimizer,
+            groupings: BTreeMap::new(),
+            input_grads: Vec::new(),
+            warnings: Vec::new(),
+            exe: None,
+        })
+    }
+
+    /// Whether this is a training model.
+    pub fn is_training(&self) -> bool {
+        self.training
+    }
+
+    /// The wrapper's options (frozen).
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The host model.
+    pub fn model(&self) -> &HostModel {
+        &self.model
+    }
+
+    /// The optimizer (training models).
+    pub fn optimizer(&self) -> Option<&Optimizer> {
+        self.optimizer.as_ref()
+    }
+
+    /// Warnings PopTorch would have logged (compile called twice, the plan does not fit, …).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// `isCompiled()`.
+    pub fn is_compiled(&self) -> bool {
+        self.exe.is_some()
+    }
+
+    /// The planner's plan of the compiled step (with the options in effect).
+    pub fn plan(&self) -> Option<&Plan> {
+        self.exe.as_ref().map(|e| &e.plan)
+    }
+
+    /// The loss scaling factor the next optimizer step uses (changes with automatic loss
+    /// scaling).
+    pub fn loss_scaling(&self) -> Option<f32> {
+        self.exe.as_ref().map(|e| e.loss_scaling)
+    }
+
+    /// `poptorch_model.W.replicaGrouping(comm_group_type, group_size, retrieval)`: a weight
+    /// with one value per replica group. Before compilation only.
+    pub fn replica_grouping(&mut self, param: &str, grouping: ReplicaGrouping) -> Result<(), PoptorchError> {
+        if self.exe.is_some() {
+            return Err(PoptorchError(format!(
+                "replicaGrouping of '{param}' must be set before the model is compiled"
+            )));
+        }
+        if self.model.parameter(param).is_none() {
+            return Err(PoptorchError(format!("the model has no parameter '{param}'")));
+        }
+        comm_groups(grouping.kind, grouping.group_size, self.options.replication_factor)?;
+        self.groupings.insert(param.to_string(), grouping);
+        Ok(())
+    }
+
+    /// Asks for the gradients of model inputs `names` (float inputs), returned after the
+    /// model's outputs on every call. Training models, before compilation.
+    pub fn return_input_gradients(&mut self, names: &[&str]) -> Result<(), PoptorchError> {
+        if !self.training {
+            return Err(PoptorchError(
+                "input gradients need a trainingModel: an inferenceModel has no backward pass".into(),
+            ));
+        }
+        if self.exe.is_some() {
+            return Err(PoptorchError("input gradients must be requested before the model is compiled".into()));
+        }
+        self.input_grads = names.iter().map(|s| s.to_string()).collect();
+        Ok(())
+    }
+
+    /// `compile(*inputs)`: builds the executable for these (combined-batch) inputs without
+    /// running it. A second call is ignored with PopTorch's warning.
+    pub fn compile(&mut self, inputs: &[Rc<Tensor>]) -> Result<(), PoptorchError> {
+        if self.exe.is_some() {
+            self.warnings.push("Call to compile() ignored: the executable is already compiled".into());
+            return Ok(());
+        }
+        let exe = self.build(inputs)?;
+        self.exe = Some(exe);
+        self.copy_weights_to_device()?;
+        Ok(())
+    }
+
+    fn build(&mut self, inputs: &[Rc<Tensor>]) -> Result<Executable, PoptorchError> {
+        let o = &self.options;
+        let batching = Batching::from_options(o);
+        let fwd = self.model.graph();
+        let traced: Vec<(String, TensorType)> =
+            fwd.placeholders(InputKind::Input).into_iter().map(|(n, v)| (n.to_string(), fwd.ty(v).clone())).collect();
+        if inputs.len() != traced.len() {
+            return Err(PoptorchError(format!(
+                "the model takes {} inputs ({}) but {} were given",
+                traced.len(),
+                traced.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
+                inputs.len()
+            )));
+        }
+        for ((name, want), t) in traced.iter().zip(inputs) {
+            let parts = batching.split(t)?;
+            let got = TensorType { shape: parts[0].shape().to_vec(), dtype: t.dtype() };
+            if &got != want {
+                return Err(PoptorchError(format!(
+                    "input '{name}': the model was traced for micro-batches of {want}, but {} cut into {} \
+                     micro-batch slices gives {got}",
+                    TensorType { shape: t.shape().to_vec(), dtype: t.dtype() },
+                    batching.factor()
+                )));
+            }
+        }
+        let replicas = o.replication_factor;
+        let updates_buffers = fwd.nodes.iter().any(|n| matches!(n.op, Op::BufferUpdate { .. }));
+        if updates_buffers && replicas > 1 && o.broadcast_buffers {
+            return Err(PoptorchError(
+                "PopTorch does not support broadcasting buffers. If your model is able to tolerate buffers becoming \
+                 out of sync between replicas, you can disable buffer broadcasting using \
+                 poptorch.Options.broadcastBuffers(False)."
+                    .into(),
+            ));
+        }
+        let n_user_outputs = fwd.outputs.len();
+        let mut max_loss_scaling = f32::MAX;
+        let (step, grads, input_grads, stats, loss_scaling) = if self.training {
+            let opt = self.optimizer.as_mut().expect("training models have an optimizer");
+            if o.training.automatic_loss_scaling {
+                opt.mark_as_variable("loss_scaling")?;
+            }
+            let loss = find_loss(fwd)?;
+            if fwd.ty(loss).dtype == DType::Float16 {
+                max_loss_scaling = F16_MAX;
+            }
+            let topts = TrainOptions {
+                return_grads: true,
+                loss_scale_input: true,
+                input_grads: self.input_grads.clone(),
+                ..TrainOptions::default()
+            };
+            let tg = training_graph_at(fwd, loss, &topts)?;
+            let (graph, stats) = if o.training.automatic_loss_scaling {
+                let (g, idx, total) = add_gradient_statistics(&tg.graph)?;
+                (g, Some((idx, total)))
+            } else {
+                (tg.graph, None)
+            };
+            (graph, tg.grad_outputs, tg.input_grad_outputs, stats, opt.loss_scaling())
+        } else {
+            (fwd.clone(), Vec::new(), Vec::new(), None, 1.0)
+        };
+        let micro = traced.first().and_then(|(_, t)| t.shape.first().copied()).unwrap_or(1);
+        let plan = plan_with(&step, o, &PlanSettings { micro_batch_size: Some(micro) });
+        if let Some(e) = plan.errors.iter().find(|e| e.code != "out_of_memory") {
+            return Err(PoptorchError(e.message.clone()));
+        }
+        self.warnings.extend(plan.warnings.iter().map(|w| w.message.clone()));
+        if !plan.fits {
+            self.warnings.push(format!(
+                "the model does not fit in IPU memory ({} bytes at the peak of the fullest IPU); it runs here anyway",
+                plan.peak_bytes_max_ipu()
+            ));
+        }
+        let step = crate::exec::fuse::fuse(&step)?;
+        let mut groups = BTreeMap::new();
+        for (name, _) in self.model.parameters() {
+            let g = match self.groupings.get(&name) {
+                Some(rg) => rg.groups(replicas)?,
+                None => vec![(0..replicas).collect()],
+            };
+            groups.insert(name, g);
+        }
+        let seed = o.random_seed.unwrap_or(0);
+        let stores = (0..replicas).map(|r| Store::new(&[], &[], seed.wrapping_add(r as u64))).collect();
+        let inputs = traced
+            .iter()
+            .zip(inputs)
+            .map(|((n, _), t)| (n.clone(), TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }))
+            .collect();
+        Ok(Executable {
+            step,
+            n_user_outputs,
+            grads,
+            input_grads,
+            stats,
+            inputs,
+            batching,
+            replicas: stores,
+            groups,
+            loss_scaling,
+            max_loss_scaling,
+            uploaded_version: self.model.trained_version(),
+            plan,
+        })
+    }
+
+    /// `copyWeightsToDevice()`: uploads the host parameters and buffers to every replica
+    /// (a grouped weight's host value holds one slice per group, or one value for all).
+    /// Optimizer state is kept.
+    pub fn copy_weights_to_device(&mut self) -> Result<(), PoptorchError> {
+        let exe = self.exe.as_mut().ok_or_else(|| PoptorchError(NO_EXECUTABLE.into()))?;
+        let fwd = self.model.graph();
+        let replicas = exe.replicas.len();
+        for (name, v) in fwd.placeholders(InputKind::Parameter) {
+            let host = self
+                .model
+                .parameter(name)
+                .ok_or_else(|| PoptorchError(format!("parameter '{name}' is not on the host")))?;
+            let groups = &exe.groups[name];
+            let slice_shape = &fwd.ty(v).shape;
+            let n = groups.len();
+            let grouping = self.groupings.get(name);
+            let values = if host.shape() == slice_shape.as_slice() {
+                vec![host.as_ref().clone(); n]
+            } else if grouping.is_some_and(|g| g.retrieval == VariableRetrievalMode::AllReplicas)
+                && host.shape().first() == Some(&replicas)
+                && host.shape()[1..] == slice_shape[..]
+            {
+                let all = unstack(name, &host, replicas, slice_shape)?;
+                groups.iter().map(|m| all[m[0]].clone()).collect()
+            } else if n > 1 {
+                unstack(name, &host, n, slice_shape)?
+            } else {
+                return Err(PoptorchError(format!(
+                    "parameter '{name}' is {:?} on the host but the model was traced with {slice_shape:?}",
+                    host.shape()
+                )));
+            };
+            let of = group_of_replica(groups, replicas);
+            let values: Vec<Rc<Tensor>> = values.into_iter().map(Rc::new).collect();
+            for (r, store) in exe.replicas.iter_mut().enumerate() {
+                store.params.insert(name.to_string(), values[of[r]].clone());
+            }
+        }
+        for (name, _) in fwd.placeholders(InputKind::Buffer) {
+            let host =
+                self.model.buffer(name).ok_or_else(|| PoptorchError(format!("buffer '{name}' is not on the host")))?;
+            for store in &mut exe.replicas {
+                store.buffers.insert(name.to_string(), host.clone());
+            }
+        }
+        exe.uploaded_version = self.model.trained_version();
+        Ok(())
+    }
+
+    /// `copyWeightsToHost()`: writes the device parameters and buffers to the host model. A
+    /// grouped weight comes back with one slice per group (`OnePerGroup`: each group's first
+    /// replica) or per replica (`AllReplicas`); buffers come from replica 0.
+    pub fn copy_weights_to_host(&mut self) -> Result<(), PoptorchError> {
+        let exe = self.exe.as_ref().ok_or_else(|| PoptorchError(NO_EXECUTABLE.into()))?;
+        let (params, buffers) = Self::device_weights(exe, &self.groupings, self.model.graph())?;
+        self.model.write_back(params, buffers, self.training);
+        Ok(())
+    }
+
+    fn device_weights(
+        exe: &Executable,
+        groupings: &BTreeMap<String, ReplicaGrouping>,
+        fwd: &Graph,
+    ) -> Result<(Named, Named), PoptorchError> {
+        let mut params = Vec::new();
+        for (name, _) in fwd.placeholders(InputKind::Parameter) {
+            let groups = &exe.groups[name];
+            let value = |r: usize| exe.replicas[r].params[name].clone();
+            let host = match groupings.get(name) {
+                None => value(0),
+                Some(g) => {
+                    let reps: Vec<usize> = match g.retrieval {
+                        VariableRetrievalMode::OnePerGroup => groups.iter().map(|m| m[0]).collect(),
+                        VariableRetrievalMode::AllReplicas => (0..exe.replicas.len()).collect(),
+                    };
+                    let vals: Vec<Rc<Tensor>> = reps.into_iter().map(value).collect();
+                    let refs: Vec<&Tensor> = vals.iter().map(|t| t.as_ref()).collect();
+                    Rc::new(stack(&refs)?)
+                }
+            };
+            params.push((name.to_string(), host));
+        }
+        let buffers = fwd
+            .placeholders(InputKind::Buffer)
+            .into_iter()
+            .map(|(name, _)| (name.to_string(), exe.replicas[0].buffers[name].clone()))
+            .collect();
+        Ok((params, buffers))
+    }
+
+    /// A device weight of replica `replica` (for inspection).
+    pub fn replica_parameter(&self, replica: usize, name: &str) -> Option<Rc<Tensor>> {
+        self.exe.as_ref()?.replicas.get(replica)?.params.get(name).cloned()
+    }
+
+    /// A device buffer of replica `replica` (for inspection).
+    pub fn replica_buffer(&self, replica: usize, name: &str) -> Option<Rc<Tensor>> {
+        self.exe.as_ref()?.replicas.get(replica)?.buffers.get(name).cloned()
+    }
+
+    /// `setOptimizer(optimizer)`: before compilation any optimizer; after, only one that
+    /// changes variable attributes (PopART's replacement rules). On error nothing changes.
+    pub fn set_optimizer(&mut self, optimizer: Optimizer) -> Result<(), PoptorchError> {
+        if !self.training {
+            return Err(PoptorchError("Optimizer should be None for inference".into()));
+        }
+        let mut new = optimizer;
+        let names: Vec<String> = self.model.parameters().into_iter().map(|(n, _)| n).collect();
+        new.check_params(&names)?;
+        if self.options.training.automatic_loss_scaling {
+            new.mark_as_variable("loss_scaling")?;
+        }
+        let strategy = &mut self.options.training.mean_accumulation_and_replication_reduction_strategy;
+        match &mut self.exe {
+            None => {
+                if new.needs_running_mean() {
+                    *strategy = MeanReductionStrategy::Running;
+                }
+            }
+            Some(exe) => {
+                if new.needs_running_mean() && *strategy != MeanReductionStrategy::Running {
+                    return Err(PoptorchError(
+                        "Invalid optimizer: the new optimizer would require changing options.Training.\
+                         meanAccumulationAndReplicationReductionStrategy to poptorch.MeanReductionStrategy.Running \
+                         but the executable is already compiled."
+                            .into(),
+                    ));
+                }
+                let old = self.optimizer.as_ref().expect("training models have an optimizer");
+                old.check_replacement(&new)?;
+                if new.loss_scaling() != old.loss_scaling() {
+                    exe.loss_scaling = new.loss_scaling();
+                }
+            }
+        }
+        self.optimizer = Some(new);
+        Ok(())
+    }
+
+    /// `destroy()`: a training model copies its weights to the host and unwraps the model;
+    /// the executable is released.
+    pub fn destroy(&mut self) -> Result<(), PoptorchError> {
+        if self.exe.is_some() && self.training {
+            self.copy_weights_to_host()?;
+        }
+        if self.training {
+            self.model.set_wrapped(false);
+        }
+        self.exe = None;
+        Ok(())
+    }
+
+    /// Checks a call's inputs against the compiled ones (PopTorch's `validateInputs`).
+    fn validate_inputs(exe: &Executable, inputs: &[Rc<Tensor>]) -> Result<(), PoptorchError> {
+        let end = "\nThis error occurred because the inputs passed at runtime don't match the inputs used to compile \
+                   the model.\nTo recompile the model for the new inputs create a new inferenceModel / trainingModel \
+                   wrapper or call destroy() on the curent one and try again.";
+        if inputs.len() != exe.inputs.len() {
+            return Err(PoptorchError(format!(
+                "Number of positional arguments mismatch: expected {} arguments but got {}.{end}",
+                exe.inputs.len(),
+                inputs.len()
+            )));
+        }
+        for ((name, want), t) in exe.inputs.iter().zip(inputs) {
+            if want.dtype != t.dtype() {
+                return Err(PoptorchError(format!(
+                    "Data type mismatch for {name}: expected {} but got {}.{end}",
+                    torch_dtype(want.dtype),
+                    torch_dtype(t.dtype())
+                )));
+            }
+            if want.shape != t.shape() {
+                return Err(PoptorchError(format!(
+                    "Shape mismatch for {name}: expected {} but got {}.{end}",
+                    torch_size(&want.shape),
+                    torch_size(t.shape())
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `model(*inputs)`: compiles on the first call, then runs one host call (every
+    /// micro-batch of every device iteration) and returns the outputs per output mode,
+    /// followed by any requested input gradients.
+    pub fn call(&mut self, inputs: &[Rc<Tensor>]) -> Result<Vec<Tensor>, PoptorchError> {
+        if self.exe.is_none() {
+            self.compile(inputs)?;
+        }
+        let exe = self.exe.as_ref().expect("compiled above");
+        Self::validate_inputs(exe, inputs)?;
+        if !self.training && self.model.trained_version() != exe.uploaded_version {
+            // A training wrapper of the same model has trained the weights since.
+            self.copy_weights_to_device()?;
+        }
+        let how = self.reduction();
+        let training = self.training;
+        let opt = self.optimizer.clone();
+        let exe = self.exe.as_mut().expect("compiled above");
+        let b = exe.batching;
+        let slices: Vec<Vec<Tensor>> = inputs.iter().map(|t| b.split(t)).collect::<Result<_, _>>()?;
+        let mut per_micro: Vec<Vec<Tensor>> = vec![Vec::new(); b.micro_batches()];
+        for d in 0..b.device_iterations {
+            let mut accs: Vec<Accumulator> = exe.grads.iter().map(|_| Accumulator::new(b.replicas)).collect();
+            let mut lower = 0.0f64;
+            let ls = exe.loss_scaling;
+            for a in 0..b.accumulation {
+                for r in 0..b.replicas {
+                    let mut args: Vec<Rc<Tensor>> =
+                        slices.iter().map(|s| Rc::new(s[b.chunk(d, a, r)].clone())).collect();
+                    if training {
+                        args.push(Rc::new(Tensor::scalar(ls)));
+                    }
+                    let res = run(&exe.step, &mut exe.replicas[r], &args)?;
+                    let outs = &res.outputs;
+                    let mut keep: Vec<Tensor> = outs[..exe.n_user_outputs].iter().map(|t| t.as_ref().clone()).collect();
+                    for (_, i) in &exe.input_grads {
+                        keep.push(unscale(&outs[*i], ls)?);
+                    }
+                    per_micro[b.index(d, a, r)] = keep;
+                    for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
+                        acc.add(r, &outs[*i], &how).map_err(|e| PoptorchError(format!("gradient of '{name}': {e}")))?;
+                    }
+                    if let Some((i, _)) = exe.stats {
+                        lower += outs[i].to_f64_vec()[0];
+                    }
+                }
+            }
+            if let Some(opt) = &opt {
+                Self::optimizer_step(exe, opt, &how, &accs, ls)?;
+                if let Some((_, tracked)) = exe.stats {
+                    let total = (tracked * b.accumulation * b.replicas) as f64;
+                    exe.loss_scaling = update_loss_scale(ls, total - lower, lower, exe.max_loss_scaling);
+                }
+            }
+        }
+        let mode = self.options.resolved_output_mode(self.training);
+        let out = b.assemble(mode, self.options.output_return_period, &per_micro)?;
+        if self.training {
+            self.copy_weights_to_host()?;
+        }
+        Ok(out)
+    }
+
+    fn reduction(&self) -> GradReduction {
+        let t = &self.options.training;
+        GradReduction {
+            kind: t.accumulation_and_replication_reduction_type,
+            strategy: t.mean_accumulation_and_replication_reduction_strategy,
+            accumulation: t.gradient_accumulation,
+            replicas: self.options.replication_factor,
+            accum_dtype: self.optimizer.as_ref().map_or(DType::Float32, |o| o.accum_type()),
+        }
+    }
+
+    /// One optimizer step from the accumulated gradients: reduce per weight group, divide
+    /// by the loss scaling, clip to `max_grad_norm` (global norm, seen from each group's
+    /// first replica), update on the group's first replica and share the new value.
+    fn optimizer_step(
+        exe: &mut Executable,
+        opt: &Optimizer,
+        how: &GradReduction,
+        accs: &[Accumulator],
+        loss_scaling: f32,
+    ) -> Result<(), PoptorchError> {
+        // (param, group members, reduced gradient)
+        let mut reduced: Vec<(String, Vec<usize>, ndarray::ArrayD<f32>)> = Vec::new();
+        for (acc, (name, _)) in accs.iter().zip(&exe.grads) {
+            for members in &exe.groups[name] {
+                let mut g =
+                    acc.reduce(members, how).map_err(|e| PoptorchError(format!("gradient of '{name}': {e}")))?;
+                if loss_scaling != 1.0 {
+                    g.mapv_inplace(|x| x / loss_scaling);
+                }
+                reduced.push((name.clone(), members.clone(), g));
+            }
+        }
+        let max_norm = opt.max_grad_norm();
+        if max_norm.is_finite() {
+            // Squared norm of every replica's view of the gradients.
+            let mut sq = vec![0.0f64; exe.replicas.len()];
+            for (_, members, g) in &reduced {
+                let s: f64 = g.iter().map(|&x| (x as f64) * (x as f64)).sum();
+                for &r in members {
+                    sq[r] += s;
+                }
+            }
+            for (_, members, g) in &mut reduced {
+                let norm = sq[members[0]].sqrt() as f32;
+                let factor = max_norm / norm.max(max_norm);
+                if factor != 1.0 {
+                    g.mapv_inplace(|x| x * factor);
+                }
+            }
+        }
+        for (name, members, g) in reduced {
+            let step = opt.step_for(&name);
+            let lead = members[0];
+            optimizer_update(&mut exe.replicas[lead], &name, &step, &Tensor::F32(g)).map_err(PoptorchError)?;
+            let value = exe.replicas[lead].params[&name].clone();
+            for &r in &members[1..] {
+                exe.replicas[r].params.insert(name.clone(), value.clone());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,162 @@
+//! The user's model on the host: a traced forward graph (traced with one micro-batch, as
+//! PopTorch traces with the narrowed input) and the host copy of its parameters and
+//! buffers. Clones share the weights, as the PyTorch module object a PopTorch wrapper
+//! keeps a reference to: a training wrapper writes the weights it trained back here, an
+//! inference wrapper of the same model picks them up.
+
+use super::PoptorchError;
+use crate::ir::{Graph, InputKind};
+use crate::tensor::Tensor;
+use crate::trace::Trace;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+#[derive(Debug, Default)]
+struct Weights {
+    params: Vec<(String, Rc<Tensor>)>,
+    buffers: Vec<(String, Rc<Tensor>)>,
+    /// A training wrapper holds this model (until `destroy`).
+    wrapped: bool,
+    /// Bumped each time a training wrapper copies trained weights to the host.
+    trained_version: u64,
+}
+
+/// A traced model and its host weights (see the module docs). Cheap to clone; clones share
+/// the weights.
+#[derive(Clone, Debug)]
+pub struct HostModel {
+    graph: Rc<Graph>,
+    weights: Rc<RefCell<Weights>>,
+}
+
+fn upsert(list: &mut Vec<(String, Rc<Tensor>)>, name: &str, value: Rc<Tensor>) {
+    match list.iter_mut().find(|(n, _)| n == name) {
+        Some(slot) => slot.1 = value,
+        None => list.push((name.to_string(), value)),
+    }
+}
+
+impl HostModel {
+    /// A model from a trace: its graph and the initial values of its parameters and buffers.
+    pub fn new(trace: &Trace) -> HostModel {
+        HostModel {
+            graph: Rc::new(trace.graph.clone()),
+            weights: Rc::new(RefCell::new(Weights {
+                params: trace.params.clone(),
+                buffers: trace.buffers.clone(),
+                ..Weights::default()
+            })),
+        }
+    }
+
+    /// Another trace of the same model (e.g. an inference-mode trace next to the training
+    /// one) sharing these weights. Parameters and buffers it reads must already exist.
+    pub fn with_trace(&self, trace: &Trace) -> Result<HostModel, PoptorchError> {
+        let w = self.weights.borrow();
+        for (kind, list, have) in [("parameter", &trace.params, &w.params), ("buffer", &trace.buffers, &w.buffers)] {
+            for (name, _) in list {
+                if !have.iter().any(|(n, _)| n == name) {
+                    return Err(PoptorchError(format!(
+                        "the trace reads {kind} '{name}', which this model does not have"
+                    )));
+                }
+            }
+        }
+        Ok(HostModel { graph: Rc::new(trace.graph.clone()), weights: self.weights.clone() })
+    }
+
+    /// The traced forward graph (one micro-batch).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Parameters, by full name, in trace order.
+    pub fn parameters(&self) -> Vec<(String, Rc<Tensor>)> {
+        self.weights.borrow().params.clone()
+    }
+
+    /// Buffers, by full name, in trace order.
+    pub fn buffers(&self) -> Vec<(String, Rc<Tensor>)> {
+        self.weights.borrow().buffers.clone()
+    }
+
+    /// One parameter's host value.
+    pub fn parameter(&self, name: &str) -> Option<Rc<Tensor>> {
+        self.weights.borrow().params.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
+    }
+
+    /// One buffer's host value.
+    pub fn buffer(&self, name: &str) -> Option<Rc<Tensor>> {
+        self.weights.borrow().buffers.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
+    }
+
+    /// Sets a parameter's host value (same dtype; a replica-grouped weight takes one slice
+    /// per group). The device sees it after `copy_weights_to_device`.
+    pub fn set_parameter(&self, name: &str, value: Tensor) -> Result<(), PoptorchError> {
+        self.set(true, name, value)
+    }
+
+    /// Sets a buffer's host value (same dtype and shape).
+    pub fn set_buffer(&self, name: &str, value: Tensor) -> Result<(), PoptorchError> {
+        self.set(false, name, value)
+    }
+
+    fn set(&self, param: bool, name: &str, value: Tensor) -> Result<(), PoptorchError> {
+        let mut w = self.weights.borrow_mut();
+        let list = if param { &mut w.params } else { &mut w.buffers };
+        let what = if param { "parameter" } else { "buffer" };
+        let old = list
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| PoptorchError(format!("the model has no {what} '{name}'")))?;
+        if old.1.dtype() != value.dtype() || (!param && old.1.shape() != value.shape()) {
+            return Err(PoptorchError(format!(
+                "{what} '{name}' is {}{:?}; a {}{:?} cannot replace it",
+                old.1.dtype(),
+                old.1.shape(),
+                value.dtype(),
+                value.shape()
+            )));
+        }
+        upsert(list, name, Rc::new(value));
+        Ok(())
+    }
+
+    /// Whether a training wrapper currently holds this model.
+    pub fn is_wrapped(&self) -> bool {
+        self.weights.borrow().wrapped
+    }
+
+    pub(crate) fn set_wrapped(&self, on: bool) {
+        self.weights.borrow_mut().wrapped = on;
+    }
+
+    pub(crate) fn trained_version(&self) -> u64 {
+        self.weights.borrow().trained_version
+    }
+
+    /// Writes device weights back (`copyWeightsToHost`); `trained` bumps the version an
+    /// inference wrapper of the same model watches.
+    pub(crate) fn write_back(
+        &self,
+        params: Vec<(String, Rc<Tensor>)>,
+        buffers: Vec<(String, Rc<Tensor>)>,
+        trained: bool,
+    ) {
+        let mut w = self.weights.borrow_mut();
+        for (n, t) in params {
+            upsert(&mut w.params, &n, t);
+        }
+        for (n, t) in buffers {
+            upsert(&mut w.buffers, &n, t);
+        }
+        if trained {
+            w.trained_version += 1;
+        }
+    }
+
+    /// Names of the model inputs the graph takes, in order.
+    pub fn input_names(&self) -> Vec<String> {
+        self.graph.placeholders(InputKind::Input).into_iter().map(|(n, _)| n.to_string()).collect()
+    }
+}

@@ -1,0 +1,523 @@
+//! PopTorch-style wrappers (`poptorch::training_model` / `inference_model`) run with IPU
+//! semantics on the CPU executor: wrapping rules, loss rules, `set_optimizer`, equivalence
+//! with the plain executor, float16 and loss scaling, input gradients. Test names start
+//! with the family they check.
+
+use ipu_playground::autograd::{training_graph, TrainOptions};
+use ipu_playground::compile::options::{MeanReductionStrategy, OutputMode, ReductionType};
+use ipu_playground::compile::ExecutionStrategy;
+use ipu_playground::exec::{run, Store};
+use ipu_playground::ir::{OptimizerStep, Reduction};
+use ipu_playground::poptorch::executor::PoplarExecutor;
+use ipu_playground::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, Options};
+use ipu_playground::rng::Rng;
+use ipu_playground::tensor::{DType, Tensor};
+use ipu_playground::trace::nn::{call, Linear};
+use ipu_playground::trace::{Trace, Tracer, Var};
+use std::rc::Rc;
+
+fn half(l: Linear) -> Linear {
+    Linear {
+        weight: Rc::new(l.weight.cast(DType::Float16)),
+        bias: l.bias.map(|b| Rc::new(b.cast(DType::Float16))),
+        ..l
+    }
+}
+
+/// A two-layer classifier traced for `batch` samples; `loss` turns (logits, labels) into
+/// the loss. Outputs: (logits, loss).
+fn classifier_with(batch: usize, seed: u64, dtype: DType, loss: impl FnOnce(&Var, &Var) -> Var) -> Trace {
+    let mut rng = Rng::new(seed);
+    let (mut l1, mut l2) = (Linear::new(3, 5, true, &mut rng).unwrap(), Linear::new(5, 2, true, &mut rng).unwrap());
+    if dtype == DType::Float16 {
+        (l1, l2) = (half(l1), half(l2));
+    }
+    let tr = Tracer::new();
+    let x = tr.input("x", &[batch, 3], dtype).unwrap();
+    let y = tr.input("y", &[batch], DType::Int32).unwrap();
+    let h = call(&tr, "fc1", &l1, &x).unwrap().tanh().unwrap();
+    let logits = call(&tr, "fc2", &l2, &h).unwrap();
+    let l = loss(&logits, &y);
+    tr.finish(&[&logits, &l]).unwrap()
+}
+
+/// The classifier with a mean cross-entropy loss.
+fn classifier(batch: usize, dtype: DType) -> Trace {
+    classifier_with(batch, 1, dtype, |l, y| l.cross_entropy(y, None, Reduction::Mean, None).unwrap())
+}
+
+fn data(n: usize, seed: u64, dtype: DType) -> (Rc<Tensor>, Rc<Tensor>) {
+    let mut rng = Rng::new(seed);
+    let x: Vec<f32> = (0..n * 3).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
+    let y: Vec<i32> = (0..n).map(|i| ((i * 7 + 3) % 2) as i32).collect();
+    (Rc::new(Tensor::from_f32(&[n, 3], x).unwrap().cast(dtype)), Rc::new(Tensor::from_i32(&[n], y).unwrap()))
+}
+
+/// Rows `from..to` of a 2-D or 1-D tensor.
+fn rows(t: &Tensor, from: usize, to: usize) -> Rc<Tensor> {
+    let shape = t.shape();
+    let inner: usize = shape[1..].iter().product();
+    let v = t.to_f32_vec()[from * inner..to * inner].to_vec();
+    let mut s = shape.to_vec();
+    s[0] = to - from;
+    Rc::new(Tensor::from_f32(&s, v).unwrap().cast(t.dtype()))
+}
+
+fn sgd(lr: f32) -> Optimizer {
+    Optimizer::sgd(OptimizerArgs { lr: Some(lr), ..OptimizerArgs::default() }).unwrap()
+}
+
+fn params(m: &HostModel) -> Vec<(String, Vec<f32>)> {
+    m.parameters().into_iter().map(|(n, t)| (n, t.to_f32_vec())).collect()
+}
+
+fn assert_close(a: &[(String, Vec<f32>)], b: &[(String, Vec<f32>)], atol: f32, rtol: f32, what: &str) {
+    assert_eq!(a.len(), b.len());
+    for ((n, x), (m, y)) in a.iter().zip(b) {
+        assert_eq!(n, m);
+        for (i, (p, q)) in x.iter().zip(y).enumerate() {
+            assert!((p - q).abs() <= atol + rtol * q.abs(), "{what}: {n}[{i}]: {p} vs {q}");
+        }
+    }
+}
+
+/// The plain executor: the model traced for the whole batch, its training graph with one
+/// `OptimizerUpdate` per parameter, run `steps` times on consecutive slices of `(x, y)`.
+fn plain_training(
+    trace: &Trace,
+    step: &OptimizerStep,
+    x: &Tensor,
+    y: &Tensor,
+    steps: usize,
+) -> Vec<(String, Vec<f32>)> {
+    let tg =
+        training_graph(&trace.graph, 1, &TrainOptions { optimizer: Some(step.clone()), ..Default::default() }).unwrap();
+    let mut store = Store::new(&trace.params, &trace.buffers, 0);
+    let n = x.shape()[0] / steps;
+    for s in 0..steps {
+        run(&tg.graph, &mut store, &[rows(x, s * n, (s + 1) * n), rows(y, s * n, (s + 1) * n)]).unwrap();
+    }
+    trace.params.iter().map(|(name, _)| (name.clone(), store.params[name].to_f32_vec())).collect()
+}
+
+fn options(d: usize, r: usize, a: usize) -> Options {
+    let mut o = Options::new();
+    o.device_iterations(d).unwrap().replication_factor(r).unwrap().gradient_accumulation(a).unwrap();
+    o
+}
+
+// ---- wrapping ----
+
+#[test]
+fn wrapping_twice_is_poptorchs_error_until_destroy() {
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let mut m = training_model(&model, &mut Options::new(), None).unwrap();
+    let e = training_model(&model, &mut Options::new(), None).err().unwrap().0;
+    assert_eq!(
+        e,
+        "Model has already been wrapped in 'poptorch.trainingModel'. Call model.destroy() on the model to unwrap \
+         before wrapping again."
+    );
+    // An inference model of a wrapped model is fine (train, then validate).
+    inference_model(&model, &mut Options::new()).unwrap();
+    m.destroy().unwrap();
+    training_model(&model, &mut Options::new(), None).unwrap();
+}
+
+#[test]
+fn wrapping_inference_with_accumulation_or_an_optimizer_fails() {
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let mut o = options(1, 1, 2);
+    let e = inference_model(&model, &mut o).err().unwrap().0;
+    assert_eq!(
+        e,
+        "You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its default value (1) \
+         when running a poptorch.inferenceModel(). Use poptorch.Options().deviceIterations to process a sufficient \
+         number of batches each run for pipelined execution instead."
+    );
+    let mut o = options(1, 1, 2);
+    o.set_execution_strategy(ExecutionStrategy::parse("sharded").unwrap()).unwrap();
+    let e = inference_model(&model, &mut o).err().unwrap().0;
+    assert!(e.ends_with("when running a poptorch.inferenceModel()."), "no pipelining hint when sharded: {e}");
+    let e = PoplarExecutor::new(&model, &mut Options::new(), false, Some(sgd(0.1))).err().unwrap().0;
+    assert_eq!(e, "Optimizer should be None for inference");
+    let mut inf = inference_model(&model, &mut Options::new()).unwrap();
+    assert_eq!(inf.set_optimizer(sgd(0.1)).unwrap_err().0, "Optimizer should be None for inference");
+}
+
+#[test]
+fn wrapping_freezes_options_and_the_default_optimizer_is_sgd_lr_0_01() {
+    let trace = classifier(4, DType::Float32);
+    let model = HostModel::new(&trace);
+    let mut o = Options::new();
+    let mut m = training_model(&model, &mut o, None).unwrap();
+    assert!(o.device_iterations(2).is_err(), "options given to a wrapper are frozen");
+    assert_eq!(m.optimizer().unwrap().step_for("fc1.weight"), OptimizerStep::sgd(0.01, 0.0, 0.0));
+    let (x, y) = data(4, 3, DType::Float32);
+    m.call(&[x.clone(), y.clone()]).unwrap();
+    let want = plain_training(&trace, &OptimizerStep::sgd(0.01, 0.0, 0.0), &x, &y, 1);
+    assert_close(&params(&model), &want, 1e-7, 1e-6, "default SGD");
+}
+
+#[test]
+fn wrapping_compile_copies_and_static_input_shapes() {
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let mut m = training_model(&model, &mut options(1, 2, 2), None).unwrap();
+    assert_eq!(m.copy_weights_to_host().unwrap_err().0, "Model has not been compiled or has been destroyed.");
+    assert_eq!(m.copy_weights_to_device().unwrap_err().0, "Model has not been compiled or has been destroyed.");
+    let (x, y) = data(8, 1, DType::Float32);
+    m.compile(&[x.clone(), y.clone()]).unwrap();
+    assert!(m.is_compiled() && m.warnings().is_empty());
+    m.compile(&[x.clone(), y.clone()]).unwrap();
+    assert!(m.warnings().contains(&"Call to compile() ignored: the executable is already compiled".to_string()));
+    m.call(&[x.clone(), y.clone()]).unwrap();
+    let end = "\nThis error occurred because the inputs passed at runtime don't match the inputs used to compile the \
+               model.\nTo recompile the model for the new inputs create a new inferenceModel / trainingModel wrapper \
+               or call destroy() on the curent one and try again.";
+    let (x4, y4) = data(4, 1, DType::Float32);
+    let e = m.call(&[x4, y4]).unwrap_err().0;
+    assert_eq!(e, format!("Shape mismatch for x: expected torch.Size([8, 3]) but got torch.Size([4, 3]).{end}"));
+    let xi = Rc::new(x.cast(DType::Int32));
+    let e = m.call(&[xi, y.clone()]).unwrap_err().0;
+    assert_eq!(e, format!("Data type mismatch for x: expected torch.float32 but got torch.int32.{end}"));
+    let e = m.call(std::slice::from_ref(&x)).unwrap_err().0;
+    assert_eq!(e, format!("Number of positional arguments mismatch: expected 2 arguments but got 1.{end}"));
+    // The combined batch must cut into the traced micro-batch.
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let mut m = training_model(&model, &mut options(1, 2, 2), None).unwrap();
+    let (x, y) = data(12, 1, DType::Float32);
+    let e = m.call(&[x, y]).unwrap_err().0;
+    assert!(e.contains("'x'") && e.contains("f32[2,3]") && e.contains("f32[3,3]"), "{e}");
+    // Destroyed: the executable is gone.
+    m.destroy().unwrap();
+    assert_eq!(m.copy_weights_to_host().unwrap_err().0, "Model has not been compiled or has been destroyed.");
+}
+
+// ---- losses ----
+
+#[test]
+fn loss_no_loss_and_several_losses_are_poptorchs_errors() {
+    let (x, y) = data(2, 1, DType::Float32);
+    let no_loss = classifier_with(2, 1, DType::Float32, |l, _| l.mean(&[], false).unwrap());
+    let mut m = training_model(&HostModel::new(&no_loss), &mut Options::new(), None).unwrap();
+    assert_eq!(m.call(&[x.clone(), y.clone()]).unwrap_err().0, "Couldn't find a loss in graph!");
+    let two = classifier_with(2, 1, DType::Float32, |l, y| {
+        let a = l.cross_entropy(y, None, Reduction::Mean, None).unwrap();
+        let b = l.identity_loss(Reduction::Mean).unwrap();
+        a.add(&b).unwrap()
+    });
+    let mut m = training_model(&HostModel::new(&two), &mut Options::new(), None).unwrap();
+    assert_eq!(
+        m.call(&[x.clone(), y.clone()]).unwrap_err().0,
+        "Multiple independent losses found in graph. Graph must have one final loss. Wrap final graph loss in \
+         poptorch.identity_loss."
+    );
+    // Wrapped in identity_loss: one final loss, and it trains.
+    let wrapped = classifier_with(2, 1, DType::Float32, |l, y| {
+        let a = l.cross_entropy(y, None, Reduction::Mean, None).unwrap();
+        let b = l.identity_loss(Reduction::Mean).unwrap();
+        a.add(&b).unwrap().identity_loss(Reduction::Sum).unwrap()
+    });
+    let mut m = training_model(&HostModel::new(&wrapped), &mut Options::new(), None).unwrap();
+    m.call(&[x, y]).unwrap();
+}
+
+#[test]
+fn loss_identity_loss_reductions_scale_the_gradient() {
+    // identity_loss(z, sum) has n times the gradient of identity_loss(z, mean); 'none' is
+    // seeded with ones, as sum.
+    let step_of = |reduction: Reduction| {
+        let t = classifier_with(4, 1, DType::Float32, move |l, _| l.tanh().unwrap().identity_loss(reduction).unwrap());
+        let model = HostModel::new(&t);
+        let before = params(&model);
+        let mut m = training_model(&model, &mut Options::new(), Some(sgd(0.01))).unwrap();
+        let (x, y) = data(4, 5, DType::Float32);
+        m.call(&[x, y]).unwrap();
+        let after = params(&model);
+        before
+            .iter()
+            .zip(after)
+            .flat_map(|((_, a), (_, b))| a.iter().zip(b).map(|(p, q)| p - q).collect::<Vec<f32>>())
+            .collect::<Vec<f32>>()
+    };
+    let (mean, sum, none) = (step_of(Reduction::Mean), step_of(Reduction::Sum), step_of(Reduction::None));
+    for ((m, s), n) in mean.iter().zip(&sum).zip(&none) {
+        assert!((m * 8.0 - s).abs() <= 1e-6 + 1e-4 * s.abs(), "{m} × 8 vs {s}");
+        assert!((s - n).abs() <= 1e-7 + 1e-5 * s.abs(), "sum {s} vs none {n}");
+    }
+}
+
+// ---- set_optimizer ----
+
+#[test]
+fn set_optimizer_changing_a_variable_attribute_takes_effect() {
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let mut m = training_model(&model, &mut Options::new(), Some(sgd(0.1))).unwrap();
+    let (x, y) = data(2, 1, DType::Float32);
+    m.call(&[x.clone(), y.clone()]).unwrap();
+    let after_one = params(&model);
+    m.set_optimizer(sgd(0.0)).unwrap();
+    m.call(&[x.clone(), y.clone()]).unwrap();
+    assert_eq!(params(&model), after_one, "lr 0: nothing moves");
+    m.set_optimizer(sgd(0.1)).unwrap();
+    m.call(&[x, y]).unwrap();
+    assert_ne!(params(&model), after_one);
+}
+
+#[test]
+fn set_optimizer_changing_a_constant_fails_and_the_old_one_keeps_working() {
+    let (x, y) = data(2, 1, DType::Float32);
+    let twin = HostModel::new(&classifier(2, DType::Float32));
+    let mut reference = training_model(&twin, &mut Options::new(), Some(sgd(0.1))).unwrap();
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let mut m = training_model(&model, &mut Options::new(), Some(sgd(0.1))).unwrap();
+    for _ in 0..2 {
+        m.call(&[x.clone(), y.clone()]).unwrap();
+        reference.call(&[x.clone(), y.clone()]).unwrap();
+    }
+    // momentum was not passed: a constant 0; passing it makes it variable.
+    let with_momentum =
+        Optimizer::sgd(OptimizerArgs { lr: Some(0.1), momentum: Some(0.9), ..Default::default() }).unwrap();
+    let e = m.set_optimizer(with_momentum).unwrap_err().0;
+    assert_eq!(
+        e,
+        "New optimizer is not a valid replacement. Problem with momentums. Default value is not a valid replacement. \
+         Can not replace a constant value with a non constant value."
+    );
+    let e = m.set_optimizer(Optimizer::adam(OptimizerArgs::default()).unwrap()).unwrap_err().0;
+    assert_eq!(e, "New optimizer is not a valid replacement. Can not replace optimizer of type SGD with new optimizer of type Adam");
+    let mut wd =
+        Optimizer::sgd(OptimizerArgs { lr: Some(0.1), weight_decay: Some(0.5), ..Default::default() }).unwrap();
+    wd.mark_as_constant("weight_decay").unwrap();
+    assert!(m.set_optimizer(wd).unwrap_err().0.contains("Problem with weight decays"));
+    // Nothing half-applied: the old optimizer goes on exactly as the twin's.
+    assert_eq!(m.optimizer().unwrap(), &sgd(0.1));
+    m.call(&[x.clone(), y.clone()]).unwrap();
+    reference.call(&[x, y]).unwrap();
+    assert_eq!(params(&model), params(&twin));
+}
+
+#[test]
+fn set_optimizer_float16_accumulation_needs_the_running_mean() {
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let f16acc = || Optimizer::adam(OptimizerArgs { accum_type: Some(DType::Float16), ..Default::default() }).unwrap();
+    // Before compilation PopTorch switches the strategy itself.
+    let m = training_model(&model, &mut Options::new(), Some(f16acc())).unwrap();
+    assert_eq!(
+        m.options().training.mean_accumulation_and_replication_reduction_strategy,
+        MeanReductionStrategy::Running
+    );
+    drop(m);
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let mut m =
+        training_model(&model, &mut Options::new(), Some(Optimizer::adam(OptimizerArgs::default()).unwrap())).unwrap();
+    let (x, y) = data(2, 1, DType::Float32);
+    m.call(&[x, y]).unwrap();
+    let e = m.set_optimizer(f16acc()).unwrap_err().0;
+    assert_eq!(
+        e,
+        "Invalid optimizer: the new optimizer would require changing options.Training.\
+         meanAccumulationAndReplicationReductionStrategy to poptorch.MeanReductionStrategy.Running but the executable \
+         is already compiled."
+    );
+}
+
+// ---- equivalence with the plain executor ----
+
+fn equivalence_case(opt: Optimizer, d: usize, r: usize, a: usize) {
+    let micro = 2;
+    let big = micro * r * a;
+    let (x, y) = data(big * d, 7, DType::Float32);
+    let model = HostModel::new(&classifier(micro, DType::Float32));
+    let step = opt.step_for("fc1.weight");
+    let mut m = training_model(&model, &mut options(d, r, a), Some(opt)).unwrap();
+    m.call(&[x.clone(), y.clone()]).unwrap();
+    let want = plain_training(&classifier(big, DType::Float32), &step, &x, &y, d);
+    assert_close(&params(&model), &want, 1e-6, 1e-6, &format!("D={d} R={r} A={a}"));
+}
+
+#[test]
+fn equivalence_replicas_times_accumulation_equal_one_big_batch() {
+    let momentum =
+        || Optimizer::sgd(OptimizerArgs { lr: Some(0.5), momentum: Some(0.9), ..Default::default() }).unwrap();
+    let adam = || Optimizer::adam(OptimizerArgs { lr: Some(0.05), ..Default::default() }).unwrap();
+    equivalence_case(momentum(), 1, 2, 2);
+    equivalence_case(adam(), 1, 2, 2);
+    equivalence_case(adam(), 1, 4, 1);
+    equivalence_case(adam(), 1, 1, 4);
+    // Device iterations are consecutive optimizer steps on consecutive slices.
+    equivalence_case(momentum(), 3, 2, 2);
+    equivalence_case(adam(), 3, 2, 2);
+}
+
+#[test]
+fn equivalence_sum_reduction_and_the_running_mean() {
+    let (x, y) = data(8, 7, DType::Float32);
+    let run_with = |o: &mut Options, lr: f32| {
+        let model = HostModel::new(&classifier(2, DType::Float32));
+        let mut m = training_model(&model, o, Some(sgd(lr))).unwrap();
+        m.call(&[x.clone(), y.clone()]).unwrap();
+        params(&model)
+    };
+    let post = run_with(&mut options(1, 2, 2), 0.4);
+    let mut running = options(1, 2, 2);
+    running.set_mean_accumulation_and_replication_reduction_strategy(MeanReductionStrategy::Running).unwrap();
+    assert_close(&run_with(&mut running, 0.4), &post, 1e-7, 1e-6, "Running vs Post");
+    // Sum over 4 micro-batches with lr/4 is the mean with lr.
+    let mut sum = options(1, 2, 2);
+    sum.accumulation_and_replication_reduction_type(ReductionType::Sum).unwrap();
+    assert_close(&run_with(&mut sum, 0.1), &post, 1e-7, 1e-6, "Sum vs Mean");
+}
+
+#[test]
+fn equivalence_all_outputs_are_the_big_batch_outputs() {
+    let (x, y) = data(8, 9, DType::Float32);
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let mut o = options(1, 2, 2);
+    o.output_mode(OutputMode::All, None).unwrap();
+    let mut m = training_model(&model, &mut o, None).unwrap();
+    let big = classifier(8, DType::Float32);
+    let mut store = Store::new(&big.params, &big.buffers, 0);
+    let want = run(&big.graph, &mut store, &[x.clone(), y.clone()]).unwrap().outputs[0].to_f32_vec();
+    let out = m.call(&[x, y]).unwrap();
+    assert_eq!(out[0].shape(), &[8, 2]);
+    assert_eq!(out[1].shape(), &[4], "one loss per micro-batch");
+    for (p, q) in out[0].to_f32_vec().iter().zip(&want) {
+        assert!((p - q).abs() < 1e-6, "{p} vs {q}");
+    }
+}
+
+// ---- float16 and loss scaling ----
+
+#[test]
+fn fp16_training_stays_within_half_precision_of_float32() {
+    let (x, y) = data(24, 11, DType::Float32);
+    let opt = || Optimizer::adam(OptimizerArgs { lr: Some(0.01), ..Default::default() }).unwrap();
+    let half_model = HostModel::new(&classifier(2, DType::Float16));
+    let mut m = training_model(&half_model, &mut options(3, 2, 2), Some(opt())).unwrap();
+    let out = m.call(&[Rc::new(x.cast(DType::Float16)), y.clone()]).unwrap();
+    assert_eq!(out[1].dtype(), DType::Float16);
+    let want = plain_training(&classifier(8, DType::Float32), &opt().step_for("w"), &x, &y, 3);
+    let got: Vec<(String, Vec<f32>)> = params(&half_model);
+    assert!(half_model.parameters().iter().all(|(_, t)| t.dtype() == DType::Float16));
+    assert_close(&got, &want, 4e-3, 2e-2, "float16 vs float32");
+}
+
+#[test]
+fn loss_scaling_manual_leaves_float32_training_unchanged() {
+    let (x, y) = data(8, 7, DType::Float32);
+    let train = |ls: f32| {
+        let model = HostModel::new(&classifier(2, DType::Float32));
+        let opt =
+            Optimizer::sgd(OptimizerArgs { lr: Some(0.3), loss_scaling: Some(ls), ..Default::default() }).unwrap();
+        let mut m = training_model(&model, &mut options(2, 2, 1), Some(opt)).unwrap();
+        m.call(&[x.clone(), y.clone()]).unwrap();
+        params(&model)
+    };
+    assert_close(&train(1024.0), &train(1.0), 1e-7, 1e-6, "loss scaling 1024");
+}
+
+/// A float16 model whose weight gradient is `x · 2^-14` per element: with `x = 2^-12` it is
+/// 2^-26, below float16's smallest subnormal.
+fn tiny_gradient_model() -> HostModel {
+    let tr = Tracer::new();
+    let x = tr.input("x", &[1, 4], DType::Float16).unwrap();
+    let w = Rc::new(Tensor::full(&[1, 4], DType::Float16, 0.5));
+    let z = x.mul(&tr.param("w", &w).unwrap()).unwrap();
+    let loss = z.sum(&[], false).unwrap().scale(2f64.powi(-14)).unwrap().identity_loss(Reduction::Sum).unwrap();
+    HostModel::new(&tr.finish(&[&loss]).unwrap())
+}
+
+#[test]
+fn loss_scaling_rescues_float16_gradients_from_underflow() {
+    let x = Rc::new(Tensor::full(&[1, 4], DType::Float16, 2f64.powi(-12)));
+    let step = |ls: f32| {
+        let model = tiny_gradient_model();
+        let opt =
+            Optimizer::sgd(OptimizerArgs { lr: Some(65536.0), loss_scaling: Some(ls), ..Default::default() }).unwrap();
+        let mut m = training_model(&model, &mut Options::new(), Some(opt)).unwrap();
+        m.call(std::slice::from_ref(&x)).unwrap();
+        model.parameter("w").unwrap().to_f32_vec()
+    };
+    assert_eq!(step(1.0), vec![0.5; 4], "the gradient underflows to 0 in float16");
+    // Scaled by 2^15 it is 2^-11 in float16; unscaled in float32 it moves w by 2^16 · 2^-26.
+    assert_eq!(step(32768.0), vec![0.5 - 2f32.powi(-10); 4]);
+    // A factor past float16's range makes the float16 seed infinite, as on the IPU.
+    assert!(step(65536.0).iter().all(|w| !w.is_finite()));
+}
+
+#[test]
+fn loss_scaling_automatic_doubles_while_gradients_are_small_and_halves_when_large() {
+    let mut o = options(4, 1, 1);
+    o.set_automatic_loss_scaling(true).unwrap();
+    let model = tiny_gradient_model();
+    let mut m = training_model(&model, &mut o, Some(sgd(0.0))).unwrap();
+    let x = Rc::new(Tensor::full(&[4, 4], DType::Float16, 2f64.powi(-12)));
+    m.call(std::slice::from_ref(&x)).unwrap();
+    assert!(!m.optimizer().unwrap().is_constant("loss_scaling"), "automatic loss scaling makes it variable");
+    assert_eq!(m.loss_scaling(), Some(16.0), "1 doubled after each of 4 steps");
+    // Doubling stops at the largest float16 (the seed must stay finite).
+    let model = tiny_gradient_model();
+    let mut o = options(2, 1, 1);
+    o.set_automatic_loss_scaling(true).unwrap();
+    let opt =
+        Optimizer::sgd(OptimizerArgs { lr: Some(0.0), loss_scaling: Some(40000.0), ..Default::default() }).unwrap();
+    let mut m = training_model(&model, &mut o, Some(opt)).unwrap();
+    m.call(&[Rc::new(Tensor::full(&[2, 4], DType::Float16, 2f64.powi(-12)))]).unwrap();
+    assert_eq!(m.loss_scaling(), Some(65504.0));
+}
+
+#[test]
+fn loss_scaling_automatic_halves_when_the_upper_bin_fills() {
+    // loss = sum(x · w): d/dw = x · ls. With x = 1 and ls = 16384 every weight gradient is
+    // 16384 > 8188: the upper bin holds them all, so the scale halves each step.
+    let tr = Tracer::new();
+    let x = tr.input("x", &[1, 4], DType::Float16).unwrap();
+    let w = Rc::new(Tensor::full(&[1, 4], DType::Float16, 0.5));
+    let loss = x.mul(&tr.param("w", &w).unwrap()).unwrap().identity_loss(Reduction::Sum).unwrap();
+    let model = HostModel::new(&tr.finish(&[&loss]).unwrap());
+    let mut o = options(2, 1, 1);
+    o.set_automatic_loss_scaling(true).unwrap();
+    let opt =
+        Optimizer::sgd(OptimizerArgs { lr: Some(0.0), loss_scaling: Some(32768.0), ..Default::default() }).unwrap();
+    let mut m = training_model(&model, &mut o, Some(opt)).unwrap();
+    m.call(&[Rc::new(Tensor::full(&[2, 4], DType::Float16, 1.0))]).unwrap();
+    assert_eq!(m.loss_scaling(), Some(8192.0), "32768 → 16384 → 8192");
+}
+
+#[test]
+fn loss_scaling_automatic_needs_float16_gradients() {
+    let mut o = Options::new();
+    o.set_automatic_loss_scaling(true).unwrap();
+    let mut m = training_model(&HostModel::new(&classifier(2, DType::Float32)), &mut o, None).unwrap();
+    let (x, y) = data(2, 1, DType::Float32);
+    let e = m.call(&[x, y]).unwrap_err().0;
+    assert_eq!(e, "[AutomaticLossScale transform] No tracked gradient tensors of type fp16 were found.");
+}
+
+// ---- gradients with respect to inputs ----
+
+#[test]
+fn input_grads_are_returned_after_the_outputs() {
+    let (x, y) = data(8, 3, DType::Float32);
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let mut o = options(1, 2, 2);
+    o.output_mode(OutputMode::All, None).unwrap();
+    let opt = Optimizer::sgd(OptimizerArgs { lr: Some(0.0), loss_scaling: Some(8.0), ..Default::default() }).unwrap();
+    let mut m = training_model(&model, &mut o, Some(opt)).unwrap();
+    m.return_input_gradients(&["x"]).unwrap();
+    let out = m.call(&[x.clone(), y.clone()]).unwrap();
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[2].shape(), &[8, 3]);
+    // Each micro-batch's loss is a mean over 2 samples; the big batch's over 8: 4× smaller.
+    let big = classifier(8, DType::Float32);
+    let opts = TrainOptions { input_grads: vec!["x".into()], ..Default::default() };
+    let tg = training_graph(&big.graph, 1, &opts).unwrap();
+    let mut store = Store::new(&big.params, &big.buffers, 0);
+    let want = run(&tg.graph, &mut store, &[x, y]).unwrap().outputs[tg.input_grad_outputs[0].1].to_f32_vec();
+    for (p, q) in out[2].to_f32_vec().iter().zip(&want) {
+        assert!((p - 4.0 * q).abs() < 1e-6, "{p} vs 4 × {q} (unscaled by the loss scaling)");
+    }
+    let mut inf = inference_model(&model, &mut Options::new()).unwrap();
+    assert!(inf.return_input_gradients(&["x"]).is_err());
+}
