@@ -111,6 +111,44 @@ impl DemoSizes {
     }
 }
 
+/// Most parameters a demo model may have (1 GiB of float32), checked before building one.
+pub const MAX_DEMO_PARAMETERS: usize = 1 << 28;
+
+impl DemoSizes {
+    /// How many parameters demo model `kind` with `layers` layers has (saturating).
+    pub fn parameters(&self, kind: DemoKind, layers: usize) -> usize {
+        let lin = |i: usize, o: usize| i.saturating_mul(o).saturating_add(o);
+        if kind == DemoKind::Mlp {
+            // Linear(input, width), layers - 2 × Linear(width, width), Linear(width, classes).
+            return match layers {
+                0 => 0,
+                1 => lin(self.input, self.classes),
+                _ => lin(self.width, self.width)
+                    .saturating_mul(layers - 2)
+                    .saturating_add(lin(self.input, self.width) + lin(self.width, self.classes)),
+            };
+        }
+        let per_layer = match kind {
+            DemoKind::Mlp => 0,
+            DemoKind::Transformer => {
+                let d = self.width;
+                lin(d, 3 * d) + lin(d, d) + lin(d, self.ff) + lin(self.ff, d) + 4 * d
+            }
+            DemoKind::RevGnn => {
+                // Per group: SAGEConv (lin_l with bias, lin_r without) and a LayerNorm.
+                let w = self.hidden / self.groups.max(1);
+                self.groups * (lin(w, w) + w * w + 2 * w)
+            }
+        };
+        let ends = match kind {
+            DemoKind::Mlp => 0,
+            DemoKind::Transformer => self.vocab * self.width + lin(self.width, self.classes),
+            DemoKind::RevGnn => lin(self.features, self.hidden) + lin(self.hidden, self.classes) + 2 * self.hidden,
+        };
+        per_layer.saturating_mul(layers).saturating_add(ends)
+    }
+}
+
 /// A traced demo model: `trace.graph.outputs[0]` is its scalar loss.
 pub struct DemoModel {
     pub kind: DemoKind,
@@ -195,6 +233,13 @@ impl DemoNet {
     pub fn new(kind: DemoKind, layers: usize, sizes: &DemoSizes) -> TraceResult<DemoNet> {
         if layers == 0 {
             return Err(TraceError("the number of layers must be positive".into()));
+        }
+        let n = sizes.parameters(kind, layers);
+        if n > MAX_DEMO_PARAMETERS {
+            return Err(TraceError(format!(
+                "a {kind:?} of {layers} layers would have about {n} parameters, more than the {MAX_DEMO_PARAMETERS} \
+                 (1 GiB of float32) a demo model may have: use fewer layers"
+            )));
         }
         let mut rng = Rng::new(0);
         let s = sizes;
@@ -358,6 +403,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn parameter_counts_match_the_traced_models() {
+        for kind in [DemoKind::Mlp, DemoKind::Transformer, DemoKind::RevGnn] {
+            let s = DemoSizes::small(kind);
+            let m = demo_model(kind, 3, 1, false, &s).unwrap();
+            let traced: usize = m.trace.params.iter().map(|(_, t)| t.numel()).sum();
+            assert_eq!(s.parameters(kind, 3), traced, "{kind:?}");
+        }
+    }
+
+    #[test]
     fn layers_split_evenly_with_one_block_per_ipu() {
         assert_eq!((0..7).map(|i| ipu_of_layer(i, 7, 3)).collect::<Vec<_>>(), [0, 0, 0, 1, 1, 2, 2]);
         for kind in [DemoKind::Mlp, DemoKind::Transformer, DemoKind::RevGnn] {
@@ -371,6 +426,8 @@ mod tests {
             assert_eq!(demo_inputs(&m, 0).unwrap().len(), m.trace.graph.placeholders(InputKind::Input).len());
         }
         assert!(demo_model(DemoKind::Mlp, 2, 3, false, &DemoSizes::small(DemoKind::Mlp)).is_err());
+        let e = DemoNet::new(DemoKind::Transformer, 4096, &DemoSizes::full(DemoKind::Transformer)).err().unwrap();
+        assert!(e.0.contains("parameters") && e.0.contains("fewer layers"), "{}", e.0);
         assert!(DemoKind::parse("cnn").unwrap_err().contains("mlp"));
     }
 }

@@ -4,7 +4,8 @@
 //! JSON (camelCase), the contract the page draws from:
 //! ```text
 //! { valid, fits, training, strategy: "pipelined"|"sharded"|"serial_phased"|"parallel_phased",
-//!   options: {...resolved Options...}, generation: {name, tiles, bytesPerTile, ..., sources},
+//!   options: {...Options, outputMode and TensorLocations resolved...},
+//!   generation: {name, chip, tiles, bytesPerTile, clockHz, …, sources: [[field, source]]},
 //!   ipusUsed, ipusReserved, ipusPerReplica, replicas, numNodes,
 //!   program: {op: [..], ops: [names], scope: [..], scopes: [names], pass: [0|1|2 ..],
 //!             names: {"<node>": placeholder or constant name}},
@@ -21,7 +22,7 @@
 //!            programSteps, peak: {node, activations, …}, peakBytes, peakStep,
 //!            livePeakBytes, fits, largest: [{name, bytes, class}], tiles: [..], maxTileBytes}],
 //!            values: {value: [..], node: [..], ipu: [..], class: [..], bytes: [..],
-//!                     birth: [..], death: [..]}},
+//!                     birth: [..], death: [..]}},   // class: activation | gradient | loaded
 //!   time: {stepTimeS, iterationTimeS, iterationsPerStep, microBatchesPerIteration,
 //!          microBatchSize, samplesPerStep, throughput, truncated,
 //!          ipus: [{ipu, busy: {kind: seconds}, intervals: [{start, end, kind, label}]}]},
@@ -342,7 +343,7 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
         fits,
         training,
         strategy: options.execution_strategy.name(),
-        options: options.clone(),
+        options: resolved(options, training),
         generation: gen,
         ipus_used,
         ipus_reserved,
@@ -369,6 +370,19 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
         timings: None,
         graph: program,
     }
+}
+
+/// The options as the plan applies them: the output mode and every tensor location
+/// resolved from the defaults (phased execution puts all four classes in Streaming Memory).
+fn resolved(o: &Options, training: bool) -> Options {
+    let mut r = o.clone();
+    r.output_mode = o.resolved_output_mode(training);
+    let t = &mut r.tensor_locations;
+    t.activation = Some(o.location(TensorClass::Activation));
+    t.weight = Some(o.location(TensorClass::Weight));
+    t.optimizer = Some(o.location(TensorClass::Optimizer));
+    t.accumulator = Some(o.location(TensorClass::Accumulator));
+    r
 }
 
 /// The checks that depend on the mode (training or inference) and the strategy.

@@ -62,7 +62,7 @@ pub struct IpuTime {
     pub ipu: usize,
     pub intervals: Vec<TimeInterval>,
     /// Seconds of each kind in the iteration.
-    pub busy: HashMap<&'static str, f64>,
+    pub busy: std::collections::BTreeMap<&'static str, f64>,
 }
 
 /// The time part of a plan.
