@@ -372,31 +372,40 @@ pub fn memory(
             groups.iter().filter(|x| x.0 != home).filter_map(|x| x.1.iter().copied().find(|&r| only(r))).max()
         };
         if pipelined && training && class == Class::Activation {
-            // Pipelined training: a value read again by a backward stage is stashed for each
-            // micro-batch in flight between the two stages, or recomputed there.
+            // Pipelined training. With recomputation (PopTorch's default) each stage stashes
+            // its inputs (model inputs and values copied in) for every micro-batch in flight
+            // until its backward stage, and recomputes the rest there; without, every value
+            // the backward stage reads is stashed.
             let is_input = matches!(prod.op, Op::Placeholder { kind: InputKind::Input, .. });
             for (ipu, rs) in &groups {
                 let start = if *ipu == home { birth } else { rs[0] };
+                let fwd_first = rs.iter().copied().find(|&r| g.nodes[r].meta.pass == Pass::Forward);
                 let fwd_last = rs.iter().copied().filter(|&r| g.nodes[r].meta.pass == Pass::Forward).max();
                 let bwd_first = rs.iter().copied().find(|&r| g.nodes[r].meta.pass != Pass::Forward);
                 let out = if *ipu == home { copy_out(&|_| true) } else { None };
                 let last = rs.iter().copied().chain(out).max().unwrap_or(start);
                 let end = if is_output && *ipu == home { n } else { last };
-                match bwd_first {
-                    Some(bf) => {
-                        let (fs, bs) = (place.nodes[start].pipeline_stage, place.nodes[bf].pipeline_stage);
-                        let depth = bs.saturating_sub(fs);
-                        let stage_input = is_input || *ipu != home;
-                        if recompute && !stage_input && depth > 0 {
-                            let fwd_end = fwd_last.into_iter().chain(out).max().unwrap_or(start);
-                            push(*ipu, start, fwd_end, class);
-                            push(*ipu, stage_first[bs].min(bf).max(fwd_end + 1), end, class);
-                        } else {
-                            push(*ipu, start, end, class);
-                            stash[*ipu] += depth * bytes;
-                        }
+                // Micro-batches in flight between forward stage f and its backward stage.
+                let depth = |f: usize| place.stages.len().saturating_sub(1 + 2 * f);
+                let stage_input = is_input || *ipu != home;
+                if recompute && stage_input {
+                    if let Some(f) = fwd_first {
+                        stash[*ipu] += depth(place.nodes[f].pipeline_stage) * bytes;
                     }
-                    None => push(*ipu, start, end, class),
+                    push(*ipu, start, end, class);
+                } else if let Some(bf) = bwd_first {
+                    let (fs, bs) = (place.nodes[start].pipeline_stage, place.nodes[bf].pipeline_stage);
+                    if recompute && bs > fs {
+                        // Dropped after the forward stage, rebuilt at the start of the backward one.
+                        let fwd_end = fwd_last.into_iter().chain(out).max().unwrap_or(start);
+                        push(*ipu, start, fwd_end, class);
+                        push(*ipu, stage_first[bs].min(bf).max(fwd_end + 1), end, class);
+                    } else {
+                        push(*ipu, start, end, class);
+                        stash[*ipu] += bs.saturating_sub(fs) * bytes;
+                    }
+                } else {
+                    push(*ipu, start, end, class);
                 }
             }
             continue;
