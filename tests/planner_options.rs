@@ -153,3 +153,41 @@ fn options_gradient_accumulation_on_an_inference_model_is_rejected() {
     let p = plan(&g, &bad);
     assert!(!p.valid && error_codes(&p).contains(&"options_not_positive"));
 }
+
+#[test]
+fn options_every_combination_plans_without_panicking() {
+    use ipu_playground::compile::{PhaseSpec, PhasedExecution, StageSpec};
+    let layouts: [&[usize]; 5] = [&[0], &[0, 1], &[0, 1, 0], &[0, 2], &[1, 1]];
+    let mut plans = 0;
+    for ipus in layouts {
+        for training in [false, true] {
+            let g = on_ipus(ipus, training);
+            let phases: Vec<PhaseSpec> = (0..ipus.len())
+                .map(|k| PhaseSpec::stages(vec![StageSpec::new(&[&format!("b{k}")]).ipu(ipus[k])]))
+                .collect();
+            let strategies = [
+                ExecutionStrategy::parse("pipelined").unwrap(),
+                ExecutionStrategy::parse("sharded").unwrap(),
+                ExecutionStrategy::SerialPhased(PhasedExecution::new(phases.clone())),
+                ExecutionStrategy::ParallelPhased(PhasedExecution::new(phases)),
+            ];
+            for strategy in strategies {
+                for (replicas, accumulation, iterations) in [(1, 1, 1), (2, 3, 4), (3, 8, 2)] {
+                    let mut o = Options::new();
+                    o.set_execution_strategy(strategy.clone()).unwrap();
+                    o.replication_factor(replicas).unwrap().device_iterations(iterations).unwrap();
+                    o.gradient_accumulation(accumulation).unwrap();
+                    let p = plan(&g, &o);
+                    assert_eq!(p.placement.ipu.len(), p.num_nodes);
+                    assert_eq!(p.valid, p.errors.iter().all(|e| e.code == "out_of_memory"));
+                    assert!(!p.fits || p.valid);
+                    assert!(p.time.step_time_s > 0.0 && p.time.step_time_s.is_finite());
+                    assert!(p.summary().lines().last().unwrap().starts_with("PLAN "));
+                    serde_json::from_str::<serde_json::Value>(&p.to_json()).unwrap();
+                    plans += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(plans, 5 * 2 * 4 * 3);
+}

@@ -675,7 +675,7 @@ pub fn memory(
             .collect();
         at_peak.extend(fixed.iter().filter(|f| f.0 == ipu).map(|f| (f.1.clone(), f.2, f.3)));
         at_peak.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let peak_step = mk(peak_i);
+        let peak_step = if n == 0 { Step::default() } else { mk(peak_i) };
         let tiles = tile_map(gen, &al, &at_peak, peak_step.stash + peak_step.temporaries);
         let max_tile = tiles.iter().copied().max().unwrap_or(0) as usize;
         let largest: Vec<Largest> = at_peak

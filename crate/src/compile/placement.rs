@@ -171,7 +171,21 @@ pub fn place(g: &Graph, opts: &Options) -> Placement {
         b.last_node = i;
         b.nodes += 1;
     }
-    p.blocks.retain(|b| b.nodes > 0);
+    // Blocks with no op (only placeholders) are dropped; node → block indices follow.
+    let mut new_index = vec![0usize; p.blocks.len()];
+    let mut kept = 0;
+    for (b, info) in p.blocks.iter().enumerate() {
+        new_index[b] = kept.min(p.blocks.len().saturating_sub(1));
+        if info.nodes > 0 {
+            kept += 1;
+        }
+    }
+    if kept < p.blocks.len() {
+        p.blocks.retain(|b| b.nodes > 0);
+        for np in p.nodes.iter_mut() {
+            np.block = new_index[np.block].min(p.blocks.len().saturating_sub(1));
+        }
+    }
     count_ipus(opts, &mut p);
     find_copies(g, opts, &mut p);
     p

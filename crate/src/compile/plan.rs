@@ -626,6 +626,24 @@ mod tests {
     }
 
     #[test]
+    fn degenerate_graphs_plan_without_panicking() {
+        let empty = Graph::new();
+        let p = plan(&empty, &Options::new());
+        assert!(p.valid && p.fits && p.num_nodes == 0);
+        let tr = Tracer::new();
+        let x = tr.input("x", &[3], DType::Float32).unwrap();
+        let only_input = tr.finish(&[&x]).unwrap().graph;
+        for strategy in ["pipelined", "sharded", "serial-phased", "parallel-phased"] {
+            let mut o = Options::new();
+            o.set_execution_strategy(crate::compile::ExecutionStrategy::parse(strategy).unwrap()).unwrap();
+            let p = plan(&only_input, &o);
+            assert_eq!(p.ipus_used, 1, "{strategy}");
+            let _ = p.summary();
+            let _ = p.to_json();
+        }
+    }
+
+    #[test]
     fn the_plan_line_comes_last_in_the_summary() {
         let p = plan(&tiny(), &Options::new());
         let text = p.summary();
