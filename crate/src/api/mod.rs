@@ -1,7 +1,9 @@
 //! The JavaScript API: a thin wasm-bindgen layer over the Rust crate. Every function either
 //! returns plain JS objects or throws an `Error` whose message names the cause.
 
+pub mod modules;
 pub mod nn;
+pub mod tensor;
 pub mod train;
 
 use crate::ir::{print::print_graph, Graph};
