@@ -1,30 +1,57 @@
 //! The modules JavaScript models are built from: `Module` (the base class to extend), the
 //! built-in layers (Linear, LayerNorm, Dropout, ReLU, GELU, Embedding), `Sequential`,
 //! `ModuleList`, and `manualSeed` for their initial parameters.
+//!
+//! Sizes are whole numbers checked before anything is allocated (see `limits()`); the init
+//! generator is copied out of its cell for an initialisation and written back only when it
+//! succeeds, so a rejected call neither holds it nor advances it.
 
-use super::js_err;
-use super::nn::{at_js_caller, current, CURRENT};
-use super::tensor::{op, var, wrap, Tensor};
+use super::args::{self, js_err, JsResult};
+use super::nn::{at_js_caller, current, is_tracing};
+use super::tensor::{tensor_arg, wrap};
 use crate::rng::Rng;
+use crate::tensor::alloc::check_shape;
+use crate::tensor::{DType, Tensor as HostTensor};
+use crate::trace::check::{self, MAX_LIST, MAX_TENSOR_BYTES};
 use crate::trace::nn as rnn;
 use crate::trace::nn::Module as _;
-use js_sys::{Function, Reflect};
+use crate::trace::TraceResult;
 use std::cell::RefCell;
+use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 
 thread_local! {
     static INIT_RNG: RefCell<Rng> = RefCell::new(Rng::new(0));
 }
 
-/// Seeds the generator that initialises new modules' parameters.
+/// Seeds the generator that initialises new modules' parameters (a whole number from 0
+/// to 2^53 - 1).
 #[wasm_bindgen(js_name = manualSeed)]
-pub fn manual_seed(seed: u32) {
-    INIT_RNG.with(|r| *r.borrow_mut() = Rng::new(seed as u64));
+pub fn manual_seed(#[wasm_bindgen(unchecked_param_type = "number")] seed: JsValue) -> JsResult<()> {
+    let seed = args::whole(&seed, "manualSeed: seed", check::MAX_SEED)?;
+    INIT_RNG.with(|r| *r.borrow_mut() = Rng::new(seed));
+    Ok(())
 }
 
-fn with_rng<T>(f: impl FnOnce(&mut Rng) -> T) -> T {
-    INIT_RNG.with(|r| f(&mut r.borrow_mut()))
+/// Runs an initialisation on a copy of the init generator, kept only if it succeeds: no
+/// borrow is held while `f` allocates, and a failure draws nothing.
+fn with_rng<T>(f: impl FnOnce(&mut Rng) -> TraceResult<T>) -> JsResult<T> {
+    let mut rng = INIT_RNG.with(|r| r.borrow().clone());
+    let out = f(&mut rng).map_err(js_err)?;
+    INIT_RNG.with(|r| *r.borrow_mut() = rng);
+    Ok(out)
 }
+
+/// A size of a built-in module: whole, from 1 (the tensor limits bound the product).
+fn size(v: &JsValue, what: &str) -> JsResult<usize> {
+    let n = args::count(v, what, MAX_TENSOR_BYTES)?;
+    if n == 0 {
+        return Err(args::range_error(&format!("{what} must be at least 1, got 0")));
+    }
+    Ok(n)
+}
+
+type Registered = RefCell<Vec<(String, Rc<HostTensor>)>>;
 
 /// The base class of models written in JavaScript: extend it and define `forward`.
 ///
@@ -36,43 +63,45 @@ fn with_rng<T>(f: impl FnOnce(&mut Rng) -> T) -> T {
 #[wasm_bindgen]
 #[derive(Default)]
 pub struct Module {
-    params: Vec<(String, std::rc::Rc<crate::tensor::Tensor>)>,
-    buffers: Vec<(String, std::rc::Rc<crate::tensor::Tensor>)>,
+    params: Registered,
+    buffers: Registered,
 }
 
-pub(super) fn host_tensor(values: &[f32], shape: &[usize], what: &str) -> Result<crate::tensor::Tensor, JsError> {
-    crate::tensor::Tensor::from_f32(shape, values.to_vec()).map_err(|e| JsError::new(&format!("{what}: {e}")))
+/// The tensor of `values` (row-major numbers) and `shape` for `what`: the shape checked
+/// against the tensor limits before the values are read.
+pub(super) fn host_tensor(values: &JsValue, shape: &JsValue, what: &str) -> JsResult<HostTensor> {
+    let dims = args::shape(shape, &format!("{what}: shape"))?;
+    let dims = check_shape(what, &dims, DType::Float32).map_err(js_err)?;
+    let n = dims.iter().product();
+    let data = args::f32_values(values, &format!("{what}: values"), n)?;
+    HostTensor::from_f32(&dims, data).map_err(|e| args::error(&format!("{what}: {e}")))
 }
 
-fn register(
-    list: &mut Vec<(String, std::rc::Rc<crate::tensor::Tensor>)>,
-    kind: &str,
-    name: &str,
-    t: crate::tensor::Tensor,
-) -> Result<(), JsError> {
-    if CURRENT.with(|c| c.borrow().is_some()) {
-        return Err(JsError::new(&format!(
+fn register(list: &Registered, kind: &str, name: JsValue, values: JsValue, shape: JsValue) -> JsResult<()> {
+    let name = args::name(&name, &format!("{kind} name"))?;
+    if name.contains('.') {
+        return Err(args::error(&format!("{kind} name '{name}' must contain no '.' (dots join module paths)")));
+    }
+    if is_tracing() {
+        return Err(args::error(&format!(
             "{kind} '{name}' was reassigned during the trace: PopTorch does not allow replacing a parameter or \
              buffer; update a buffer in place with updateBuffer"
         )));
     }
-    if name.is_empty() || name.contains('.') {
-        return Err(JsError::new(&format!("{kind} name '{name}' must be non-empty and contain no '.'")));
-    }
-    list.retain(|(n, _)| n != name);
-    list.push((name.to_string(), std::rc::Rc::new(t)));
+    let t = host_tensor(&values, &shape, &format!("{kind} '{name}'"))?;
+    let mut list = list.borrow_mut();
+    list.retain(|(n, _)| *n != name);
+    list.push((name, Rc::new(t)));
     Ok(())
 }
 
-fn lookup<'a>(
-    list: &'a [(String, std::rc::Rc<crate::tensor::Tensor>)],
-    kind: &str,
-    name: &str,
-) -> Result<&'a std::rc::Rc<crate::tensor::Tensor>, JsError> {
-    list.iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, t)| t)
-        .ok_or_else(|| JsError::new(&format!("no {kind} named '{name}' is registered on this module")))
+fn lookup(list: &Registered, kind: &str, name: &JsValue) -> JsResult<(String, Rc<HostTensor>)> {
+    let name = args::string(name, &format!("{kind} name"), check::MAX_NAME_BYTES)?;
+    let found = list.borrow().iter().find(|(n, _)| *n == name).map(|(_, t)| t.clone());
+    match found {
+        Some(t) => Ok((name, t)),
+        None => Err(args::error(&format!("no {kind} named {name:?} is registered on this module"))),
+    }
 }
 
 #[wasm_bindgen]
@@ -82,38 +111,53 @@ impl Module {
         Module::default()
     }
     /// Subclasses override this.
-    pub fn forward(&self) -> Result<Tensor, JsError> {
-        Err(JsError::new("Module.forward is not defined: a subclass of Module must define forward(...)"))
+    pub fn forward(&self) -> JsResult<JsValue> {
+        Err(args::error("Module.forward is not defined: a subclass of Module must define forward(...)"))
     }
-    /// Adds a trainable parameter with initial `values` (row-major) of `shape`.
+    /// Adds a trainable parameter with initial `values` (row-major numbers, or a Float32Array)
+    /// of `shape`. The name: 1 to 256 bytes, no '.', no control characters.
     #[wasm_bindgen(js_name = registerParameter)]
-    pub fn register_parameter(&mut self, name: &str, values: Vec<f32>, shape: Vec<usize>) -> Result<(), JsError> {
-        let t = host_tensor(&values, &shape, &format!("parameter '{name}'"))?;
-        register(&mut self.params, "parameter", name, t)
+    pub fn register_parameter(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number[] | Float32Array")] values: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    ) -> JsResult<()> {
+        register(&self.params, "parameter", name, values, shape)
     }
     /// Adds a persistent buffer with initial `values` (row-major) of `shape`.
     #[wasm_bindgen(js_name = registerBuffer)]
-    pub fn register_buffer(&mut self, name: &str, values: Vec<f32>, shape: Vec<usize>) -> Result<(), JsError> {
-        let t = host_tensor(&values, &shape, &format!("buffer '{name}'"))?;
-        register(&mut self.buffers, "buffer", name, t)
+    pub fn register_buffer(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number[] | Float32Array")] values: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    ) -> JsResult<()> {
+        register(&self.buffers, "buffer", name, values, shape)
     }
     /// The parameter `name` in the running trace.
-    pub fn param(&self, name: &str) -> Result<Tensor, JsError> {
-        let t = lookup(&self.params, "parameter", name)?;
-        Ok(wrap(current()?.param(name, t).map_err(js_err)?))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn param(&self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> JsResult<JsValue> {
+        let (name, t) = lookup(&self.params, "parameter", &name)?;
+        current()?.param(&name, &t).map_err(js_err).and_then(wrap)
     }
     /// The buffer `name` in the running trace.
-    pub fn buffer(&self, name: &str) -> Result<Tensor, JsError> {
-        let t = lookup(&self.buffers, "buffer", name)?;
-        Ok(wrap(current()?.buffer(name, t).map_err(js_err)?))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn buffer(&self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> JsResult<JsValue> {
+        let (name, t) = lookup(&self.buffers, "buffer", &name)?;
+        current()?.buffer(&name, &t).map_err(js_err).and_then(wrap)
     }
     /// Writes `value` into buffer `name` in place (PyTorch `buf.copy_(value)`).
     #[wasm_bindgen(js_name = updateBuffer)]
-    pub fn update_buffer(&self, name: &str, value: &Tensor) -> Result<(), JsError> {
-        lookup(&self.buffers, "buffer", name)?;
-        let v = var(value)?;
+    pub fn update_buffer(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] value: JsValue,
+    ) -> JsResult<()> {
+        let (name, _) = lookup(&self.buffers, "buffer", &name)?;
+        let v = tensor_arg(&value, "updateBuffer: value")?;
         let tr = current()?;
-        at_js_caller(&tr, || tr.buffer_update(name, &v)).map_err(js_err)
+        at_js_caller(&tr, || tr.buffer_update(&name, &v)).map_err(js_err)
     }
 }
 
@@ -126,10 +170,12 @@ macro_rules! builtin {
         #[wasm_bindgen]
         impl $name {
             /// Records the module on `x` in the running trace.
-            pub fn forward(&self, x: &Tensor) -> Result<Tensor, JsError> {
+            #[wasm_bindgen(unchecked_return_type = "Tensor")]
+            pub fn forward(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] x: JsValue) -> JsResult<JsValue> {
+                let x = tensor_arg(&x, concat!(stringify!($name), ".forward: x"))?;
                 let tr = current()?;
                 let inner = &self.inner;
-                op(x, |v| inner.forward(&tr, v))
+                at_js_caller(&tr, || inner.forward(&tr, &x)).map_err(js_err).and_then(wrap)
             }
         }
     };
@@ -144,31 +190,41 @@ builtin!(Embedding, rnn::Embedding);
 
 #[wasm_bindgen]
 impl Linear {
-    /// `Linear(in, out, bias = true)`, initialised as PyTorch.
+    /// `Linear(in_features, out_features, bias = true)`, initialised as PyTorch: whole
+    /// sizes from 1, the weight `[out, in]` within the tensor limits (`limits()`).
     #[wasm_bindgen(constructor)]
-    pub fn new(in_features: usize, out_features: usize, bias: Option<bool>) -> Result<Linear, JsError> {
-        let inner =
-            with_rng(|r| rnn::Linear::new(in_features, out_features, bias.unwrap_or(true), r)).map_err(js_err)?;
-        Ok(Linear { inner })
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "number")] in_features: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] out_features: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] bias: JsValue,
+    ) -> JsResult<Linear> {
+        let i = size(&in_features, "Linear: in_features")?;
+        let o = size(&out_features, "Linear: out_features")?;
+        let bias = args::opt_bool(&bias, "Linear: bias", true)?;
+        Ok(Linear { inner: with_rng(|r| rnn::Linear::new(i, o, bias, r))? })
     }
 }
 
 #[wasm_bindgen]
 impl LayerNorm {
+    /// `LayerNorm(size)` over the last dim: a whole size from 1.
     #[wasm_bindgen(constructor)]
-    pub fn new(size: usize) -> LayerNorm {
-        LayerNorm { inner: rnn::LayerNorm::new(size) }
+    pub fn new(#[wasm_bindgen(unchecked_param_type = "number")] size_: JsValue) -> JsResult<LayerNorm> {
+        let n = size(&size_, "LayerNorm: size")?;
+        Ok(LayerNorm { inner: rnn::LayerNorm::try_new(n).map_err(js_err)? })
     }
 }
 
 #[wasm_bindgen]
 impl Dropout {
+    /// `Dropout(p)`, `0 <= p < 1`.
     #[wasm_bindgen(constructor)]
-    pub fn new(p: f32) -> Result<Dropout, JsError> {
+    pub fn new(#[wasm_bindgen(unchecked_param_type = "number")] p: JsValue) -> JsResult<Dropout> {
+        let p = args::number(&p, "Dropout: p")?;
         if !(0.0..1.0).contains(&p) {
-            return Err(JsError::new(&format!("Dropout: p must be in [0, 1), got {p}")));
+            return Err(args::range_error(&format!("Dropout: p must be in [0, 1), got {}", check::js_number(p))));
         }
-        Ok(Dropout { inner: rnn::Dropout { p } })
+        Ok(Dropout { inner: rnn::Dropout { p: p as f32 } })
     }
 }
 
@@ -202,15 +258,40 @@ impl GELU {
 
 #[wasm_bindgen]
 impl Embedding {
+    /// `Embedding(num_embeddings, embedding_dim)`, weights N(0, 1): whole sizes from 1, the
+    /// weight within the tensor limits.
     #[wasm_bindgen(constructor)]
-    pub fn new(num: usize, dim: usize) -> Embedding {
-        Embedding { inner: with_rng(|r| rnn::Embedding::new(num, dim, r)) }
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "number")] num_embeddings: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] embedding_dim: JsValue,
+    ) -> JsResult<Embedding> {
+        let n = size(&num_embeddings, "Embedding: num_embeddings")?;
+        let d = size(&embedding_dim, "Embedding: embedding_dim")?;
+        Ok(Embedding { inner: with_rng(|r| rnn::Embedding::new(n, d, r))? })
     }
 }
 
-fn call_forward(m: &JsValue, x: &JsValue) -> Result<JsValue, JsValue> {
-    let f: Function = Reflect::get(m, &"forward".into())?.dyn_into()?;
-    f.call1(m, x)
+/// True for a module: an object with a `forward` method (reading `forward` may run a getter,
+/// whose exception is the error).
+pub(super) fn is_module(v: &JsValue) -> JsResult<bool> {
+    if !v.is_object() || v.is_instance_of::<js_sys::Array>() || super::tensor::is_handle(v) {
+        return Ok(false);
+    }
+    Ok(args::get(v, "forward")?.is_function())
+}
+
+/// The items of a container: at most 65536 modules.
+fn module_items(items: &JsValue, what: &str) -> JsResult<Vec<JsValue>> {
+    let list = args::list(items, &format!("{what}: modules"), MAX_LIST)?;
+    for (i, m) in list.iter().enumerate() {
+        if !is_module(m)? {
+            return Err(args::type_error(&format!(
+                "{what}: modules[{i}] must be a module (an object with a forward method), got {}",
+                args::describe(m)
+            )));
+        }
+    }
+    Ok(list)
 }
 
 /// Modules called in order, named `0`, `1`, … (PyTorch `Sequential`).
@@ -221,15 +302,17 @@ pub struct Sequential {
 
 #[wasm_bindgen]
 impl Sequential {
+    /// `Sequential([m0, m1, …])`: at most 65536 modules.
     #[wasm_bindgen(constructor)]
-    pub fn new(items: Vec<JsValue>) -> Sequential {
-        Sequential { items }
+    pub fn new(#[wasm_bindgen(unchecked_param_type = "object[]")] modules: JsValue) -> JsResult<Sequential> {
+        Ok(Sequential { items: module_items(&modules, "Sequential")? })
     }
     /// Calls each module on the previous one's output.
-    pub fn forward(&self, x: JsValue) -> Result<JsValue, JsValue> {
+    pub fn forward(&self, x: JsValue) -> JsResult<JsValue> {
         let mut h = x;
         for m in &self.items {
-            h = call_forward(m, &h)?;
+            let f = args::function(&args::get(m, "forward")?, "a Sequential item's forward")?;
+            h = f.call1(m, &h)?;
         }
         Ok(h)
     }
@@ -248,22 +331,26 @@ pub struct ModuleList {
 
 #[wasm_bindgen]
 impl ModuleList {
+    /// `ModuleList([m0, m1, …])`: at most 65536 modules.
     #[wasm_bindgen(constructor)]
-    pub fn new(items: Vec<JsValue>) -> ModuleList {
-        ModuleList { items }
+    pub fn new(#[wasm_bindgen(unchecked_param_type = "object[]")] modules: JsValue) -> JsResult<ModuleList> {
+        Ok(ModuleList { items: module_items(&modules, "ModuleList")? })
     }
-    pub fn get(&self, i: usize) -> Result<JsValue, JsError> {
+    /// The module at `index` (a whole number below `length`).
+    pub fn get(&self, #[wasm_bindgen(unchecked_param_type = "number")] index: JsValue) -> JsResult<JsValue> {
+        let n = self.items.len();
+        let i = args::count(&index, "ModuleList.get: index", u32::MAX as usize)?;
         self.items
             .get(i)
             .cloned()
-            .ok_or_else(|| JsError::new(&format!("ModuleList index {i} is out of range (length {})", self.items.len())))
+            .ok_or_else(|| args::range_error(&format!("ModuleList.get: index {i} is out of range (length {n})")))
     }
     #[wasm_bindgen(getter)]
     pub fn length(&self) -> usize {
         self.items.len()
     }
-    pub fn forward(&self) -> Result<JsValue, JsError> {
-        Err(JsError::new("ModuleList is not callable: index its modules with get(i)"))
+    pub fn forward(&self) -> JsResult<JsValue> {
+        Err(args::error("ModuleList is not callable: index its modules with get(i)"))
     }
     #[wasm_bindgen(js_name = _children)]
     pub fn children(&self) -> Vec<JsValue> {

@@ -13,29 +13,85 @@
 //!
 //! Submodules are found by attribute name (like PyTorch's `named_modules`): any property
 //! holding an object with a `forward` method, recursively, and the items of `Sequential`
-//! and `ModuleList`. During the trace each submodule's `forward` is wrapped so its ops are
-//! recorded under its path (`fc1`, `blocks.0.conv`); the wrappers are removed afterwards.
-//! Each op records the `file:line` of the JavaScript call that made it.
+//! and `ModuleList`. During the trace each submodule's `forward` is wrapped (a `Proxy`
+//! whose `apply` trap sets the module path: no code is generated from strings, so the
+//! engine runs under a Content-Security-Policy without `unsafe-eval`) so its ops are
+//! recorded under its path (`fc1`, `blocks.0.conv`). Each op records the `file:line` of the
+//! JavaScript call that made it.
+//!
+//! One trace runs at a time (a `Session`: the tracer, its number, its tensor handles). A
+//! guard ends it on every exit path, whatever throws (module discovery and the wrappers
+//! included): the wrappers are removed, and the handles die with the session.
 
-use super::modules::host_tensor;
-use super::tensor::{tensor_from, wrap, Tensor};
-use super::{js_err, to_js};
+use super::args::{self, js_err, JsResult};
+use super::modules::{host_tensor, is_module};
+use super::tensor::{tensor_arg, wrap};
+use super::to_js;
+use crate::tensor::alloc::check_shape;
 use crate::tensor::DType;
+use crate::trace::check::{self, MAX_INPUTS, MAX_LIST, MAX_MODULE_DEPTH};
 use crate::trace::{Tracer, Var};
-use js_sys::{Array, Function, Object, Reflect};
+use js_sys::{Array, Function, Object, Proxy, Reflect};
 use serde::Serialize;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use wasm_bindgen::prelude::*;
 
-thread_local! {
-    pub(super) static CURRENT: RefCell<Option<Tracer>> = const { RefCell::new(None) };
-    pub(super) static VARS: RefCell<Vec<Var>> = const { RefCell::new(Vec::new()) };
+/// The most tensor handles one trace may hand out (below 2^21: see `tensor.rs`).
+pub const MAX_HANDLES: usize = 2 * check::MAX_NODES;
+
+/// The running trace.
+struct Session {
+    /// This trace's number (handles carry it).
+    id: u32,
+    tracer: Tracer,
+    /// The traced value of each handle, by handle index.
+    vars: Vec<Var>,
 }
 
-pub(super) fn current() -> Result<Tracer, JsError> {
-    CURRENT
-        .with(|c| c.borrow().clone())
-        .ok_or_else(|| JsError::new("no trace is running: call modules inside trace(model, inputs)"))
+thread_local! {
+    static SESSION: RefCell<Option<Session>> = const { RefCell::new(None) };
+    static TRACES: Cell<u32> = const { Cell::new(0) };
+}
+
+const NO_TRACE: &str = "no trace is running: call modules and tensor ops inside trace(model, inputs)";
+
+/// The running trace's tracer.
+pub(super) fn current() -> JsResult<Tracer> {
+    SESSION.with(|s| s.borrow().as_ref().map(|s| s.tracer.clone())).ok_or_else(|| args::error(NO_TRACE))
+}
+
+/// True while a trace runs.
+pub(super) fn is_tracing() -> bool {
+    SESSION.with(|s| s.borrow().is_some())
+}
+
+/// Files `v` in the running trace: its handle's (trace, index).
+pub(super) fn register_var(v: Var) -> JsResult<(u32, u32)> {
+    SESSION.with(|s| {
+        let mut s = s.borrow_mut();
+        let s = s.as_mut().ok_or_else(|| args::error(NO_TRACE))?;
+        if s.vars.len() >= MAX_HANDLES {
+            return Err(args::error(&format!(
+                "the trace has made {MAX_HANDLES} tensors, the limit: does forward loop without end?"
+            )));
+        }
+        s.vars.try_reserve(1).map_err(|_| args::error("the trace's tensors: out of memory"))?;
+        s.vars.push(v);
+        Ok((s.id, (s.vars.len() - 1) as u32))
+    })
+}
+
+/// The traced value of handle (`trace`, `id`): an error for a handle of a trace that has ended.
+pub(super) fn lookup_var(trace: u32, id: u32) -> JsResult<Var> {
+    SESSION.with(|s| match s.borrow().as_ref() {
+        Some(s) if s.id == trace => {
+            s.vars.get(id as usize).cloned().ok_or_else(|| args::error("this Tensor is not one of this trace's"))
+        }
+        _ => Err(args::error(&format!(
+            "this Tensor belongs to trace #{trace}, which has ended: a Tensor is valid only inside the trace(...) \
+             call that made it"
+        ))),
+    })
 }
 
 /// The `file:line` of the first JavaScript frame outside this package.
@@ -44,7 +100,8 @@ fn js_caller() -> Option<String> {
     let ctor = Reflect::get(&js_sys::global(), &"Error".into()).ok()?;
     let limit = Reflect::get(&ctor, &"stackTraceLimit".into()).unwrap_or(JsValue::UNDEFINED);
     let _ = Reflect::set(&ctor, &"stackTraceLimit".into(), &JsValue::from(64));
-    let err = js_sys::Error::new("");
+    // Reflect.construct: a replaced global Error throws as an Err, not through this frame.
+    let err = Reflect::construct(ctor.unchecked_ref::<Function>(), &Array::new()).ok()?;
     let stack = Reflect::get(&err, &"stack".into()).ok().and_then(|s| s.as_string());
     let _ = Reflect::set(&ctor, &"stackTraceLimit".into(), &limit);
     let stack = stack?;
@@ -61,6 +118,12 @@ fn js_caller() -> Option<String> {
         let mut parts = loc.rsplitn(3, ':');
         let (_col, line_no, file) = (parts.next()?, parts.next()?, parts.next()?);
         let file = file.rsplit('/').next().unwrap_or(file);
+        // A file name is the caller's: printed on one line of the graph, it may not break it.
+        let file: String = file
+            .chars()
+            .take(check::MAX_NAME_BYTES)
+            .map(|c| if c.is_control() || c == '\u{2028}' || c == '\u{2029}' { '?' } else { c })
+            .collect();
         return Some(format!("{file}:{line_no}"));
     }
     None
@@ -74,68 +137,108 @@ pub(super) fn at_js_caller<T>(tr: &Tracer, f: impl FnOnce() -> T) -> T {
     r
 }
 
-/// A tensor of `values` (row-major) and `shape` captured by the model: frozen into the
-/// graph as a constant `_tensor_constant<i>` (listed in the trace's `constants`).
-#[wasm_bindgen]
-pub fn constant(values: Vec<f32>, shape: Vec<usize>) -> Result<Tensor, JsError> {
-    let t = host_tensor(&values, &shape, "constant")?;
+/// A tensor of `values` (row-major numbers or a Float32Array) and `shape` captured by the
+/// model: frozen into the graph as a constant `_tensor_constant<i>` (listed in the trace's
+/// `constants`). Within the tensor limits (`limits()`).
+#[wasm_bindgen(unchecked_return_type = "Tensor")]
+pub fn constant(
+    #[wasm_bindgen(unchecked_param_type = "number[] | Float32Array")] values: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+) -> JsResult<JsValue> {
     let tr = current()?;
-    at_js_caller(&tr, || tr.constant(t)).map(wrap).map_err(js_err)
+    let t = host_tensor(&values, &shape, "constant")?;
+    at_js_caller(&tr, || tr.constant(t)).map_err(js_err).and_then(wrap)
 }
 
-/// Runs `f` with ops recorded in Block `id` on `ipu` (PopTorch `poptorch.Block`).
+/// The Block id and IPU of `block`/`beginBlock`: a name, and a whole number from 0 to 65535.
+fn block_args(id: &JsValue, ipu: &JsValue, what: &str) -> JsResult<(String, Option<usize>)> {
+    let id = args::name(id, &format!("{what}: id"))?;
+    let ipu = args::opt_count(ipu, &format!("{what}: ipu"), check::MAX_IPU as usize)?;
+    Ok((id, ipu))
+}
+
+/// Runs `fn()` with ops recorded in Block `id` on `ipu` (PopTorch `poptorch.Block`) and
+/// returns its result. `ipu`: a whole number from 0 to 65535, or omitted.
 #[wasm_bindgen]
-pub fn block(id: &str, ipu: Option<usize>, f: &Function) -> Result<JsValue, JsValue> {
+pub fn block(
+    #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number | undefined")] ipu: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "() => any", js_name = "fn")] f: JsValue,
+) -> JsResult<JsValue> {
     let tr = current()?;
+    let (id, ipu) = block_args(&id, &ipu, "block")?;
+    let f = args::function(&f, "block: fn")?;
     let mut out = Ok(JsValue::UNDEFINED);
-    let _ = tr.block(id, ipu, || {
+    tr.block(&id, ipu, || {
         out = f.call0(&JsValue::UNDEFINED);
         Ok(())
-    });
+    })
+    .map_err(js_err)?;
     out
 }
 
 /// Starts Block `id` on `ipu` for every op recorded from now on (PopTorch `BeginBlock`).
 #[wasm_bindgen(js_name = beginBlock)]
-pub fn begin_block(id: &str, ipu: Option<usize>) -> Result<(), JsError> {
-    current()?.begin_block(id, ipu);
-    Ok(())
+pub fn begin_block(
+    #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "number")] ipu: JsValue,
+) -> JsResult<()> {
+    let tr = current()?;
+    let (id, ipu) = block_args(&id, &ipu, "beginBlock")?;
+    tr.begin_block(&id, ipu).map_err(js_err)
 }
 
-fn is_module(v: &JsValue) -> bool {
-    v.is_object()
-        && !Array::is_array(v)
-        && Reflect::get(v, &"forward".into()).map(|f| f.is_function()).unwrap_or(false)
-        && Reflect::get(v, &"_id".into()).map(|i| i.is_undefined()).unwrap_or(true)
-}
-
-/// Every submodule below `obj`, by dotted attribute path.
-fn walk(obj: &JsValue, prefix: &str, seen: &js_sys::Set, out: &mut Vec<(String, JsValue)>) -> Result<(), JsValue> {
-    let mut children: Vec<(String, JsValue)> = Vec::new();
-    if let Ok(f) = Reflect::get(obj, &"_children".into()) {
-        if let Some(f) = f.dyn_ref::<Function>() {
-            let items: Array = f.call0(obj)?.dyn_into()?;
-            for (i, v) in items.iter().enumerate() {
-                children.push((i.to_string(), v));
+/// The direct children of `obj` that are modules: the items of `_children()` (Sequential,
+/// ModuleList), then its own enumerable properties (not those starting with `__`).
+fn children(obj: &JsValue) -> JsResult<Vec<(String, JsValue)>> {
+    let mut out = Vec::new();
+    let f = args::get(obj, "_children")?;
+    if f.is_function() {
+        let items = f.unchecked_ref::<Function>().call0(obj)?;
+        for (i, v) in args::list(&items, "_children()", MAX_LIST)?.into_iter().enumerate() {
+            if is_module(&v)? {
+                out.push((i.to_string(), v));
             }
         }
     }
-    let o: &Object = obj.unchecked_ref();
-    for key in Object::keys(o).iter() {
-        let k = key.as_string().unwrap_or_default();
-        if k.starts_with("__") {
+    for (key, v) in args::entries(obj, "a module", MAX_LIST)? {
+        if !is_module(&v)? {
             continue;
         }
-        children.push((k, Reflect::get(obj, &key)?));
-    }
-    for (name, v) in children {
-        if !is_module(&v) || seen.has(&v) {
+        let name = args::string(&key, "a submodule's attribute name", check::MAX_NAME_BYTES)?;
+        if name.starts_with("__") {
             continue;
+        }
+        check::name("a submodule's attribute name", &name).map_err(args::arg_err)?;
+        out.push((name, v));
+    }
+    Ok(out)
+}
+
+/// Every submodule below `obj`, by dotted attribute path (each object once).
+fn walk(
+    obj: &JsValue,
+    prefix: &str,
+    depth: usize,
+    seen: &js_sys::Set,
+    out: &mut Vec<(String, JsValue)>,
+) -> JsResult<()> {
+    for (name, v) in children(obj)? {
+        if seen.has(&v) {
+            continue;
+        }
+        let path = if prefix.is_empty() { name } else { format!("{prefix}.{name}") };
+        if depth >= MAX_MODULE_DEPTH {
+            return Err(args::error(&format!(
+                "module '{path}' is nested more than {MAX_MODULE_DEPTH} levels deep, the limit"
+            )));
+        }
+        if out.len() >= MAX_LIST {
+            return Err(args::error(&format!("the model has more than {MAX_LIST} submodules, the limit")));
         }
         seen.add(&v);
-        let path = if prefix.is_empty() { name } else { format!("{prefix}.{name}") };
         out.push((path.clone(), v.clone()));
-        walk(&v, &path, seen, out)?;
+        walk(&v, &path, depth + 1, seen, out)?;
     }
     Ok(())
 }
@@ -149,99 +252,191 @@ struct Traced<'a> {
     constants: Vec<String>,
 }
 
+/// A submodule whose `forward` is wrapped for the trace.
 struct Wrapped {
     obj: JsValue,
+    /// Its own `forward` before the trace (`None`: it was inherited, so the wrapper is deleted).
     own: Option<JsValue>,
-    _enter: Closure<dyn FnMut()>,
-    _leave: Closure<dyn FnMut()>,
+    /// The Proxy's handler: its `apply` trap is deleted after the trace, so a wrapper the
+    /// model kept calls the original `forward` (and never the dropped closure).
+    handler: Object,
+    _trap: Closure<dyn Fn(JsValue, JsValue, JsValue) -> JsResult<JsValue>>,
 }
 
-/// Traces `model.forward(...inputs)` once. `inputs`: `[{ name, shape, dtype = "float32" }]`;
-/// `options`: `{ training: false }`. Returns `{ text, graph, modules, parameters, constants }`.
-#[wasm_bindgen]
-pub fn trace(model: JsValue, inputs: JsValue, options: JsValue) -> Result<JsValue, JsValue> {
-    if !is_module(&model) {
-        return Err(JsError::new("trace: the model must be an object with a forward method (extend Module)").into());
+impl Drop for Wrapped {
+    fn drop(&mut self) {
+        let _ = Reflect::delete_property(&self.handler, &"apply".into());
     }
-    let inputs: Array =
-        inputs.dyn_into().map_err(|_| JsError::new("trace: inputs must be an array of {name, shape}"))?;
+}
+
+/// Ends the running trace when dropped, on every exit path of `trace`: puts every wrapped
+/// `forward` back (errors ignored: the object may have been frozen since) and forgets the
+/// session, and with it every handle of the trace.
+struct TraceGuard {
+    wrapped: Vec<Wrapped>,
+}
+
+impl Drop for TraceGuard {
+    fn drop(&mut self) {
+        for w in self.wrapped.drain(..) {
+            let key = JsValue::from_str("forward");
+            let _ = match &w.own {
+                Some(f) => Reflect::set(&w.obj, &key, f),
+                None => Reflect::delete_property(w.obj.unchecked_ref::<Object>(), &key),
+            };
+        }
+        SESSION.with(|s| *s.borrow_mut() = None);
+    }
+}
+
+/// Wraps `obj.forward` in a Proxy that records its ops under `path`.
+fn wrap_forward(tr: &Tracer, path: &str, obj: &JsValue) -> JsResult<Wrapped> {
+    let key = JsValue::from_str("forward");
+    let orig = Reflect::get(obj, &key)?;
+    if !orig.is_function() {
+        // A getter may answer differently from the discovery's read.
+        return Err(args::type_error(&format!(
+            "module '{path}': forward must be a function, got {}",
+            args::describe(&orig)
+        )));
+    }
+    let own_desc = Reflect::get_own_property_descriptor(obj.unchecked_ref::<Object>(), &key)?;
+    let own = if own_desc.is_undefined() { None } else { Some(orig.clone()) };
+    let label = path.to_string();
+    let (tr, path) = (tr.clone(), path.to_string());
+    let trap = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> JsResult<JsValue>>::new(
+        move |target: JsValue, this: JsValue, arguments: JsValue| {
+            let saved = tr.set_scope(&path);
+            let r = Reflect::apply(target.unchecked_ref::<Function>(), &this, arguments.unchecked_ref::<Array>());
+            tr.restore_scope(saved);
+            r
+        },
+    );
+    let handler = Object::new();
+    Reflect::set(&handler, &"apply".into(), trap.as_ref())?;
+    let proxy = Proxy::new(&orig, &handler);
+    let wrapped = Wrapped { obj: obj.clone(), own, handler, _trap: trap };
+    // On failure `wrapped` is dropped, which disarms the Proxy even if a setter kept it.
+    if !Reflect::set(obj, &key, &proxy)? {
+        return Err(args::error(&format!(
+            "cannot trace module '{label}': its forward cannot be replaced for the trace (is the object frozen?)"
+        )));
+    }
+    Ok(wrapped)
+}
+
+/// One input of the trace: `{ name = "input<i>", shape, dtype = "float32" }`.
+fn input(tr: &Tracer, spec: &JsValue, i: usize) -> JsResult<Var> {
+    let what = format!("trace: inputs[{i}]");
+    args::object(spec, &what)?;
+    let name = args::get(spec, "name")?;
+    let name = if args::is_absent(&name) { format!("input{i}") } else { args::name(&name, &format!("{what}.name"))? };
+    let shape = args::shape(&args::get(spec, "shape")?, &format!("{what}.shape"))?;
+    let dtype = args::get(spec, "dtype")?;
+    let dtype = if args::is_absent(&dtype) {
+        DType::Float32
+    } else {
+        DType::parse(&args::string(&dtype, &format!("{what}.dtype"), 16)?).map_err(js_err)?
+    };
+    let shape = check_shape(&format!("model input '{name}'"), &shape, dtype).map_err(js_err)?;
+    tr.input(&name, &shape, dtype).map_err(js_err)
+}
+
+/// `options`: `{ training = false }`, a boolean; unknown options are errors.
+fn training_option(options: &JsValue) -> JsResult<bool> {
+    if args::is_absent(options) {
+        return Ok(false);
+    }
+    args::object(options, "trace: options")?;
+    let mut training = false;
+    for (key, v) in args::entries(options, "trace: options", 16)? {
+        match key.as_string().as_deref() {
+            Some("training") => training = args::opt_bool(&v, "trace: options.training", false)?,
+            _ => {
+                return Err(args::error(&format!(
+                    "trace: options has no option {}: the options are training",
+                    args::describe(&key)
+                )))
+            }
+        }
+    }
+    Ok(training)
+}
+
+/// Traces `model.forward(...inputs)` once. `inputs`: at most 1024 of
+/// `{ name, shape, dtype = "float32" }`; `options`: `{ training: false }`. Returns
+/// `{ text, graph, modules, parameters, constants }`. One trace runs at a time: calling
+/// `trace` from inside a model's forward is an error.
+#[wasm_bindgen]
+pub fn trace(
+    #[wasm_bindgen(unchecked_param_type = "Module | { forward: (...inputs: Tensor[]) => Tensor | Tensor[] }")]
+    model: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "{ name?: string, shape: number[], dtype?: string }[]")] inputs: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "{ training?: boolean }")] options: JsValue,
+) -> JsResult<JsValue> {
+    if is_tracing() {
+        return Err(args::error(
+            "trace: a trace is already running (trace was called from inside a model's forward): traces do not nest",
+        ));
+    }
+    if !is_module(&model)? {
+        return Err(args::type_error(&format!(
+            "trace: the model must be an object with a forward method (extend Module), got {}",
+            args::describe(&model)
+        )));
+    }
+    let specs = args::list(&inputs, "trace: inputs", MAX_INPUTS)?;
+    let training = training_option(&options)?;
+
     let tr = Tracer::new();
-    let training = !options.is_undefined()
-        && !options.is_null()
-        && Reflect::get(&options, &"training".into()).map(|v| v.is_truthy()).unwrap_or(false);
     tr.set_training(training);
-    let args = Array::new();
-    for (i, spec) in inputs.iter().enumerate() {
-        let name = Reflect::get(&spec, &"name".into())?.as_string().unwrap_or_else(|| format!("input{i}"));
-        let shape: Vec<usize> = serde_wasm_bindgen::from_value(Reflect::get(&spec, &"shape".into())?)
-            .map_err(|_| JsError::new(&format!("trace: input '{name}' needs a shape, an array of sizes")))?;
-        let dt = Reflect::get(&spec, &"dtype".into())?.as_string().unwrap_or_else(|| "float32".into());
-        let dtype = DType::parse(&dt).map_err(js_err)?;
-        let v = tr.input(&name, &shape, dtype).map_err(js_err)?;
-        args.push(&wrap(v).into());
+    let id = TRACES.with(|t| {
+        let id = t.get().wrapping_add(1);
+        t.set(id);
+        id
+    });
+    SESSION.with(|s| *s.borrow_mut() = Some(Session { id, tracer: tr.clone(), vars: Vec::new() }));
+    // From here on the guard ends the trace on every path out of this function.
+    let mut guard = TraceGuard { wrapped: Vec::new() };
+
+    let call_args = Array::new();
+    for (i, spec) in specs.iter().enumerate() {
+        call_args.push(&wrap(input(&tr, spec, i)?)?);
     }
     // Wrap every submodule's forward so its ops are recorded under its path.
     let mut mods = Vec::new();
-    walk(&model, "", &js_sys::Set::new(&JsValue::UNDEFINED), &mut mods)?;
-    let make = Function::new_with_args(
-        "orig, enter, leave",
-        "return function(...a) { enter(); try { return orig.apply(this, a); } finally { leave(); } };",
-    );
-    let mut wrapped = Vec::new();
+    walk(&model, "", 0, &js_sys::Set::new(&JsValue::UNDEFINED), &mut mods)?;
     for (path, obj) in &mods {
-        let orig = Reflect::get(obj, &"forward".into())?;
-        let own =
-            if Object::has_own(obj.unchecked_ref::<Object>(), &"forward".into()) { Some(orig.clone()) } else { None };
-        let saved: std::rc::Rc<RefCell<Vec<Vec<String>>>> = Default::default();
-        let (t1, t2, p, s1, s2) = (tr.clone(), tr.clone(), path.clone(), saved.clone(), saved);
-        let enter = Closure::<dyn FnMut()>::new(move || s1.borrow_mut().push(t1.set_scope(&p)));
-        let leave = Closure::<dyn FnMut()>::new(move || {
-            if let Some(prev) = s2.borrow_mut().pop() {
-                t2.restore_scope(prev);
-            }
-        });
-        let w = make.call3(&JsValue::UNDEFINED, &orig, enter.as_ref(), leave.as_ref())?;
-        Reflect::set(obj, &"forward".into(), &w)?;
-        wrapped.push(Wrapped { obj: obj.clone(), own, _enter: enter, _leave: leave });
+        guard.wrapped.push(wrap_forward(&tr, path, obj)?);
     }
-    CURRENT.with(|c| *c.borrow_mut() = Some(tr.clone()));
-    let result = Reflect::get(&model, &"forward".into())
-        .and_then(|f| f.dyn_into::<Function>())
-        .and_then(|f| f.apply(&model, &args));
-    // Undo the wrappers and forget the trace's tensors, whatever happened.
-    for w in &wrapped {
-        match &w.own {
-            Some(f) => {
-                Reflect::set(&w.obj, &"forward".into(), f)?;
-            }
-            None => {
-                Reflect::delete_property(w.obj.unchecked_ref::<Object>(), &"forward".into())?;
-            }
-        }
-    }
-    CURRENT.with(|c| *c.borrow_mut() = None);
-    let outputs = result.and_then(|r| {
-        let list: Vec<JsValue> = if Array::is_array(&r) { Array::from(&r).iter().collect() } else { vec![r] };
-        list.iter().map(|v| tensor_from(v, "forward's result").map_err(JsValue::from)).collect::<Result<Vec<_>, _>>()
-    });
-    drop(args);
-    let outputs = match outputs {
-        Ok(o) => o,
-        Err(e) => {
-            VARS.with(|v| v.borrow_mut().clear());
-            return Err(e);
-        }
+    let forward = args::function(&args::get(&model, "forward")?, "trace: model.forward")?;
+    let result = Reflect::apply(&forward, &model, &call_args)?;
+    let list = if result.is_instance_of::<Array>() {
+        args::list(&result, "forward's result", MAX_LIST)?
+    } else {
+        vec![result]
     };
-    VARS.with(|v| v.borrow_mut().clear());
+    let outputs = list
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            tensor_arg(
+                v,
+                &if list.len() == 1 { "forward's result".to_string() } else { format!("forward's result[{i}]") },
+            )
+        })
+        .collect::<JsResult<Vec<_>>>()?;
+    drop(guard);
+
     let refs: Vec<&Var> = outputs.iter().collect();
     let t = tr.finish(&refs).map_err(js_err)?;
     let parameters = t.params.iter().map(|(n, p)| (n.clone(), p.shape().to_vec())).collect();
-    let rust_modules: Vec<String> = mods.iter().map(|m| m.0.clone()).collect();
-    Ok(to_js(&Traced {
+    let modules: Vec<String> = mods.into_iter().map(|m| m.0).collect();
+    to_js(&Traced {
         text: crate::ir::print::print_graph(&t.graph),
         graph: &t.graph,
-        modules: rust_modules,
+        modules,
         parameters,
         constants: t.constants.iter().map(|c| c.0.clone()).collect(),
-    })?)
+    })
 }

@@ -1,185 +1,289 @@
 //! `Tensor`, a tracing tensor handed to JavaScript: its ops record nodes in the running
 //! trace (see `nn.rs`), and `concat`.
+//!
+//! A handle belongs to its trace: it carries the trace's number and its index there, and
+//! only handles this module made are recognised (a `WeakMap` of the handle objects, so a
+//! look-alike object such as `{ _id: 0 }` is not a Tensor). A handle kept from a trace that
+//! has ended is a clear error instead of naming whatever has its index in the next trace.
 
-use super::js_err;
-use super::nn::{at_js_caller, VARS};
+use super::args::{self, js_err, JsResult};
+use super::nn::{at_js_caller, lookup_var, register_var};
 use crate::tensor::DType;
-use crate::trace::{concat as rconcat, Var};
-use js_sys::{Array, Reflect};
+use crate::trace::check::{MAX_LIST, MAX_RANK, MAX_TENSOR_BYTES};
+use crate::trace::{concat as rconcat, TraceResult, Var};
+use js_sys::{Object, WeakMap};
 use wasm_bindgen::prelude::*;
 
-/// A tracing tensor: the result of an op recorded in the running trace.
+/// A tracing tensor: the result of an op recorded in the running trace. Valid only inside
+/// the `trace(...)` call that made it.
 #[wasm_bindgen]
 pub struct Tensor {
-    id: usize,
+    trace: u32,
+    id: u32,
 }
 
-pub(super) fn var(t: &Tensor) -> Result<Var, JsError> {
-    VARS.with(|v| v.borrow().get(t.id).cloned())
-        .ok_or_else(|| JsError::new("this tensor belongs to a trace that has finished"))
+/// Handle indices stay below 2^21, so (trace, index) packs exactly into one f64.
+const ID_BITS: f64 = (1u64 << 21) as f64;
+
+thread_local! {
+    /// Every handle object this module made, to its packed (trace, index).
+    static HANDLES: WeakMap = WeakMap::new();
 }
 
-pub(super) fn wrap(v: Var) -> Tensor {
-    VARS.with(|vars| {
-        let mut vars = vars.borrow_mut();
-        vars.push(v);
-        Tensor { id: vars.len() - 1 }
-    })
+/// The JS object for a new handle to `v` in the running trace.
+pub(super) fn wrap(v: Var) -> JsResult<JsValue> {
+    let (trace, id) = register_var(v)?;
+    debug_assert!((id as f64) < ID_BITS);
+    let obj = JsValue::from(Tensor { trace, id });
+    HANDLES.with(|h| h.set(obj.unchecked_ref(), &JsValue::from(trace as f64 * ID_BITS + id as f64)));
+    Ok(obj)
 }
 
-/// Records `f` on the tensor `t`, at the JS caller's line.
-pub(super) fn op(t: &Tensor, f: impl FnOnce(&Var) -> crate::trace::TraceResult<Var>) -> Result<Tensor, JsError> {
-    let v = var(t)?;
-    at_js_caller(v.tracer(), || f(&v)).map(wrap).map_err(js_err)
+/// The (trace, index) of a handle this module made, without running any of the caller's code.
+fn handle_of(v: &JsValue) -> Option<(u32, u32)> {
+    if !v.is_object() {
+        return None;
+    }
+    let key = HANDLES.with(|h| h.get(v.unchecked_ref::<Object>()));
+    let k = key.as_f64()?;
+    Some(((k / ID_BITS).floor() as u32, (k % ID_BITS) as u32))
 }
 
-pub(super) fn tensor_from(value: &JsValue, what: &str) -> Result<Var, JsError> {
-    let id = Reflect::get(value, &"_id".into()).ok().and_then(|v| v.as_f64());
-    match id {
-        Some(id) => var(&Tensor { id: id as usize }),
-        None => Err(JsError::new(&format!("{what} must be a Tensor, got {}", describe(value)))),
+/// True for a Tensor handle (of any trace).
+pub(super) fn is_handle(v: &JsValue) -> bool {
+    handle_of(v).is_some()
+}
+
+/// The traced value of the argument `what`, which must be a Tensor of the running trace.
+pub(super) fn tensor_arg(v: &JsValue, what: &str) -> JsResult<Var> {
+    match handle_of(v) {
+        Some((trace, id)) => lookup_var(trace, id),
+        None => Err(args::type_error(&format!("{what} must be a Tensor, got {}", args::describe(v)))),
     }
 }
 
-fn describe(v: &JsValue) -> String {
-    if v.is_undefined() {
-        "undefined".into()
-    } else if v.is_null() {
-        "null".into()
-    } else if let Some(s) = v.as_string() {
-        format!("the string \"{s}\"")
-    } else if let Some(n) = v.as_f64() {
-        format!("the number {n}")
-    } else if Array::is_array(v) {
-        "an array".into()
-    } else {
-        "an object that is not a Tensor".into()
+/// An optional Tensor argument.
+fn opt_tensor_arg(v: &JsValue, what: &str) -> JsResult<Option<Var>> {
+    if args::is_absent(v) {
+        return Ok(None);
     }
+    tensor_arg(v, what).map(Some)
 }
 
-fn dims(v: Option<Vec<i32>>) -> Vec<isize> {
-    v.unwrap_or_default().into_iter().map(|d| d as isize).collect()
+/// A dim: a whole number from -16 to 15 (the tracer checks it against the tensor's rank).
+fn dim(v: &JsValue, what: &str) -> JsResult<isize> {
+    args::integer(v, what, -(MAX_RANK as i64), MAX_RANK as i64 - 1).map(|d| d as isize)
+}
+
+fn opt_dims(v: &JsValue, what: &str) -> JsResult<Vec<isize>> {
+    if args::is_absent(v) {
+        return Ok(Vec::new());
+    }
+    let d = args::integers(v, what, -(MAX_RANK as i64), MAX_RANK as i64 - 1)?;
+    Ok(d.into_iter().map(|d| d as isize).collect())
+}
+
+impl Tensor {
+    fn var(&self) -> JsResult<Var> {
+        lookup_var(self.trace, self.id)
+    }
+
+    /// Records `f` on this tensor, at the JS caller's line.
+    fn op(&self, f: impl FnOnce(&Var) -> TraceResult<Var>) -> JsResult<JsValue> {
+        let v = self.var()?;
+        at_js_caller(v.tracer(), || f(&v)).map_err(js_err).and_then(wrap)
+    }
+
+    fn binary(&self, o: &JsValue, what: &str, f: impl FnOnce(&Var, &Var) -> TraceResult<Var>) -> JsResult<JsValue> {
+        let o = tensor_arg(o, &format!("Tensor.{what}: other"))?;
+        self.op(|v| f(v, &o))
+    }
 }
 
 #[wasm_bindgen]
 impl Tensor {
-    /// Internal handle (used to recognise tensors passed back from JS).
-    #[wasm_bindgen(getter, js_name = _id)]
-    pub fn id(&self) -> usize {
-        self.id
-    }
+    /// The static shape.
     #[wasm_bindgen(getter)]
-    pub fn shape(&self) -> Result<Vec<usize>, JsError> {
-        Ok(var(self)?.shape().to_vec())
+    pub fn shape(&self) -> Result<Vec<usize>, JsValue> {
+        Ok(self.var()?.shape().to_vec())
     }
+    /// The dtype: "f32", "f16", "i32" or "bool".
     #[wasm_bindgen(getter)]
-    pub fn dtype(&self) -> Result<String, JsError> {
-        Ok(var(self)?.dtype().to_string())
+    pub fn dtype(&self) -> Result<String, JsValue> {
+        Ok(self.var()?.dtype().to_string())
     }
-    pub fn add(&self, o: &Tensor) -> Result<Tensor, JsError> {
-        let o = var(o)?;
-        op(self, |v| v.add(&o))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn add(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "add", Var::add)
     }
-    pub fn sub(&self, o: &Tensor) -> Result<Tensor, JsError> {
-        let o = var(o)?;
-        op(self, |v| v.sub(&o))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn sub(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "sub", Var::sub)
     }
-    pub fn mul(&self, o: &Tensor) -> Result<Tensor, JsError> {
-        let o = var(o)?;
-        op(self, |v| v.mul(&o))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn mul(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "mul", Var::mul)
     }
-    pub fn div(&self, o: &Tensor) -> Result<Tensor, JsError> {
-        let o = var(o)?;
-        op(self, |v| v.div(&o))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn div(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "div", Var::div)
     }
-    pub fn pow(&self, o: &Tensor) -> Result<Tensor, JsError> {
-        let o = var(o)?;
-        op(self, |v| v.pow(&o))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn pow(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "pow", Var::pow)
     }
-    pub fn matmul(&self, o: &Tensor) -> Result<Tensor, JsError> {
-        let o = var(o)?;
-        op(self, |v| v.matmul(&o))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn matmul(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "matmul", Var::matmul)
     }
     /// `self * s` for a number `s`.
-    pub fn scale(&self, s: f64) -> Result<Tensor, JsError> {
-        op(self, |v| v.scale(s))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn scale(&self, #[wasm_bindgen(unchecked_param_type = "number")] s: JsValue) -> JsResult<JsValue> {
+        let s = args::number(&s, "Tensor.scale: s")?;
+        self.op(|v| v.scale(s))
     }
-    pub fn neg(&self) -> Result<Tensor, JsError> {
-        op(self, Var::neg)
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn neg(&self) -> JsResult<JsValue> {
+        self.op(Var::neg)
     }
-    pub fn exp(&self) -> Result<Tensor, JsError> {
-        op(self, Var::exp)
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn exp(&self) -> JsResult<JsValue> {
+        self.op(Var::exp)
     }
-    pub fn log(&self) -> Result<Tensor, JsError> {
-        op(self, Var::log)
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn log(&self) -> JsResult<JsValue> {
+        self.op(Var::log)
     }
-    pub fn sqrt(&self) -> Result<Tensor, JsError> {
-        op(self, Var::sqrt)
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn sqrt(&self) -> JsResult<JsValue> {
+        self.op(Var::sqrt)
     }
-    pub fn relu(&self) -> Result<Tensor, JsError> {
-        op(self, Var::relu)
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn relu(&self) -> JsResult<JsValue> {
+        self.op(Var::relu)
     }
-    pub fn gelu(&self) -> Result<Tensor, JsError> {
-        op(self, Var::gelu)
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn gelu(&self) -> JsResult<JsValue> {
+        self.op(Var::gelu)
     }
-    pub fn tanh(&self) -> Result<Tensor, JsError> {
-        op(self, Var::tanh)
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn tanh(&self) -> JsResult<JsValue> {
+        self.op(Var::tanh)
     }
-    pub fn sigmoid(&self) -> Result<Tensor, JsError> {
-        op(self, Var::sigmoid)
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn sigmoid(&self) -> JsResult<JsValue> {
+        self.op(Var::sigmoid)
     }
-    /// Sum over `dims` (all when omitted).
-    pub fn sum(&self, dims_: Option<Vec<i32>>, keepdim: Option<bool>) -> Result<Tensor, JsError> {
-        op(self, |v| v.sum(&dims(dims_), keepdim.unwrap_or(false)))
+    /// Sum over `dims` (all when omitted); dims are whole numbers from -16 to 15.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn sum(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number[]")] dims: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = opt_dims(&dims, "Tensor.sum: dims")?;
+        let k = args::opt_bool(&keepdim, "Tensor.sum: keepdim", false)?;
+        self.op(|v| v.sum(&d, k))
     }
     /// Mean over `dims` (all when omitted).
-    pub fn mean(&self, dims_: Option<Vec<i32>>, keepdim: Option<bool>) -> Result<Tensor, JsError> {
-        op(self, |v| v.mean(&dims(dims_), keepdim.unwrap_or(false)))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn mean(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number[]")] dims: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = opt_dims(&dims, "Tensor.mean: dims")?;
+        let k = args::opt_bool(&keepdim, "Tensor.mean: keepdim", false)?;
+        self.op(|v| v.mean(&d, k))
     }
-    pub fn max(&self, dim: i32, keepdim: Option<bool>) -> Result<Tensor, JsError> {
-        op(self, |v| v.max(dim as isize, keepdim.unwrap_or(false)))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn max(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim_: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = dim(&dim_, "Tensor.max: dim")?;
+        let k = args::opt_bool(&keepdim, "Tensor.max: keepdim", false)?;
+        self.op(|v| v.max(d, k))
     }
-    pub fn argmax(&self, dim: i32, keepdim: Option<bool>) -> Result<Tensor, JsError> {
-        op(self, |v| v.argmax(dim as isize, keepdim.unwrap_or(false)))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn argmax(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim_: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = dim(&dim_, "Tensor.argmax: dim")?;
+        let k = args::opt_bool(&keepdim, "Tensor.argmax: keepdim", false)?;
+        self.op(|v| v.argmax(d, k))
     }
-    pub fn softmax(&self, dim: i32) -> Result<Tensor, JsError> {
-        op(self, |v| v.softmax(dim as isize))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn softmax(&self, #[wasm_bindgen(unchecked_param_type = "number")] dim_: JsValue) -> JsResult<JsValue> {
+        let d = dim(&dim_, "Tensor.softmax: dim")?;
+        self.op(|v| v.softmax(d))
     }
-    #[wasm_bindgen(js_name = logSoftmax)]
-    pub fn log_softmax(&self, dim: i32) -> Result<Tensor, JsError> {
-        op(self, |v| v.log_softmax(dim as isize))
+    #[wasm_bindgen(js_name = logSoftmax, unchecked_return_type = "Tensor")]
+    pub fn log_softmax(&self, #[wasm_bindgen(unchecked_param_type = "number")] dim_: JsValue) -> JsResult<JsValue> {
+        let d = dim(&dim_, "Tensor.logSoftmax: dim")?;
+        self.op(|v| v.log_softmax(d))
     }
-    /// Reshape; one entry may be -1.
-    pub fn reshape(&self, shape: Vec<i32>) -> Result<Tensor, JsError> {
-        let s: Vec<isize> = shape.into_iter().map(|d| d as isize).collect();
-        op(self, |v| v.reshape(&s))
+    /// Reshape to `shape` (at most 16 whole sizes; one may be -1, inferred).
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn reshape(&self, #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue) -> JsResult<JsValue> {
+        let s = args::integers(&shape, "Tensor.reshape: shape", -1, MAX_TENSOR_BYTES as i64)?;
+        let s: Vec<isize> = s.into_iter().map(|d| d as isize).collect();
+        self.op(|v| v.reshape(&s))
     }
-    pub fn transpose(&self, a: i32, b: i32) -> Result<Tensor, JsError> {
-        op(self, |v| v.transpose(a as isize, b as isize))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn transpose(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim0: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim1: JsValue,
+    ) -> JsResult<JsValue> {
+        let a = dim(&dim0, "Tensor.transpose: dim0")?;
+        let b = dim(&dim1, "Tensor.transpose: dim1")?;
+        self.op(|v| v.transpose(a, b))
     }
-    pub fn permute(&self, order: Vec<u32>) -> Result<Tensor, JsError> {
-        let d: Vec<usize> = order.into_iter().map(|x| x as usize).collect();
-        op(self, |v| v.permute(&d))
+    /// Permute dims (`order`: a permutation of 0 … rank-1).
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn permute(&self, #[wasm_bindgen(unchecked_param_type = "number[]")] order: JsValue) -> JsResult<JsValue> {
+        let d = args::integers(&order, "Tensor.permute: order", 0, MAX_RANK as i64 - 1)?;
+        let d: Vec<usize> = d.into_iter().map(|x| x as usize).collect();
+        self.op(|v| v.permute(&d))
     }
     /// Cross-entropy of logits against int32 `target`, over rows where `mask` (bool) is set.
-    #[wasm_bindgen(js_name = crossEntropy)]
-    pub fn cross_entropy(&self, target: &Tensor, mask: Option<Tensor>) -> Result<Tensor, JsError> {
-        let t = var(target)?;
-        let m = mask.as_ref().map(var).transpose()?;
-        op(self, |v| v.cross_entropy(&t, m.as_ref(), crate::ir::Reduction::Mean, None))
+    #[wasm_bindgen(js_name = crossEntropy, unchecked_return_type = "Tensor")]
+    pub fn cross_entropy(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] target: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor")] mask: JsValue,
+    ) -> JsResult<JsValue> {
+        let t = tensor_arg(&target, "Tensor.crossEntropy: target")?;
+        let m = opt_tensor_arg(&mask, "Tensor.crossEntropy: mask")?;
+        self.op(|v| v.cross_entropy(&t, m.as_ref(), crate::ir::Reduction::Mean, None))
     }
     /// Converts to "float32", "float16", "int32" or "bool".
-    pub fn cast(&self, dtype: &str) -> Result<Tensor, JsError> {
-        let dt = DType::parse(dtype).map_err(js_err)?;
-        op(self, |v| v.cast(dt))
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn cast(&self, #[wasm_bindgen(unchecked_param_type = "string")] dtype: JsValue) -> JsResult<JsValue> {
+        let dt = DType::parse(&args::string(&dtype, "Tensor.cast: dtype", 16)?).map_err(js_err)?;
+        self.op(|v| v.cast(dt))
     }
 }
 
-/// Concatenates tensors along `dim`.
-#[wasm_bindgen]
-pub fn concat(tensors: Vec<Tensor>, dim: i32) -> Result<Tensor, JsError> {
-    let vars = tensors.iter().map(var).collect::<Result<Vec<_>, _>>()?;
+/// Concatenates `tensors` (at most 65536 Tensors) along `dim`.
+#[wasm_bindgen(unchecked_return_type = "Tensor")]
+pub fn concat(
+    #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] dim_: JsValue,
+) -> JsResult<JsValue> {
+    let items = args::list(&tensors, "concat: tensors", MAX_LIST)?;
+    let d = dim(&dim_, "concat: dim")?;
+    let vars = items
+        .iter()
+        .enumerate()
+        .map(|(i, t)| tensor_arg(t, &format!("concat: tensors[{i}]")))
+        .collect::<JsResult<Vec<_>>>()?;
     let refs: Vec<&Var> = vars.iter().collect();
-    let first = vars.first().ok_or_else(|| JsError::new("concat of no tensors"))?;
-    at_js_caller(first.tracer(), || rconcat(&refs, dim as isize)).map(wrap).map_err(js_err)
+    let first =
+        vars.first().ok_or_else(|| args::error("concat: tensors is empty: concat needs at least one Tensor"))?;
+    at_js_caller(first.tracer(), || rconcat(&refs, d)).map_err(js_err).and_then(wrap)
 }

@@ -41,6 +41,8 @@ pub const MAX_WEIGHT_DECAY: f64 = 1.0;
 /// The most trainable scalars (128 MiB of float32; Adam keeps two more copies, and the
 /// gradients a third).
 pub const MAX_PARAMS: usize = 1 << 25;
+/// The largest raw dataset file handed over as bytes (PubMed's largest is 7.6 MB).
+pub const MAX_FILE_BYTES: usize = 256 << 20;
 
 /// The optimizer.
 #[derive(Clone, Copy, Debug, PartialEq)]

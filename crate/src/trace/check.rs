@@ -11,7 +11,8 @@
 //!   one line of the graph);
 //! - IPU index: 0 to [`MAX_IPU`] (the planner applies PopTorch's own 64-IPU rule);
 //! - nodes in one trace: [`MAX_NODES`]; items in one list from JS (`Sequential`, `concat`,
-//!   a trace's inputs): [`MAX_LIST`]; layers of `traceMlp`: [`MAX_MLP_LAYERS`].
+//!   submodules of a model): [`MAX_LIST`]; inputs of one trace: [`MAX_INPUTS`]; nesting
+//!   of submodules: [`MAX_MODULE_DEPTH`]; layers of `traceMlp`: [`MAX_MLP_LAYERS`].
 
 use std::fmt;
 
@@ -25,6 +26,10 @@ pub const MAX_IPU: u64 = 65_535;
 pub const MAX_NODES: usize = 1_000_000;
 /// The most items in one list handed over from JavaScript.
 pub const MAX_LIST: usize = 65_536;
+/// The most inputs one trace may declare.
+pub const MAX_INPUTS: usize = 1_024;
+/// The deepest nesting of submodules in a JS model.
+pub const MAX_MODULE_DEPTH: usize = 64;
 /// The most layers (`sizes.length - 1`) of a traced MLP.
 pub const MAX_MLP_LAYERS: usize = 1_024;
 /// The largest seed (JavaScript's `Number.MAX_SAFE_INTEGER`: every whole number up to it is exact).
