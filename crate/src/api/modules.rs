@@ -43,7 +43,7 @@ fn with_rng<T>(f: impl FnOnce(&mut Rng) -> TraceResult<T>) -> JsResult<T> {
 }
 
 /// A size of a built-in module: whole, from 1 (the tensor limits bound the product).
-fn size(v: &JsValue, what: &str) -> JsResult<usize> {
+fn positive_size(v: &JsValue, what: &str) -> JsResult<usize> {
     let n = args::count(v, what, MAX_TENSOR_BYTES)?;
     if n == 0 {
         return Err(args::range_error(&format!("{what} must be at least 1, got 0")));
@@ -198,8 +198,8 @@ impl Linear {
         #[wasm_bindgen(unchecked_param_type = "number")] out_features: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "boolean")] bias: JsValue,
     ) -> JsResult<Linear> {
-        let i = size(&in_features, "Linear: in_features")?;
-        let o = size(&out_features, "Linear: out_features")?;
+        let i = positive_size(&in_features, "Linear: in_features")?;
+        let o = positive_size(&out_features, "Linear: out_features")?;
         let bias = args::opt_bool(&bias, "Linear: bias", true)?;
         Ok(Linear { inner: with_rng(|r| rnn::Linear::new(i, o, bias, r))? })
     }
@@ -209,8 +209,8 @@ impl Linear {
 impl LayerNorm {
     /// `LayerNorm(size)` over the last dim: a whole size from 1.
     #[wasm_bindgen(constructor)]
-    pub fn new(#[wasm_bindgen(unchecked_param_type = "number")] size_: JsValue) -> JsResult<LayerNorm> {
-        let n = size(&size_, "LayerNorm: size")?;
+    pub fn new(#[wasm_bindgen(unchecked_param_type = "number")] size: JsValue) -> JsResult<LayerNorm> {
+        let n = positive_size(&size, "LayerNorm: size")?;
         Ok(LayerNorm { inner: rnn::LayerNorm::try_new(n).map_err(js_err)? })
     }
 }
@@ -265,9 +265,9 @@ impl Embedding {
         #[wasm_bindgen(unchecked_param_type = "number")] num_embeddings: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] embedding_dim: JsValue,
     ) -> JsResult<Embedding> {
-        let n = size(&num_embeddings, "Embedding: num_embeddings")?;
-        let d = size(&embedding_dim, "Embedding: embedding_dim")?;
-        Ok(Embedding { inner: with_rng(|r| rnn::Embedding::new(n, d, r))? })
+        let n = positive_size(&num_embeddings, "Embedding: num_embeddings")?;
+        let d = positive_size(&embedding_dim, "Embedding: embedding_dim")?;
+        Ok(Embedding { inner: with_rng(|r| rnn::Embedding::try_new(n, d, r))? })
     }
 }
 

@@ -185,7 +185,7 @@ pub fn begin_block(
 ) -> JsResult<()> {
     let tr = current()?;
     let (id, ipu) = block_args(&id, &ipu, "beginBlock")?;
-    tr.begin_block(&id, ipu).map_err(js_err)
+    tr.try_begin_block(&id, ipu).map_err(js_err)
 }
 
 /// The direct children of `obj` that are modules: the items of `_children()` (Sequential,
@@ -331,12 +331,17 @@ fn input(tr: &Tracer, spec: &JsValue, i: usize) -> JsResult<Var> {
     args::object(spec, &what)?;
     let name = args::get(spec, "name")?;
     let name = if args::is_absent(&name) { format!("input{i}") } else { args::name(&name, &format!("{what}.name"))? };
-    let shape = args::shape(&args::get(spec, "shape")?, &format!("{what}.shape"))?;
+    let shape = args::get(spec, "shape")?;
+    if args::is_absent(&shape) {
+        return Err(args::type_error(&format!("trace: input '{name}' needs a shape, an array of sizes ({what}.shape)")));
+    }
+    let shape = args::shape(&shape, &format!("trace: input '{name}': shape"))?;
     let dtype = args::get(spec, "dtype")?;
     let dtype = if args::is_absent(&dtype) {
         DType::Float32
     } else {
-        DType::parse(&args::string(&dtype, &format!("{what}.dtype"), 16)?).map_err(js_err)?
+        let dt = args::string(&dtype, &format!("trace: input '{name}': dtype"), 16)?;
+        DType::parse(&dt).map_err(|e| args::error(&format!("trace: input '{name}': {e}")))?
     };
     let shape = check_shape(&format!("model input '{name}'"), &shape, dtype).map_err(js_err)?;
     tr.input(&name, &shape, dtype).map_err(js_err)

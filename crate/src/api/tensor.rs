@@ -71,7 +71,7 @@ fn opt_tensor_arg(v: &JsValue, what: &str) -> JsResult<Option<Var>> {
 }
 
 /// A dim: a whole number from -16 to 15 (the tracer checks it against the tensor's rank).
-fn dim(v: &JsValue, what: &str) -> JsResult<isize> {
+fn dim_arg(v: &JsValue, what: &str) -> JsResult<isize> {
     args::integer(v, what, -(MAX_RANK as i64), MAX_RANK as i64 - 1).map(|d| d as isize)
 }
 
@@ -199,31 +199,31 @@ impl Tensor {
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn max(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] dim_: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: JsValue,
     ) -> JsResult<JsValue> {
-        let d = dim(&dim_, "Tensor.max: dim")?;
+        let d = dim_arg(&dim, "Tensor.max: dim")?;
         let k = args::opt_bool(&keepdim, "Tensor.max: keepdim", false)?;
         self.op(|v| v.max(d, k))
     }
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn argmax(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] dim_: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: JsValue,
     ) -> JsResult<JsValue> {
-        let d = dim(&dim_, "Tensor.argmax: dim")?;
+        let d = dim_arg(&dim, "Tensor.argmax: dim")?;
         let k = args::opt_bool(&keepdim, "Tensor.argmax: keepdim", false)?;
         self.op(|v| v.argmax(d, k))
     }
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
-    pub fn softmax(&self, #[wasm_bindgen(unchecked_param_type = "number")] dim_: JsValue) -> JsResult<JsValue> {
-        let d = dim(&dim_, "Tensor.softmax: dim")?;
+    pub fn softmax(&self, #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue) -> JsResult<JsValue> {
+        let d = dim_arg(&dim, "Tensor.softmax: dim")?;
         self.op(|v| v.softmax(d))
     }
     #[wasm_bindgen(js_name = logSoftmax, unchecked_return_type = "Tensor")]
-    pub fn log_softmax(&self, #[wasm_bindgen(unchecked_param_type = "number")] dim_: JsValue) -> JsResult<JsValue> {
-        let d = dim(&dim_, "Tensor.logSoftmax: dim")?;
+    pub fn log_softmax(&self, #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue) -> JsResult<JsValue> {
+        let d = dim_arg(&dim, "Tensor.logSoftmax: dim")?;
         self.op(|v| v.log_softmax(d))
     }
     /// Reshape to `shape` (at most 16 whole sizes; one may be -1, inferred).
@@ -239,8 +239,8 @@ impl Tensor {
         #[wasm_bindgen(unchecked_param_type = "number")] dim0: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] dim1: JsValue,
     ) -> JsResult<JsValue> {
-        let a = dim(&dim0, "Tensor.transpose: dim0")?;
-        let b = dim(&dim1, "Tensor.transpose: dim1")?;
+        let a = dim_arg(&dim0, "Tensor.transpose: dim0")?;
+        let b = dim_arg(&dim1, "Tensor.transpose: dim1")?;
         self.op(|v| v.transpose(a, b))
     }
     /// Permute dims (`order`: a permutation of 0 … rank-1).
@@ -273,10 +273,10 @@ impl Tensor {
 #[wasm_bindgen(unchecked_return_type = "Tensor")]
 pub fn concat(
     #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
-    #[wasm_bindgen(unchecked_param_type = "number")] dim_: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
 ) -> JsResult<JsValue> {
     let items = args::list(&tensors, "concat: tensors", MAX_LIST)?;
-    let d = dim(&dim_, "concat: dim")?;
+    let d = dim_arg(&dim, "concat: dim")?;
     let vars = items
         .iter()
         .enumerate()

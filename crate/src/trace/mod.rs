@@ -71,6 +71,9 @@ struct State {
     /// Nodes recorded so far, in every frame, and their limit ([`check::MAX_NODES`]).
     nodes: usize,
     max_nodes: usize,
+    /// The first error of a call that cannot return one ([`Tracer::begin_block`]), reported
+    /// by [`Tracer::finish`].
+    deferred: Option<TraceError>,
 }
 
 /// Records ops into a graph. Cheap to clone (shared state).
@@ -420,8 +423,17 @@ impl Tracer {
         r
     }
 
-    /// Starts Block `id` for every op recorded from now on (PopTorch `BeginBlock`).
-    pub fn begin_block(&self, id: &str, ipu: Option<usize>) -> TraceResult<()> {
+    /// Starts Block `id` for every op recorded from now on (PopTorch `BeginBlock`). An id
+    /// or IPU the checks reject makes [`Tracer::finish`] fail (as PopTorch reports Block
+    /// errors when it compiles); [`Tracer::try_begin_block`] reports it at once.
+    pub fn begin_block(&self, id: &str, ipu: Option<usize>) {
+        if let Err(e) = self.try_begin_block(id, ipu) {
+            self.st.borrow_mut().deferred.get_or_insert(e);
+        }
+    }
+
+    /// [`Tracer::begin_block`], failing at once for an id or IPU the checks reject.
+    pub fn try_begin_block(&self, id: &str, ipu: Option<usize>) -> TraceResult<()> {
         check_block(id, ipu)?;
         self.st.borrow_mut().block = Some((id.to_string(), ipu));
         Ok(())
@@ -549,6 +561,9 @@ impl Tracer {
 
     /// Ends the trace with `outputs` as the graph's results; the graph is verified.
     pub fn finish(self, outputs: &[&Var]) -> TraceResult<Trace> {
+        if let Some(e) = self.st.borrow_mut().deferred.take() {
+            return Err(e);
+        }
         if self.depth() != 0 {
             return Err(TraceError("the trace ended inside a region".into()));
         }
@@ -1004,11 +1019,20 @@ mod tests {
         assert!(e.contains("Block's id"), "{e}");
         let e = tr.block("b", Some(4_294_967_295), || x.relu()).unwrap_err().0;
         assert!(e.contains("ipu must be at most 65535, got 4294967295"), "{e}");
-        assert!(tr.begin_block("b", Some(70_000)).is_err());
+        assert!(tr.try_begin_block("b", Some(70_000)).is_err());
         assert!(tr.block("b", Some(65_535), || x.relu()).is_ok());
         let w = Rc::new(Tensor::zeros(&[3], DType::Float32));
         assert!(tr.param("w\u{2028}", &w).unwrap_err().0.contains("U+2028"));
         assert!(tr.scope("fc\t", || x.relu()).is_err());
+    }
+
+    #[test]
+    fn a_bad_begin_block_fails_the_trace_when_it_finishes() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2], DType::Float32).unwrap();
+        tr.begin_block("ipu\n9", Some(0));
+        let y = x.relu().unwrap();
+        assert!(tr.finish(&[&y]).unwrap_err().0.contains("Block's id"));
     }
 
     #[test]

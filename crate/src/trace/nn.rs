@@ -211,7 +211,16 @@ pub struct Embedding {
 }
 
 impl Embedding {
-    pub fn new(num: usize, dim: usize, rng: &mut Rng) -> TraceResult<Embedding> {
+    /// An `Embedding(num, dim)` of sizes a program chose (allocation failure aborts).
+    pub fn new(num: usize, dim: usize, rng: &mut Rng) -> Embedding {
+        let mut data = vec![0f32; num * dim];
+        rng.fill_normal(&mut data);
+        Embedding { weight: Rc::new(Tensor::from_f32(&[num, dim], data).expect("shape matches")) }
+    }
+
+    /// [`Embedding::new`] for sizes a user chose: positive, checked against the tensor
+    /// limits and allocated fallibly; a failure draws nothing from `rng`.
+    pub fn try_new(num: usize, dim: usize, rng: &mut Rng) -> TraceResult<Embedding> {
         if num == 0 || dim == 0 {
             return Err(TraceError(format!("Embedding({num}, {dim}): sizes must be positive")));
         }
@@ -384,7 +393,9 @@ mod tests {
     fn embedding_gathers_rows() {
         let tr = Tracer::new();
         let idx = tr.input("idx", &[2, 3], DType::Int32).unwrap();
-        let e = Embedding::new(10, 4, &mut Rng::new(0)).unwrap();
+        let e = Embedding::new(10, 4, &mut Rng::new(0));
+        let same = Embedding::try_new(10, 4, &mut Rng::new(0)).unwrap();
+        assert_eq!(e.weight, same.weight);
         let y = e.forward(&tr, &idx).unwrap();
         assert_eq!(y.shape(), &[2, 3, 4]);
         assert!(Mlp::new(&[4], &mut Rng::new(0)).is_err());
@@ -395,9 +406,9 @@ mod tests {
         let mut rng = Rng::new(3);
         let e = Linear::new(100_000, 100_000, true, &mut rng).err().unwrap().0;
         assert!(e.starts_with("Linear(100000, 100000): the weight: f32[100000,100000] needs 40000000000 bytes"), "{e}");
-        let e = Embedding::new(100_000, 100_000, &mut rng).err().unwrap().0;
+        let e = Embedding::try_new(100_000, 100_000, &mut rng).err().unwrap().0;
         assert!(e.contains("Embedding(100000, 100000)") && e.contains("40000000000 bytes"), "{e}");
-        assert!(Embedding::new(0, 4, &mut rng).is_err());
+        assert!(Embedding::try_new(0, 4, &mut rng).is_err());
         let e = LayerNorm::try_new(1 << 30).err().unwrap().0;
         assert!(e.contains("LayerNorm(1073741824)") && e.contains("4294967296 bytes"), "{e}");
         assert!(LayerNorm::try_new(0).is_err());
