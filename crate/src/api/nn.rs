@@ -333,7 +333,9 @@ fn input(tr: &Tracer, spec: &JsValue, i: usize) -> JsResult<Var> {
     let name = if args::is_absent(&name) { format!("input{i}") } else { args::name(&name, &format!("{what}.name"))? };
     let shape = args::get(spec, "shape")?;
     if args::is_absent(&shape) {
-        return Err(args::type_error(&format!("trace: input '{name}' needs a shape, an array of sizes ({what}.shape)")));
+        return Err(args::type_error(&format!(
+            "trace: input '{name}' needs a shape, an array of sizes ({what}.shape)"
+        )));
     }
     let shape = args::shape(&shape, &format!("trace: input '{name}': shape"))?;
     let dtype = args::get(spec, "dtype")?;
