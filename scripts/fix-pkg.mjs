@@ -109,6 +109,7 @@ const LIMIT_TEXT = {
   maxInputs: "inputs of one trace",
   maxModuleDepth: "levels of nested submodules",
   maxMlpLayers: "layers of traceMlp (sizes.length - 1)",
+  maxMlpBytes: "bytes of all the parameters traceMlp builds",
   maxSeed: "the largest seed (manualSeed, the trainer's seed)",
   "trainer.maxEpochs": "RevGnnTrainer config.epochs",
   "trainer.maxLayers": "RevGnnTrainer config.layers",

@@ -409,3 +409,10 @@ test("names print on one line: a newline in an input name is an Error, not a for
   assert.match(e.message, /U\+000A/);
   assert.ok(!e.message.includes("\n"));
 });
+
+test("sizes each within the limits can still make a model too big as a whole: an Error before anything is allocated", () => {
+  const e = bad("traceMlp of five 256 MiB layers", () => api.traceMlp(Array(6).fill(8192), 1), "Error");
+  assert.match(e.message, /has 1342341120 bytes of parameters, more than the limit of 1073741824/);
+  assert.match(bad("Linear over the tensor limit", () => new api.Linear(100000, 100000), "Error").message,
+    /f32\[100000,100000\] needs 40000000000 bytes, more than the limit of 268435456 bytes/);
+});

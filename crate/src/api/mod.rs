@@ -44,7 +44,8 @@ pub fn version() -> String {
 
 /// Traces an MLP with layer `sizes` (2 to 1025 whole numbers from 1) on a
 /// `[batch, sizes[0]]` input; returns `{ text, graph }`: the printed graph and its JSON form.
-/// Every weight and the input stay within the tensor limits (`limits()`).
+/// Every weight and the input stay within the tensor limits, all parameters within 1 GiB
+/// (`limits()`).
 #[wasm_bindgen(js_name = traceMlp)]
 pub fn trace_mlp(
     #[wasm_bindgen(unchecked_param_type = "number[]")] sizes: JsValue,
@@ -81,6 +82,7 @@ struct Limits {
     max_inputs: usize,
     max_module_depth: usize,
     max_mlp_layers: usize,
+    max_mlp_bytes: usize,
     max_seed: u64,
     trainer: TrainerLimits,
 }
@@ -100,7 +102,7 @@ struct TrainerLimits {
 
 /// The limits on sizes, counts, names and trainer options: `{ maxTensorBytes, maxRank,
 /// maxNameBytes, maxIpu, maxNodes, maxList, maxInputs, maxModuleDepth, maxMlpLayers,
-/// maxSeed, trainer: { maxEpochs, maxLayers, maxHidden, maxParts, maxLr, maxWeightDecay,
+/// maxMlpBytes, maxSeed, trainer: { maxEpochs, maxLayers, maxHidden, maxParts, maxLr, maxWeightDecay,
 /// maxParams, maxFileBytes } }`.
 #[wasm_bindgen]
 pub fn limits() -> JsResult<JsValue> {
@@ -115,6 +117,7 @@ pub fn limits() -> JsResult<JsValue> {
         max_inputs: check::MAX_INPUTS,
         max_module_depth: check::MAX_MODULE_DEPTH,
         max_mlp_layers: check::MAX_MLP_LAYERS,
+        max_mlp_bytes: check::MAX_MLP_BYTES,
         max_seed: check::MAX_SEED,
         trainer: TrainerLimits {
             max_epochs: c::MAX_EPOCHS,

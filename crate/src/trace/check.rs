@@ -12,7 +12,8 @@
 //! - IPU index: 0 to [`MAX_IPU`] (the planner applies PopTorch's own 64-IPU rule);
 //! - nodes in one trace: [`MAX_NODES`]; items in one list from JS (`Sequential`, `concat`,
 //!   submodules of a model): [`MAX_LIST`]; inputs of one trace: [`MAX_INPUTS`]; nesting
-//!   of submodules: [`MAX_MODULE_DEPTH`]; layers of `traceMlp`: [`MAX_MLP_LAYERS`].
+//!   of submodules: [`MAX_MODULE_DEPTH`]; layers of `traceMlp`: [`MAX_MLP_LAYERS`], and
+//!   bytes of its parameters: [`MAX_MLP_BYTES`].
 
 use std::fmt;
 
@@ -32,6 +33,9 @@ pub const MAX_INPUTS: usize = 1_024;
 pub const MAX_MODULE_DEPTH: usize = 64;
 /// The most layers (`sizes.length - 1`) of a traced MLP.
 pub const MAX_MLP_LAYERS: usize = 1_024;
+/// The most bytes of parameters a traced MLP may have (1 GiB: every layer may be within
+/// the tensor limit while all of them together would fill wasm's memory).
+pub const MAX_MLP_BYTES: usize = 1 << 30;
 /// The largest seed (JavaScript's `Number.MAX_SAFE_INTEGER`: every whole number up to it is exact).
 pub const MAX_SEED: u64 = (1 << 53) - 1;
 

@@ -309,6 +309,14 @@ impl Mlp {
         if let Some(i) = sizes.iter().position(|&s| s == 0) {
             return Err(TraceError(format!("layer size {i} is 0: every size must be positive")));
         }
+        // All the layers' weights and biases, before any is allocated.
+        let bytes: u128 = sizes.windows(2).map(|w| (w[0] as u128 + 1) * w[1] as u128 * 4).sum();
+        if bytes > check::MAX_MLP_BYTES as u128 {
+            return Err(TraceError(format!(
+                "an MLP of sizes {sizes:?} has {bytes} bytes of parameters, more than the limit of {}",
+                check::MAX_MLP_BYTES
+            )));
+        }
         let items = sizes.windows(2).map(|w| Linear::new(w[0], w[1], true, rng)).collect::<TraceResult<Vec<_>>>()?;
         Ok(Mlp { layers: ModuleList { items } })
     }
@@ -417,6 +425,12 @@ mod tests {
         assert_eq!(rng.next_u64(), Rng::new(3).next_u64());
         let sizes = vec![2; check::MAX_MLP_LAYERS + 2];
         assert!(Mlp::new(&sizes, &mut rng).err().unwrap().0.contains("at most 1024 layers"));
+        // Every layer within the tensor limit (8192 x 8192 floats is 256 MiB), five of them not.
+        let e = Mlp::new(&[8192; 6], &mut rng).err().unwrap().0;
+        assert!(e.contains("has 1342341120 bytes of parameters, more than the limit of 1073741824"), "{e}");
+        let mut fresh = Rng::new(3);
+        fresh.next_u64();
+        assert_eq!(rng.next_u64(), fresh.next_u64());
     }
 
     #[test]
