@@ -146,8 +146,12 @@ const EXPECTED = `graph(x: f32[2,4]) {
 }
 `;
 
-// Tensor ops a fuzzed forward calls, with random (often bad) arguments.
-const DIMS = [0, 1, -1, -2, 2, 5, 15, 16, -17, 1.5, NaN, "0", undefined, null, [0], 1e9];
+// Tensor ops a fuzzed forward calls, with random (often bad) arguments, on tensors of random
+// shapes and dtypes.
+const DIMS = [0, 0, 1, -1, -1, -2, 2, 5, 15, 16, -17, 1.5, NaN, "0", undefined, null, [0], 1e9];
+const SHAPES = [[], [1], [4], [2, 4], [4, 2], [2, 1, 4], [1, 1], [0], [0, 4], [2, 0, 1], [4, 3, 2, 1]];
+const DTYPES = [undefined, "float32", "float16", "int32", "bool"];
+const LAYERS = { lin: new api.Linear(4, 2), norm: new api.LayerNorm(4), emb: new api.Embedding(5, 3), drop: new api.Dropout(0.3), act: new api.GELU() };
 function randomOp(x, y, kept) {
   const other = pick([y, x, kept, { _id: 0 }, { __wbg_ptr: 0 }, 3, "t", null, undefined, [x], new api.Tensor()]);
   const ops = [
@@ -168,6 +172,8 @@ function randomOp(x, y, kept) {
     () => api.block(pick(["b", ...BAD_NAMES, 7, undefined]), pick([0, 1, undefined, -1, 65536, 1.5, "1"]), pick([() => x.relu(), 3, undefined, () => { throw new Error("user error in a block"); }])),
     () => api.beginBlock(pick(["b2", ...BAD_NAMES, null]), pick([0, 2, -1, NaN, undefined])),
     () => x.shape, () => x.dtype,
+    () => pick(Object.values(LAYERS)).forward(pick([x, other])),
+    () => x.neg().sqrt().tanh().sigmoid().gelu().log(),
   ];
   return pick(ops)();
 }
@@ -177,17 +183,18 @@ let stale = null;
 function randomModel() {
   const kind = int(0, 13);
   switch (kind) {
-    case 0: // good, with random (often failing) ops that it catches
+    case 0: // good: random ops (many failing, each caught) on the inputs and their results
     case 1:
       return { expect: "ok", model: new (class extends api.Module {
-        constructor() { super(); this.fc = new api.Linear(4, 4); }
-        forward(x) {
-          const y = this.fc.forward(x);
-          for (let i = 0; i < 6; i++) {
-            maybe("an op in forward", () => randomOp(x, y, stale));
+        constructor() { super(); this.layers = LAYERS; }
+        forward(...xs) {
+          const pool = [...xs];
+          for (let i = 0; i < 12; i++) {
+            const r = maybe("an op in forward", () => randomOp(pick(pool), pick(pool), stale));
+            if (r instanceof api.Tensor) pool.push(r);
           }
-          stale = y;
-          return y.relu();
+          stale = pick(pool);
+          return pool[pool.length - 1];
         }
       })() };
     case 2: // uses a tensor kept from an earlier trace
@@ -232,13 +239,20 @@ function randomModel() {
           this.seq = new api.Sequential([new api.Linear(4, 4), new api.ReLU()]);
           this.list = new api.ModuleList([new api.GELU(), new api.Dropout(0.1)]);
         }
-        forward(x) { return this.list.get(1).forward(this.list.get(0).forward(this.seq.forward(x))); }
+        forward(x) {
+          // Fits a float [.., 4] input; other inputs make it fail, caught, and x is the result.
+          return maybe("Sequential and ModuleList", () => this.list.get(1).forward(this.list.get(0).forward(this.seq.forward(x)))) ?? x;
+        }
       })() };
   }
 }
 
 function randomInputs() {
-  if (chance(0.6)) return { good: true, inputs: [{ name: pick(GOOD_NAMES), shape: [2, 4] }] };
+  if (chance(0.6)) {
+    const n = int(1, 3);
+    const inputs = Array.from({ length: n }, (_, i) => ({ name: `${pick(GOOD_NAMES)}${i}`, shape: pick(SHAPES), dtype: pick(DTYPES) }));
+    return { good: true, inputs };
+  }
   const bads = [
     () => [{ name: pick(BAD_NAMES), shape: [2, 4] }],
     () => [{ name: "x", shape: pick([[-1, 4], [2.5, 4], ["2", 4], [1e9, 1e9], [2 ** 53, 2], Array(17).fill(1), "2,4", 8, null, [NaN]]) }],

@@ -805,7 +805,9 @@ impl Var {
         let rank = self.shape().len();
         let (a, b) = (resolve_dim(a, rank, "transpose")?, resolve_dim(b, rank, "transpose")?);
         let mut dims: Vec<usize> = (0..rank).collect();
-        dims.swap(a, b);
+        if rank > 0 {
+            dims.swap(a, b); // a scalar's dim 0 (or -1) is itself, as in PyTorch
+        }
         self.tr.record1(Op::Permute { dims }, &[self], Location::caller())
     }
 
@@ -1076,6 +1078,68 @@ mod tests {
         let e = h.relu().unwrap_err().0;
         assert!(e.contains("reached 10 nodes"), "{e}");
         assert!(tr.constant(Tensor::scalar(1.0)).is_err());
+    }
+
+    /// The ops the JS API reaches, on random shapes and dtypes with random (often wrong)
+    /// arguments: each either records a node or returns an error; none panics.
+    #[test]
+    fn random_ops_on_random_shapes_are_errors_never_panics() {
+        use crate::rng::Rng;
+        let shapes: [&[usize]; 12] =
+            [&[], &[], &[1], &[3], &[2, 3], &[3, 2], &[2, 1, 3], &[1, 1], &[0], &[0, 3], &[2, 0, 1], &[4, 3, 2, 1]];
+        let dtypes = [DType::Float32, DType::Float16, DType::Int32, DType::Bool];
+        let dims = [-3isize, -2, -1, -1, 0, 0, 1, 2, 3];
+        let mut r = Rng::new(12);
+        let (mut ok, mut failed) = (0, 0);
+        for _ in 0..3000 {
+            let tr = Tracer::new();
+            tr.set_training(r.below(2) == 0);
+            let mut pool: Vec<Var> = (0..1 + r.below(3))
+                .map(|i| tr.input(&format!("x{i}"), shapes[r.below(12)], dtypes[r.below(4)]).unwrap())
+                .collect();
+            let w = Rc::new(Tensor::zeros(&[2, 3], DType::Float32));
+            for _ in 0..20 {
+                let (x, y) = (pool[r.below(pool.len())].clone(), pool[r.below(pool.len())].clone());
+                let d = dims[r.below(dims.len())];
+                let e = dims[r.below(dims.len())];
+                let out = match r.below(22) {
+                    0 => x.add(&y),
+                    1 => x.matmul(&y),
+                    2 => x.pow(&y),
+                    3 => x.relu(),
+                    4 => x.sum(&[d], r.below(2) == 0),
+                    5 => x.sum(&[d, e], false),
+                    6 => x.mean(&[], true),
+                    7 => x.max(d, true),
+                    8 => x.argmax(d, false),
+                    9 => x.softmax(d),
+                    10 => x.log_softmax(d),
+                    11 => {
+                        x.reshape(&[[-1isize].as_slice(), &[3, -1], &[0, -1], &[-1, 0], &[1, 1, -1], &[]][r.below(6)])
+                    }
+                    12 => x.transpose(d, e),
+                    13 => x.permute(&[[].as_slice(), &[0], &[1, 0], &[2, 0, 1], &[0, 0]][r.below(5)]),
+                    14 => x.cross_entropy(&y, None, Reduction::Mean, None),
+                    15 => x.cross_entropy(&y, Some(&x), Reduction::Mean, None),
+                    16 => x.cast(dtypes[r.below(4)]),
+                    17 => concat(&[&x, &y], d),
+                    18 => tr.param("w", &w).and_then(|w| x.linear(&w, None)),
+                    19 => x.layer_norm(1, None, 1e-5),
+                    20 => tr.random_mask(x.shape(), 0.5).and_then(|m| x.dropout_with_mask(&m, 0.5)),
+                    _ => x.scale(2.0).and_then(|v| v.neg()).and_then(|v| v.sqrt()),
+                };
+                match out {
+                    Ok(v) => {
+                        ok += 1;
+                        pool.push(v);
+                    }
+                    Err(_) => failed += 1,
+                }
+            }
+            let last = pool.last().unwrap().clone();
+            let _ = tr.finish(&[&last]);
+        }
+        assert!(ok > 5000 && failed > 5000, "{ok} recorded, {failed} rejected");
     }
 
     #[test]
