@@ -1089,6 +1089,8 @@ mod tests {
             [&[], &[], &[1], &[3], &[2, 3], &[3, 2], &[2, 1, 3], &[1, 1], &[0], &[0, 3], &[2, 0, 1], &[4, 3, 2, 1]];
         let dtypes = [DType::Float32, DType::Float16, DType::Int32, DType::Bool];
         let dims = [-3isize, -2, -1, -1, 0, 0, 1, 2, 3];
+        let reshapes: [&[isize]; 6] = [&[-1], &[3, -1], &[0, -1], &[-1, 0], &[1, 1, -1], &[]];
+        let orders: [&[usize]; 5] = [&[], &[0], &[1, 0], &[2, 0, 1], &[0, 0]];
         let mut r = Rng::new(12);
         let (mut ok, mut failed) = (0, 0);
         for _ in 0..3000 {
@@ -1114,11 +1116,9 @@ mod tests {
                     8 => x.argmax(d, false),
                     9 => x.softmax(d),
                     10 => x.log_softmax(d),
-                    11 => {
-                        x.reshape(&[[-1isize].as_slice(), &[3, -1], &[0, -1], &[-1, 0], &[1, 1, -1], &[]][r.below(6)])
-                    }
+                    11 => x.reshape(reshapes[r.below(6)]),
                     12 => x.transpose(d, e),
-                    13 => x.permute(&[[].as_slice(), &[0], &[1, 0], &[2, 0, 1], &[0, 0]][r.below(5)]),
+                    13 => x.permute(orders[r.below(5)]),
                     14 => x.cross_entropy(&y, None, Reduction::Mean, None),
                     15 => x.cross_entropy(&y, Some(&x), Reduction::Mean, None),
                     16 => x.cast(dtypes[r.below(4)]),
