@@ -118,6 +118,7 @@ const LIMIT_TEXT = {
   "trainer.maxLr": "RevGnnTrainer config.lr (above 0)",
   "trainer.maxWeightDecay": "RevGnnTrainer config.weightDecay",
   "trainer.maxParams": "trainable scalars of the RevGNN a config builds",
+  "trainer.maxActivationBytes": "bytes of activations a training step or the evaluation keeps at once",
   "trainer.maxFileBytes": "bytes of one raw dataset file",
 };
 async function loadLimits() {

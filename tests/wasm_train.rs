@@ -111,6 +111,14 @@ fn configs_that_would_hang_or_lie_are_rejected_with_their_class_and_limit() {
         (class.as_str(), msg.as_str()),
         ("TypeError", "RevGnnTrainer: files[\"x\"] must be a Uint8Array, got the string \"not bytes\"")
     );
+    // Within every option's range, but too big as a whole: 1001 layers without reversibility
+    // on all of Cora at once would keep about 7 GB for the backward pass.
+    let cfg = config(&[("epochs", 1.0), ("layers", 1001.0), ("parts", 1.0)]);
+    Reflect::set(&cfg, &"noRev".into(), &true.into()).unwrap();
+    let (class, msg) = rejected(RevGnnTrainer::new("Cora".into(), files.clone().into(), cfg));
+    assert_eq!(class, "Error");
+    assert!(msg.contains("bytes of activations at once, more than the limit of 1073741824"), "{msg}");
+    assert!(msg.contains("use reversible layers (noRev: false)"), "{msg}");
     let cfg = config(&[("epochs", 1.0), ("layers", 1.0), ("hidden", 8.0), ("parts", 2.0)]);
     assert!(RevGnnTrainer::new("Cora".into(), files.into(), cfg).is_ok());
 }

@@ -97,13 +97,14 @@ struct TrainerLimits {
     max_lr: f64,
     max_weight_decay: f64,
     max_params: usize,
+    max_activation_bytes: usize,
     max_file_bytes: usize,
 }
 
 /// The limits on sizes, counts, names and trainer options: `{ maxTensorBytes, maxRank,
 /// maxNameBytes, maxIpu, maxNodes, maxList, maxInputs, maxModuleDepth, maxMlpLayers,
 /// maxMlpBytes, maxSeed, trainer: { maxEpochs, maxLayers, maxHidden, maxParts, maxLr, maxWeightDecay,
-/// maxParams, maxFileBytes } }`.
+/// maxParams, maxActivationBytes, maxFileBytes } }`.
 #[wasm_bindgen]
 pub fn limits() -> JsResult<JsValue> {
     use crate::gnn::config as c;
@@ -127,6 +128,7 @@ pub fn limits() -> JsResult<JsValue> {
             max_lr: c::MAX_LR,
             max_weight_decay: c::MAX_WEIGHT_DECAY,
             max_params: c::MAX_PARAMS,
+            max_activation_bytes: c::MAX_ACTIVATION_BYTES,
             max_file_bytes: c::MAX_FILE_BYTES,
         },
     })

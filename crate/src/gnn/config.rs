@@ -17,7 +17,9 @@
 //! | `seed` | whole | 0 – 2^53 − 1 | 0 |
 //! | `noRev` | boolean | | false |
 //!
-//! and the model may have at most [`MAX_PARAMS`] trainable scalars.
+//! and the model may have at most [`MAX_PARAMS`] trainable scalars; a training step and the
+//! evaluation may keep at most [`MAX_ACTIVATION_BYTES`] of activations at once (checked on
+//! the compiled graphs, before anything runs).
 
 use crate::trace::check::{self, ArgError};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -41,6 +43,9 @@ pub const MAX_WEIGHT_DECAY: f64 = 1.0;
 /// The most trainable scalars (128 MiB of float32; Adam keeps two more copies, and the
 /// gradients a third).
 pub const MAX_PARAMS: usize = 1 << 25;
+/// The most bytes of activations a training step or the evaluation may keep at once
+/// (measured natively: PubMed, 112 layers without reversibility, 580 MiB).
+pub const MAX_ACTIVATION_BYTES: usize = 1 << 30;
 /// The largest raw dataset file handed over as bytes (PubMed's largest is 7.6 MB).
 pub const MAX_FILE_BYTES: usize = 256 << 20;
 

@@ -9,6 +9,7 @@
 //! parameters from the executor's store. No clock is read here (wasm has none): callers
 //! time epochs themselves.
 
+use super::config::MAX_ACTIVATION_BYTES;
 pub use super::config::{OptimizerKind, TrainConfig};
 use super::data::{
     fixed_sizes_for_epochs, mean_adjacency, pad_fixed, FixedSizes, GraphData, RandomNodeLoader, Subgraph,
@@ -74,6 +75,67 @@ fn max_row_nnz_sum(x: &CsrMatrix, rows: usize) -> usize {
     per[..rows.min(per.len())].iter().sum::<usize>().max(1)
 }
 
+/// Peak bytes of activations live at once while the executor runs `g`, found without
+/// running it, by the executor's own rules: model inputs and computed values count (not
+/// parameters, buffers or constants), each from its node to its last use (a value nothing
+/// reads is dropped at once), and a node that runs a sub-graph (a region's body, an
+/// invertible backward) adds that sub-graph's peak.
+pub fn activation_peak(g: &Graph) -> u128 {
+    use crate::ir::{InputKind, Op};
+    let last = g.last_uses();
+    let bytes = |v: crate::ir::ValueId| g.ty(v).nbytes() as u128;
+    let (mut live, mut peak) = (0u128, 0u128);
+    for (i, node) in g.nodes.iter().enumerate() {
+        let inner = match &node.op {
+            Op::Call { region } => activation_peak(&region.forward),
+            Op::InvertibleBackward { vjp, .. } => activation_peak(vjp),
+            _ => 0,
+        };
+        let counts = match &node.op {
+            Op::Placeholder { kind, .. } => *kind == InputKind::Input,
+            Op::Constant { .. } => false,
+            _ => true,
+        };
+        peak = peak.max(live + inner);
+        if counts {
+            live += node.outputs.iter().filter(|v| last[v.0 as usize].is_some()).map(|&v| bytes(v)).sum::<u128>();
+        }
+        peak = peak.max(live);
+        let mut freed: Vec<usize> = Vec::new();
+        for &v in &node.inputs {
+            let vi = v.0 as usize;
+            if last[vi] == Some(i) && !freed.contains(&vi) {
+                freed.push(vi);
+                let producer = &g.producer(v).op;
+                let counted = match producer {
+                    Op::Placeholder { kind, .. } => *kind == InputKind::Input,
+                    Op::Constant { .. } => false,
+                    _ => true,
+                };
+                if counted {
+                    live -= bytes(v);
+                }
+            }
+        }
+    }
+    peak
+}
+
+/// Fails when running `g` would keep more than [`MAX_ACTIVATION_BYTES`] of activations at
+/// once (a deep model without reversible layers keeps every layer's for the backward pass).
+fn check_activations(cfg: &TrainConfig, what: &str, g: &Graph) -> Result<(), String> {
+    let peak = activation_peak(g);
+    if peak > MAX_ACTIVATION_BYTES as u128 {
+        let hint = if cfg.no_rev { "reversible layers (noRev: false), " } else { "" };
+        return Err(format!(
+            "{what} of this RevGNN ({} layers, hidden {}) would keep {peak} bytes of activations at once, more \
+             than the limit of {MAX_ACTIVATION_BYTES}: use {hint}fewer layers, a smaller hidden size or more parts",
+            cfg.layers, cfg.hidden
+        ));
+    }
+    Ok(())
+}
+
 impl Trainer {
     /// Builds the model and traces, differentiates and checks both graphs.
     /// The config is checked first ([`TrainConfig::check`], [`TrainConfig::check_model_size`]),
@@ -125,6 +187,7 @@ impl Trainer {
             .map_err(|e| e.0)?;
         crate::ir::verify::verify(&tg.graph).map_err(|e| e.0)?;
         let train_graph = crate::exec::fuse::fuse(&tg.graph).map_err(|e| e.0)?;
+        check_activations(&cfg, "a training step", &train_graph)?;
         let store = Store::new(&trace.params, &trace.buffers, cfg.seed.wrapping_add(2));
 
         // Evaluation: the whole graph, inference mode (no dropout).
@@ -135,6 +198,8 @@ impl Trainer {
         let adj = SparseVar::input(&et, "adj", nn_, nn_, full_adj.nnz()).map_err(|e| e.0)?;
         let pred = model.forward(&et, &x, &adj).and_then(|l| l.argmax(-1, false)).map_err(|e| e.0)?;
         let eval_trace = et.finish(&[&pred]).map_err(|e| e.0)?;
+        let eval_graph = crate::exec::fuse::fuse(&eval_trace.graph).map_err(|e| e.0)?;
+        check_activations(&cfg, "the evaluation", &eval_graph)?;
         let mut eval_inputs = Vec::new();
         eval_inputs.extend(csr_inputs(&data.x, data.x.nnz())?);
         eval_inputs.extend(csr_inputs(&full_adj, full_adj.nnz())?);
@@ -145,7 +210,7 @@ impl Trainer {
             model,
             store,
             train_graph,
-            eval_graph: crate::exec::fuse::fuse(&eval_trace.graph).map_err(|e| e.0)?,
+            eval_graph,
             sizes,
             x_nnz,
             loader,
@@ -335,6 +400,19 @@ mod tests {
         );
         assert!(e(TrainConfig { lr: f32::NAN, ..TrainConfig::default() }).contains("lr must be above 0"));
         assert!(e(TrainConfig { layers: 1001, hidden: 4096, ..TrainConfig::default() }).contains("parameters"));
+    }
+
+    #[test]
+    fn the_activation_peak_is_the_executors_measurement_found_without_running() {
+        for no_rev in [false, true] {
+            let cfg = TrainConfig { layers: 3, hidden: 8, parts: 2, no_rev, ..TrainConfig::default() };
+            let mut t = Trainer::new(toy(), cfg).unwrap();
+            let (predicted_train, predicted_eval) = (activation_peak(&t.train_graph), activation_peak(&t.eval_graph));
+            let measured = t.train_epoch().unwrap().peak_bytes;
+            assert_eq!(predicted_train, measured as u128, "no_rev {no_rev}");
+            let r = run(&t.eval_graph, &mut t.store, &t.eval_inputs).unwrap();
+            assert_eq!(predicted_eval, r.stats.peak_bytes as u128, "no_rev {no_rev}");
+        }
     }
 
     #[test]
