@@ -65,6 +65,7 @@ if (problems.length) {
 // "memory access out of bounds". The glue is patched to check the pointer in JS first,
 // before anything enters wasm: the same Error, and the module keeps working.
 let patched = glue;
+const STACK_PROBE_LEVELS = Number(process.env.IPU_STACK_PROBE_LEVELS ?? 400);
 if (!patched.includes("/* live-pointer check */")) {
   let sites = 0;
   patched = patched.replace(/\bwasm\.([A-Za-z0-9_$]+)\(this\.__wbg_ptr\b/g, (_, f) => {
@@ -76,6 +77,36 @@ if (!patched.includes("/* live-pointer check */")) {
     console.error(`fix-pkg: ${entry}: the live-pointer patch found ${sites} method calls and left ${left?.length ?? 0} (${left?.[0]}): has wasm-bindgen's glue changed?`);
     process.exit(1);
   }
+  // Stack headroom: a call that enters wasm with the JS stack nearly exhausted (a model whose
+  // forward recurses without end) overflows inside a Rust frame, and V8's RangeError then
+  // unwinds through it, leaving wasm's own stack pointer and any borrow in a state the
+  // module does not recover from (seen as "memory access out of bounds" or "unreachable").
+  // Every entry into wasm first checks, in JS, that some stack is left, and throws the
+  // same RangeError before anything enters wasm when it is not.
+  let entries = 0;
+  patched = patched.replace(/\bwasm\.((?!__wbindgen_|__externref_)[A-Za-z0-9_$]+)\(/g, (_, f) => {
+    entries++;
+    return `(__ipuStack(), wasm.${f})(`;
+  });
+  if (entries < sites) {
+    console.error(`fix-pkg: ${entry}: the stack-headroom patch found only ${entries} entries into wasm`);
+    process.exit(1);
+  }
+  patched += `
+/* stack headroom */
+// Each level pushes its 16 arguments, so that the probe takes about the same stack cold or
+// optimised: ${STACK_PROBE_LEVELS} levels leave room for the engine's deepest call.
+function __ipuStackProbe(n, a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q) {
+    return n <= 0 ? 0 : 1 + __ipuStackProbe(n - 1, a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q);
+}
+function __ipuStack() {
+    try {
+        __ipuStackProbe(${STACK_PROBE_LEVELS}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    } catch (e) {
+        throw new RangeError("Maximum call stack size exceeded: too little stack is left to enter the engine (does a forward recurse without end?)");
+    }
+}
+`;
   patched += `
 /* live-pointer check */
 function __ipuLivePtr(obj) {

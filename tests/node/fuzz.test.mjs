@@ -430,3 +430,32 @@ test("sizes each within the limits can still make a model too big as a whole: an
   assert.match(bad("Linear over the tensor limit", () => new api.Linear(100000, 100000), "Error").message,
     /f32\[100000,100000\] needs 40000000000 bytes, more than the limit of 268435456 bytes/);
 });
+
+test("a forward that recurses until the stack runs out, calling the engine at every depth on its way back, leaves it working", () => {
+  // Without the glue's stack-headroom check, a call entering wasm with the stack nearly
+  // spent overflowed inside Rust and left the module broken ("memory access out of bounds").
+  let calls = 0;
+  let refused = 0;
+  good("a deeply recursing forward", () =>
+    api.trace({
+      forward(x) {
+        const down = () => {
+          try {
+            down();
+          } catch {}
+          try {
+            calls++;
+            x.relu();
+          } catch (e) {
+            check("an op near the end of the stack", e);
+            assert.equal(e.name, "RangeError", e.message);
+            refused++;
+          }
+        };
+        down();
+        return x.relu();
+      },
+    }, [{ shape: [2] }]));
+  assert.ok(refused > 0 && calls > 10 * refused, `${calls} calls, ${refused} refused`);
+  assert.equal(traceReference(), EXPECTED);
+});
