@@ -58,14 +58,18 @@ if (problems.length) {
   console.error(`fix-pkg: ${file}:\n  ${problems.join("\n  ")}`);
   process.exit(1);
 }
-// wasm-bindgen's glue hands `this.__wbg_ptr` to wasm, where a null pointer (an object whose
-// free() was called, or a method called with a `this` that is not one of the package's
-// objects) is reported by throwing from inside a Rust frame. That throw skips restoring
-// wasm's stack pointer, so after some thousands of such calls the module fails with
-// "memory access out of bounds". The glue is patched to check the pointer in JS first,
-// before anything enters wasm: the same Error, and the module keeps working.
+// Two patches to wasm-bindgen's glue, so that no exception unwinds through a Rust frame:
+// such an exception skips restoring wasm's own stack pointer and leaves borrows held, and
+// the module does not recover ("memory access out of bounds", then "unreachable").
+// 1. Live pointer: the glue hands `this.__wbg_ptr` to wasm, where a null pointer (an object
+//    whose free() was called, or a method called with a `this` that is not one of the
+//    package's objects) is reported by throwing from inside Rust; 200,000 such calls broke
+//    the module. The pointer is checked in JS first: the same Error, nothing enters wasm.
+// 2. Stack headroom: a call entering wasm with the JS stack nearly spent (a forward that
+//    recurses without end) overflows inside Rust. Every entry into wasm first probes, in
+//    JS, that some stack is left, and throws the RangeError itself when it is not.
 let patched = glue;
-const STACK_PROBE_LEVELS = Number(process.env.IPU_STACK_PROBE_LEVELS ?? 400);
+const STACK_PROBE_LEVELS = 400; // 100 were enough for 27,000 calls at every depth near the end
 if (!patched.includes("/* live-pointer check */")) {
   let sites = 0;
   patched = patched.replace(/\bwasm\.([A-Za-z0-9_$]+)\(this\.__wbg_ptr\b/g, (_, f) => {
@@ -77,12 +81,6 @@ if (!patched.includes("/* live-pointer check */")) {
     console.error(`fix-pkg: ${entry}: the live-pointer patch found ${sites} method calls and left ${left?.length ?? 0} (${left?.[0]}): has wasm-bindgen's glue changed?`);
     process.exit(1);
   }
-  // Stack headroom: a call that enters wasm with the JS stack nearly exhausted (a model whose
-  // forward recurses without end) overflows inside a Rust frame, and V8's RangeError then
-  // unwinds through it, leaving wasm's own stack pointer and any borrow in a state the
-  // module does not recover from (seen as "memory access out of bounds" or "unreachable").
-  // Every entry into wasm first checks, in JS, that some stack is left, and throws the
-  // same RangeError before anything enters wasm when it is not.
   let entries = 0;
   patched = patched.replace(/\bwasm\.((?!__wbindgen_|__externref_)[A-Za-z0-9_$]+)\(/g, (_, f) => {
     entries++;
