@@ -309,7 +309,11 @@ impl Mlp {
         if let Some(i) = sizes.iter().position(|&s| s == 0) {
             return Err(TraceError(format!("layer size {i} is 0: every size must be positive")));
         }
-        // All the layers' weights and biases, before any is allocated.
+        // Each layer's weight, then all the weights and biases, before any is allocated.
+        for w in sizes.windows(2) {
+            let what = format!("Linear({}, {}): the weight", w[0], w[1]);
+            check_usize_shape(&what, &[w[1], w[0]], DType::Float32)?;
+        }
         let bytes: u128 = sizes.windows(2).map(|w| (w[0] as u128 + 1) * w[1] as u128 * 4).sum();
         if bytes > check::MAX_MLP_BYTES as u128 {
             return Err(TraceError(format!(
