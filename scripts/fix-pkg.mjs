@@ -5,9 +5,13 @@
 //
 // Fails loudly if an entry point it names is missing; adds every generated file to
 // `files` (wasm-pack has missed snippets/ in the past), `engines` (wasm SIMD needs
-// Node 16.4+; we test on 20) and `keywords`.
+// Node 16.4+; we test on 20) and `keywords`; patches the glue so that a freed object's
+// methods fail in JS (see below); and states the API's limits, read from the built
+// package's limits(), at the top of the `.d.ts`.
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 
 const [outDir, target] = process.argv.slice(2);
 if (!outDir || !["web", "nodejs"].includes(target)) {
@@ -54,12 +58,127 @@ if (problems.length) {
   console.error(`fix-pkg: ${file}:\n  ${problems.join("\n  ")}`);
   process.exit(1);
 }
-if (!glue.includes("/* nn namespace */")) {
+// Two patches to wasm-bindgen's glue, so that no exception unwinds through a Rust frame:
+// such an exception skips restoring wasm's own stack pointer and leaves borrows held, and
+// the module does not recover ("memory access out of bounds", then "unreachable").
+// 1. Live pointer: the glue hands `this.__wbg_ptr` to wasm, where a null pointer (an object
+//    whose free() was called, or a method called with a `this` that is not one of the
+//    package's objects) is reported by throwing from inside Rust; 200,000 such calls broke
+//    the module. The pointer is checked in JS first: the same Error, nothing enters wasm.
+// 2. Stack headroom: a call entering wasm with the JS stack nearly spent (a forward that
+//    recurses without end) overflows inside Rust. Every entry into wasm first probes, in
+//    JS, that some stack is left, and throws the RangeError itself when it is not.
+let patched = glue;
+const STACK_PROBE_LEVELS = 400; // 100 were enough for 27,000 calls at every depth near the end
+if (!patched.includes("/* live-pointer check */")) {
+  let sites = 0;
+  patched = patched.replace(/\bwasm\.([A-Za-z0-9_$]+)\(this\.__wbg_ptr\b/g, (_, f) => {
+    sites++;
+    return `wasm.${f}(__ipuLivePtr(this)`;
+  });
+  const left = patched.match(/\bwasm\.[A-Za-z0-9_$]+\([^;]*\bthis\.__wbg_ptr\b/g);
+  if (sites === 0 || left) {
+    console.error(`fix-pkg: ${entry}: the live-pointer patch found ${sites} method calls and left ${left?.length ?? 0} (${left?.[0]}): has wasm-bindgen's glue changed?`);
+    process.exit(1);
+  }
+  let entries = 0;
+  patched = patched.replace(/\bwasm\.((?!__wbindgen_|__externref_)[A-Za-z0-9_$]+)\(/g, (_, f) => {
+    entries++;
+    return `(__ipuStack(), wasm.${f})(`;
+  });
+  if (entries < sites) {
+    console.error(`fix-pkg: ${entry}: the stack-headroom patch found only ${entries} entries into wasm`);
+    process.exit(1);
+  }
+  patched += `
+/* stack headroom */
+// Each level pushes its 16 arguments, so that the probe takes about the same stack cold or
+// optimised: ${STACK_PROBE_LEVELS} levels leave room for the engine's deepest call.
+function __ipuStackProbe(n, a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q) {
+    return n <= 0 ? 0 : 1 + __ipuStackProbe(n - 1, a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q);
+}
+function __ipuStack() {
+    try {
+        __ipuStackProbe(${STACK_PROBE_LEVELS}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    } catch (e) {
+        throw new RangeError("Maximum call stack size exceeded: too little stack is left to enter the engine (does a forward recurse without end?)");
+    }
+}
+`;
+  patched += `
+/* live-pointer check */
+function __ipuLivePtr(obj) {
+    const ptr = obj === null || obj === undefined ? undefined : obj.__wbg_ptr;
+    if (typeof ptr !== "number" || ptr === 0) {
+        throw new Error("this object is no longer usable: its free() was called, or the method was called on an object that is not one of this package's (a wrong this)");
+    }
+    return ptr;
+}
+`;
+  fs.writeFileSync(entry, patched);
+}
+const glueNow = fs.readFileSync(entry, "utf8");
+if (!glueNow.includes("/* nn namespace */")) {
   const members = NN.map((n) => `${n}: ${target === "nodejs" ? `exports.${n}` : n}`).join(", ");
   const line = target === "nodejs" ? `exports.nn = Object.freeze({ ${members} });` : `export const nn = Object.freeze({ ${members} });`;
-  fs.writeFileSync(entry, `${glue}\n/* nn namespace */\n${line}\n`);
+  fs.writeFileSync(entry, `${glueNow}\n/* nn namespace */\n${line}\n`);
   const decl = NN.map((n) => `${n}: typeof ${n}`).join("; ");
   fs.writeFileSync(dts, `${types}\n/** PyTorch-style namespace: \`class Net extends nn.Module\`. */\nexport declare const nn: { ${decl} };\n`);
 }
+
+// The limits, as the package itself reports them (the Rust constants are their one home),
+// stated at the top of the .d.ts; every key limits() has must be described here.
+const LIMIT_TEXT = {
+  maxTensorBytes: "bytes in one tensor (a parameter, a constant, a traced input or an op's result)",
+  maxRank: "dimensions of one tensor",
+  maxNameBytes: "bytes of UTF-8 in a name (inputs, parameters, buffers, modules, Blocks); names hold no control characters or line breaks",
+  maxIpu: "the largest IPU index of a Block",
+  maxNodes: "nodes recorded by one trace",
+  maxList: "items in one list (Sequential, ModuleList, concat) and submodules of one model",
+  maxInputs: "inputs of one trace",
+  maxModuleDepth: "levels of nested submodules",
+  maxMlpLayers: "layers of traceMlp (sizes.length - 1)",
+  maxMlpBytes: "bytes of all the parameters traceMlp builds",
+  maxSeed: "the largest seed (manualSeed, the trainer's seed)",
+  "trainer.maxEpochs": "RevGnnTrainer config.epochs",
+  "trainer.maxLayers": "RevGnnTrainer config.layers",
+  "trainer.maxHidden": "RevGnnTrainer config.hidden",
+  "trainer.maxParts": "RevGnnTrainer config.parts (and at most the graph's nodes)",
+  "trainer.maxLr": "RevGnnTrainer config.lr (above 0)",
+  "trainer.maxWeightDecay": "RevGnnTrainer config.weightDecay",
+  "trainer.maxParams": "trainable scalars of the RevGNN a config builds",
+  "trainer.maxActivationBytes": "bytes of activations a training step or the evaluation keeps at once",
+  "trainer.maxFileBytes": "bytes of one raw dataset file",
+};
+async function loadLimits() {
+  if (target === "nodejs") return createRequire(import.meta.url)(path.resolve(entry)).limits();
+  const mod = await import(pathToFileURL(path.resolve(entry)).href);
+  mod.initSync({ module: fs.readFileSync(path.join(outDir, "ipu_playground_bg.wasm")) });
+  return mod.limits();
+}
+const flat = (o, prefix = "") =>
+  Object.entries(o).flatMap(([k, v]) => (typeof v === "object" ? flat(v, `${prefix}${k}.`) : [[`${prefix}${k}`, v]]));
+const typesNow = fs.readFileSync(dts, "utf8");
+if (!typesNow.includes("@limits")) {
+  const limits = flat(await loadLimits());
+  const unknown = limits.filter(([k]) => !LIMIT_TEXT[k]).map(([k]) => k);
+  if (unknown.length) {
+    console.error(`fix-pkg: limits() has ${unknown.join(", ")}, which LIMIT_TEXT does not describe`);
+    process.exit(1);
+  }
+  const lines = limits.map(([k, v]) => ` * - \`${k}\` = ${v}: ${LIMIT_TEXT[k]}`);
+  const header = [
+    "/**",
+    " * ipu-playground, compiled to WebAssembly (see its README).",
+    " *",
+    " * @limits Every size, count and index is checked before anything is allocated: whole numbers",
+    " * (4.7, \"4\", NaN are a TypeError naming the argument), not negative, and within these limits",
+    " * (a RangeError or an Error naming the size asked for). `limits()` returns them.",
+    ...lines,
+    " */",
+  ].join("\n");
+  fs.writeFileSync(dts, `${header}\n${typesNow}`);
+}
+
 fs.writeFileSync(file, JSON.stringify(pkg, null, 2) + "\n");
 console.log(`fix-pkg: ${file}: ${pkg.name}@${pkg.version}, ${pkg.main ?? pkg.module}, files: ${pkg.files.join(" ")}`);

@@ -7,18 +7,61 @@
 // www/ at /, and the staged data/ folder at /data/. The wasm package is built
 // into www/pkg/, so it needs no mount of its own.
 //
-// It binds 127.0.0.1 only. PORT (default 8080) picks the port; PORT=0 takes a free one.
-// Only files inside the given folders are served: `..`, `.` segments, percent-encoded
-// dots or slashes, backslashes, NUL bytes, dotfiles and symlinks that lead outside get
-// 403/404, and directories are never listed.
+// It binds 127.0.0.1 only, and answers only requests whose Host header names this server
+// as 127.0.0.1, localhost or [::1] with its port (421 otherwise: a page on another site
+// cannot reach it through DNS rebinding). PORT (default 8080) picks the port; PORT=0 takes
+// a free one. Only files inside the given folders are served: `..`, `.` segments,
+// percent-encoded dots or slashes, backslashes, NUL bytes, dotfiles and symlinks that lead
+// outside get 403/404, and directories are never listed. Files are streamed with
+// stream.pipeline, so an aborted download closes its file at once. Every response carries
+// the Content-Security-Policy of cspFor(path).
+//
+// Importing this file starts nothing: it exports CSP, CSP_ENGINE, cspFor and hostAllowed
+// for the tests and the page.
 
 import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { pipeline } from "node:stream";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const HOST = "127.0.0.1";
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+/** The page's Content-Security-Policy: its own scripts, wasm compilation, no eval, nothing
+ * from elsewhere, never framed. */
+export const CSP = [
+  "default-src 'self'",
+  "script-src 'self' 'wasm-unsafe-eval'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data: blob:",
+  "font-src 'self'",
+  "connect-src 'self'",
+  "worker-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+/** The policy of the engine's worker scripts (everything under /engine/): the same, and
+ * `blob:` scripts too, since the worker imports the user's model code as a blob: module. */
+export const CSP_ENGINE = CSP.replace("script-src 'self' 'wasm-unsafe-eval'", "script-src 'self' 'wasm-unsafe-eval' blob:");
+
+/** The Content-Security-Policy for a response to the request path `urlPath`. */
+export function cspFor(urlPath) {
+  const p = String(urlPath ?? "").split(/[?#]/)[0];
+  return p.startsWith("/engine/") ? CSP_ENGINE : CSP;
+}
+
+/** True when a Host header names this server: 127.0.0.1, localhost or [::1] with `port`
+ * (or with no port when the port is 80), in any letter case. */
+export function hostAllowed(host, port) {
+  if (typeof host !== "string") return false;
+  const h = host.toLowerCase();
+  const names = ["127.0.0.1", "localhost", "[::1]"];
+  return names.some((n) => h === `${n}:${port}` || (Number(port) === 80 && h === n));
+}
 
 const MIME = {
   ".html": "text/html; charset=utf-8",
@@ -86,13 +129,8 @@ function parsePort(text) {
   return Number(text);
 }
 
-const opts = parseArgs(process.argv.slice(2));
-const port = parsePort(process.env.PORT);
-
-if (!fs.existsSync(opts.root) || !fs.statSync(opts.root).isDirectory()) {
-  console.error(`serve: the root folder ${opts.root} does not exist`);
-  process.exit(1);
-}
+let opts;
+let port;
 
 /** A realpath that returns null for a missing path. */
 function real(p) {
@@ -178,6 +216,7 @@ function sendStatus(res, status, extra = {}) {
   const body = `${status} ${http.STATUS_CODES[status] ?? ""}\n`;
   res.writeHead(status, {
     ...COMMON_HEADERS,
+    "Content-Security-Policy": cspFor(res.req.url),
     "Content-Type": "text/plain; charset=utf-8",
     "Content-Length": Buffer.byteLength(body),
     ...extra,
@@ -185,13 +224,17 @@ function sendStatus(res, status, extra = {}) {
   res.end(res.req.method === "HEAD" ? undefined : body);
 }
 
-const server = http.createServer((req, res) => {
+function handle(req, res) {
   const started = Date.now();
   // "close", not "finish": a client that hangs up as soon as it has the last byte (curl does)
   // can close the socket before "finish" fires, and that request would go unlogged.
   res.on("close", () => {
     if (!opts.quiet) console.log(`${req.method} ${req.url} ${res.statusCode} ${Date.now() - started}ms`);
   });
+  if (!hostAllowed(req.headers.host, server.address().port)) {
+    sendStatus(res, 421);
+    return;
+  }
   if (req.method !== "GET" && req.method !== "HEAD") {
     sendStatus(res, 405, { Allow: "GET, HEAD" });
     return;
@@ -216,6 +259,7 @@ const server = http.createServer((req, res) => {
   const etag = `W/"${stat.size.toString(16)}-${Math.floor(stat.mtimeMs).toString(16)}"`;
   const headers = {
     ...COMMON_HEADERS,
+    "Content-Security-Policy": cspFor(req.url),
     "Content-Type": MIME[path.extname(file).toLowerCase()] ?? OCTET,
     ETag: etag,
     "Last-Modified": stat.mtime.toUTCString(),
@@ -231,46 +275,60 @@ const server = http.createServer((req, res) => {
     res.end();
     return;
   }
-  const stream = fs.createReadStream(file);
-  stream.on("error", (err) => {
-    console.error(`serve: reading ${file}: ${err.message}`);
-    res.destroy(err);
+  // pipeline destroys the file stream (closing its descriptor) when the response ends
+  // early: a client that aborts a download leaves nothing open.
+  pipeline(fs.createReadStream(file), res, (err) => {
+    if (err && err.code !== "ERR_STREAM_PREMATURE_CLOSE") console.error(`serve: sending ${file}: ${err.message}`);
   });
-  stream.pipe(res);
-});
-
-server.on("error", (err) => {
-  if (err.code === "EADDRINUSE") {
-    console.error(`serve: port ${port} on ${HOST} is already in use; set PORT=… or stop the other server`);
-  } else if (err.code === "EACCES") {
-    console.error(`serve: not allowed to listen on port ${port} on ${HOST}; set PORT=… to a port above 1023`);
-  } else {
-    console.error(`serve: ${err.message}`);
-  }
-  process.exit(1);
-});
-
-server.listen(port, HOST, () => {
-  const { port: actual } = server.address();
-  const rel = (p) => path.relative(process.cwd(), p) || ".";
-  const lines = [`serve: ${rel(opts.root)}/ at http://${HOST}:${actual}/`];
-  for (const m of opts.mounts) {
-    const note = fs.existsSync(m.dir) ? "" : " (missing for now)";
-    lines.push(`serve: ${rel(m.dir)}/ at http://${HOST}:${actual}${m.prefix}${note}`);
-  }
-  lines.push("serve: press Ctrl-C to stop");
-  console.log(lines.join("\n")); // one write, so a reader sees the whole banner at once
-});
-
-let stopping = false;
-function stop(signal) {
-  if (stopping) return;
-  stopping = true;
-  console.log(`serve: ${signal}, stopping`);
-  server.close(() => process.exit(0));
-  server.closeAllConnections?.();
-  // Should a socket linger, do not hang on it.
-  setTimeout(() => process.exit(0), 2000).unref();
 }
-process.on("SIGINT", () => stop("SIGINT"));
-process.on("SIGTERM", () => stop("SIGTERM"));
+
+let server;
+
+function main() {
+  opts = parseArgs(process.argv.slice(2));
+  port = parsePort(process.env.PORT);
+  if (!fs.existsSync(opts.root) || !fs.statSync(opts.root).isDirectory()) {
+    console.error(`serve: the root folder ${opts.root} does not exist`);
+    process.exit(1);
+  }
+  server = http.createServer(handle);
+  server.on("error", (err) => {
+    if (err.code === "EADDRINUSE") {
+      console.error(`serve: port ${port} on ${HOST} is already in use; set PORT=… or stop the other server`);
+    } else if (err.code === "EACCES") {
+      console.error(`serve: not allowed to listen on port ${port} on ${HOST}; set PORT=… to a port above 1023`);
+    } else {
+      console.error(`serve: ${err.message}`);
+    }
+    process.exit(1);
+  });
+
+  server.listen(port, HOST, () => {
+    const { port: actual } = server.address();
+    const rel = (p) => path.relative(process.cwd(), p) || ".";
+    const lines = [`serve: ${rel(opts.root)}/ at http://${HOST}:${actual}/`];
+    for (const m of opts.mounts) {
+      const note = fs.existsSync(m.dir) ? "" : " (missing for now)";
+      lines.push(`serve: ${rel(m.dir)}/ at http://${HOST}:${actual}${m.prefix}${note}`);
+    }
+    lines.push("serve: press Ctrl-C to stop");
+    console.log(lines.join("\n")); // one write, so a reader sees the whole banner at once
+  });
+
+  let stopping = false;
+  function stop(signal) {
+    if (stopping) return;
+    stopping = true;
+    console.log(`serve: ${signal}, stopping`);
+    server.close(() => process.exit(0));
+    server.closeAllConnections?.();
+    // Should a socket linger, do not hang on it.
+    setTimeout(() => process.exit(0), 2000).unref();
+  }
+  process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGTERM", () => stop("SIGTERM"));
+}
+
+// Run as a script (node scripts/serve.mjs), not when imported.
+const invoked = process.argv[1] ? fs.realpathSync(path.resolve(process.argv[1])) : "";
+if (invoked && import.meta.url === pathToFileURL(invoked).href) main();

@@ -27,7 +27,7 @@ fn message(err: JsValue) -> String {
 
 #[wasm_bindgen_test]
 fn a_traced_mlp_plans_on_one_ipu_with_defaults() {
-    let model = api::trace_mlp(vec![4, 16, 3], 8).unwrap();
+    let model = api::trace_mlp(json("[4, 16, 3]"), 8.into()).unwrap();
     let plan = api::plan::plan(model.clone(), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap();
     assert_eq!(get(&plan, "valid"), JsValue::TRUE);
     assert_eq!(get(&plan, "fits"), JsValue::TRUE);
@@ -44,7 +44,7 @@ fn a_traced_mlp_plans_on_one_ipu_with_defaults() {
 
 #[wasm_bindgen_test]
 fn invalid_configurations_are_plans_with_errors() {
-    let m = api::plan::demo_model("mlp", json(r#"{"layers": 3, "ipus": 3, "small": true}"#)).unwrap();
+    let m = api::plan::demo_model("mlp".into(), json(r#"{"layers": 3, "ipus": 3, "small": true}"#)).unwrap();
     let plan = api::plan::plan(m.clone(), json(r#"{"deviceIterations": 3}"#), JsValue::UNDEFINED).unwrap();
     assert_eq!(get(&plan, "valid"), JsValue::FALSE);
     assert_eq!(get(&plan, "fits"), JsValue::FALSE);
@@ -65,8 +65,11 @@ fn invalid_configurations_are_plans_with_errors() {
 
 #[wasm_bindgen_test]
 fn training_plans_build_the_training_graph() {
-    let m = api::plan::demo_model("transformer", json(r#"{"layers": 2, "ipus": 2, "small": true, "training": true}"#))
-        .unwrap();
+    let m = api::plan::demo_model(
+        "transformer".into(),
+        json(r#"{"layers": 2, "ipus": 2, "small": true, "training": true}"#),
+    )
+    .unwrap();
     let settings = json(r#"{"training": true, "optimizer": "adam"}"#);
     let plan =
         api::plan::plan(m.clone(), json(r#"{"Training": {"gradientAccumulation": 2}}"#), settings.clone()).unwrap();
@@ -87,16 +90,16 @@ fn nothing_to_plan_throws_an_error_naming_the_cause() {
     assert!(e.contains("trace()"), "{e}");
     let e = message(api::plan::plan(json(r#"{"traced": 1}"#), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap_err());
     assert!(e.contains("trace()"), "{e}");
-    let mlp = api::trace_mlp(vec![4, 3], 2).unwrap();
+    let mlp = api::trace_mlp(json("[4, 3]"), 2.into()).unwrap();
     let e = message(api::plan::plan(mlp.clone(), JsValue::UNDEFINED, json(r#"{"training": true}"#)).unwrap_err());
     assert!(e.contains("loss must be a float scalar"), "{e}");
     let e = message(api::plan::plan(mlp.clone(), JsValue::UNDEFINED, json(r#"{"trianing": true}"#)).unwrap_err());
     assert!(e.contains("trianing"), "{e}");
     let e = message(api::plan::plan(mlp.clone(), JsValue::from("fast"), JsValue::UNDEFINED).unwrap_err());
     assert!(e.contains("options must be an object"), "{e}");
-    let e = message(api::plan::demo_model("cnn", JsValue::UNDEFINED).unwrap_err().into());
+    let e = message(api::plan::demo_model("cnn".into(), JsValue::UNDEFINED).unwrap_err());
     assert!(e.contains("mlp, transformer or revgnn"), "{e}");
-    let e = message(api::plan::demo_model("mlp", json(r#"{"layers": 0}"#)).unwrap_err().into());
+    let e = message(api::plan::demo_model("mlp".into(), json(r#"{"layers": 0}"#)).unwrap_err());
     assert!(e.contains("layers must be from 1"), "{e}");
     // Still usable afterwards.
     assert!(api::plan::plan(mlp, JsValue::UNDEFINED, JsValue::UNDEFINED).is_ok());

@@ -9,6 +9,10 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_dedicated_worker);
 
+fn sizes(v: &[u32]) -> JsValue {
+    v.iter().map(|&x| JsValue::from(x)).collect::<js_sys::Array>().into()
+}
+
 fn global_has(name: &str) -> bool {
     Reflect::has(&js_sys::global(), &JsValue::from_str(name)).unwrap()
 }
@@ -25,10 +29,10 @@ fn runs_in_a_dedicated_worker() {
 
 #[wasm_bindgen_test]
 fn traces_a_model_in_the_worker() {
-    let model = api::trace_mlp(vec![4, 16, 16, 3], 8).expect("a valid MLP traces");
+    let model = api::trace_mlp(sizes(&[4, 16, 16, 3]), 8.into()).expect("a valid MLP traces");
     let text = Reflect::get(&model, &"text".into()).unwrap().as_string().unwrap();
     assert_eq!(text.lines().filter(|l| l.contains("linear")).count(), 3, "{text}");
     assert_eq!(text.lines().filter(|l| l.contains("relu")).count(), 2, "{text}");
-    assert!(api::trace_mlp(vec![4], 8).is_err());
+    assert!(api::trace_mlp(sizes(&[4]), 8.into()).is_err());
     assert!(api::default_model().is_ok());
 }

@@ -59,6 +59,22 @@ impl Rng {
         ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
     }
 
+    /// Fills `out` with uniform draws in [lo, hi), in order (as many [`Rng::uniform_range`]
+    /// calls). The caller allocates `out` (fallibly, for sizes a user chose), so nothing is
+    /// allocated while a shared generator is borrowed.
+    pub fn fill_uniform(&mut self, out: &mut [f32], lo: f32, hi: f32) {
+        for x in out {
+            *x = self.uniform_range(lo, hi);
+        }
+    }
+
+    /// Fills `out` with standard normal draws, in order (as many [`Rng::normal`] calls).
+    pub fn fill_normal(&mut self, out: &mut [f32]) {
+        for x in out {
+            *x = self.normal();
+        }
+    }
+
     /// True with probability `p`.
     pub fn bernoulli(&mut self, p: f32) -> bool {
         self.uniform() < p
@@ -144,6 +160,20 @@ mod tests {
                 assert!((cond - p as f64).abs() < 0.012, "p {p}: P(second | first) = {cond}");
             }
         }
+    }
+
+    #[test]
+    fn fills_draw_the_same_sequence_as_single_calls() {
+        let (mut a, mut b) = (Rng::new(9), Rng::new(9));
+        let mut u = [0f32; 5];
+        a.fill_uniform(&mut u, -2.0, 3.0);
+        let single: Vec<f32> = (0..5).map(|_| b.uniform_range(-2.0, 3.0)).collect();
+        assert_eq!(u.to_vec(), single);
+        let mut n = [0f32; 4];
+        a.fill_normal(&mut n);
+        let single: Vec<f32> = (0..4).map(|_| b.normal()).collect();
+        assert_eq!(n.to_vec(), single);
+        assert_eq!(a.next_u64(), b.next_u64());
     }
 
     #[test]

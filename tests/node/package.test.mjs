@@ -60,6 +60,21 @@ describe("the npm package ipu-playground", () => {
     assert.match(dts, /export function defaultModel\(/);
   });
 
+  test("the README and the .d.ts state the limits limits() reports", () => {
+    const readme = fs.readFileSync(path.join(REPO, "README.md"), "utf8");
+    const dts = fs.readFileSync(path.join(INSTALLED, "ipu_playground.d.ts"), "utf8");
+    const flat = (o, prefix = "") =>
+      Object.entries(o).flatMap(([k, v]) => (typeof v === "object" ? flat(v, `${prefix}${k}.`) : [[`${prefix}${k}`, v]]));
+    const limits = flat(createRequire(path.join(CONSUMER, "package.json"))("ipu-playground").limits());
+    assert.ok(limits.length >= 18, JSON.stringify(limits));
+    for (const [key, value] of limits) {
+      const row = readme.split("\n").find((l) => l.startsWith("|") && l.includes(`\`${key}\``));
+      assert.ok(row, `README's limits table has no row for ${key}`);
+      assert.match(row, new RegExp(`\\| ${value}\\b`), `README: ${key} = ${value}`);
+      assert.ok(dts.includes(`\`${key}\` = ${value}:`), `.d.ts: ${key} = ${value}`);
+    }
+  });
+
   test("version() is the crate's version", () => {
     assert.equal(api.version(), CRATE_VERSION);
   });

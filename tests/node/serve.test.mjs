@@ -5,10 +5,13 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { startServer, runServerToExit, REPO } from "./helpers.mjs";
+import { startServer, runServerToExit, REPO, SERVE } from "./helpers.mjs";
 
-/** Sends raw bytes as a request line so that no client library normalises the path. */
-function rawRequest(port, target, { method = "GET", headers = {} } = {}) {
+const { CSP, CSP_ENGINE, cspFor, hostAllowed } = await import(SERVE);
+
+/** Sends raw bytes as a request line so that no client library normalises the path.
+ * `host`: the Host header (default 127.0.0.1 with the port; null sends none). */
+function rawRequest(port, target, { method = "GET", headers = {}, host = `127.0.0.1:${port}`, version = "1.1" } = {}) {
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, "127.0.0.1");
     const chunks = [];
@@ -18,7 +21,7 @@ function rawRequest(port, target, { method = "GET", headers = {} } = {}) {
       socket.write(Buffer.concat([
         Buffer.from(`${method} `, "latin1"),
         Buffer.isBuffer(target) ? target : Buffer.from(target, "latin1"),
-        Buffer.from(` HTTP/1.1\r\nHost: 127.0.0.1\r\n${extra}Connection: close\r\n\r\n`, "latin1"),
+        Buffer.from(` HTTP/${version}\r\n${host === null ? "" : `Host: ${host}\r\n`}${extra}Connection: close\r\n\r\n`, "latin1"),
       ]));
     });
     socket.on("data", (c) => chunks.push(c));
@@ -57,6 +60,12 @@ describe("serve.mjs on a scratch layout", () => {
     fs.writeFileSync(path.join(site, "x.json"), "{}");
     fs.writeFileSync(path.join(site, "pkg", "engine_bg.wasm"), Buffer.from([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]));
     fs.writeFileSync(path.join(site, "sub", "index.html"), "<p>sub</p>");
+    fs.mkdirSync(path.join(site, "engine"));
+    fs.writeFileSync(path.join(site, "engine", "worker.js"), "self.onmessage = () => {};");
+    // A download big enough to be cut off mid-way: far more than the socket buffers hold.
+    const big = Buffer.alloc(32 << 20);
+    big.set([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]);
+    fs.writeFileSync(path.join(site, "pkg", "big_bg.wasm"), big);
     fs.writeFileSync(path.join(site, ".hidden"), SECRET);
     fs.symlinkSync(path.join(tmp, "secret.txt"), path.join(site, "link-out.txt"));
     fs.writeFileSync(path.join(data, "ind.cora.x"), Buffer.from([0x80, 0x02, 0x63]));
@@ -193,6 +202,103 @@ describe("serve.mjs on a scratch layout", () => {
     }
   });
 
+  test("sends the page's Content-Security-Policy on every response, and the engine's under /engine/", async () => {
+    // The policy agreed with the page (issue #12), word for word.
+    assert.equal(
+      CSP,
+      "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; " +
+        "img-src 'self' data: blob:; font-src 'self'; connect-src 'self'; worker-src 'self'; " +
+        "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    );
+    assert.equal(CSP_ENGINE, CSP.replace("'wasm-unsafe-eval';", "'wasm-unsafe-eval' blob:;"));
+    assert.equal(cspFor("/engine/worker.js?v=1"), CSP_ENGINE);
+    assert.equal(cspFor("/engine/"), CSP_ENGINE);
+    for (const p of ["/", "/index.html", "/engine", "/engineX/a.js", "/pkg/engine_bg.wasm", "/data/engine/x"]) {
+      assert.equal(cspFor(p), CSP, p);
+    }
+    const etag = (await rawRequest(server.port, "/app.js")).headers.etag;
+    const cases = [
+      ["/", {}, 200, CSP],
+      ["/app.js", {}, 200, CSP],
+      ["/app.js", { headers: { "If-None-Match": etag } }, 304, CSP],
+      ["/pkg/engine_bg.wasm", {}, 200, CSP],
+      ["/engine/worker.js", {}, 200, CSP_ENGINE],
+      ["/engine/nope.js", {}, 404, CSP_ENGINE],
+      ["/nope.js", {}, 404, CSP],
+      ["/../secret.txt", {}, 403, CSP],
+      ["/sub", {}, 301, CSP],
+      ["/app.js", { method: "POST" }, 405, CSP],
+      ["/app.js", { host: "evil.example" }, 421, CSP],
+    ];
+    for (const [url, opt, status, csp] of cases) {
+      const res = await rawRequest(server.port, url, opt);
+      assert.equal(res.status, status, url);
+      assert.equal(res.headers["content-security-policy"], csp, `${url} ${status}`);
+    }
+  });
+
+  test("answers only Host headers naming 127.0.0.1, localhost or [::1] with its port", async () => {
+    const p = server.port;
+    for (const host of [`127.0.0.1:${p}`, `localhost:${p}`, `LocalHost:${p}`, `[::1]:${p}`]) {
+      const res = await rawRequest(p, "/app.js", { host });
+      assert.equal(res.status, 200, host);
+      assert.equal(res.body, "export const a = 1;", host);
+    }
+    const refused = [
+      "evil.example", `evil.example:${p}`, "127.0.0.1", "localhost", `127.0.0.1:${p + 1}`, `localhost:${p}0`,
+      `127.0.0.1.evil.example:${p}`, `localhost.:${p}`, `[::2]:${p}`, `0.0.0.0:${p}`, `127.1:${p}`, "",
+    ];
+    for (const host of refused) {
+      const res = await rawRequest(p, "/app.js", { host });
+      assert.equal(res.status, 421, JSON.stringify(host));
+      assert.ok(!res.body.includes("export const"), JSON.stringify(host));
+    }
+    // HTTP/1.0 without a Host header, and a path that would leak were the Host allowed.
+    assert.equal((await rawRequest(p, "/app.js", { host: null, version: "1.0" })).status, 421);
+    const res = await rawRequest(p, "/../secret.txt", { host: "evil.example" });
+    assert.equal(res.status, 421);
+    assert.ok(!res.body.includes(SECRET));
+    assert.equal(hostAllowed("localhost", 80), true);
+    assert.equal(hostAllowed(undefined, 80), false);
+  });
+
+  test("aborted downloads free their file descriptors", { skip: !fs.existsSync("/proc/self/fd") && "needs /proc" }, async () => {
+    const fdDir = `/proc/${server.child.pid}/fd`;
+    const open = () => fs.readdirSync(fdDir).length;
+    // One whole download first, so that whatever the server opens once is open already.
+    const whole = await fetch(`${server.url}/pkg/big_bg.wasm`, { headers: { Connection: "close" } });
+    assert.equal((await whole.arrayBuffer()).byteLength, 32 << 20);
+    const settle = async (want) => {
+      let n = open();
+      for (let waited = 0; n > want && waited < 10000; waited += 50) {
+        await new Promise((r) => setTimeout(r, 50));
+        n = open();
+      }
+      return n;
+    };
+    const before = await settle(0);
+    // Downloads cut off after their first bytes, 20 at a time, 300 in all.
+    const abort = () =>
+      new Promise((resolve, reject) => {
+        const socket = net.connect(server.port, "127.0.0.1");
+        socket.setTimeout(10000, () => socket.destroy(new Error("timeout")));
+        socket.on("connect", () =>
+          socket.write(`GET /pkg/big_bg.wasm HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`),
+        );
+        socket.once("data", () => {
+          socket.destroy();
+          resolve();
+        });
+        socket.on("error", reject);
+      });
+    for (let round = 0; round < 15; round++) await Promise.all(Array.from({ length: 20 }, abort));
+    const after = await settle(before);
+    assert.equal(after, before, `${after - before} descriptors left open after 300 aborted downloads`);
+    // And the server still serves the whole file.
+    const again = await fetch(`${server.url}/pkg/big_bg.wasm`);
+    assert.equal((await again.arrayBuffer()).byteLength, 32 << 20);
+  });
+
   test("listens on 127.0.0.1 only", async () => {
     const others = Object.values(os.networkInterfaces())
       .flat()
@@ -253,7 +359,7 @@ describe("serve.mjs as the playground runs it", () => {
           const socket = net.connect(server.port, "127.0.0.1");
           let got = Buffer.alloc(0);
           socket.setTimeout(5000, () => socket.destroy(new Error("timeout")));
-          socket.on("connect", () => socket.write(`GET /main.js?n=${i} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`));
+          socket.on("connect", () => socket.write(`GET /main.js?n=${i} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`));
           socket.on("data", (chunk) => {
             got = Buffer.concat([got, chunk]);
             const head = got.indexOf("\r\n\r\n");

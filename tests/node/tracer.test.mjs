@@ -4,6 +4,7 @@ import { test, describe, before } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
+import { spawnSync } from "node:child_process";
 import { pathToFileURL } from "node:url";
 import { REPO } from "./helpers.mjs";
 
@@ -95,6 +96,22 @@ describe("tracing a JS model with the npm package", () => {
       () => m.trace(new m.Reassigns(), [{ name: "x", shape: [4, 3] }]),
       /buffer 'running_mean' was reassigned during the trace/,
     );
+  });
+
+  test("traces without generating code from strings (the page's CSP has no unsafe-eval)", () => {
+    // Node's --disallow-code-generation-from-strings makes eval and new Function throw, as a
+    // Content-Security-Policy without 'unsafe-eval' does in the page's worker.
+    const r = spawnSync(
+      process.execPath,
+      ["--disallow-code-generation-from-strings", "--input-type=module", "-e",
+        `import { traceNet } from "./model.mjs";
+         let blocked = false;
+         try { new Function("return 1"); } catch { blocked = true; }
+         console.log(blocked, traceNet().modules.join(","));`],
+      { cwd: CONSUMER, encoding: "utf8" },
+    );
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), "true embed,embed.0,embed.1,encoder,encoder.norm,encoder.layers,encoder.layers.0,encoder.layers.1,drop,head");
   });
 
   test("bad models and inputs are clear errors, and tracing still works after them", () => {

@@ -1,12 +1,20 @@
 //! The JavaScript API: a thin wasm-bindgen layer over the Rust crate. Every function either
-//! returns plain JS objects or throws an `Error` whose message names the cause.
+//! returns plain JS objects or throws: a `TypeError` for an argument of the wrong type, a
+//! `RangeError` for a number out of range, an `Error` for anything else, each naming the
+//! argument and the cause. Arguments arrive as `JsValue`s and are converted in `args.rs`;
+//! the rules and limits are the core's, listed by [`limits`]. No panic reaches JS from bad
+//! input, and the module keeps working after any number of rejected calls.
 
+pub mod args;
+pub mod modules;
 pub mod nn;
 pub mod plan;
+pub mod tensor;
 pub mod train;
 
 use crate::ir::{print::print_graph, Graph};
-use crate::trace::TraceError;
+use crate::trace::check;
+use args::{js_err, JsResult};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
@@ -15,11 +23,7 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
-fn js_err(e: impl std::fmt::Display) -> JsError {
-    JsError::new(&e.to_string())
-}
-
-fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsError> {
+fn to_js<T: Serialize>(v: &T) -> JsResult<JsValue> {
     v.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).map_err(js_err)
 }
 
@@ -30,7 +34,7 @@ struct TracedModel<'a> {
 }
 
 /// `{text, graph, traced}`: the printed graph, its JSON, and the graph for `plan`.
-fn traced(g: &Graph) -> Result<JsValue, JsError> {
+fn traced(g: &Graph) -> JsResult<JsValue> {
     let v = to_js(&TracedModel { text: print_graph(g), graph: g })?;
     plan::TracedGraph::attach(&v, g)?;
     Ok(v)
@@ -42,16 +46,94 @@ pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
 }
 
-/// Traces an MLP with layer `sizes` on a `[batch, sizes[0]]` input; returns
-/// `{ text, graph, traced }`: the printed graph, its JSON form and the graph for `plan`.
+/// Traces an MLP with layer `sizes` (2 to 1025 whole numbers from 1) on a
+/// `[batch, sizes[0]]` input; returns `{ text, graph, traced }`: the printed graph, its JSON
+/// form and the graph for `plan`. Every weight and the input stay within the tensor limits,
+/// all parameters within 1 GiB (`limits()`).
 #[wasm_bindgen(js_name = traceMlp)]
-pub fn trace_mlp(sizes: Vec<usize>, batch: usize) -> Result<JsValue, JsError> {
-    let t = crate::trace::nn::trace_mlp(&sizes, batch, 0).map_err(|e: TraceError| js_err(e))?;
+pub fn trace_mlp(
+    #[wasm_bindgen(unchecked_param_type = "number[]")] sizes: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] batch: JsValue,
+) -> JsResult<JsValue> {
+    let sizes = args::list(&sizes, "traceMlp: sizes", check::MAX_MLP_LAYERS + 1)?
+        .iter()
+        .enumerate()
+        .map(|(i, v)| args::count(v, &format!("traceMlp: sizes[{i}]"), check::MAX_TENSOR_BYTES))
+        .collect::<JsResult<Vec<_>>>()?;
+    let batch = args::count(&batch, "traceMlp: batch", check::MAX_TENSOR_BYTES)?;
+    let t = crate::trace::nn::trace_mlp(&sizes, batch, 0).map_err(js_err)?;
     traced(&t.graph)
 }
 
 /// The playground's default model (an MLP 4 → 16 → 16 → 3 on a batch of 8), traced.
 #[wasm_bindgen(js_name = defaultModel)]
-pub fn default_model() -> Result<JsValue, JsError> {
-    trace_mlp(vec![4, 16, 16, 3], 8)
+pub fn default_model() -> JsResult<JsValue> {
+    let t = crate::trace::nn::trace_mlp(&[4, 16, 16, 3], 8, 0).map_err(js_err)?;
+    traced(&t.graph)
+}
+
+/// Every limit on what the API accepts, in one object (the README and the package's
+/// `.d.ts` list the same numbers).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Limits {
+    max_tensor_bytes: usize,
+    max_rank: usize,
+    max_name_bytes: usize,
+    max_ipu: u64,
+    max_nodes: usize,
+    max_list: usize,
+    max_inputs: usize,
+    max_module_depth: usize,
+    max_mlp_layers: usize,
+    max_mlp_bytes: usize,
+    max_seed: u64,
+    trainer: TrainerLimits,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TrainerLimits {
+    max_epochs: usize,
+    max_layers: usize,
+    max_hidden: usize,
+    max_parts: usize,
+    max_lr: f64,
+    max_weight_decay: f64,
+    max_params: usize,
+    max_activation_bytes: usize,
+    max_file_bytes: usize,
+}
+
+/// The limits on sizes, counts, names and trainer options: `{ maxTensorBytes, maxRank,
+/// maxNameBytes, maxIpu, maxNodes, maxList, maxInputs, maxModuleDepth, maxMlpLayers,
+/// maxMlpBytes, maxSeed, trainer: { maxEpochs, maxLayers, maxHidden, maxParts, maxLr, maxWeightDecay,
+/// maxParams, maxActivationBytes, maxFileBytes } }`.
+#[wasm_bindgen]
+pub fn limits() -> JsResult<JsValue> {
+    use crate::gnn::config as c;
+    to_js(&Limits {
+        max_tensor_bytes: check::MAX_TENSOR_BYTES,
+        max_rank: check::MAX_RANK,
+        max_name_bytes: check::MAX_NAME_BYTES,
+        max_ipu: check::MAX_IPU,
+        max_nodes: check::MAX_NODES,
+        max_list: check::MAX_LIST,
+        max_inputs: check::MAX_INPUTS,
+        max_module_depth: check::MAX_MODULE_DEPTH,
+        max_mlp_layers: check::MAX_MLP_LAYERS,
+        max_mlp_bytes: check::MAX_MLP_BYTES,
+        max_seed: check::MAX_SEED,
+        trainer: TrainerLimits {
+            max_epochs: c::MAX_EPOCHS,
+            max_layers: c::MAX_LAYERS,
+            max_hidden: c::MAX_HIDDEN,
+            max_parts: c::MAX_PARTS,
+            max_lr: c::MAX_LR,
+            max_weight_decay: c::MAX_WEIGHT_DECAY,
+            max_params: c::MAX_PARAMS,
+            max_activation_bytes: c::MAX_ACTIVATION_BYTES,
+            max_file_bytes: c::MAX_FILE_BYTES,
+        },
+    })
 }

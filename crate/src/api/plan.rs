@@ -16,7 +16,7 @@
 //! is nothing to plan: `model` is not a traced model, `settings` do not parse, or training
 //! was asked of a graph without a scalar loss or trainable parameters.
 
-use super::js_err;
+use super::args::{self, error, js_err, type_error, JsResult};
 use crate::compile::plan::plan_json_timed;
 use crate::ir::Graph;
 use crate::models::{DemoKind, DemoNet, DemoSizes};
@@ -40,9 +40,9 @@ impl TracedGraph {
     }
 
     /// Adds `traced` (this graph) to a trace result object.
-    pub fn attach(result: &JsValue, graph: &Graph) -> Result<(), JsError> {
+    pub fn attach(result: &JsValue, graph: &Graph) -> JsResult<()> {
         Reflect::set(result, &"traced".into(), &TracedGraph::new(graph).into())
-            .map_err(|_| JsError::new("could not attach the traced graph to the result"))?;
+            .map_err(|_| error("could not attach the traced graph to the result"))?;
         Ok(())
     }
 }
@@ -58,15 +58,17 @@ fn now_ms() -> f64 {
         .unwrap_or(0.0)
 }
 
-fn json_arg(v: &JsValue, what: &str) -> Result<Option<String>, JsError> {
-    if v.is_undefined() || v.is_null() {
+/// An options-like object as JSON text (`None` when left out). `JSON.stringify` may run the
+/// caller's getters and `toJSON`; what they throw comes back as an error naming `what`.
+fn json_arg(v: &JsValue, what: &str) -> JsResult<Option<String>> {
+    if args::is_absent(v) {
         return Ok(None);
     }
     if !v.is_object() || js_sys::Array::is_array(v) {
-        return Err(JsError::new(&format!("plan: {what} must be an object, or left out")));
+        return Err(type_error(&format!("{what} must be an object, or left out; got {}", args::describe(v))));
     }
-    let s = JSON::stringify(v).map_err(|_| JsError::new(&format!("plan: {what} cannot be turned into JSON")))?;
-    Ok(s.as_string())
+    let s = JSON::stringify(v).map_err(|_| error(&format!("{what} cannot be turned into JSON")))?;
+    s.as_string().map(Some).ok_or_else(|| error(&format!("{what} cannot be turned into JSON")))
 }
 
 #[wasm_bindgen]
@@ -78,19 +80,22 @@ impl TracedGraph {
     }
 
     /// Plans this model: see the module-level `plan`.
-    pub fn plan(&self, options: JsValue, settings: JsValue) -> Result<JsValue, JsError> {
-        let o = json_arg(&options, "options")?;
-        let s = json_arg(&settings, "settings")?;
-        let p = plan_json_timed(&self.graph, o.as_deref(), s.as_deref(), &now_ms).map_err(|e| JsError::new(&e))?;
-        JSON::parse(&p.to_json()).map_err(|_| JsError::new("plan: the plan could not be parsed as JSON"))
+    pub fn plan(&self, options: JsValue, settings: JsValue) -> JsResult<JsValue> {
+        let o = json_arg(&options, "plan: options")?;
+        let s = json_arg(&settings, "plan: settings")?;
+        let p = plan_json_timed(&self.graph, o.as_deref(), s.as_deref(), &now_ms).map_err(|e| error(&e))?;
+        JSON::parse(&p.to_json()).map_err(|_| error("plan: the plan could not be parsed as JSON"))
     }
 }
 
 /// Plans `model` on IPUs under `options` (see the module docs): returns the Plan object.
 #[wasm_bindgen]
-pub fn plan(model: JsValue, options: JsValue, settings: JsValue) -> Result<JsValue, JsValue> {
+pub fn plan(model: JsValue, options: JsValue, settings: JsValue) -> JsResult<JsValue> {
+    let got = args::describe(&model);
     let not_traced = || {
-        JsError::new("plan: the model must be what trace(), traceMlp(), defaultModel() or demoModel() returns").into()
+        type_error(&format!(
+            "plan: the model must be what trace(), traceMlp(), defaultModel() or demoModel() returns; got {got}"
+        ))
     };
     if !model.is_object() {
         return Err(not_traced());
@@ -131,14 +136,18 @@ const MAX_DEMO_LAYERS: usize = 4096;
 /// `graph: false` leaves out `text` and `graph` (large for deep models). Returns `{text,
 /// graph, traced, microBatchSize, timings: {parametersMs, traceMs}}`, ready for `plan`.
 #[wasm_bindgen(js_name = demoModel)]
-pub fn demo_model(kind: &str, config: JsValue) -> Result<JsValue, JsError> {
-    let kind = DemoKind::parse(kind).map_err(|e| JsError::new(&format!("demoModel: {e}")))?;
-    let cfg: DemoConfig = match json_arg(&config, "config")? {
-        Some(j) => serde_json::from_str(&j).map_err(|e| JsError::new(&format!("demoModel: {e}")))?,
+pub fn demo_model(
+    #[wasm_bindgen(unchecked_param_type = "string")] kind: JsValue,
+    config: JsValue,
+) -> JsResult<JsValue> {
+    let kind = args::string(&kind, "demoModel: kind", 32)?;
+    let kind = DemoKind::parse(&kind).map_err(|e| error(&format!("demoModel: {e}")))?;
+    let cfg: DemoConfig = match json_arg(&config, "demoModel: config")? {
+        Some(j) => serde_json::from_str(&j).map_err(|e| error(&format!("demoModel: {e}")))?,
         None => DemoConfig::default(),
     };
     if cfg.layers == 0 || cfg.layers > MAX_DEMO_LAYERS {
-        return Err(JsError::new(&format!(
+        return Err(args::range_error(&format!(
             "demoModel: layers must be from 1 to {MAX_DEMO_LAYERS}, got {}",
             cfg.layers
         )));
@@ -158,12 +167,11 @@ pub fn demo_model(kind: &str, config: JsValue) -> Result<JsValue, JsError> {
     };
     let timings = js_sys::Object::new();
     let set = |o: &JsValue, k: &str, v: f64| {
-        Reflect::set(o, &k.into(), &JsValue::from(v)).map_err(|_| JsError::new("demoModel: could not build the result"))
+        Reflect::set(o, &k.into(), &JsValue::from(v)).map_err(|_| error("demoModel: could not build the result"))
     };
     set(&timings, "parametersMs", t1 - t0)?;
     set(&timings, "traceMs", t2 - t1)?;
     set(&out, "microBatchSize", m.micro_batch_size as f64)?;
-    Reflect::set(&out, &"timings".into(), &timings)
-        .map_err(|_| JsError::new("demoModel: could not build the result"))?;
+    Reflect::set(&out, &"timings".into(), &timings).map_err(|_| error("demoModel: could not build the result"))?;
     Ok(out)
 }

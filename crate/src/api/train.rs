@@ -2,10 +2,12 @@
 //! `trainEpoch()` and `evaluate()` (the page runs them in its worker; timing is the
 //! caller's, with `performance.now()`).
 
-use super::{js_err, to_js};
+use super::args::{self, arg_err, js_err, JsResult};
+use super::to_js;
+use crate::gnn::config::{ConfigValue, TrainConfigSpec, MAX_FILE_BYTES};
 use crate::gnn::data::{add_self_loops, load_planetoid_bytes, Split};
-use crate::gnn::train::{OptimizerKind, TrainConfig, Trainer};
-use js_sys::{Object, Reflect, Uint8Array};
+use crate::gnn::train::Trainer;
+use crate::trace::check;
 use serde::Serialize;
 use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
@@ -16,23 +18,34 @@ pub struct RevGnnTrainer {
     inner: Trainer,
 }
 
-fn opt_num(config: &JsValue, key: &str) -> Result<Option<f64>, JsError> {
-    if config.is_undefined() || config.is_null() {
-        return Ok(None);
+/// The trainer's options as the core's [`TrainConfigSpec`]: each own property's value as a
+/// [`ConfigValue`] (only converted here; names, types and ranges are checked by the core).
+fn config_spec(config: &JsValue) -> JsResult<TrainConfigSpec> {
+    let mut spec = TrainConfigSpec::default();
+    if args::is_absent(config) {
+        return Ok(spec);
     }
-    let v = Reflect::get(config, &JsValue::from_str(key)).map_err(|_| JsError::new("config is not an object"))?;
-    if v.is_undefined() {
-        return Ok(None);
+    args::object(config, "RevGnnTrainer: config")?;
+    for (key, v) in args::entries(config, "RevGnnTrainer: config", 64)? {
+        let key = args::string(&key, "a config option's name", check::MAX_NAME_BYTES)?;
+        let value = if args::is_absent(&v) {
+            None
+        } else if let Some(x) = v.as_f64() {
+            Some(ConfigValue::Number(x))
+        } else if let Some(b) = v.as_bool() {
+            Some(ConfigValue::Bool(b))
+        } else if v.is_string() {
+            // Long strings are described, not copied: no option takes one.
+            match args::string(&v, "", 64) {
+                Ok(s) => Some(ConfigValue::Text(s)),
+                Err(_) => Some(ConfigValue::Other(args::describe(&v))),
+            }
+        } else {
+            Some(ConfigValue::Other(args::describe(&v)))
+        };
+        spec.options.insert(key, value);
     }
-    v.as_f64().map(Some).ok_or_else(|| JsError::new(&format!("config.{key} must be a number")))
-}
-
-fn whole(config: &JsValue, key: &str, default: usize) -> Result<usize, JsError> {
-    match opt_num(config, key)? {
-        None => Ok(default),
-        Some(v) if v >= 0.0 && v.fract() == 0.0 => Ok(v as usize),
-        Some(v) => Err(JsError::new(&format!("config.{key} must be a whole number, got {v}"))),
-    }
+    Ok(spec)
 }
 
 #[derive(Serialize)]
@@ -49,61 +62,45 @@ struct EpochOut {
 
 /// Turns per-op timing of the executor on or off (`trainEpoch` then reports `opTime`).
 #[wasm_bindgen(js_name = setProfiling)]
-pub fn set_profiling(on: bool) {
-    crate::exec::set_profiling(on);
+pub fn set_profiling(#[wasm_bindgen(unchecked_param_type = "boolean")] on: JsValue) -> JsResult<()> {
+    crate::exec::set_profiling(args::opt_bool(&on, "setProfiling: on", false)?);
+    Ok(())
 }
 
 #[wasm_bindgen]
 impl RevGnnTrainer {
-    /// `files`: `{ x: Uint8Array, tx, allx, y, ty, ally, graph, "test.index" }` (the raw
-    /// Planetoid files). `config`: optional `{ epochs, layers, hidden, groups, parts,
-    /// dropout, lr, weightDecay, optimizer: "adam"|"adamw"|"sgd", seed, noRev }`.
+    /// `name`: "Cora", "CiteSeer" or "PubMed". `files`: `{ x: Uint8Array, tx, allx, y, ty,
+    /// ally, graph, "test.index" }` (the raw Planetoid files, each at most 256 MiB).
+    /// `config`: optional `{ epochs, layers, hidden, groups, parts, dropout, lr, weightDecay,
+    /// optimizer: "adam"|"adamw"|"sgd", seed, noRev }`, each checked: whole numbers whole,
+    /// numbers finite and in range (epochs at most 5000, layers at most 1001: see
+    /// `limits().trainer`), `noRev` a boolean; an unknown option is an error.
     #[wasm_bindgen(constructor)]
-    pub fn new(name: &str, files: &Object, config: JsValue) -> Result<RevGnnTrainer, JsError> {
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Record<string, unknown>")] config: JsValue,
+    ) -> JsResult<RevGnnTrainer> {
+        let name = args::string(&name, "RevGnnTrainer: name", 64)?;
+        // The options first: a wrong one is reported before the files are read.
+        let spec = config_spec(&config)?;
+        spec.to_config(usize::MAX).map_err(arg_err)?;
+        args::object(&files, "RevGnnTrainer: files")?;
         let mut map = HashMap::new();
-        for key in Object::keys(files).iter() {
-            let k = key.as_string().unwrap_or_default();
-            let v = Reflect::get(files, &key).map_err(|_| JsError::new("files is not an object"))?;
-            let bytes = v
-                .dyn_into::<Uint8Array>()
-                .map_err(|_| JsError::new(&format!("files[\"{k}\"] must be a Uint8Array")))?;
-            map.insert(k, bytes.to_vec());
+        for (key, v) in args::entries(&files, "RevGnnTrainer: files", 64)? {
+            let k = args::string(&key, "a file's name", check::MAX_NAME_BYTES)?;
+            let bytes = args::bytes(&v, &format!("RevGnnTrainer: files[{k:?}]"), MAX_FILE_BYTES)?;
+            map.insert(k, bytes);
         }
-        let mut data = load_planetoid_bytes(name, &map, Split::Full).map_err(js_err)?;
+        let mut data = load_planetoid_bytes(&name, &map, Split::Full).map_err(js_err)?;
         add_self_loops(&mut data);
-        let d = TrainConfig::default();
-        let mut cfg = TrainConfig {
-            epochs: whole(&config, "epochs", d.epochs)?,
-            layers: whole(&config, "layers", d.layers)?,
-            hidden: whole(&config, "hidden", d.hidden)?,
-            groups: whole(&config, "groups", d.groups)?,
-            parts: whole(&config, "parts", d.parts)?,
-            seed: whole(&config, "seed", 0)? as u64,
-            ..d
-        };
-        if let Some(v) = opt_num(&config, "dropout")? {
-            cfg.dropout = v as f32;
-        }
-        if let Some(v) = opt_num(&config, "lr")? {
-            cfg.lr = v as f32;
-        }
-        if let Some(v) = opt_num(&config, "weightDecay")? {
-            cfg.weight_decay = v as f32;
-        }
-        if !config.is_undefined() && !config.is_null() {
-            let o = Reflect::get(&config, &"optimizer".into()).unwrap_or(JsValue::UNDEFINED);
-            if let Some(s) = o.as_string() {
-                cfg.optimizer = OptimizerKind::parse(&s).map_err(js_err)?;
-            }
-            let r = Reflect::get(&config, &"noRev".into()).unwrap_or(JsValue::UNDEFINED);
-            cfg.no_rev = r.as_bool().unwrap_or(false);
-        }
+        let cfg = spec.to_config(data.num_nodes).map_err(arg_err)?;
         Ok(RevGnnTrainer { inner: Trainer::new(data, cfg).map_err(js_err)? })
     }
 
     /// One epoch over the shuffled parts: `{ epoch, loss, steps, savedForBackward, peakBytes }`.
     #[wasm_bindgen(js_name = trainEpoch)]
-    pub fn train_epoch(&mut self) -> Result<JsValue, JsError> {
+    pub fn train_epoch(&mut self) -> JsResult<JsValue> {
         let s = self.inner.train_epoch().map_err(js_err)?;
         to_js(&EpochOut {
             epoch: self.inner.epoch(),
@@ -116,7 +113,7 @@ impl RevGnnTrainer {
     }
 
     /// Accuracy on the whole graph: `{ train, val, test }`.
-    pub fn evaluate(&mut self) -> Result<JsValue, JsError> {
+    pub fn evaluate(&mut self) -> JsResult<JsValue> {
         let a = self.inner.evaluate().map_err(js_err)?;
         to_js(&serde_json::json!({ "train": a.train, "val": a.val, "test": a.test }))
     }

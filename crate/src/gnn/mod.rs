@@ -3,5 +3,6 @@
 
 pub mod data;
 
+pub mod config;
 pub mod nn;
 pub mod train;

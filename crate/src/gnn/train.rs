@@ -9,6 +9,8 @@
 //! parameters from the executor's store. No clock is read here (wasm has none): callers
 //! time epochs themselves.
 
+use super::config::MAX_ACTIVATION_BYTES;
+pub use super::config::{OptimizerKind, TrainConfig};
 use super::data::{
     fixed_sizes_for_epochs, mean_adjacency, pad_fixed, FixedSizes, GraphData, RandomNodeLoader, Subgraph,
 };
@@ -20,60 +22,6 @@ use crate::rng::Rng;
 use crate::tensor::{CsrMatrix, DType, Tensor};
 use crate::trace::{SparseVar, Tracer};
 use std::rc::Rc;
-
-/// The optimizer.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum OptimizerKind {
-    Adam,
-    AdamW,
-    Sgd,
-}
-
-impl OptimizerKind {
-    pub fn parse(s: &str) -> Result<OptimizerKind, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "adam" => Ok(OptimizerKind::Adam),
-            "adamw" => Ok(OptimizerKind::AdamW),
-            "sgd" => Ok(OptimizerKind::Sgd),
-            _ => Err(format!("unknown optimizer '{s}': use adam, adamw or sgd")),
-        }
-    }
-}
-
-/// Everything that defines a training run.
-#[derive(Clone, Debug)]
-pub struct TrainConfig {
-    pub epochs: usize,
-    pub layers: usize,
-    pub hidden: usize,
-    pub groups: usize,
-    pub parts: usize,
-    pub dropout: f32,
-    pub lr: f32,
-    pub weight_decay: f32,
-    pub optimizer: OptimizerKind,
-    pub seed: u64,
-    pub no_rev: bool,
-}
-
-impl Default for TrainConfig {
-    /// The protocol of `examples/rev_gnn.py` on PubMed (200 epochs).
-    fn default() -> Self {
-        TrainConfig {
-            epochs: 200,
-            layers: 7,
-            hidden: 160,
-            groups: 2,
-            parts: 10,
-            dropout: 0.5,
-            lr: 0.003,
-            weight_decay: 0.0,
-            optimizer: OptimizerKind::Adam,
-            seed: 0,
-            no_rev: false,
-        }
-    }
-}
 
 /// One epoch's results.
 #[derive(Clone, Debug, Default)]
@@ -111,6 +59,9 @@ pub struct Trainer {
     loader: RandomNodeLoader,
     eval_inputs: Vec<Rc<Tensor>>,
     epoch: usize,
+    /// Set when the loss or the parameters stopped being finite: every later call fails
+    /// with this message instead of training on, or reporting accuracies of, NaN weights.
+    diverged: Option<String>,
 }
 
 fn csr_inputs(m: &CsrMatrix, nnz: usize) -> Result<[Rc<Tensor>; 3], String> {
@@ -124,21 +75,28 @@ fn max_row_nnz_sum(x: &CsrMatrix, rows: usize) -> usize {
     per[..rows.min(per.len())].iter().sum::<usize>().max(1)
 }
 
+/// Fails when running `g` would keep more than [`MAX_ACTIVATION_BYTES`] of activations at
+/// once (a deep model without reversible layers keeps every layer's for the backward pass).
+fn check_activations(cfg: &TrainConfig, what: &str, g: &Graph) -> Result<(), String> {
+    let peak = crate::ir::liveness::liveness(g).peak() as u128;
+    if peak > MAX_ACTIVATION_BYTES as u128 {
+        let hint = if cfg.no_rev { "reversible layers (noRev: false), " } else { "" };
+        return Err(format!(
+            "{what} of this RevGNN ({} layers, hidden {}) would keep {peak} bytes of activations at once, more \
+             than the limit of {MAX_ACTIVATION_BYTES}: use {hint}fewer layers, a smaller hidden size or more parts",
+            cfg.layers, cfg.hidden
+        ));
+    }
+    Ok(())
+}
+
 impl Trainer {
     /// Builds the model and traces, differentiates and checks both graphs.
+    /// The config is checked first ([`TrainConfig::check`], [`TrainConfig::check_model_size`]),
+    /// so that no size or count is used before it is known to be in range.
     pub fn new(data: GraphData, cfg: TrainConfig) -> Result<Trainer, String> {
-        if cfg.parts == 0 || cfg.parts > data.num_nodes {
-            return Err(format!(
-                "the number of parts ({}) must be between 1 and the number of nodes ({})",
-                cfg.parts, data.num_nodes
-            ));
-        }
-        if cfg.epochs == 0 {
-            return Err("the number of epochs must be positive".into());
-        }
-        if cfg.layers == 0 {
-            return Err("the number of layers must be positive".into());
-        }
+        cfg.check(data.num_nodes).map_err(|e| e.message)?;
+        cfg.check_model_size(data.num_features, data.num_classes).map_err(|e| e.message)?;
         let mut rng = Rng::new(cfg.seed);
         let model = RevGnn::new(
             RevGnnConfig {
@@ -180,6 +138,7 @@ impl Trainer {
         let program = crate::compile::schedule::updates_early(&tg.graph).map_err(|e| e.0)?;
         crate::ir::verify::verify(&program).map_err(|e| e.0)?;
         let train_graph = crate::exec::fuse::fuse(&program).map_err(|e| e.0)?;
+        check_activations(&cfg, "a training step", &train_graph)?;
         let store = Store::new(&trace.params, &trace.buffers, cfg.seed.wrapping_add(2));
 
         // Evaluation: the whole graph, inference mode (no dropout).
@@ -190,6 +149,8 @@ impl Trainer {
         let adj = SparseVar::input(&et, "adj", nn_, nn_, full_adj.nnz()).map_err(|e| e.0)?;
         let pred = model.forward(&et, &x, &adj).and_then(|l| l.argmax(-1, false)).map_err(|e| e.0)?;
         let eval_trace = et.finish(&[&pred]).map_err(|e| e.0)?;
+        let eval_graph = crate::exec::fuse::fuse(&eval_trace.graph).map_err(|e| e.0)?;
+        check_activations(&cfg, "the evaluation", &eval_graph)?;
         let mut eval_inputs = Vec::new();
         eval_inputs.extend(csr_inputs(&data.x, data.x.nnz())?);
         eval_inputs.extend(csr_inputs(&full_adj, full_adj.nnz())?);
@@ -200,13 +161,32 @@ impl Trainer {
             model,
             store,
             train_graph,
-            eval_graph: crate::exec::fuse::fuse(&eval_trace.graph).map_err(|e| e.0)?,
+            eval_graph,
             sizes,
             x_nnz,
             loader,
             eval_inputs,
             epoch: 0,
+            diverged: None,
         })
+    }
+
+    /// The message for a loss or parameters that stopped being finite (`what`), with the
+    /// likely cause.
+    fn divergence(&self, what: &str) -> String {
+        let d = TrainConfig::default();
+        let (lr, wd) = (self.cfg.lr, self.cfg.weight_decay);
+        let cause = if lr > d.lr {
+            format!("most likely the learning rate is too high (lr = {lr}; the default is {}): try a smaller lr", d.lr)
+        } else if wd > 0.1 {
+            format!("most likely the weight decay is too high (weightDecay = {wd}): try a smaller one")
+        } else {
+            format!(
+                "the learning rate (lr = {lr}) may still be too high for this model, or the input features hold \
+                 very large values"
+            )
+        };
+        format!("training diverged: {what}; {cause}. Build a new trainer to start again")
     }
 
     /// The inputs of the training graph for one part.
@@ -230,13 +210,17 @@ impl Trainer {
 
     /// One epoch: a training step on each part.
     pub fn train_epoch(&mut self) -> Result<EpochStats, String> {
+        if let Some(msg) = &self.diverged {
+            return Err(msg.clone());
+        }
         if self.epoch >= self.cfg.epochs {
             return Err(format!("the graphs were compiled for {} epochs, all of which have run", self.cfg.epochs));
         }
         let subs = self.loader.subgraphs(&self.data).map_err(|e| e.0)?;
         let mut stats = EpochStats::default();
         let (mut tot, mut count) = (0.0f64, 0usize);
-        for sub in subs {
+        let parts = subs.len();
+        for (i, sub) in subs.into_iter().enumerate() {
             let (inputs, n_train) = self.batch_inputs(sub)?;
             if n_train == 0 {
                 continue; // no training node in this part: PyG's loss would be NaN
@@ -244,7 +228,10 @@ impl Trainer {
             let r = run(&self.train_graph, &mut self.store, &inputs).map_err(|e| e.0)?;
             let loss = r.outputs[0].to_f64_vec()[0];
             if !loss.is_finite() {
-                return Err(format!("the loss became {loss} at epoch {}", self.epoch + 1));
+                let what = format!("the loss became {loss} at epoch {}, part {} of {parts}", self.epoch + 1, i + 1);
+                let msg = self.divergence(&what);
+                self.diverged = Some(msg.clone());
+                return Err(msg);
             }
             tot += loss * n_train as f64;
             count += n_train;
@@ -259,7 +246,18 @@ impl Trainer {
     }
 
     /// Predictions on the whole graph, and accuracy on each split.
+    /// Fails (and stays failed) once training has diverged: NaN weights have no accuracy.
     pub fn evaluate(&mut self) -> Result<Accuracy, String> {
+        if let Some(msg) = &self.diverged {
+            return Err(msg.clone());
+        }
+        let finite = |t: &Tensor| t.as_f32().map(|a| a.iter().all(|x| x.is_finite())).unwrap_or(true);
+        if let Some(name) = self.store.params.iter().find(|(_, t)| !finite(t)).map(|(n, _)| n.clone()) {
+            let what = format!("parameter '{name}' is no longer finite after epoch {}", self.epoch);
+            let msg = self.divergence(&what);
+            self.diverged = Some(msg.clone());
+            return Err(msg);
+        }
         let r = run(&self.eval_graph, &mut self.store, &self.eval_inputs).map_err(|e| e.0)?;
         let pred = r.outputs[0].to_f64_vec();
         let acc = |mask: &[bool]| {
@@ -348,5 +346,52 @@ mod tests {
         assert!(e(TrainConfig { hidden: 7, ..TrainConfig::default() }).contains("not divisible"));
         assert!(e(TrainConfig { parts: 1000, ..TrainConfig::default() }).contains("parts"));
         assert!(e(TrainConfig { groups: 1, ..TrainConfig::default() }).contains("smaller than '2'"));
+        assert!(
+            e(TrainConfig { epochs: 1_000_000, ..TrainConfig::default() }).contains("epochs must be from 1 to 5000")
+        );
+        assert!(e(TrainConfig { lr: f32::NAN, ..TrainConfig::default() }).contains("lr must be above 0"));
+        assert!(e(TrainConfig { layers: 1001, hidden: 4096, ..TrainConfig::default() }).contains("parameters"));
+    }
+
+    #[test]
+    fn the_activation_peak_is_the_executors_measurement_found_without_running() {
+        for no_rev in [false, true] {
+            let cfg = TrainConfig { layers: 3, hidden: 8, parts: 2, no_rev, ..TrainConfig::default() };
+            let mut t = Trainer::new(toy(), cfg).unwrap();
+            let (predicted_train, predicted_eval) = (
+                crate::ir::liveness::liveness(&t.train_graph).peak(),
+                crate::ir::liveness::liveness(&t.eval_graph).peak(),
+            );
+            let measured = t.train_epoch().unwrap().peak_bytes;
+            assert_eq!(predicted_train, measured, "no_rev {no_rev}");
+            let r = run(&t.eval_graph, &mut t.store, &t.eval_inputs).unwrap();
+            assert_eq!(predicted_eval, r.stats.peak_bytes, "no_rev {no_rev}");
+        }
+    }
+
+    #[test]
+    fn the_parameter_count_is_known_before_the_model_is_built() {
+        for cfg in [
+            TrainConfig { layers: 3, hidden: 8, parts: 2, ..TrainConfig::default() },
+            TrainConfig { layers: 2, hidden: 12, groups: 3, parts: 2, ..TrainConfig::default() },
+        ] {
+            let t = Trainer::new(toy(), cfg.clone()).unwrap();
+            assert_eq!(cfg.param_count(4, 2), Some(t.num_params() as u128));
+        }
+    }
+
+    #[test]
+    fn a_loss_that_turns_nan_stops_training_with_the_epoch_and_the_likely_cause() {
+        // Features near f32's largest value: the first product overflows, the loss is NaN.
+        let mut d = toy();
+        d.x.values.iter_mut().for_each(|v| *v = 3e38);
+        let cfg = TrainConfig { layers: 2, hidden: 8, parts: 2, lr: 0.5, ..TrainConfig::default() };
+        let mut t = Trainer::new(d, cfg).unwrap();
+        let e = t.train_epoch().unwrap_err();
+        assert!(e.starts_with("training diverged: the loss became NaN at epoch 1, part 1 of 2"), "{e}");
+        assert!(e.contains("learning rate is too high (lr = 0.5; the default is 0.003)"), "{e}");
+        // No accuracies from NaN weights, and no more epochs.
+        assert_eq!(t.evaluate().unwrap_err(), e);
+        assert_eq!(t.train_epoch().unwrap_err(), e);
     }
 }

@@ -1,5 +1,6 @@
 //! Tensors: dtypes, ndarray-backed dense storage and sparse matrices.
 
+pub mod alloc;
 mod dtype;
 pub mod sparse;
 #[allow(clippy::module_inception)]

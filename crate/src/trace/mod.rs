@@ -12,6 +12,7 @@
 //! Invertible regions ([`Tracer::invertible`]) trace a forward and its inverse as
 //! sub-graphs; values captured from outside a region become extra region inputs.
 
+pub mod check;
 pub mod nn;
 pub mod slice;
 
@@ -68,6 +69,12 @@ struct State {
     source_override: Option<String>,
     /// Training trace: Dropout records a random mask (inference traces make it identity).
     training: bool,
+    /// Nodes recorded so far, in every frame, and their limit ([`check::MAX_NODES`]).
+    nodes: usize,
+    max_nodes: usize,
+    /// The first error of a call that cannot return one ([`Tracer::begin_block`]), reported
+    /// by [`Tracer::finish`].
+    deferred: Option<TraceError>,
 }
 
 /// Records ops into a graph. Cheap to clone (shared state).
@@ -144,7 +151,11 @@ impl Default for Tracer {
 impl Tracer {
     /// A tracer with an empty model graph.
     pub fn new() -> Tracer {
-        let st = State { frames: vec![Frame { graph: Graph::new(), captures: Vec::new() }], ..State::default() };
+        let st = State {
+            frames: vec![Frame { graph: Graph::new(), captures: Vec::new() }],
+            max_nodes: check::MAX_NODES,
+            ..State::default()
+        };
         Tracer { st: Rc::new(RefCell::new(st)) }
     }
 
@@ -211,11 +222,37 @@ impl Tracer {
         Ok(id)
     }
 
-    /// Records `op` on `inputs` in the current frame.
+    /// Counts one more node, or fails at [`check::MAX_NODES`] (a model looping forever, or
+    /// one far too big to plan, stops with an error instead of exhausting memory).
+    fn count_node(&self) -> TraceResult<()> {
+        let mut st = self.st.borrow_mut();
+        if st.nodes >= st.max_nodes {
+            return Err(TraceError(format!(
+                "the trace has reached {} nodes, the limit: does forward loop without end?",
+                st.max_nodes
+            )));
+        }
+        st.nodes += 1;
+        Ok(())
+    }
+
+    /// Records `op` on `inputs` in the current frame. Every result must fit the limits of
+    /// one tensor ([`check::MAX_TENSOR_BYTES`]), so that later stages (planner, executor)
+    /// can size it without overflow.
     pub fn record(&self, op: Op, inputs: &[&Var], caller: &Location<'_>) -> TraceResult<Vec<Var>> {
         let ids = inputs.iter().map(|v| self.lift(v)).collect::<TraceResult<Vec<_>>>()?;
         let meta = self.meta(caller);
         let frame = self.depth();
+        let in_types: Vec<&TensorType> = inputs.iter().map(|v| &v.ty).collect();
+        if let Ok(out_types) = crate::ir::shape::infer(&op, &in_types) {
+            for t in &out_types {
+                if crate::tensor::alloc::check_usize_shape("", &t.shape, t.dtype).is_err() {
+                    let what = format!("{}: its result", crate::ir::describe_site(&op, &meta));
+                    crate::tensor::alloc::check_usize_shape(&what, &t.shape, t.dtype)?;
+                }
+            }
+        } // else: Graph::add reports the shape error with its site
+        self.count_node()?;
         let mut st = self.st.borrow_mut();
         let g = &mut st.frames[frame].graph;
         let outs = g.add(op, ids, meta)?;
@@ -228,21 +265,25 @@ impl Tracer {
 
     /// A model input of the given type.
     pub fn input(&self, name: &str, shape: &[usize], dtype: DType) -> TraceResult<Var> {
+        check::name("a model input's name", name)?;
+        crate::tensor::alloc::check_usize_shape(&format!("model input '{name}'"), shape, dtype)?;
         if self.depth() != 0 {
             return Err(TraceError(format!("model input '{name}' declared inside a region")));
         }
         let ty = TensorType { shape: shape.to_vec(), dtype };
-        let mut st = self.st.borrow_mut();
-        if st.frames[0].graph.placeholders(InputKind::Input).iter().any(|(n, _)| *n == name) {
+        if self.st.borrow().frames[0].graph.placeholders(InputKind::Input).iter().any(|(n, _)| *n == name) {
             return Err(TraceError(format!("model input '{name}' is declared twice")));
         }
+        self.count_node()?;
+        let mut st = self.st.borrow_mut();
         let id = add_placeholder(&mut st.frames[0].graph, name, &ty)?;
         Ok(Var { tr: self.clone(), frame: 0, id, ty })
     }
 
     fn state_var(&self, kind: InputKind, local: &str, value: &Rc<Tensor>) -> TraceResult<Var> {
-        let full = self.full_name(local);
         let what = if kind == InputKind::Parameter { "parameter" } else { "buffer" };
+        check::name(&format!("a {what}'s name"), local)?;
+        let full = self.full_name(local);
         let existing = self.st.borrow().named.get(&full).copied();
         let id = match existing {
             Some((k, id, ptr)) => {
@@ -255,6 +296,7 @@ impl Tracer {
                 id
             }
             None => {
+                self.count_node()?;
                 let mut st = self.st.borrow_mut();
                 let meta = NodeMeta { scope: st.scope.join("."), ..NodeMeta::default() };
                 let op = Op::Placeholder { kind, name: full.clone() };
@@ -307,6 +349,7 @@ impl Tracer {
     /// Freezes a captured tensor into the graph as a constant (not trainable).
     #[track_caller]
     pub fn constant(&self, value: Tensor) -> TraceResult<Var> {
+        self.count_node()?;
         let value = Rc::new(value);
         let name = {
             let mut st = self.st.borrow_mut();
@@ -347,6 +390,7 @@ impl Tracer {
 
     /// Runs `f` inside the module scope `name` (nested scopes join with dots).
     pub fn scope<T>(&self, name: &str, f: impl FnOnce() -> TraceResult<T>) -> TraceResult<T> {
+        check::name("a module's name", name)?;
         self.st.borrow_mut().scope.push(name.to_string());
         let r = f();
         self.st.borrow_mut().scope.pop();
@@ -373,15 +417,27 @@ impl Tracer {
 
     /// Runs `f` inside Block `id` placed on `ipu` (PopTorch `poptorch.Block`).
     pub fn block<T>(&self, id: &str, ipu: Option<usize>, f: impl FnOnce() -> TraceResult<T>) -> TraceResult<T> {
+        check_block(id, ipu)?;
         let saved = self.st.borrow_mut().block.replace((id.to_string(), ipu));
         let r = f();
         self.st.borrow_mut().block = saved;
         r
     }
 
-    /// Starts Block `id` for every op recorded from now on (PopTorch `BeginBlock`).
+    /// Starts Block `id` for every op recorded from now on (PopTorch `BeginBlock`). An id
+    /// or IPU the checks reject makes [`Tracer::finish`] fail (as PopTorch reports Block
+    /// errors when it compiles); [`Tracer::try_begin_block`] reports it at once.
     pub fn begin_block(&self, id: &str, ipu: Option<usize>) {
+        if let Err(e) = self.try_begin_block(id, ipu) {
+            self.st.borrow_mut().deferred.get_or_insert(e);
+        }
+    }
+
+    /// [`Tracer::begin_block`], failing at once for an id or IPU the checks reject.
+    pub fn try_begin_block(&self, id: &str, ipu: Option<usize>) -> TraceResult<()> {
+        check_block(id, ipu)?;
         self.st.borrow_mut().block = Some((id.to_string(), ipu));
+        Ok(())
     }
 
     fn push_frame(&self, inputs: &[(&str, &TensorType)]) -> TraceResult<Vec<Var>> {
@@ -418,6 +474,7 @@ impl Tracer {
         inverse: impl FnOnce(&Var, &[Var]) -> TraceResult<Var>,
     ) -> TraceResult<Var> {
         let caller = Location::caller();
+        check::name("a region's name", name)?;
         let region_name = self.unique_region_name(name);
         let mut in_tys: Vec<(String, TensorType)> = vec![("x".into(), x.ty.clone())];
         for (i, o) in others.iter().enumerate() {
@@ -505,6 +562,9 @@ impl Tracer {
 
     /// Ends the trace with `outputs` as the graph's results; the graph is verified.
     pub fn finish(self, outputs: &[&Var]) -> TraceResult<Trace> {
+        if let Some(e) = self.st.borrow_mut().deferred.take() {
+            return Err(e);
+        }
         if self.depth() != 0 {
             return Err(TraceError("the trace ended inside a region".into()));
         }
@@ -520,6 +580,15 @@ impl Tracer {
             constants: std::mem::take(&mut st.constants),
         })
     }
+}
+
+/// A Block id prints on one line; an IPU index is at most [`check::MAX_IPU`].
+fn check_block(id: &str, ipu: Option<usize>) -> TraceResult<()> {
+    check::name("a Block's id", id)?;
+    if let Some(i) = ipu.filter(|&i| i as u64 > check::MAX_IPU) {
+        return Err(TraceError(format!("Block '{id}': ipu must be at most {}, got {i}", check::MAX_IPU)));
+    }
+    Ok(())
 }
 
 fn add_placeholder(g: &mut Graph, name: &str, ty: &TensorType) -> TraceResult<ValueId> {
@@ -628,6 +697,9 @@ impl Var {
     fn reduce(&self, kind: ReduceKind, dims: &[isize], keepdim: bool, at: &Location<'_>) -> TraceResult<Var> {
         let rank = self.shape().len();
         let dims = dims.iter().map(|&d| resolve_dim(d, rank, "reduce")).collect::<TraceResult<Vec<_>>>()?;
+        if let Some((i, d)) = dims.iter().enumerate().find(|(i, d)| dims[..*i].contains(d)) {
+            return Err(TraceError(format!("reduce: dim {} is given twice (as the dims at {i} and before)", d)));
+        }
         self.tr.record1(Op::Reduce { kind, dims, keepdim }, &[self], at)
     }
 
@@ -700,14 +772,22 @@ impl Var {
     /// Reshape; one `-1` is inferred.
     #[track_caller]
     pub fn reshape(&self, shape: &[isize]) -> TraceResult<Var> {
-        let numel: usize = self.shape().iter().product();
-        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
-        let holes = shape.iter().filter(|&&d| d < 0).count();
         let bad = || TraceError(format!("cannot reshape {} to {shape:?}", self.ty));
+        if shape.iter().any(|&d| d < -1) {
+            return Err(TraceError(format!(
+                "cannot reshape {} to {shape:?}: a size must be whole and not negative, or -1 (inferred)",
+                self.ty
+            )));
+        }
+        // Products in u128: a caller's sizes may overflow usize.
+        let numel: u128 = self.shape().iter().map(|&d| d as u128).product();
+        let known =
+            shape.iter().filter(|&&d| d >= 0).try_fold(1u128, |acc, &d| acc.checked_mul(d as u128)).ok_or_else(bad)?;
+        let holes = shape.iter().filter(|&&d| d < 0).count();
         let resolved: Vec<usize> = match holes {
-            0 => shape.iter().map(|&d| d as usize).collect(),
+            0 if known == numel => shape.iter().map(|&d| d as usize).collect(),
             1 if known > 0 && numel.is_multiple_of(known) => {
-                shape.iter().map(|&d| if d < 0 { numel / known } else { d as usize }).collect()
+                shape.iter().map(|&d| if d < 0 { (numel / known) as usize } else { d as usize }).collect()
             }
             _ => return Err(bad()),
         };
@@ -726,7 +806,9 @@ impl Var {
         let rank = self.shape().len();
         let (a, b) = (resolve_dim(a, rank, "transpose")?, resolve_dim(b, rank, "transpose")?);
         let mut dims: Vec<usize> = (0..rank).collect();
-        dims.swap(a, b);
+        if rank > 0 {
+            dims.swap(a, b); // a scalar's dim 0 (or -1) is itself, as in PyTorch
+        }
         self.tr.record1(Op::Permute { dims }, &[self], Location::caller())
     }
 
@@ -800,6 +882,13 @@ impl Var {
 pub fn concat(parts: &[&Var], dim: isize) -> TraceResult<Var> {
     let first = parts.first().ok_or_else(|| TraceError("concat of no tensors".into()))?;
     let dim = resolve_dim(dim, first.shape().len(), "concat")?;
+    // The joined size, checked before shape inference adds it up in usize.
+    let total = parts.iter().map(|p| p.shape().get(dim).copied().unwrap_or(0) as u64).sum::<u64>();
+    let mut shape: Vec<u64> = first.shape().iter().map(|&d| d as u64).collect();
+    if let Some(d) = shape.get_mut(dim) {
+        *d = total;
+    }
+    crate::tensor::alloc::check_shape("concat: its result", &shape, first.dtype())?;
     first.tr.record1(Op::Concat { dim }, parts, Location::caller())
 }
 
@@ -919,6 +1008,139 @@ mod tests {
             assert_eq!(region.forward.placeholders(InputKind::Input).len(), 2);
             assert_eq!(region.inverse.as_ref().unwrap().placeholders(InputKind::Input).len(), 2);
         }
+    }
+
+    #[test]
+    fn names_sizes_and_ipus_from_callers_are_checked() {
+        let tr = Tracer::new();
+        let e = tr.input("x\n  %9 = forged()", &[2], DType::Float32).unwrap_err().0;
+        assert!(e.contains("U+000A") && !e.contains('\n'), "{e}");
+        let e = tr.input("x", &[1_000_000_000, 1_000_000_000], DType::Float32).unwrap_err().0;
+        assert!(e.contains("model input 'x'") && e.contains("4000000000000000000 bytes"), "{e}");
+        let x = tr.input("x", &[2, 3], DType::Float32).unwrap();
+        let e = tr.block("b\r", Some(0), || x.relu()).unwrap_err().0;
+        assert!(e.contains("Block's id"), "{e}");
+        let e = tr.block("b", Some(4_294_967_295), || x.relu()).unwrap_err().0;
+        assert!(e.contains("ipu must be at most 65535, got 4294967295"), "{e}");
+        assert!(tr.try_begin_block("b", Some(70_000)).is_err());
+        assert!(tr.block("b", Some(65_535), || x.relu()).is_ok());
+        let w = Rc::new(Tensor::zeros(&[3], DType::Float32));
+        assert!(tr.param("w\u{2028}", &w).unwrap_err().0.contains("U+2028"));
+        assert!(tr.scope("fc\t", || x.relu()).is_err());
+    }
+
+    #[test]
+    fn a_bad_begin_block_fails_the_trace_when_it_finishes() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2], DType::Float32).unwrap();
+        tr.begin_block("ipu\n9", Some(0));
+        let y = x.relu().unwrap();
+        assert!(tr.finish(&[&y]).unwrap_err().0.contains("Block's id"));
+    }
+
+    #[test]
+    fn results_over_the_tensor_limit_are_errors_not_overflows() {
+        let tr = Tracer::new();
+        let a = tr.input("a", &[65_536, 1], DType::Float32).unwrap();
+        let b = tr.input("b", &[1, 65_536], DType::Float32).unwrap();
+        let e = a.add(&b).unwrap_err().0;
+        assert!(e.contains("'add'") && e.contains("f32[65536,65536] needs 17179869184 bytes"), "{e}");
+        let e = tr.full(&[1 << 20, 1 << 20], DType::Float32, 0.0).unwrap_err().0;
+        assert!(e.contains("needs 4398046511104 bytes"), "{e}");
+        let parts: Vec<&Var> = std::iter::repeat_n(&a, 1100).collect();
+        let e = concat(&parts, 0).unwrap_err().0;
+        assert!(e.contains("concat") && e.contains("f32[72089600,1]"), "{e}");
+        // Nothing over the limit was recorded: the graph still finishes.
+        let y = a.relu().unwrap();
+        assert_eq!(tr.finish(&[&y]).unwrap().graph.nodes.len(), 3);
+    }
+
+    #[test]
+    fn reshape_sizes_are_whole_or_one_inferred() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2, 6], DType::Float32).unwrap();
+        assert_eq!(x.reshape(&[3, -1]).unwrap().shape(), &[3, 4]);
+        assert_eq!(x.reshape(&[12]).unwrap().shape(), &[12]);
+        for bad in [&[-2, 6][..], &[-1, -1], &[5], &[0, -1], &[isize::MAX, isize::MAX, 4]] {
+            assert!(x.reshape(bad).unwrap_err().0.contains("cannot reshape f32[2,6]"), "{bad:?}");
+        }
+        let e = x.sum(&[1, -1], false).unwrap_err().0;
+        assert!(e.contains("dim 1 is given twice"), "{e}");
+    }
+
+    #[test]
+    fn a_trace_stops_at_its_node_limit() {
+        let tr = Tracer::new();
+        tr.st.borrow_mut().max_nodes = 10;
+        let mut h = tr.input("x", &[2], DType::Float32).unwrap();
+        for _ in 0..9 {
+            h = h.relu().unwrap();
+        }
+        let e = h.relu().unwrap_err().0;
+        assert!(e.contains("reached 10 nodes"), "{e}");
+        assert!(tr.constant(Tensor::scalar(1.0)).is_err());
+    }
+
+    /// The ops the JS API reaches, on random shapes and dtypes with random (often wrong)
+    /// arguments: each either records a node or returns an error; none panics.
+    #[test]
+    fn random_ops_on_random_shapes_are_errors_never_panics() {
+        use crate::rng::Rng;
+        let shapes: [&[usize]; 12] =
+            [&[], &[], &[1], &[3], &[2, 3], &[3, 2], &[2, 1, 3], &[1, 1], &[0], &[0, 3], &[2, 0, 1], &[4, 3, 2, 1]];
+        let dtypes = [DType::Float32, DType::Float16, DType::Int32, DType::Bool];
+        let dims = [-3isize, -2, -1, -1, 0, 0, 1, 2, 3];
+        let reshapes: [&[isize]; 6] = [&[-1], &[3, -1], &[0, -1], &[-1, 0], &[1, 1, -1], &[]];
+        let orders: [&[usize]; 5] = [&[], &[0], &[1, 0], &[2, 0, 1], &[0, 0]];
+        let mut r = Rng::new(12);
+        let (mut ok, mut failed) = (0, 0);
+        for _ in 0..3000 {
+            let tr = Tracer::new();
+            tr.set_training(r.below(2) == 0);
+            let mut pool: Vec<Var> = (0..1 + r.below(3))
+                .map(|i| tr.input(&format!("x{i}"), shapes[r.below(12)], dtypes[r.below(4)]).unwrap())
+                .collect();
+            let w = Rc::new(Tensor::zeros(&[2, 3], DType::Float32));
+            for _ in 0..20 {
+                let (x, y) = (pool[r.below(pool.len())].clone(), pool[r.below(pool.len())].clone());
+                let d = dims[r.below(dims.len())];
+                let e = dims[r.below(dims.len())];
+                let out = match r.below(22) {
+                    0 => x.add(&y),
+                    1 => x.matmul(&y),
+                    2 => x.pow(&y),
+                    3 => x.relu(),
+                    4 => x.sum(&[d], r.below(2) == 0),
+                    5 => x.sum(&[d, e], false),
+                    6 => x.mean(&[], true),
+                    7 => x.max(d, true),
+                    8 => x.argmax(d, false),
+                    9 => x.softmax(d),
+                    10 => x.log_softmax(d),
+                    11 => x.reshape(reshapes[r.below(6)]),
+                    12 => x.transpose(d, e),
+                    13 => x.permute(orders[r.below(5)]),
+                    14 => x.cross_entropy(&y, None, Reduction::Mean, None),
+                    15 => x.cross_entropy(&y, Some(&x), Reduction::Mean, None),
+                    16 => x.cast(dtypes[r.below(4)]),
+                    17 => concat(&[&x, &y], d),
+                    18 => tr.param("w", &w).and_then(|w| x.linear(&w, None)),
+                    19 => x.layer_norm(1, None, 1e-5),
+                    20 => tr.random_mask(x.shape(), 0.5).and_then(|m| x.dropout_with_mask(&m, 0.5)),
+                    _ => x.scale(2.0).and_then(|v| v.neg()).and_then(|v| v.sqrt()),
+                };
+                match out {
+                    Ok(v) => {
+                        ok += 1;
+                        pool.push(v);
+                    }
+                    Err(_) => failed += 1,
+                }
+            }
+            let last = pool.last().unwrap().clone();
+            let _ = tr.finish(&[&last]);
+        }
+        assert!(ok > 5000 && failed > 5000, "{ok} recorded, {failed} rejected");
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! A module owns the initial values of its parameters and buffers; calling it records ops
 //! under its scope. Parameter names follow PyTorch (`0.weight`, `convs.3.lin_l.bias`).
 
-use super::{TraceError, TraceResult, Tracer, Var};
+use super::{check, TraceError, TraceResult, Tracer, Var};
 use crate::rng::Rng;
+use crate::tensor::alloc::{check_usize_shape, try_vec};
 use crate::tensor::{DType, Tensor};
 use std::rc::Rc;
 
@@ -55,10 +56,16 @@ pub fn call(tr: &Tracer, name: &str, module: &dyn Module, x: &Var) -> TraceResul
     tr.scope(name, || module.forward(tr, x))
 }
 
-fn uniform(shape: &[usize], bound: f32, rng: &mut Rng) -> Rc<Tensor> {
-    let n: usize = shape.iter().product();
-    let data = (0..n).map(|_| rng.uniform_range(-bound, bound)).collect();
-    Rc::new(Tensor::from_f32(shape, data).expect("shape matches"))
+/// A float32 tensor `what` of `shape`, its size checked and allocated fallibly, filled by `fill`.
+fn init(what: &str, shape: &[usize], fill: impl FnOnce(&mut [f32])) -> TraceResult<Rc<Tensor>> {
+    check_usize_shape(what, shape, DType::Float32)?;
+    let mut data = try_vec(what, shape.iter().product(), 0f32)?;
+    fill(&mut data);
+    Ok(Rc::new(Tensor::from_f32(shape, data).map_err(TraceError)?))
+}
+
+fn uniform(what: &str, shape: &[usize], bound: f32, rng: &mut Rng) -> TraceResult<Rc<Tensor>> {
+    init(what, shape, |d| rng.fill_uniform(d, -bound, bound))
 }
 
 /// `y = x W^T + b`, initialised like PyTorch and PyG: W and b ~ U(±1/√in).
@@ -71,12 +78,18 @@ pub struct Linear {
 
 impl Linear {
     pub fn new(in_features: usize, out_features: usize, bias: bool, rng: &mut Rng) -> TraceResult<Linear> {
+        let name = format!("Linear({in_features}, {out_features})");
         if in_features == 0 || out_features == 0 {
-            return Err(TraceError(format!("Linear({in_features}, {out_features}): sizes must be positive")));
+            return Err(TraceError(format!("{name}: sizes must be positive")));
         }
         let bound = 1.0 / (in_features as f32).sqrt();
-        let weight = uniform(&[out_features, in_features], bound, rng);
-        let bias = bias.then(|| uniform(&[out_features], bound, rng));
+        // Both sizes are checked before either is drawn, so a failure leaves `rng` as it was.
+        check_usize_shape(&format!("{name}: the weight"), &[out_features, in_features], DType::Float32)?;
+        let weight = uniform(&format!("{name}: the weight"), &[out_features, in_features], bound, rng)?;
+        let bias = match bias {
+            true => Some(uniform(&format!("{name}: the bias"), &[out_features], bound, rng)?),
+            false => None,
+        };
         Ok(Linear { in_features, out_features, weight, bias })
     }
 
@@ -124,12 +137,27 @@ pub struct LayerNorm {
 }
 
 impl LayerNorm {
+    /// A LayerNorm over `size` features (sizes a program chose: allocation failure aborts).
     pub fn new(size: usize) -> LayerNorm {
         LayerNorm {
             eps: 1e-5,
             weight: Rc::new(Tensor::full(&[size], DType::Float32, 1.0)),
             bias: Rc::new(Tensor::zeros(&[size], DType::Float32)),
         }
+    }
+
+    /// [`LayerNorm::new`] for a size a user chose: positive, checked against the tensor
+    /// limits and allocated fallibly.
+    pub fn try_new(size: usize) -> TraceResult<LayerNorm> {
+        if size == 0 {
+            return Err(TraceError("LayerNorm(0): the size must be positive".into()));
+        }
+        let what = format!("LayerNorm({size})");
+        Ok(LayerNorm {
+            eps: 1e-5,
+            weight: init(&format!("{what}: the weight"), &[size], |d| d.fill(1.0))?,
+            bias: init(&format!("{what}: the bias"), &[size], |d| d.fill(0.0))?,
+        })
     }
 }
 
@@ -183,9 +211,21 @@ pub struct Embedding {
 }
 
 impl Embedding {
+    /// An `Embedding(num, dim)` of sizes a program chose (allocation failure aborts).
     pub fn new(num: usize, dim: usize, rng: &mut Rng) -> Embedding {
-        let data = (0..num * dim).map(|_| rng.normal()).collect();
+        let mut data = vec![0f32; num * dim];
+        rng.fill_normal(&mut data);
         Embedding { weight: Rc::new(Tensor::from_f32(&[num, dim], data).expect("shape matches")) }
+    }
+
+    /// [`Embedding::new`] for sizes a user chose: positive, checked against the tensor
+    /// limits and allocated fallibly; a failure draws nothing from `rng`.
+    pub fn try_new(num: usize, dim: usize, rng: &mut Rng) -> TraceResult<Embedding> {
+        if num == 0 || dim == 0 {
+            return Err(TraceError(format!("Embedding({num}, {dim}): sizes must be positive")));
+        }
+        let what = format!("Embedding({num}, {dim}): the weight");
+        Ok(Embedding { weight: init(&what, &[num, dim], |d| rng.fill_normal(d))? })
     }
 }
 
@@ -258,8 +298,28 @@ impl Mlp {
         if sizes.len() < 2 {
             return Err(TraceError(format!("an MLP needs at least two layer sizes (input and output), got {sizes:?}")));
         }
+        if sizes.len() - 1 > check::MAX_MLP_LAYERS {
+            return Err(TraceError(format!(
+                "an MLP has at most {} layers, got {} sizes ({} layers)",
+                check::MAX_MLP_LAYERS,
+                sizes.len(),
+                sizes.len() - 1
+            )));
+        }
         if let Some(i) = sizes.iter().position(|&s| s == 0) {
             return Err(TraceError(format!("layer size {i} is 0: every size must be positive")));
+        }
+        // Each layer's weight, then all the weights and biases, before any is allocated.
+        for w in sizes.windows(2) {
+            let what = format!("Linear({}, {}): the weight", w[0], w[1]);
+            check_usize_shape(&what, &[w[1], w[0]], DType::Float32)?;
+        }
+        let bytes: u128 = sizes.windows(2).map(|w| (w[0] as u128 + 1) * w[1] as u128 * 4).sum();
+        if bytes > check::MAX_MLP_BYTES as u128 {
+            return Err(TraceError(format!(
+                "an MLP of sizes {sizes:?} has {bytes} bytes of parameters, more than the limit of {}",
+                check::MAX_MLP_BYTES
+            )));
         }
         let items = sizes.windows(2).map(|w| Linear::new(w[0], w[1], true, rng)).collect::<TraceResult<Vec<_>>>()?;
         Ok(Mlp { layers: ModuleList { items } })
@@ -346,9 +406,35 @@ mod tests {
         let tr = Tracer::new();
         let idx = tr.input("idx", &[2, 3], DType::Int32).unwrap();
         let e = Embedding::new(10, 4, &mut Rng::new(0));
+        let same = Embedding::try_new(10, 4, &mut Rng::new(0)).unwrap();
+        assert_eq!(e.weight, same.weight);
         let y = e.forward(&tr, &idx).unwrap();
         assert_eq!(y.shape(), &[2, 3, 4]);
         assert!(Mlp::new(&[4], &mut Rng::new(0)).is_err());
+    }
+
+    #[test]
+    fn sizes_too_large_are_errors_and_leave_the_generator_unchanged() {
+        let mut rng = Rng::new(3);
+        let e = Linear::new(100_000, 100_000, true, &mut rng).err().unwrap().0;
+        assert!(e.starts_with("Linear(100000, 100000): the weight: f32[100000,100000] needs 40000000000 bytes"), "{e}");
+        let e = Embedding::try_new(100_000, 100_000, &mut rng).err().unwrap().0;
+        assert!(e.contains("Embedding(100000, 100000)") && e.contains("40000000000 bytes"), "{e}");
+        assert!(Embedding::try_new(0, 4, &mut rng).is_err());
+        let e = LayerNorm::try_new(1 << 30).err().unwrap().0;
+        assert!(e.contains("LayerNorm(1073741824)") && e.contains("4294967296 bytes"), "{e}");
+        assert!(LayerNorm::try_new(0).is_err());
+        assert_eq!(LayerNorm::try_new(3).unwrap().weight.to_f32_vec(), vec![1.0; 3]);
+        // Nothing was drawn by the failed constructors.
+        assert_eq!(rng.next_u64(), Rng::new(3).next_u64());
+        let sizes = vec![2; check::MAX_MLP_LAYERS + 2];
+        assert!(Mlp::new(&sizes, &mut rng).err().unwrap().0.contains("at most 1024 layers"));
+        // Every layer within the tensor limit (8192 x 8192 floats is 256 MiB), five of them not.
+        let e = Mlp::new(&[8192; 6], &mut rng).err().unwrap().0;
+        assert!(e.contains("has 1342341120 bytes of parameters, more than the limit of 1073741824"), "{e}");
+        let mut fresh = Rng::new(3);
+        fresh.next_u64();
+        assert_eq!(rng.next_u64(), fresh.next_u64());
     }
 
     #[test]

@@ -1,0 +1,285 @@
+//! JavaScript values into Rust ones, at the edge. Every number, string, boolean, list and
+//! byte array an exported function takes arrives as a `JsValue` and goes through these, so
+//! that a wrong type is a `TypeError` naming the argument (wasm-bindgen's own conversions
+//! would truncate 4.7 to 4, wrap -1 to 4294967295, turn "4" into 4, and read a number
+//! passed as a string out of bounds). Ranges and names are checked by the core's rules
+//! (`trace::check`, `tensor::alloc`), whose errors carry their JS class.
+//!
+//! Two rules keep the module working after any rejected call: no JS exception unwinds
+//! through Rust frames (every property read, call and conversion of a caller's value is a
+//! `Reflect`/`catch` import that returns the exception as an `Err`; a getter, a Proxy
+//! trap or a `valueOf` can run user code), and nothing is allocated before its length is
+//! checked, then only fallibly.
+
+use crate::tensor::alloc::try_with_capacity;
+use crate::trace::check::{self, ArgError, ArgErrorKind};
+use js_sys::{Array, ArrayBuffer, Float32Array, Function, JsString, Object, Reflect, Uint8Array};
+use wasm_bindgen::{JsCast, JsValue};
+
+pub(crate) type JsResult<T> = Result<T, JsValue>;
+
+/// A plain `Error` with `message`.
+pub(crate) fn error(message: &str) -> JsValue {
+    js_sys::Error::new(message).into()
+}
+
+/// A `TypeError` with `message`.
+pub(crate) fn type_error(message: &str) -> JsValue {
+    js_sys::TypeError::new(message).into()
+}
+
+/// A `RangeError` with `message`.
+pub(crate) fn range_error(message: &str) -> JsValue {
+    js_sys::RangeError::new(message).into()
+}
+
+/// A core error as an `Error`.
+pub(crate) fn js_err(e: impl std::fmt::Display) -> JsValue {
+    error(&e.to_string())
+}
+
+/// A rejected argument as the JS error of its kind.
+pub(crate) fn arg_err(e: ArgError) -> JsValue {
+    match e.kind {
+        ArgErrorKind::Type => type_error(&e.message),
+        ArgErrorKind::Range => range_error(&e.message),
+        ArgErrorKind::Value => error(&e.message),
+    }
+}
+
+/// `v`, described for an error message without running any of the caller's code.
+pub(crate) fn describe(v: &JsValue) -> String {
+    if v.is_undefined() {
+        "undefined".into()
+    } else if v.is_null() {
+        "null".into()
+    } else if let Some(b) = v.as_bool() {
+        format!("the boolean {b}")
+    } else if let Some(x) = v.as_f64() {
+        format!("the number {}", check::js_number(x))
+    } else if v.is_string() {
+        let s: &JsString = v.unchecked_ref();
+        if s.length() > 40 {
+            format!("a string of {} characters", s.length())
+        } else {
+            format!("the string {:?}", v.as_string().unwrap_or_default())
+        }
+    } else if v.is_bigint() {
+        "a bigint".into()
+    } else if v.is_symbol() {
+        "a symbol".into()
+    } else if v.is_function() {
+        "a function".into()
+    } else if v.is_instance_of::<Array>() {
+        "an array".into()
+    } else if super::tensor::is_handle(v) {
+        "a Tensor".into()
+    } else {
+        "an object".into()
+    }
+}
+
+fn not_a(what: &str, want: &str, v: &JsValue) -> JsValue {
+    type_error(&format!("{what} must be {want}, got {}", describe(v)))
+}
+
+/// True for `undefined` and `null`: an optional argument left out.
+pub(crate) fn is_absent(v: &JsValue) -> bool {
+    v.is_undefined() || v.is_null()
+}
+
+/// A number (any, NaN included).
+pub(crate) fn number(v: &JsValue, what: &str) -> JsResult<f64> {
+    v.as_f64().ok_or_else(|| not_a(what, "a number", v))
+}
+
+/// A whole number from 0 to `max`.
+pub(crate) fn whole(v: &JsValue, what: &str, max: u64) -> JsResult<u64> {
+    check::whole(number(v, what)?, what, max).map_err(arg_err)
+}
+
+/// A whole number from 0 to `max` that fits `usize` on wasm32 (`max` < 2^32).
+pub(crate) fn count(v: &JsValue, what: &str, max: usize) -> JsResult<usize> {
+    whole(v, what, max as u64).map(|n| n as usize)
+}
+
+/// [`count`], or `None` when left out.
+pub(crate) fn opt_count(v: &JsValue, what: &str, max: usize) -> JsResult<Option<usize>> {
+    if is_absent(v) {
+        return Ok(None);
+    }
+    count(v, what, max).map(Some)
+}
+
+/// A whole number from `min` to `max`, either sign.
+pub(crate) fn integer(v: &JsValue, what: &str, min: i64, max: i64) -> JsResult<i64> {
+    check::integer(number(v, what)?, what, min, max).map_err(arg_err)
+}
+
+/// A boolean, or `default` when left out.
+pub(crate) fn opt_bool(v: &JsValue, what: &str, default: bool) -> JsResult<bool> {
+    if is_absent(v) {
+        return Ok(default);
+    }
+    v.as_bool().ok_or_else(|| not_a(what, "a boolean", v))
+}
+
+/// A string of at most `max` UTF-16 units (checked before it is copied into wasm).
+pub(crate) fn string(v: &JsValue, what: &str, max: usize) -> JsResult<String> {
+    if !v.is_string() {
+        return Err(not_a(what, "a string", v));
+    }
+    let len = v.unchecked_ref::<JsString>().length() as usize;
+    if len > max {
+        return Err(range_error(&format!("{what} must be at most {max} characters long, got {len}")));
+    }
+    Ok(v.as_string().unwrap_or_default())
+}
+
+/// A name: a string that [`check::name`] accepts.
+pub(crate) fn name(v: &JsValue, what: &str) -> JsResult<String> {
+    let s = string(v, what, check::MAX_NAME_BYTES)?;
+    check::name(what, &s).map_err(arg_err)?;
+    Ok(s)
+}
+
+/// A function.
+pub(crate) fn function(v: &JsValue, what: &str) -> JsResult<Function> {
+    if !v.is_function() {
+        return Err(not_a(what, "a function", v));
+    }
+    Ok(v.clone().unchecked_into())
+}
+
+/// An object (not `null`, not a primitive; functions count).
+pub(crate) fn object(v: &JsValue, what: &str) -> JsResult<Object> {
+    if !(v.is_object() || v.is_function()) {
+        return Err(not_a(what, "an object", v));
+    }
+    Ok(v.clone().unchecked_into())
+}
+
+/// `obj[key]`, a getter's or Proxy's exception returned as the error.
+pub(crate) fn get(obj: &JsValue, key: &str) -> JsResult<JsValue> {
+    Reflect::get(obj, &JsValue::from_str(key))
+}
+
+/// The items of an array of at most `max` items, each read through `Reflect` (a Proxy's
+/// traps and getters may throw: that is the error).
+pub(crate) fn list(v: &JsValue, what: &str, max: usize) -> JsResult<Vec<JsValue>> {
+    if !v.is_instance_of::<Array>() {
+        return Err(not_a(what, "an array", v));
+    }
+    let len = get(v, "length")?;
+    let n = count(&len, &format!("{what}.length"), max)?;
+    let mut items = try_with_capacity(what, n).map_err(js_err)?;
+    for i in 0..n {
+        items.push(Reflect::get_u32(v, i as u32)?);
+    }
+    Ok(items)
+}
+
+/// A shape: an array of at most [`check::MAX_RANK`] whole numbers (each at most 2^53 − 1;
+/// the tensor limits are checked on the whole shape by `tensor::alloc::check_shape`).
+pub(crate) fn shape(v: &JsValue, what: &str) -> JsResult<Vec<u64>> {
+    if !v.is_instance_of::<Array>() {
+        return Err(not_a(what, "an array of sizes", v));
+    }
+    let n = count(&get(v, "length")?, &format!("{what}.length"), check::MAX_RANK)?;
+    (0..n).map(|i| whole(&Reflect::get_u32(v, i as u32)?, &format!("{what}[{i}]"), check::MAX_SEED)).collect()
+}
+
+/// A list of at most [`check::MAX_RANK`] integers from `min` to `max` (dims, sizes with -1).
+pub(crate) fn integers(v: &JsValue, what: &str, min: i64, max: i64) -> JsResult<Vec<i64>> {
+    if !v.is_instance_of::<Array>() {
+        return Err(not_a(what, "an array of whole numbers", v));
+    }
+    let n = count(&get(v, "length")?, &format!("{what}.length"), check::MAX_RANK)?;
+    (0..n).map(|i| integer(&Reflect::get_u32(v, i as u32)?, &format!("{what}[{i}]"), min, max)).collect()
+}
+
+/// Exactly `n` float values: an array of numbers, or a typed array of numbers (copied by
+/// the engine, so no per-item calls). The length is checked against `n` before anything
+/// is copied into wasm.
+pub(crate) fn f32_values(v: &JsValue, what: &str, n: usize) -> JsResult<Vec<f32>> {
+    let mismatch = |len: f64| {
+        range_error(&format!("{what} must hold {n} values (the shape's element count), got {}", check::js_number(len)))
+    };
+    if ArrayBuffer::is_view(v) && !v.is_instance_of::<js_sys::DataView>() {
+        let len = get(v, "length")?;
+        if len.as_f64() != Some(n as f64) {
+            return Err(mismatch(len.as_f64().unwrap_or(f64::NAN)));
+        }
+        // A fresh Float32Array made by the engine from the caller's typed array (a BigInt
+        // array throws here, and that is the error): its length and contents are genuine.
+        let ctor: Function = get(&js_sys::global(), "Float32Array")?.unchecked_into();
+        let copy: Float32Array = Reflect::construct(&ctor, &Array::of1(v))?.unchecked_into();
+        if copy.length() as usize != n {
+            return Err(mismatch(copy.length() as f64));
+        }
+        let mut out = try_with_capacity(what, n).map_err(js_err)?;
+        out.resize(n, 0.0);
+        copy.copy_to(&mut out);
+        return Ok(out);
+    }
+    if !v.is_instance_of::<Array>() {
+        return Err(not_a(what, "an array of numbers or a Float32Array", v));
+    }
+    let len = number(&get(v, "length")?, &format!("{what}.length"))?;
+    if len != n as f64 {
+        return Err(mismatch(len));
+    }
+    let mut out = try_with_capacity(what, n).map_err(js_err)?;
+    for i in 0..n {
+        let item = Reflect::get_u32(v, i as u32)?;
+        out.push(number(&item, &format!("{what}[{i}]"))? as f32);
+    }
+    Ok(out)
+}
+
+/// The bytes of a `Uint8Array` of at most `max` bytes (copied fallibly).
+pub(crate) fn bytes(v: &JsValue, what: &str, max: usize) -> JsResult<Vec<u8>> {
+    if !ArrayBuffer::is_view(v) || !v.is_instance_of::<Uint8Array>() {
+        return Err(not_a(what, "a Uint8Array", v));
+    }
+    let len = get(v, "length")?.as_f64().unwrap_or(0.0);
+    if len > max as f64 {
+        return Err(range_error(&format!(
+            "{what} holds {} bytes, more than the limit of {max}",
+            check::js_number(len)
+        )));
+    }
+    let ctor: Function = get(&js_sys::global(), "Uint8Array")?.unchecked_into();
+    let copy: Uint8Array = Reflect::construct(&ctor, &Array::of1(v))?.unchecked_into();
+    let n = copy.length() as usize;
+    if n > max {
+        return Err(range_error(&format!("{what} holds {n} bytes, more than the limit of {max}")));
+    }
+    let mut out = try_with_capacity(what, n).map_err(js_err)?;
+    out.resize(n, 0);
+    copy.copy_to(&mut out);
+    Ok(out)
+}
+
+/// The own enumerable string-keyed properties of `obj` with their values (what
+/// `Object.entries` gives), at most `max` of them; getters run, and their exceptions are
+/// the error. Keys stay JS strings: a caller turns the ones it uses into names.
+pub(crate) fn entries(obj: &JsValue, what: &str, max: usize) -> JsResult<Vec<(JsValue, JsValue)>> {
+    let keys = Reflect::own_keys(obj)?;
+    let mut out = Vec::new();
+    for key in keys.iter() {
+        if !key.is_string() {
+            continue; // symbols
+        }
+        let desc = Reflect::get_own_property_descriptor(obj.unchecked_ref::<Object>(), &key)?;
+        if desc.is_undefined() || !get(&desc, "enumerable")?.is_truthy() {
+            continue;
+        }
+        if out.len() == max {
+            return Err(range_error(&format!("{what} has more than {max} properties")));
+        }
+        let value = Reflect::get(obj, &key)?;
+        out.push((key, value));
+    }
+    Ok(out)
+}

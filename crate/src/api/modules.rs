@@ -1,0 +1,359 @@
+//! The modules JavaScript models are built from: `Module` (the base class to extend), the
+//! built-in layers (Linear, LayerNorm, Dropout, ReLU, GELU, Embedding), `Sequential`,
+//! `ModuleList`, and `manualSeed` for their initial parameters.
+//!
+//! Sizes are whole numbers checked before anything is allocated (see `limits()`); the init
+//! generator is copied out of its cell for an initialisation and written back only when it
+//! succeeds, so a rejected call neither holds it nor advances it.
+
+use super::args::{self, js_err, JsResult};
+use super::nn::{at_js_caller, current, is_tracing};
+use super::tensor::{tensor_arg, wrap};
+use crate::rng::Rng;
+use crate::tensor::alloc::check_shape;
+use crate::tensor::{DType, Tensor as HostTensor};
+use crate::trace::check::{self, MAX_LIST, MAX_TENSOR_BYTES};
+use crate::trace::nn as rnn;
+use crate::trace::nn::Module as _;
+use crate::trace::TraceResult;
+use std::cell::RefCell;
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+
+thread_local! {
+    static INIT_RNG: RefCell<Rng> = RefCell::new(Rng::new(0));
+}
+
+/// Seeds the generator that initialises new modules' parameters (a whole number from 0
+/// to 2^53 - 1).
+#[wasm_bindgen(js_name = manualSeed)]
+pub fn manual_seed(#[wasm_bindgen(unchecked_param_type = "number")] seed: JsValue) -> JsResult<()> {
+    let seed = args::whole(&seed, "manualSeed: seed", check::MAX_SEED)?;
+    INIT_RNG.with(|r| *r.borrow_mut() = Rng::new(seed));
+    Ok(())
+}
+
+/// Runs an initialisation on a copy of the init generator, kept only if it succeeds: no
+/// borrow is held while `f` allocates, and a failure draws nothing.
+fn with_rng<T>(f: impl FnOnce(&mut Rng) -> TraceResult<T>) -> JsResult<T> {
+    let mut rng = INIT_RNG.with(|r| r.borrow().clone());
+    let out = f(&mut rng).map_err(js_err)?;
+    INIT_RNG.with(|r| *r.borrow_mut() = rng);
+    Ok(out)
+}
+
+/// A size of a built-in module: whole, from 1 (the tensor limits bound the product).
+fn positive_size(v: &JsValue, what: &str) -> JsResult<usize> {
+    let n = args::count(v, what, MAX_TENSOR_BYTES)?;
+    if n == 0 {
+        return Err(args::range_error(&format!("{what} must be at least 1, got 0")));
+    }
+    Ok(n)
+}
+
+type Registered = RefCell<Vec<(String, Rc<HostTensor>)>>;
+
+/// The base class of models written in JavaScript: extend it and define `forward`.
+///
+/// Parameters and buffers of your own: `this.registerParameter(name, values, shape)` and
+/// `this.registerBuffer(name, values, shape)` in the constructor; in `forward`,
+/// `this.param(name)` / `this.buffer(name)` read them (named by the module's path) and
+/// `this.updateBuffer(name, tensor)` writes a buffer in place. Registering again while a
+/// trace runs is the reassignment PopTorch rejects, and an error.
+#[wasm_bindgen]
+#[derive(Default)]
+pub struct Module {
+    params: Registered,
+    buffers: Registered,
+}
+
+/// The tensor of `values` (row-major numbers) and `shape` for `what`: the shape checked
+/// against the tensor limits before the values are read.
+pub(super) fn host_tensor(values: &JsValue, shape: &JsValue, what: &str) -> JsResult<HostTensor> {
+    let dims = args::shape(shape, &format!("{what}: shape"))?;
+    let dims = check_shape(what, &dims, DType::Float32).map_err(js_err)?;
+    let n = dims.iter().product();
+    let data = args::f32_values(values, &format!("{what}: values"), n)?;
+    HostTensor::from_f32(&dims, data).map_err(|e| args::error(&format!("{what}: {e}")))
+}
+
+fn register(list: &Registered, kind: &str, name: JsValue, values: JsValue, shape: JsValue) -> JsResult<()> {
+    let name = args::name(&name, &format!("{kind} name"))?;
+    if name.contains('.') {
+        return Err(args::error(&format!("{kind} name '{name}' must contain no '.' (dots join module paths)")));
+    }
+    if is_tracing() {
+        return Err(args::error(&format!(
+            "{kind} '{name}' was reassigned during the trace: PopTorch does not allow replacing a parameter or \
+             buffer; update a buffer in place with updateBuffer"
+        )));
+    }
+    let t = host_tensor(&values, &shape, &format!("{kind} '{name}'"))?;
+    let mut list = list.borrow_mut();
+    list.retain(|(n, _)| *n != name);
+    list.push((name, Rc::new(t)));
+    Ok(())
+}
+
+fn lookup(list: &Registered, kind: &str, name: &JsValue) -> JsResult<(String, Rc<HostTensor>)> {
+    let name = args::string(name, &format!("{kind} name"), check::MAX_NAME_BYTES)?;
+    let found = list.borrow().iter().find(|(n, _)| *n == name).map(|(_, t)| t.clone());
+    match found {
+        Some(t) => Ok((name, t)),
+        None => Err(args::error(&format!("no {kind} named {name:?} is registered on this module"))),
+    }
+}
+
+#[wasm_bindgen]
+impl Module {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Module {
+        Module::default()
+    }
+    /// Subclasses override this.
+    pub fn forward(&self) -> JsResult<JsValue> {
+        Err(args::error("Module.forward is not defined: a subclass of Module must define forward(...)"))
+    }
+    /// Adds a trainable parameter with initial `values` (row-major numbers, or a Float32Array)
+    /// of `shape`. The name: 1 to 256 bytes, no '.', no control characters.
+    #[wasm_bindgen(js_name = registerParameter)]
+    pub fn register_parameter(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number[] | Float32Array")] values: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    ) -> JsResult<()> {
+        register(&self.params, "parameter", name, values, shape)
+    }
+    /// Adds a persistent buffer with initial `values` (row-major) of `shape`.
+    #[wasm_bindgen(js_name = registerBuffer)]
+    pub fn register_buffer(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number[] | Float32Array")] values: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    ) -> JsResult<()> {
+        register(&self.buffers, "buffer", name, values, shape)
+    }
+    /// The parameter `name` in the running trace.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn param(&self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> JsResult<JsValue> {
+        let (name, t) = lookup(&self.params, "parameter", &name)?;
+        current()?.param(&name, &t).map_err(js_err).and_then(wrap)
+    }
+    /// The buffer `name` in the running trace.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn buffer(&self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> JsResult<JsValue> {
+        let (name, t) = lookup(&self.buffers, "buffer", &name)?;
+        current()?.buffer(&name, &t).map_err(js_err).and_then(wrap)
+    }
+    /// Writes `value` into buffer `name` in place (PyTorch `buf.copy_(value)`).
+    #[wasm_bindgen(js_name = updateBuffer)]
+    pub fn update_buffer(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] value: JsValue,
+    ) -> JsResult<()> {
+        let (name, _) = lookup(&self.buffers, "buffer", &name)?;
+        let v = tensor_arg(&value, "updateBuffer: value")?;
+        let tr = current()?;
+        at_js_caller(&tr, || tr.buffer_update(&name, &v)).map_err(js_err)
+    }
+}
+
+macro_rules! builtin {
+    ($name:ident, $inner:ty) => {
+        #[wasm_bindgen]
+        pub struct $name {
+            inner: $inner,
+        }
+        #[wasm_bindgen]
+        impl $name {
+            /// Records the module on `x` in the running trace.
+            #[wasm_bindgen(unchecked_return_type = "Tensor")]
+            pub fn forward(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] x: JsValue) -> JsResult<JsValue> {
+                let x = tensor_arg(&x, concat!(stringify!($name), ".forward: x"))?;
+                let tr = current()?;
+                let inner = &self.inner;
+                at_js_caller(&tr, || inner.forward(&tr, &x)).map_err(js_err).and_then(wrap)
+            }
+        }
+    };
+}
+
+builtin!(Linear, rnn::Linear);
+builtin!(LayerNorm, rnn::LayerNorm);
+builtin!(Dropout, rnn::Dropout);
+builtin!(ReLU, rnn::ReLU);
+builtin!(GELU, rnn::GELU);
+builtin!(Embedding, rnn::Embedding);
+
+#[wasm_bindgen]
+impl Linear {
+    /// `Linear(in_features, out_features, bias = true)`, initialised as PyTorch: whole
+    /// sizes from 1, the weight `[out, in]` within the tensor limits (`limits()`).
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "number")] in_features: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] out_features: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] bias: JsValue,
+    ) -> JsResult<Linear> {
+        let i = positive_size(&in_features, "Linear: in_features")?;
+        let o = positive_size(&out_features, "Linear: out_features")?;
+        let bias = args::opt_bool(&bias, "Linear: bias", true)?;
+        Ok(Linear { inner: with_rng(|r| rnn::Linear::new(i, o, bias, r))? })
+    }
+}
+
+#[wasm_bindgen]
+impl LayerNorm {
+    /// `LayerNorm(size)` over the last dim: a whole size from 1.
+    #[wasm_bindgen(constructor)]
+    pub fn new(#[wasm_bindgen(unchecked_param_type = "number")] size: JsValue) -> JsResult<LayerNorm> {
+        let n = positive_size(&size, "LayerNorm: size")?;
+        Ok(LayerNorm { inner: rnn::LayerNorm::try_new(n).map_err(js_err)? })
+    }
+}
+
+#[wasm_bindgen]
+impl Dropout {
+    /// `Dropout(p)`, `0 <= p < 1`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(#[wasm_bindgen(unchecked_param_type = "number")] p: JsValue) -> JsResult<Dropout> {
+        let p = args::number(&p, "Dropout: p")?;
+        if !(0.0..1.0).contains(&p) {
+            return Err(args::range_error(&format!("Dropout: p must be in [0, 1), got {}", check::js_number(p))));
+        }
+        Ok(Dropout { inner: rnn::Dropout { p: p as f32 } })
+    }
+}
+
+impl Default for ReLU {
+    fn default() -> Self {
+        ReLU::new()
+    }
+}
+
+impl Default for GELU {
+    fn default() -> Self {
+        GELU::new()
+    }
+}
+
+#[wasm_bindgen]
+impl ReLU {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> ReLU {
+        ReLU { inner: rnn::ReLU }
+    }
+}
+
+#[wasm_bindgen]
+impl GELU {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> GELU {
+        GELU { inner: rnn::GELU }
+    }
+}
+
+#[wasm_bindgen]
+impl Embedding {
+    /// `Embedding(num_embeddings, embedding_dim)`, weights N(0, 1): whole sizes from 1, the
+    /// weight within the tensor limits.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "number")] num_embeddings: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] embedding_dim: JsValue,
+    ) -> JsResult<Embedding> {
+        let n = positive_size(&num_embeddings, "Embedding: num_embeddings")?;
+        let d = positive_size(&embedding_dim, "Embedding: embedding_dim")?;
+        Ok(Embedding { inner: with_rng(|r| rnn::Embedding::try_new(n, d, r))? })
+    }
+}
+
+/// True for a module: an object with a `forward` method (reading `forward` may run a getter,
+/// whose exception is the error).
+pub(super) fn is_module(v: &JsValue) -> JsResult<bool> {
+    if !v.is_object() || v.is_instance_of::<js_sys::Array>() || super::tensor::is_handle(v) {
+        return Ok(false);
+    }
+    Ok(args::get(v, "forward")?.is_function())
+}
+
+/// The items of a container: at most 65536 modules.
+fn module_items(items: &JsValue, what: &str) -> JsResult<Vec<JsValue>> {
+    let list = args::list(items, &format!("{what}: modules"), MAX_LIST)?;
+    for (i, m) in list.iter().enumerate() {
+        if !is_module(m)? {
+            return Err(args::type_error(&format!(
+                "{what}: modules[{i}] must be a module (an object with a forward method), got {}",
+                args::describe(m)
+            )));
+        }
+    }
+    Ok(list)
+}
+
+/// Modules called in order, named `0`, `1`, … (PyTorch `Sequential`).
+#[wasm_bindgen]
+pub struct Sequential {
+    items: Vec<JsValue>,
+}
+
+#[wasm_bindgen]
+impl Sequential {
+    /// `Sequential([m0, m1, …])`: at most 65536 modules.
+    #[wasm_bindgen(constructor)]
+    pub fn new(#[wasm_bindgen(unchecked_param_type = "object[]")] modules: JsValue) -> JsResult<Sequential> {
+        Ok(Sequential { items: module_items(&modules, "Sequential")? })
+    }
+    /// Calls each module on the previous one's output.
+    pub fn forward(&self, x: JsValue) -> JsResult<JsValue> {
+        let mut h = x;
+        for m in &self.items {
+            let f = args::function(&args::get(m, "forward")?, "a Sequential item's forward")?;
+            h = f.call1(m, &h)?;
+        }
+        Ok(h)
+    }
+    /// The submodules, for the tracer's module walk.
+    #[wasm_bindgen(js_name = _children)]
+    pub fn children(&self) -> Vec<JsValue> {
+        self.items.clone()
+    }
+}
+
+/// A list of modules indexed by the parent (PyTorch `ModuleList`), named `0`, `1`, ….
+#[wasm_bindgen]
+pub struct ModuleList {
+    items: Vec<JsValue>,
+}
+
+#[wasm_bindgen]
+impl ModuleList {
+    /// `ModuleList([m0, m1, …])`: at most 65536 modules.
+    #[wasm_bindgen(constructor)]
+    pub fn new(#[wasm_bindgen(unchecked_param_type = "object[]")] modules: JsValue) -> JsResult<ModuleList> {
+        Ok(ModuleList { items: module_items(&modules, "ModuleList")? })
+    }
+    /// The module at `index` (a whole number below `length`).
+    pub fn get(&self, #[wasm_bindgen(unchecked_param_type = "number")] index: JsValue) -> JsResult<JsValue> {
+        let n = self.items.len();
+        let i = args::count(&index, "ModuleList.get: index", u32::MAX as usize)?;
+        self.items
+            .get(i)
+            .cloned()
+            .ok_or_else(|| args::range_error(&format!("ModuleList.get: index {i} is out of range (length {n})")))
+    }
+    #[wasm_bindgen(getter)]
+    pub fn length(&self) -> usize {
+        self.items.len()
+    }
+    pub fn forward(&self) -> JsResult<JsValue> {
+        Err(args::error("ModuleList is not callable: index its modules with get(i)"))
+    }
+    #[wasm_bindgen(js_name = _children)]
+    pub fn children(&self) -> Vec<JsValue> {
+        self.items.clone()
+    }
+}

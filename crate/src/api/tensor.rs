@@ -1,0 +1,289 @@
+//! `Tensor`, a tracing tensor handed to JavaScript: its ops record nodes in the running
+//! trace (see `nn.rs`), and `concat`.
+//!
+//! A handle belongs to its trace: it carries the trace's number and its index there, and
+//! only handles this module made are recognised (a `WeakMap` of the handle objects, so a
+//! look-alike object such as `{ _id: 0 }` is not a Tensor). A handle kept from a trace that
+//! has ended is a clear error instead of naming whatever has its index in the next trace.
+
+use super::args::{self, js_err, JsResult};
+use super::nn::{at_js_caller, lookup_var, register_var};
+use crate::tensor::DType;
+use crate::trace::check::{MAX_LIST, MAX_RANK, MAX_TENSOR_BYTES};
+use crate::trace::{concat as rconcat, TraceResult, Var};
+use js_sys::{Object, WeakMap};
+use wasm_bindgen::prelude::*;
+
+/// A tracing tensor: the result of an op recorded in the running trace. Valid only inside
+/// the `trace(...)` call that made it.
+#[wasm_bindgen]
+pub struct Tensor {
+    trace: u32,
+    id: u32,
+}
+
+/// Handle indices stay below 2^21, so (trace, index) packs exactly into one f64.
+const ID_BITS: f64 = (1u64 << 21) as f64;
+
+thread_local! {
+    /// Every handle object this module made, to its packed (trace, index).
+    static HANDLES: WeakMap = WeakMap::new();
+}
+
+/// The JS object for a new handle to `v` in the running trace.
+pub(super) fn wrap(v: Var) -> JsResult<JsValue> {
+    let (trace, id) = register_var(v)?;
+    debug_assert!((id as f64) < ID_BITS);
+    let obj = JsValue::from(Tensor { trace, id });
+    HANDLES.with(|h| h.set(obj.unchecked_ref(), &JsValue::from(trace as f64 * ID_BITS + id as f64)));
+    Ok(obj)
+}
+
+/// The (trace, index) of a handle this module made, without running any of the caller's code.
+fn handle_of(v: &JsValue) -> Option<(u32, u32)> {
+    if !v.is_object() {
+        return None;
+    }
+    let key = HANDLES.with(|h| h.get(v.unchecked_ref::<Object>()));
+    let k = key.as_f64()?;
+    Some(((k / ID_BITS).floor() as u32, (k % ID_BITS) as u32))
+}
+
+/// True for a Tensor handle (of any trace).
+pub(super) fn is_handle(v: &JsValue) -> bool {
+    handle_of(v).is_some()
+}
+
+/// The traced value of the argument `what`, which must be a Tensor of the running trace.
+pub(super) fn tensor_arg(v: &JsValue, what: &str) -> JsResult<Var> {
+    match handle_of(v) {
+        Some((trace, id)) => lookup_var(trace, id),
+        None => Err(args::type_error(&format!("{what} must be a Tensor, got {}", args::describe(v)))),
+    }
+}
+
+/// An optional Tensor argument.
+fn opt_tensor_arg(v: &JsValue, what: &str) -> JsResult<Option<Var>> {
+    if args::is_absent(v) {
+        return Ok(None);
+    }
+    tensor_arg(v, what).map(Some)
+}
+
+/// A dim: a whole number from -16 to 15 (the tracer checks it against the tensor's rank).
+fn dim_arg(v: &JsValue, what: &str) -> JsResult<isize> {
+    args::integer(v, what, -(MAX_RANK as i64), MAX_RANK as i64 - 1).map(|d| d as isize)
+}
+
+fn opt_dims(v: &JsValue, what: &str) -> JsResult<Vec<isize>> {
+    if args::is_absent(v) {
+        return Ok(Vec::new());
+    }
+    let d = args::integers(v, what, -(MAX_RANK as i64), MAX_RANK as i64 - 1)?;
+    Ok(d.into_iter().map(|d| d as isize).collect())
+}
+
+impl Tensor {
+    fn var(&self) -> JsResult<Var> {
+        lookup_var(self.trace, self.id)
+    }
+
+    /// Records `f` on this tensor, at the JS caller's line.
+    fn op(&self, f: impl FnOnce(&Var) -> TraceResult<Var>) -> JsResult<JsValue> {
+        let v = self.var()?;
+        at_js_caller(v.tracer(), || f(&v)).map_err(js_err).and_then(wrap)
+    }
+
+    fn binary(&self, o: &JsValue, what: &str, f: impl FnOnce(&Var, &Var) -> TraceResult<Var>) -> JsResult<JsValue> {
+        let o = tensor_arg(o, &format!("Tensor.{what}: other"))?;
+        self.op(|v| f(v, &o))
+    }
+}
+
+#[wasm_bindgen]
+impl Tensor {
+    /// The static shape.
+    #[wasm_bindgen(getter)]
+    pub fn shape(&self) -> Result<Vec<usize>, JsValue> {
+        Ok(self.var()?.shape().to_vec())
+    }
+    /// The dtype: "f32", "f16", "i32" or "bool".
+    #[wasm_bindgen(getter)]
+    pub fn dtype(&self) -> Result<String, JsValue> {
+        Ok(self.var()?.dtype().to_string())
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn add(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "add", Var::add)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn sub(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "sub", Var::sub)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn mul(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "mul", Var::mul)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn div(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "div", Var::div)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn pow(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "pow", Var::pow)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn matmul(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue) -> JsResult<JsValue> {
+        self.binary(&other, "matmul", Var::matmul)
+    }
+    /// `self * s` for a number `s`.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn scale(&self, #[wasm_bindgen(unchecked_param_type = "number")] s: JsValue) -> JsResult<JsValue> {
+        let s = args::number(&s, "Tensor.scale: s")?;
+        self.op(|v| v.scale(s))
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn neg(&self) -> JsResult<JsValue> {
+        self.op(Var::neg)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn exp(&self) -> JsResult<JsValue> {
+        self.op(Var::exp)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn log(&self) -> JsResult<JsValue> {
+        self.op(Var::log)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn sqrt(&self) -> JsResult<JsValue> {
+        self.op(Var::sqrt)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn relu(&self) -> JsResult<JsValue> {
+        self.op(Var::relu)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn gelu(&self) -> JsResult<JsValue> {
+        self.op(Var::gelu)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn tanh(&self) -> JsResult<JsValue> {
+        self.op(Var::tanh)
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn sigmoid(&self) -> JsResult<JsValue> {
+        self.op(Var::sigmoid)
+    }
+    /// Sum over `dims` (all when omitted); dims are whole numbers from -16 to 15.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn sum(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number[]")] dims: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = opt_dims(&dims, "Tensor.sum: dims")?;
+        let k = args::opt_bool(&keepdim, "Tensor.sum: keepdim", false)?;
+        self.op(|v| v.sum(&d, k))
+    }
+    /// Mean over `dims` (all when omitted).
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn mean(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number[]")] dims: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = opt_dims(&dims, "Tensor.mean: dims")?;
+        let k = args::opt_bool(&keepdim, "Tensor.mean: keepdim", false)?;
+        self.op(|v| v.mean(&d, k))
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn max(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = dim_arg(&dim, "Tensor.max: dim")?;
+        let k = args::opt_bool(&keepdim, "Tensor.max: keepdim", false)?;
+        self.op(|v| v.max(d, k))
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn argmax(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = dim_arg(&dim, "Tensor.argmax: dim")?;
+        let k = args::opt_bool(&keepdim, "Tensor.argmax: keepdim", false)?;
+        self.op(|v| v.argmax(d, k))
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn softmax(&self, #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue) -> JsResult<JsValue> {
+        let d = dim_arg(&dim, "Tensor.softmax: dim")?;
+        self.op(|v| v.softmax(d))
+    }
+    #[wasm_bindgen(js_name = logSoftmax, unchecked_return_type = "Tensor")]
+    pub fn log_softmax(&self, #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue) -> JsResult<JsValue> {
+        let d = dim_arg(&dim, "Tensor.logSoftmax: dim")?;
+        self.op(|v| v.log_softmax(d))
+    }
+    /// Reshape to `shape` (at most 16 whole sizes; one may be -1, inferred).
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn reshape(&self, #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue) -> JsResult<JsValue> {
+        let s = args::integers(&shape, "Tensor.reshape: shape", -1, MAX_TENSOR_BYTES as i64)?;
+        let s: Vec<isize> = s.into_iter().map(|d| d as isize).collect();
+        self.op(|v| v.reshape(&s))
+    }
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn transpose(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim0: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim1: JsValue,
+    ) -> JsResult<JsValue> {
+        let a = dim_arg(&dim0, "Tensor.transpose: dim0")?;
+        let b = dim_arg(&dim1, "Tensor.transpose: dim1")?;
+        self.op(|v| v.transpose(a, b))
+    }
+    /// Permute dims (`order`: a permutation of 0 … rank-1).
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn permute(&self, #[wasm_bindgen(unchecked_param_type = "number[]")] order: JsValue) -> JsResult<JsValue> {
+        let d = args::integers(&order, "Tensor.permute: order", 0, MAX_RANK as i64 - 1)?;
+        let d: Vec<usize> = d.into_iter().map(|x| x as usize).collect();
+        self.op(|v| v.permute(&d))
+    }
+    /// Cross-entropy of logits against int32 `target`, over rows where `mask` (bool) is set.
+    #[wasm_bindgen(js_name = crossEntropy, unchecked_return_type = "Tensor")]
+    pub fn cross_entropy(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] target: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor")] mask: JsValue,
+    ) -> JsResult<JsValue> {
+        let t = tensor_arg(&target, "Tensor.crossEntropy: target")?;
+        let m = opt_tensor_arg(&mask, "Tensor.crossEntropy: mask")?;
+        self.op(|v| v.cross_entropy(&t, m.as_ref(), crate::ir::Reduction::Mean, None))
+    }
+    /// Converts to "float32", "float16", "int32" or "bool".
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn cast(&self, #[wasm_bindgen(unchecked_param_type = "string")] dtype: JsValue) -> JsResult<JsValue> {
+        let dt = DType::parse(&args::string(&dtype, "Tensor.cast: dtype", 16)?).map_err(js_err)?;
+        self.op(|v| v.cast(dt))
+    }
+}
+
+/// Concatenates `tensors` (at most 65536 Tensors) along `dim`.
+#[wasm_bindgen(unchecked_return_type = "Tensor")]
+pub fn concat(
+    #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
+) -> JsResult<JsValue> {
+    let items = args::list(&tensors, "concat: tensors", MAX_LIST)?;
+    let d = dim_arg(&dim, "concat: dim")?;
+    let vars = items
+        .iter()
+        .enumerate()
+        .map(|(i, t)| tensor_arg(t, &format!("concat: tensors[{i}]")))
+        .collect::<JsResult<Vec<_>>>()?;
+    let refs: Vec<&Var> = vars.iter().collect();
+    let first =
+        vars.first().ok_or_else(|| args::error("concat: tensors is empty: concat needs at least one Tensor"))?;
+    at_js_caller(first.tracer(), || rconcat(&refs, d)).map_err(js_err).and_then(wrap)
+}
