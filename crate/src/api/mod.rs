@@ -3,6 +3,7 @@
 
 pub mod nn;
 pub mod train;
+mod weights;
 
 use crate::ir::{print::print_graph, Graph};
 use crate::trace::TraceError;

@@ -13,7 +13,7 @@ use wasm_bindgen::prelude::*;
 /// A RevGNN on a Planetoid graph with its compiled training and evaluation graphs.
 #[wasm_bindgen]
 pub struct RevGnnTrainer {
-    inner: Trainer,
+    pub(super) inner: Trainer,
 }
 
 fn opt_num(config: &JsValue, key: &str) -> Result<Option<f64>, JsError> {

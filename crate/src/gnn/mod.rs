@@ -4,4 +4,5 @@
 pub mod data;
 
 pub mod nn;
+pub mod pyg;
 pub mod train;

@@ -1,6 +1,7 @@
 //! Tensors: dtypes, ndarray-backed dense storage and sparse matrices.
 
 mod dtype;
+pub mod safetensors;
 pub mod sparse;
 #[allow(clippy::module_inception)]
 mod tensor;
