@@ -1,6 +1,7 @@
 //! The JavaScript API: a thin wasm-bindgen layer over the Rust crate. Every function either
 //! returns plain JS objects or throws an `Error` whose message names the cause.
 
+mod gnn;
 pub mod nn;
 pub mod train;
 mod weights;

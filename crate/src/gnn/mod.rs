@@ -4,5 +4,6 @@
 pub mod data;
 
 pub mod nn;
+pub mod preview;
 pub mod pyg;
 pub mod train;
