@@ -2,9 +2,9 @@
 // multiply-adds: matrix products about twice as fast), else the plain simd128 build.
 // Both come from the same sources and share one JS glue (scripts/build-wasm.sh checks).
 //
-//   import { loadEngine } from "./engine.js";
+//   import { loadEngine } from "./load.js";
 //   const { simd } = await loadEngine();   // simd: "relaxed" or "simd128"
-import init from "./pkg/ipu_playground.js";
+import init from "../pkg/ipu_playground.js";
 
 // The smallest module using a relaxed-SIMD instruction: () -> v128 returning
 // f32x4.relaxed_madd(0, 0, 0). WebAssembly.validate says whether this engine knows it.
@@ -38,13 +38,13 @@ export function loadEngine({ relaxed = true } = {}) {
   loading ??= (async () => {
     if (relaxed && hasRelaxedSimd()) {
       try {
-        await init({ module_or_path: new URL("./pkg/ipu_playground_relaxed_bg.wasm", import.meta.url) });
+        await init({ module_or_path: new URL("../pkg/ipu_playground_relaxed_bg.wasm", import.meta.url) });
         return { simd: "relaxed" };
       } catch {
         // not built or not served: the plain build below does everything, a bit slower
       }
     }
-    await init({ module_or_path: new URL("./pkg/ipu_playground_bg.wasm", import.meta.url) });
+    await init({ module_or_path: new URL("../pkg/ipu_playground_bg.wasm", import.meta.url) });
     return { simd: "simd128" };
   })();
   return loading;

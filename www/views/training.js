@@ -1,0 +1,190 @@
+// Training view: RevGNN trained in its own worker (engine/worker.js), with a progress bar
+// (epoch, steps, ETA), live loss and accuracy charts (uPlot), pause / resume / stop, the
+// final test accuracy, the measured activation peak and the trained weights as safetensors.
+import uPlot from "uplot";
+import { h, stat } from "./dom.js";
+import { bytes } from "../charts/svg.js";
+import { DATASET_NAMES } from "../state.js";
+
+function lineChart(root, title, series, yLabel) {
+  const opts = {
+    title,
+    width: 420,
+    height: 220,
+    scales: { x: { time: false } },
+    axes: [{ label: "epoch" }, { label: yLabel, size: 56 }],
+    legend: { live: false },
+    cursor: { drag: { x: false, y: false } },
+    series: [{ label: "epoch" }, ...series.map(([label, stroke]) => ({ label, stroke, width: 2, points: { show: false }, spanGaps: true }))],
+  };
+  return new uPlot(opts, [[], ...series.map(() => [])], root);
+}
+
+function duration(s) {
+  if (!Number.isFinite(s) || s < 0) return "–";
+  if (s < 60) return `${Math.round(s)} s`;
+  const m = Math.floor(s / 60);
+  return m < 60 ? `${m} min ${Math.round(s % 60)} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+export function createTrainingView(root, { onStart, onPause, onResume, onStop, onDownload, onSettings }) {
+  const dataset = h("select", { id: "train-dataset" }, DATASET_NAMES.map((d) => h("option", { value: d, text: d })));
+  const epochs = h("input", { id: "train-epochs", type: "number", min: 1, max: 10000, step: 1, inputmode: "numeric" });
+  const start = h("button", { type: "button", id: "train-start", class: "primary", text: "Train" });
+  const pause = h("button", { type: "button", id: "train-pause", text: "Pause", disabled: true });
+  const stop = h("button", { type: "button", id: "train-stop", text: "Stop", disabled: true });
+  const download = h("button", { type: "button", id: "train-download", text: "Download weights (.safetensors)", disabled: true });
+  const config = h("p", { class: "muted", id: "train-config" });
+  const progress = h("progress", { id: "train-progress", max: 1, value: 0, "aria-label": "Training progress" });
+  const progressText = h("p", { class: "progress-text", id: "train-progress-text", role: "status", "aria-live": "polite", text: "Not started." });
+  const error = h("div", { class: "error", id: "train-error", role: "alert", hidden: true });
+  const stats = h("div", { class: "stats", id: "train-stats" });
+  const charts = h("div", { class: "train-charts" });
+  root.append(
+    h("form", { class: "train-controls", novalidate: true, onsubmit: (e) => e.preventDefault() }, [
+      h("div", { class: "field" }, [h("label", { for: "train-dataset", text: "Dataset" }), dataset]),
+      h("div", { class: "field narrow" }, [h("label", { for: "train-epochs", text: "Epochs" }), epochs]),
+      h("div", { class: "buttons" }, [start, pause, stop, download]),
+    ]),
+    config,
+    h("div", { class: "progress" }, [progress, progressText]),
+    error,
+    stats,
+    charts,
+  );
+  const lossBox = h("div", { class: "chart", id: "loss-chart" });
+  const accBox = h("div", { class: "chart", id: "acc-chart" });
+  charts.append(lossBox, accBox);
+  const lossChart = lineChart(lossBox, "Training loss", [["loss", "#e45756"]], "loss");
+  const accChart = lineChart(accBox, "Accuracy", [["train", "#4c78a8"], ["val", "#54a24b"], ["test", "#f58518"]], "accuracy");
+
+  let series = { epoch: [], loss: [], train: [], val: [], test: [] };
+  let state = "idle";
+  let paused = false;
+  const times = [];
+
+  const setBusy = (running) => {
+    start.disabled = running;
+    pause.disabled = !running;
+    stop.disabled = !running;
+    dataset.disabled = running;
+    epochs.disabled = running;
+  };
+
+  start.addEventListener("click", () => {
+    const n = Number(epochs.value);
+    if (!Number.isInteger(n) || n < 1 || n > 10000) {
+      error.hidden = false;
+      error.textContent = `Epochs must be a whole number from 1 to 10000, got "${epochs.value}".`;
+      epochs.setAttribute("aria-invalid", "true");
+      return;
+    }
+    epochs.setAttribute("aria-invalid", "false");
+    error.hidden = true;
+    series = { epoch: [], loss: [], train: [], val: [], test: [] };
+    times.length = 0;
+    lossChart.setData([[], []]);
+    accChart.setData([[], [], [], []]);
+    stats.replaceChildren();
+    download.disabled = true;
+    setBusy(true);
+    paused = false;
+    pause.textContent = "Pause";
+    onStart({ dataset: dataset.value, epochs: n });
+  });
+  pause.addEventListener("click", () => (paused ? onResume() : onPause()));
+  stop.addEventListener("click", () => onStop());
+  download.addEventListener("click", () => onDownload());
+  dataset.addEventListener("change", () => onSettings({ dataset: dataset.value }));
+  epochs.addEventListener("change", () => {
+    const n = Number(epochs.value);
+    if (Number.isInteger(n) && n >= 1 && n <= 10000) onSettings({ epochs: n });
+  });
+
+  function statsFor(d) {
+    const items = [];
+    if (d.acc) items.push(stat("test accuracy", `${(d.acc.test * 100).toFixed(1)} %`, "test-acc"), stat("val accuracy", `${(d.acc.val * 100).toFixed(1)} %`));
+    if (d.peakBytes) items.push(stat("activation peak (measured)", bytes(d.peakBytes), "peak"));
+    if (d.savedForBackward) items.push(stat("kept for backward", bytes(d.savedForBackward)));
+    items.push(stat("planner's prediction", "waits for the planner (#9)", "muted"));
+    return items;
+  }
+
+  return {
+    setSettings({ dataset: d, epochs: e }) {
+      dataset.value = d;
+      epochs.value = String(e);
+    },
+    setConfig(text) {
+      config.textContent = text;
+    },
+    setPaused(p) {
+      paused = p;
+      pause.textContent = p ? "Resume" : "Pause";
+      if (p) progressText.textContent = `Paused after epoch ${series.epoch.at(-1) ?? 0}.`;
+    },
+    showError(message) {
+      error.hidden = false;
+      error.textContent = message;
+      setBusy(false);
+    },
+    /** A training event from the worker (see engine/protocol.js TrainingPhase). */
+    update(d) {
+      state = d.phase;
+      progress.max = d.epochs;
+      if (d.phase === "building") {
+        progress.removeAttribute("value");
+        progressText.textContent = `Loading ${d.dataset} and compiling the training graph…`;
+        return;
+      }
+      if (d.phase === "error") {
+        progress.value = 0;
+        progressText.textContent = "Training failed.";
+        this.showError(d.message);
+        return;
+      }
+      if (d.phase === "running" || d.phase === "paused") {
+        progress.value = d.epoch ?? 0;
+        if (!d.epoch) {
+          progressText.textContent = `Epoch 0 / ${d.epochs} · ${d.params?.toLocaleString("en") ?? "?"} parameters, compiled in ${(d.buildSeconds ?? 0).toFixed(1)} s`;
+          return;
+        }
+        times.push(d.epochSeconds + (d.evalSeconds ?? 0));
+        const mean = d.elapsedSeconds / d.epoch;
+        const eta = mean * (d.epochs - d.epoch);
+        progressText.textContent = `Epoch ${d.epoch} / ${d.epochs} · step ${d.steps} (${d.stepsPerEpoch} per epoch) · loss ${d.loss.toFixed(4)} · ${d.epochSeconds.toFixed(2)} s/epoch · ETA ${duration(eta)}`;
+        series.epoch.push(d.epoch);
+        series.loss.push(d.loss);
+        series.train.push(d.evaluated ? d.acc.train : null);
+        series.val.push(d.evaluated ? d.acc.val : null);
+        series.test.push(d.evaluated ? d.acc.test : null);
+        lossChart.setData([series.epoch, series.loss]);
+        accChart.setData([series.epoch, series.train, series.val, series.test]);
+        stats.replaceChildren(...statsFor(d));
+        download.disabled = false;
+        if (paused && d.phase === "paused") progressText.textContent = `Paused after epoch ${d.epoch}.`;
+        return;
+      }
+      if (d.phase === "done" || d.phase === "stopped") {
+        setBusy(false);
+        paused = false;
+        pause.textContent = "Pause";
+        const last = series.epoch.at(-1) ?? 0;
+        progressText.textContent =
+          d.phase === "done"
+            ? `Done: ${last} epochs in ${duration(d.elapsedSeconds)}${d.acc ? ` · final test accuracy ${(d.acc.test * 100).toFixed(1)} %` : ""}`
+            : `Stopped after epoch ${last}${d.acc ? ` · test accuracy ${(d.acc.test * 100).toFixed(1)} %` : ""}`;
+        if (d.acc) stats.replaceChildren(...statsFor(d));
+        download.disabled = last === 0;
+      }
+    },
+    get state() {
+      return state;
+    },
+    resize(width) {
+      const w = Math.max(300, Math.floor((width - 24) / 2));
+      lossChart.setSize({ width: w, height: 220 });
+      accChart.setSize({ width: w, height: 220 });
+    },
+  };
+}
