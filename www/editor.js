@@ -88,9 +88,14 @@ export function createEditor(parent, doc, onChange) {
     }
     if (to === from && l.length === 0) to = from;
     view.dispatch(setDiagnostics(view.state, [{ from, to, severity: "error", message, source: "engine" }]));
+    marked = true;
   }
 
+  let marked = false;
   function clearErrors() {
+    // Only when something is marked: a dispatch costs the editor a measure (layout) pass.
+    if (!marked) return;
+    marked = false;
     view.dispatch(setDiagnostics(view.state, []));
   }
 

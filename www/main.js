@@ -215,7 +215,7 @@ const training = createTrainingView(panels.training, {
       training.showError(info.message);
     });
   },
-  onPause: () => trainer.call(Request.PAUSE).then(({ result }) => training.setPaused(result.paused)),
+  onPause: () => trainer.call(Request.PAUSE).then(({ result }) => training.setPaused(result.paused, result.epoch)),
   onResume: () => trainer.call(Request.RESUME).then(() => training.setPaused(false)),
   onStop: () => trainer.call(Request.STOP),
   onDownload: async () => {

@@ -2,18 +2,19 @@
 // sharded) or per phase (phased), each cell listing the Blocks that run there.
 //
 //   drawStages(svgElement, { ipus: [0, 1, …], columns: [{ id, label, pass }],
-//                            cells: [{ ipu, column, blocks: [ids], label, pass }] })
+//                            cells: [{ ipu, column, blocks: [ids], label, pass }], width })
 // Returns { width, height }.
 import { svg, clear, colour, tip } from "./svg.js";
 
 const LABEL_W = 70;
-const COL_W = 150;
 const ROW_H = 64;
 const TOP = 30;
 
 export function drawStages(root, data) {
   clear(root);
   const cols = data.columns.length;
+  // Columns share the width given, between 100 and 150 px each.
+  const COL_W = Math.max(100, Math.min(150, Math.floor(((data.width ?? 900) - LABEL_W - 10) / Math.max(1, cols))));
   const width = LABEL_W + Math.max(1, cols) * COL_W + 10;
   const height = TOP + data.ipus.length * ROW_H + 10;
   root.setAttribute("viewBox", `0 0 ${width} ${height}`);
@@ -40,7 +41,7 @@ export function drawStages(root, data) {
     g.append(svg("rect", { x, y, width: COL_W - 12, height: ROW_H - 16, rx: 7, fill: colour(cell.ipu), "fill-opacity": cell.pass === "backward" ? 0.1 : 0.2, stroke: colour(cell.ipu), "stroke-dasharray": cell.pass === "backward" ? "4 3" : null }));
     g.append(svg("text", { x: x + 8, y: y + 15, class: "cell-label" }, [cell.label]));
     const names = cell.blocks.join(", ");
-    g.append(svg("text", { x: x + 8, y: y + 33, class: "cell-blocks" }, [names.length > 20 ? names.slice(0, 19) + "…" : names]));
+    g.append(svg("text", { x: x + 8, y: y + 33, class: "cell-blocks" }, [names.length > COL_W / 7.5 ? names.slice(0, Math.floor(COL_W / 7.5) - 1) + "…" : names]));
     tip(g, `${cell.label} on IPU ${cell.ipu}: ${names}`);
     root.append(g);
   }

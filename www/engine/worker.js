@@ -88,7 +88,14 @@ async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
 
 // ---------------------------------------------------------------- training
 
-const run = { trainer: null, state: "idle", resume: null, stop: false, dataset: null };
+// resume: set while paused (its promise resolves on resume); parked: resolves once the loop
+// has stopped between epochs, so a pause is answered only when no epoch is running.
+const run = { trainer: null, state: "idle", resume: null, parked: null, stop: false, dataset: null, epoch: 0 };
+
+function settleParked() {
+  run.parked?.resolve();
+  run.parked = null;
+}
 
 function wait(ms) {
   return new Promise((r) => setTimeout(r, ms));
@@ -134,7 +141,10 @@ async function train({ dataset, config = {}, epochs }) {
     for (let e = 1; e <= epochs; e++) {
       // Yield between epochs, so pause and stop requests are read.
       await wait(0);
-      while (run.resume && !run.stop) await run.resume.promise;
+      while (run.resume && !run.stop) {
+        settleParked();
+        await run.resume.promise;
+      }
       if (run.stop) break;
       const s = performance.now();
       const r = trainer.trainEpoch();
@@ -149,6 +159,7 @@ async function train({ dataset, config = {}, epochs }) {
         acc = trainer.evaluate();
         evalSeconds = (performance.now() - s2) / 1000;
       }
+      run.epoch = e;
       send(run.resume ? TrainingPhase.PAUSED : TrainingPhase.RUNNING, {
         epoch: e,
         steps,
@@ -164,24 +175,33 @@ async function train({ dataset, config = {}, epochs }) {
       });
     }
     run.state = run.stop ? TrainingPhase.STOPPED : TrainingPhase.DONE;
+    run.resume = null;
+    settleParked();
     if (run.stop && steps > 0) acc = trainer.evaluate(); // the accuracy where it stopped
     send(run.state, { epoch: null, acc, peakBytes, savedForBackward: saved, elapsedSeconds: (performance.now() - t1) / 1000 });
     return { state: run.state, acc };
   } catch (e) {
     run.state = TrainingPhase.ERROR;
+    run.resume = null;
+    settleParked();
     const info = e && typeof e === "object" && "kind" in e && !(e instanceof Error) ? e : makeError(ErrorKind.MODEL, e?.message ?? String(e));
     send(TrainingPhase.ERROR, { message: info.message, kind: info.kind });
     throw info;
   }
 }
 
-function pause() {
+/** Pauses between epochs; answers once the running epoch has finished and been reported. */
+async function pause() {
   if (run.state === TrainingPhase.RUNNING && !run.resume) {
     let resolve;
     const promise = new Promise((r) => (resolve = r));
     run.resume = { promise, resolve };
+    let parked;
+    const p = new Promise((r) => (parked = r));
+    run.parked = { resolve: parked };
+    await p;
   }
-  return { paused: Boolean(run.resume) };
+  return { paused: Boolean(run.resume), epoch: run.epoch };
 }
 
 function resume() {

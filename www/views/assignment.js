@@ -50,7 +50,7 @@ export function createAssignmentView(root) {
       note.textContent = s.placeholder
         ? "Derived from the traced graph by the page's placeholder planner (Blocks, stages, phases, IPU count, copies and pipeline depth follow PopTorch's rules); the planner of issue #9 will replace it."
         : "";
-      drawStages(stages, stagesData(plan));
+      drawStages(stages, { ...stagesData(plan), width: Math.max(root.clientWidth - 8, 480) });
       const p = pipelineData(plan);
       pipeBox.hidden = !p;
       if (p) {

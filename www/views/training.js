@@ -7,16 +7,22 @@ import { bytes } from "../charts/svg.js";
 import { DATASET_NAMES } from "../state.js";
 
 function lineChart(root, title, series, yLabel) {
+  // No cursor and no live legend: each update is one canvas redraw, no DOM reads.
   const opts = {
-    title,
     width: 420,
     height: 220,
     scales: { x: { time: false } },
-    axes: [{ label: "epoch" }, { label: yLabel, size: 56 }],
-    legend: { live: false },
-    cursor: { drag: { x: false, y: false } },
+    axes: [{ label: "epoch", size: 40 }, { label: yLabel, size: 56 }],
+    legend: { show: false },
+    cursor: { show: false },
     series: [{ label: "epoch" }, ...series.map(([label, stroke]) => ({ label, stroke, width: 2, points: { show: false }, spanGaps: true }))],
   };
+  root.append(
+    h("div", { class: "chart-head" }, [
+      h("span", { class: "chart-title", text: title }),
+      ...series.map(([label, stroke]) => h("span", { class: "chart-key", style: `--c: ${stroke}`, text: label })),
+    ]),
+  );
   return new uPlot(opts, [[], ...series.map(() => [])], root);
 }
 
@@ -40,6 +46,14 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
   const error = h("div", { class: "error", id: "train-error", role: "alert", hidden: true });
   const stats = h("div", { class: "stats", id: "train-stats" });
   const charts = h("div", { class: "train-charts" });
+  const logBody = h("tbody");
+  const log = h("details", { class: "printed" }, [
+    h("summary", { text: "Epoch log" }),
+    h("table", { class: "table", id: "train-log" }, [
+      h("thead", {}, [h("tr", {}, ["epoch", "loss", "train", "val", "test", "seconds"].map((t) => h("th", { text: t, scope: "col" })))]),
+      logBody,
+    ]),
+  ]);
   root.append(
     h("form", { class: "train-controls", novalidate: true, onsubmit: (e) => e.preventDefault() }, [
       h("div", { class: "field" }, [h("label", { for: "train-dataset", text: "Dataset" }), dataset]),
@@ -51,6 +65,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     error,
     stats,
     charts,
+    log,
   );
   const lossBox = h("div", { class: "chart", id: "loss-chart" });
   const accBox = h("div", { class: "chart", id: "acc-chart" });
@@ -85,6 +100,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     times.length = 0;
     lossChart.setData([[], []]);
     accChart.setData([[], [], [], []]);
+    logBody.replaceChildren();
     stats.replaceChildren();
     download.disabled = true;
     setBusy(true);
@@ -118,10 +134,10 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     setConfig(text) {
       config.textContent = text;
     },
-    setPaused(p) {
+    setPaused(p, epoch) {
       paused = p;
       pause.textContent = p ? "Resume" : "Pause";
-      if (p) progressText.textContent = `Paused after epoch ${series.epoch.at(-1) ?? 0}.`;
+      if (p) progressText.textContent = `Paused after epoch ${epoch ?? series.epoch.at(-1) ?? 0}.`;
     },
     showError(message) {
       error.hidden = false;
@@ -158,6 +174,8 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
         series.train.push(d.evaluated ? d.acc.train : null);
         series.val.push(d.evaluated ? d.acc.val : null);
         series.test.push(d.evaluated ? d.acc.test : null);
+        const pct = (v) => (d.evaluated ? (v * 100).toFixed(1) : "");
+        logBody.append(h("tr", {}, [d.epoch, d.loss.toFixed(4), pct(d.acc?.train), pct(d.acc?.val), pct(d.acc?.test), d.epochSeconds.toFixed(2)].map((t) => h("td", { text: String(t) }))));
         lossChart.setData([series.epoch, series.loss]);
         accChart.setData([series.epoch, series.train, series.val, series.test]);
         stats.replaceChildren(...statsFor(d));
@@ -185,6 +203,12 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
       const w = Math.max(300, Math.floor((width - 24) / 2));
       lossChart.setSize({ width: w, height: 220 });
       accChart.setSize({ width: w, height: 220 });
+      if (!series.epoch.length) {
+        // Draw the axes once now, while nothing else runs: uPlot's first draw with data
+        // measures fonts and lays out its axes, which would otherwise land in an epoch's update.
+        lossChart.setData([[0, 1], [null, null]]);
+        accChart.setData([[0, 1], [null, null], [null, null], [null, null]]);
+      }
     },
   };
 }

@@ -615,10 +615,6 @@ pub fn trace(model: JsValue, inputs: JsValue, options: JsValue) -> Result<JsValu
     // Wrap every submodule's forward so its ops are recorded under its path.
     let mut mods = Vec::new();
     walk(&model, "", &js_sys::Set::new(&JsValue::UNDEFINED), &mut mods)?;
-    let make = Function::new_with_args(
-        "orig, enter, leave",
-        "return function(...a) { enter(); try { return orig.apply(this, a); } finally { leave(); } };",
-    );
     let mut wrapped = Vec::new();
     for (path, obj) in &mods {
         let orig = Reflect::get(obj, &"forward".into())?;
@@ -632,7 +628,21 @@ pub fn trace(model: JsValue, inputs: JsValue, options: JsValue) -> Result<JsValu
                 t2.restore_scope(prev);
             }
         });
-        let w = make.call3(&JsValue::UNDEFINED, &orig, enter.as_ref(), leave.as_ref())?;
+        // A Proxy whose apply trap brackets the call with enter/leave (a wrapper made with the
+        // Function constructor would need 'unsafe-eval', which the page's CSP refuses).
+        let (en, le): (Function, Function) =
+            (enter.as_ref().clone().unchecked_into(), leave.as_ref().clone().unchecked_into());
+        let apply = Closure::<dyn Fn(JsValue, JsValue, Array) -> Result<JsValue, JsValue>>::new(
+            move |f: JsValue, this: JsValue, a: Array| {
+                en.call0(&JsValue::UNDEFINED)?;
+                let r = Reflect::apply(f.unchecked_ref::<Function>(), &this, &a);
+                le.call0(&JsValue::UNDEFINED)?;
+                r
+            },
+        );
+        let handler = Object::new();
+        Reflect::set(&handler, &"apply".into(), &apply.into_js_value())?;
+        let w: JsValue = js_sys::Proxy::new(&orig, &handler).into();
         Reflect::set(obj, &"forward".into(), &w)?;
         wrapped.push(Wrapped { obj: obj.clone(), own, _enter: enter, _leave: leave });
     }
