@@ -10,6 +10,7 @@
 #      after the other), so that each round's ratios compare runs seconds apart. This
 #      machine's speed drifts by 20% and more over minutes (shared host), which a
 #      200-epoch run of each, minutes apart, cannot cancel.
+#   6. the page: first render of the default preset after load, in headless Chromium
 #
 # PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
@@ -102,6 +103,11 @@ else
 fi
 
 echo
+echo "== 6. the page: first render of the default preset in headless Chromium"
+node web/build.mjs >/dev/null
+node scripts/bench-page.mjs --runs 5 --json "$OUT/page.json" | tail -n1
+
+echo
 echo "== summary"
 node - "$OUT" <<'EOF'
 const fs = require("fs"), path = require("path");
@@ -147,6 +153,8 @@ if (rounds.length) {
   const [n, w] = [med(rounds.map((x) => x.native)), med(rounds.map((x) => x.wasm))];
   console.log(`interleaved (${rounds.length} rounds, median of per-round ratios): native / PyG ${n.toFixed(2)}x (target <= 0.5: ${mark(n <= 0.5)}), wasm / PyG ${w.toFixed(2)}x (target <= 1.0: ${mark(w <= 1.0)})`);
 }
+const page = read("page.json");
+if (page) console.log(`page: first render of the default preset ${page.first_render_median_ms.toFixed(0)} ms (median of ${page.runs.length} loads; target < 2000: ${mark(page.first_render_median_ms < 2000)})`);
 if (wasm) {
   console.log(`wasm (Chromium ${wasm.browser}, ${wasm.simd ?? "simd128"} build): median epoch ${wasm.epoch_median_s.toFixed(3)} s`);
   if (pyg) {

@@ -14,7 +14,11 @@ export function drawMemory(canvas, data) {
   const ctx = sizeCanvas(canvas, width, height);
   const n = data.steps.length;
   const totals = data.steps.map((s) => data.classes.reduce((a, c) => a + (s.values[c] ?? 0), 0));
-  const top = Math.max(data.capacity ?? 0, ...totals, 1) * 1.08;
+  // The capacity line is drawn when it is within reach; far above the peak, the chart is
+  // scaled to the data and the capacity is written at the top instead.
+  const peak = Math.max(...totals, 1);
+  const capacityShown = Boolean(data.capacity) && peak > data.capacity * 0.25;
+  const top = (capacityShown ? Math.max(data.capacity, peak) : peak) * 1.12;
   const w = width - PAD.left - PAD.right;
   const h = height - PAD.top - PAD.bottom;
   const X = (i) => PAD.left + (n <= 1 ? w / 2 : (i / (n - 1)) * w);
@@ -49,7 +53,11 @@ export function drawMemory(canvas, data) {
     ctx.globalAlpha = 1;
     upper.forEach((v, i) => (base[i] = v));
   }
-  if (data.capacity) {
+  if (data.capacity && !capacityShown) {
+    ctx.fillStyle = "#d62728";
+    ctx.fillText(`capacity ${bytes(data.capacity)} (far above the chart)`, PAD.left + 6, PAD.top + 10);
+  }
+  if (capacityShown) {
     const y = Math.round(Y(data.capacity)) + 0.5;
     ctx.strokeStyle = "#d62728";
     ctx.setLineDash([6, 4]);

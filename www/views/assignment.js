@@ -1,6 +1,6 @@
 // Stage / phase assignment view: Blocks → Stages → Phases per IPU, and for a pipeline its
 // ramp-up / steady / ramp-down chart over micro-batches; the copies between IPUs.
-import { h, stat } from "./dom.js";
+import { h, stat, contentWidth } from "./dom.js";
 import { drawStages } from "../charts/stages.js";
 import { drawPipeline } from "../charts/pipeline.js";
 import { summary, stagesData, pipelineData } from "../plan/adapter.js";
@@ -50,7 +50,7 @@ export function createAssignmentView(root) {
       note.textContent = s.placeholder
         ? "Derived from the traced graph by the page's placeholder planner (Blocks, stages, phases, IPU count, copies and pipeline depth follow PopTorch's rules); the planner of issue #9 will replace it."
         : "";
-      drawStages(stages, { ...stagesData(plan), width: Math.max(root.clientWidth - 8, 480) });
+      drawStages(stages, { ...stagesData(plan), width: contentWidth(root, 480) });
       const p = pipelineData(plan);
       pipeBox.hidden = !p;
       if (p) {

@@ -22,3 +22,9 @@ export function plannerMissing(what) {
 export function stat(label, value, cls = "") {
   return h("div", { class: `stat ${cls}` }, [h("span", { class: "stat-value", text: String(value) }), h("span", { class: "stat-label", text: label })]);
 }
+
+/** The width inside `root`'s padding (what a chart drawn in it may use). */
+export function contentWidth(root, min = 320) {
+  const cs = getComputedStyle(root);
+  return Math.max(min, Math.floor(root.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight)) - 2);
+}

@@ -1,6 +1,6 @@
 // Execution view: a Gantt chart per IPU (compute, exchange, sync, copies, streaming), the
 // throughput estimate and the IPUs reserved.
-import { h, plannerMissing, stat } from "./dom.js";
+import { h, plannerMissing, stat, contentWidth } from "./dom.js";
 import { drawGantt } from "../charts/gantt.js";
 import { ganttData } from "../plan/adapter.js";
 import { seconds, KIND_COLOURS } from "../charts/svg.js";
@@ -30,7 +30,7 @@ export function createExecutionView(root) {
         stat("throughput", `${Math.round(d.throughput).toLocaleString("en")} samples/s`),
         stat("IPUs reserved", d.ipusReserved),
       );
-      drawGantt(chart, { ...d, width: Math.max(root.clientWidth - 8, 560) });
+      drawGantt(chart, { ...d, width: contentWidth(root, 560) });
     },
   };
 }

@@ -1,6 +1,6 @@
 // Graph view: the traced graph's ops grouped by module scope, coloured by IPU / stage /
 // phase, with the printed graph (torch.fx-like text) below.
-import { h } from "./dom.js";
+import { h, contentWidth } from "./dom.js";
 import { drawGraph } from "../charts/graph.js";
 import { graphData } from "../plan/adapter.js";
 
@@ -31,7 +31,7 @@ export function createGraphView(root, { onColorBy }) {
       const ipus = new Set((a.plan?.placement ?? []).map((p) => p.ipu).filter((i) => i !== null && i !== undefined));
       stats.textContent = `${data.ops} ops in ${data.groups.length} scope groups · ${ipus.size || 1} IPU${ipus.size > 1 ? "s" : ""} · ${a.parameters.length} parameter tensors`;
       chart.setAttribute("aria-label", `Graph of ${data.ops} ops grouped by module scope, coloured by ${state.colorBy}`);
-      drawGraph(chart, { ...data, width: Math.max(root.clientWidth - 8, 560) });
+      drawGraph(chart, { ...data, width: contentWidth(root, 560) });
       text.textContent = a.text;
     },
   };

@@ -1,6 +1,6 @@
 // Memory view: per IPU, bytes by class stacked over program steps with the capacity line;
 // clicking a step lists the tensors live there; the tile map at the peak.
-import { h, plannerMissing, stat } from "./dom.js";
+import { h, plannerMissing, stat, contentWidth } from "./dom.js";
 import { drawMemory } from "../charts/memory.js";
 import { drawTiles } from "../charts/tiles.js";
 import { memoryData, tilesData, liveTensors, planIpus } from "../plan/adapter.js";
@@ -27,11 +27,11 @@ export function createMemoryView(root) {
     const data = memoryData(plan, ipu);
     if (!data) return;
     stats.replaceChildren(stat("peak", bytes(data.peakBytes)), stat("capacity", bytes(data.capacity)), stat("fits", data.fits ? "yes" : "no", data.fits ? "ok" : "bad"));
-    chart = drawMemory(canvas, { ...data, width: Math.max(root.clientWidth - 8, 480), height: 240, selected });
+    chart = drawMemory(canvas, { ...data, width: contentWidth(root, 480), height: 240, selected });
     legend.replaceChildren(...data.classes.filter((c) => data.steps.some((s) => s.values[c] > 0)).map((c) => h("span", { class: `key key-${c}`, text: c })));
     const t = tilesData(plan, ipu);
     if (t) {
-      const r = drawTiles(tiles, { ...t, width: Math.max(root.clientWidth - 8, 480) });
+      const r = drawTiles(tiles, { ...t, width: contentWidth(root, 480) });
       tileNote.textContent = `${t.tiles.length} tiles of ${bytes(t.bytesPerTile)}; ${r.over} over capacity.`;
     }
     if (selected !== null && data.steps[selected]) {

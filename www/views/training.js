@@ -12,7 +12,7 @@ function lineChart(root, title, series, yLabel) {
     width: 420,
     height: 220,
     scales: { x: { time: false } },
-    axes: [{ label: "epoch", size: 40 }, { label: yLabel, size: 56 }],
+    axes: [{ label: "epoch", size: 40, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] }, { label: yLabel, size: 56 }],
     legend: { show: false },
     cursor: { show: false },
     series: [{ label: "epoch" }, ...series.map(([label, stroke]) => ({ label, stroke, width: 2, points: { show: false }, spanGaps: true }))],
@@ -28,6 +28,7 @@ function lineChart(root, title, series, yLabel) {
 
 function duration(s) {
   if (!Number.isFinite(s) || s < 0) return "–";
+  if (s < 10) return `${s.toFixed(1)} s`;
   if (s < 60) return `${Math.round(s)} s`;
   const m = Math.floor(s / 60);
   return m < 60 ? `${m} min ${Math.round(s % 60)} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
@@ -200,7 +201,8 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
       return state;
     },
     resize(width) {
-      const w = Math.max(300, Math.floor((width - 24) / 2));
+      // Two charts side by side: the panel's padding (32), the gap (12), each box's padding and border (14).
+      const w = Math.max(300, Math.floor((width - 32 - 12 - 28) / 2));
       lossChart.setSize({ width: w, height: 220 });
       accChart.setSize({ width: w, height: 220 });
       if (!series.epoch.length) {
