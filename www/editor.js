@@ -69,29 +69,34 @@ export function createEditor(parent, doc, onChange) {
     view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } });
   }
 
-  /** Marks `line` (1-based; column optional) with an error diagnostic. */
-  function showError(line, column, message) {
+  /** The range a diagnostic covers: the word at `column` (1-based), else the whole line. */
+  function range(line, column) {
     const doc = view.state.doc;
     const l = doc.line(Math.min(Math.max(1, line | 0), doc.lines));
-    let from = l.from;
-    let to = l.to;
     if (column && column > 0) {
-      from = Math.min(l.from + column - 1, l.to);
-      // the word (or character) at the column, else the rest of the line
-      const rest = doc.sliceString(from, l.to);
-      const word = /^[\w$]+/.exec(rest);
-      to = word ? from + word[0].length : Math.min(from + 1, l.to);
-      if (to <= from) {
-        from = l.from;
-        to = l.to;
-      }
+      const from = Math.min(l.from + column - 1, l.to);
+      const word = /^[\w$]+/.exec(doc.sliceString(from, l.to));
+      const to = word ? from + word[0].length : Math.min(from + 1, l.to);
+      if (to > from) return { from, to };
     }
-    if (to === from && l.length === 0) to = from;
-    view.dispatch(setDiagnostics(view.state, [{ from, to, severity: "error", message, source: "engine" }]));
-    marked = true;
+    return { from: l.from, to: l.to };
   }
 
   let marked = false;
+
+  /** Shows `items` ({ line, column?, message, severity: "error" | "warning" }) as diagnostics. */
+  function showDiagnostics(items) {
+    if (!items.length) return clearErrors();
+    const list = items.map((d) => ({ ...range(d.line, d.column), severity: d.severity ?? "error", message: d.message, source: "engine" }));
+    view.dispatch(setDiagnostics(view.state, list));
+    marked = true;
+  }
+
+  /** Marks `line` (1-based; column optional) with an error diagnostic. */
+  function showError(line, column, message) {
+    showDiagnostics([{ line, column, message, severity: "error" }]);
+  }
+
   function clearErrors() {
     // Only when something is marked: a dispatch costs the editor a measure (layout) pass.
     if (!marked) return;
@@ -99,5 +104,5 @@ export function createEditor(parent, doc, onChange) {
     view.dispatch(setDiagnostics(view.state, []));
   }
 
-  return { view, getText, setText, showError, clearErrors };
+  return { view, getText, setText, showError, showDiagnostics, clearErrors };
 }

@@ -139,9 +139,21 @@ async function analyse() {
   }
 }
 
+/** Plan errors and warnings tied to a node of the editor's code, as editor diagnostics. */
+function planDiagnostics(result) {
+  const out = [];
+  for (const [list, severity] of [[result.plan.errors ?? [], "error"], [result.plan.warnings ?? [], "warning"]]) {
+    for (const e of list) {
+      const m = Number.isInteger(e.node) ? /^model\.js:(\d+)$/.exec(result.graph.nodes[e.node]?.meta?.source ?? "") : null;
+      if (m) out.push({ line: Number(m[1]), message: e.fix ? `${e.message}\nFix: ${e.fix}` : e.message, severity });
+    }
+  }
+  return out;
+}
+
 function showAnalysis(result, ms) {
   analysis = result;
-  editor.clearErrors();
+  editor.showDiagnostics(planDiagnostics(result));
   ui.error.hidden = true;
   ui.stale.hidden = true;
   $("panels").classList.remove("stale");

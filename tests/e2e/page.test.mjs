@@ -222,6 +222,26 @@ describe("the playground page", () => {
     assert.equal(page.workers().length, 1, "the same worker kept running");
   });
 
+  test("a plan error is marked at the line of the Block it names", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    const good = await editorText(page);
+    const line = good.split("\n").findIndex((l) => l.includes('block("hidden2", 2,')) + 1;
+    // IPUs 0, 1, 0, 3: with AutoStage.SameAsIpu the stages are 0, 1, 0, 3, which PopTorch cannot schedule.
+    assert.equal(await setCode(page, good.replace('block("hidden2", 2,', 'block("hidden2", 0,')), "warn");
+    assert.deepEqual(await errorLines(page), [line]);
+    assert.equal(await page.locator("#error").isHidden(), true, "the code traced; the plan is what fails");
+    await page.getByRole("tab", { name: /Fit/ }).click();
+    assert.match(await text("#fit-list"), /Blocks come back to IPU 0 after leaving it/);
+    assert.match(await text("#fit-list"), /Fix: Choose AutoStage AutoIncrement/);
+    // AutoIncrement (one stage per Block) schedules it.
+    const seq = await seqOf(page);
+    await page.getByLabel("AutoStage").selectOption("AutoIncrement");
+    await waitAnalysis(page, seq);
+    assert.deepEqual(await errorLines(page), []);
+    assert.match(await text("#fit-verdict"), /^Valid configuration/);
+  });
+
   test("a stale answer is never shown as current", T, async () => {
     await openReady(page, server.url + "/");
     await selectPreset(page, "mlp-pipelined");
@@ -294,6 +314,7 @@ describe("the playground page", () => {
     assert.equal(await page.getByLabel("Preset").inputValue(), "replicated");
 
     await page.getByRole("button", { name: "Share link" }).click();
+    await page.waitForFunction(() => document.getElementById("share-link").value !== "");
     const link = await page.getByLabel("Link to this state").inputValue();
     assert.match(link, /#z=[A-Za-z0-9_-]+$/);
     // A fresh browser profile (no localStorage) opening the link.
