@@ -33,7 +33,7 @@ function setStatus(text, bad = false) {
 
 function setAnalysisState(state, text) {
   document.body.dataset.analysis = state;
-  ui.analysisState.className = `pill ${state}`;
+  ui.analysisState.className = `pill is-${state}`;
   ui.analysisState.textContent = text;
 }
 

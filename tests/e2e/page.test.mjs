@@ -367,5 +367,9 @@ describe("the playground page", () => {
     await page.getByRole("tab", { name: "Memory" }).click();
     assert.match(await page.locator("#view-memory").textContent(), /Planner not available in this build/);
     assert.equal(await page.locator("#memory-chart").isVisible(), false);
+    // What the trace does say: each IPU's parameters (fc1 784×512 + 512 floats on IPU 0).
+    assert.deepEqual(await page.locator("#params-per-ipu tbody td:nth-child(3)").allTextContents(), ["1.5 MiB", "1.0 MiB", "1.0 MiB", "20.0 KiB"]);
+    await page.getByRole("tab", { name: "Execution" }).click();
+    assert.match(await page.locator("#view-execution").textContent(), /Planner not available in this build.*IPUs reserved for this plan: 4 \(4 used\)/);
   });
 });

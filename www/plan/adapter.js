@@ -184,3 +184,25 @@ export function graphData(graph, plan, colorBy = "ipu", userFile = "model.js") {
   const ops = graph.nodes.filter((n) => n.op !== "placeholder" && n.op !== "constant").length;
   return { groups, legend, ops };
 }
+
+/** What the trace alone says about memory: parameter bytes per IPU (each parameter counted
+ *  on every IPU whose ops read it). */
+export function parametersPerIpu(graph, plan) {
+  const bytesOf = (v) => v.shape.reduce((a, d) => a * d, 1) * ({ float32: 4, float16: 2, int32: 4, bool: 1 }[v.dtype] ?? 4);
+  const perIpu = new Map();
+  graph.nodes.forEach((n, i) => {
+    const ipu = plan?.placement?.[i]?.ipu;
+    if (ipu === null || ipu === undefined) return;
+    for (const v of n.inputs ?? []) {
+      const producer = graph.nodes[graph.values[v]?.node];
+      if (producer?.op !== "placeholder" || producer.kind !== "parameter") continue;
+      const e = perIpu.get(ipu) ?? { ipu, names: new Set(), bytes: 0 };
+      if (!e.names.has(producer.name)) {
+        e.names.add(producer.name);
+        e.bytes += bytesOf(graph.values[v]);
+      }
+      perIpu.set(ipu, e);
+    }
+  });
+  return [...perIpu.values()].sort((a, b) => a.ipu - b.ipu).map((e) => ({ ipu: e.ipu, parameters: e.names.size, bytes: e.bytes }));
+}

@@ -3,7 +3,7 @@
 import { h, plannerMissing, stat, contentWidth } from "./dom.js";
 import { drawMemory } from "../charts/memory.js";
 import { drawTiles } from "../charts/tiles.js";
-import { memoryData, tilesData, liveTensors, planIpus } from "../plan/adapter.js";
+import { memoryData, tilesData, liveTensors, planIpus, parametersPerIpu } from "../plan/adapter.js";
 import { bytes } from "../charts/svg.js";
 
 export function createMemoryView(root) {
@@ -79,9 +79,16 @@ export function createMemoryView(root) {
       body.hidden = !has;
       if (!has) {
         const g = plan.generation;
+        const params = parametersPerIpu(a.graph, plan);
         missing.append(
           plannerMissing("The memory timeline and tile map"),
           h("p", { class: "muted", text: g ? `Each ${g.name} IPU has ${g.tiles} tiles × ${bytes(g.bytesPerTile)} = ${bytes(g.tiles * g.bytesPerTile)} of In-Processor Memory; this plan uses ${plan.ipusUsed} IPU${plan.ipusUsed > 1 ? "s" : ""}.` : "" }),
+          h("h3", { text: "What the trace already tells: parameters per IPU (float32, as traced)" }),
+          h("table", { class: "table", id: "params-per-ipu" }, [
+            h("thead", {}, [h("tr", {}, ["IPU", "parameter tensors", "bytes", "share of the IPU's memory"].map((t) => h("th", { text: t, scope: "col" })))]),
+            h("tbody", {}, params.map((p) => h("tr", {}, [`IPU ${p.ipu}`, String(p.parameters), bytes(p.bytes), g ? `${((p.bytes / (g.tiles * g.bytesPerTile)) * 100).toFixed(2)} %` : ""].map((t) => h("td", { text: t }))))),
+          ]),
+          h("p", { class: "muted", text: "Optimizer state, activations, gradients, code and exchange buffers come on top; the planner will count them." }),
         );
         return;
       }
