@@ -222,6 +222,17 @@ describe("the playground page", () => {
     assert.equal(page.workers().length, 1, "the same worker kept running");
   });
 
+  test("a RevGNN hyper-parameter the model refuses is marked at its line", T, async () => {
+    await openReady(page, server.url + "/");
+    const good = await editorText(page);
+    const line = good.split("\n").findIndex((l) => /^\s*hidden: 160,/.test(l)) + 1;
+    await setCode(page, good.replace("hidden: 160,", "hidden: 15,"));
+    assert.deepEqual(await errorLines(page), [line]);
+    assert.match(await text("#error"), /hidden size 15 is not divisible by the number of groups 2/);
+    assert.equal(await setCode(page, good), "ok");
+    assert.deepEqual(await errorLines(page), []);
+  });
+
   test("a plan error is marked at the line of the Block it names", T, async () => {
     await openReady(page, server.url + "/");
     await selectPreset(page, "mlp-pipelined");

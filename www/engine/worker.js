@@ -22,6 +22,22 @@ function makePlan(model, graph, options, training, available) {
 
 // ---------------------------------------------------------------- analysis of user code
 
+/** traceRevGnn, with an error about a hyper-parameter marked at the line that sets it. */
+function revgnnTrace(code, config) {
+  try {
+    return pkg.traceRevGnn(config);
+  } catch (e) {
+    const message = e?.message ?? String(e);
+    const lines = code.split("\n");
+    for (const key of ["layers", "hidden", "groups", "dropout", "seed"]) {
+      if (!new RegExp(`\\b${key}\\b`, "i").test(message)) continue;
+      const line = lines.findIndex((l) => new RegExp(`\\b${key}\\s*:`).test(l));
+      if (line >= 0) throw makeError(ErrorKind.MODEL, `RevGNN: ${message}`, { line: line + 1 });
+    }
+    throw makeError(ErrorKind.MODEL, `RevGNN: ${message}`);
+  }
+}
+
 async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
   const t0 = performance.now();
   if (typeof code !== "string") throw makeError(ErrorKind.MODEL, "no code to run");
@@ -39,7 +55,7 @@ async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
       const d = DATASETS[dataset];
       const c = spec.config;
       training = true;
-      traced = pkg.traceRevGnn({
+      traced = revgnnTrace(code, {
         layers: c.layers ?? 7,
         hidden: c.hidden ?? 160,
         groups: c.groups ?? 2,

@@ -160,7 +160,7 @@ export function graphData(graph, plan, colorBy = "ipu", userFile = "model.js") {
   let current = null;
   const keys = new Map();
   graph.nodes.forEach((n, i) => {
-    if (n.op === "placeholder" && n.kind !== "input") return; // parameters and buffers
+    if (n.op === "placeholder" && n.kind === "parameter") return; // shown in the printed graph
     if (n.op === "constant") return;
     const scope = groupOf(n.meta?.scope ?? "");
     if (!current || current.scope !== scope) {
@@ -174,7 +174,7 @@ export function graphData(graph, plan, colorBy = "ipu", userFile = "model.js") {
     const out = n.outputs?.[0];
     const v = out === undefined ? null : graph.values[out];
     const shape = v ? `${DTYPE_SHORT[v.dtype] ?? v.dtype}[${v.shape.join(",")}]` : "";
-    const name = n.op === "placeholder" ? `input ${n.name}` : n.opname ?? n.op;
+    const name = n.op === "placeholder" ? `${n.kind} ${n.name}` : n.opname ?? n.op;
     const source = n.meta?.source ?? "";
     // A line of the editor's code (model.js:12), not of the engine's own sources.
     const line = source.startsWith(`${userFile}:`) ? Number(source.slice(userFile.length + 1)) : null;
