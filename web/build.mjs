@@ -4,6 +4,7 @@
 //
 //   www/dist/main.js, main.css   the main thread: www/main.js, its views and charts, with
 //                                CodeMirror 6 and uPlot, bundled and minified by esbuild
+//   www/dist/THIRD-PARTY-LICENSES.txt   the licences of the bundled npm packages
 //   www/engine/vendor/acorn.mjs  acorn's ES module build, imported by the engine worker to
 //                                check the editor's code (served as is, not bundled: the
 //                                worker and the user's code must share one package URL)
@@ -30,10 +31,23 @@ const result = await build({
   minify: !dev,
   sourcemap: dev ? "inline" : false,
   nodePaths: [path.join(WEB, "node_modules")],
-  legalComments: "linked",
+  legalComments: "none",
   metafile: true,
   logLevel: "warning",
 });
+// The licences of every npm package in the bundle, next to it (they ask to travel with copies).
+const packages = new Set();
+for (const input of Object.keys(result.metafile.inputs)) {
+  const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
+  if (m) packages.add(m[1]);
+}
+const notices = [...packages].sort().map((name) => {
+  const dir = path.join(WEB, "node_modules", name);
+  const file = fs.readdirSync(dir).find((f) => /^licen[cs]e/i.test(f));
+  const { version } = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8"));
+  return `${name}@${version}\n\n${file ? fs.readFileSync(path.join(dir, file), "utf8").trim() : "(no licence file)"}\n`;
+});
+fs.writeFileSync(path.join(WWW, "dist", "THIRD-PARTY-LICENSES.txt"), notices.join("\n" + "-".repeat(72) + "\n\n"));
 const vendor = path.join(WWW, "engine", "vendor");
 fs.mkdirSync(vendor, { recursive: true });
 fs.copyFileSync(path.join(WEB, "node_modules", "acorn", "dist", "acorn.mjs"), path.join(vendor, "acorn.mjs"));

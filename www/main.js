@@ -293,6 +293,7 @@ async function boot() {
   if (store.source === "bad-link") setStatus("The link could not be read; showing your last state", true);
   for (const e of validateOptions(s.options)) optionsPanel.showFieldError(e.field, e.message);
 
+  store.onForeignHash(() => location.reload()); // a pasted link: load its state
   $("share").addEventListener("click", async () => {
     const link = await store.link();
     const box = $("share-box");

@@ -116,6 +116,13 @@ export class Store {
     if (save) this.scheduleSave();
   }
 
+  /** Calls `fn` when the address gets a hash this page did not write (a link pasted into it). */
+  onForeignHash(fn) {
+    addEventListener("hashchange", () => {
+      if (location.hash !== this.written) fn();
+    });
+  }
+
   subscribe(fn) {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
@@ -140,6 +147,7 @@ export class Store {
     const url = new URL(location.href);
     url.hash = `z=${z}`;
     history.replaceState(null, "", url);
+    this.written = url.hash;
     return url.href;
   }
 
