@@ -169,7 +169,7 @@ async function train({ dataset, config = {}, epochs }) {
       peakBytes = Math.max(peakBytes, r.peakBytes);
       saved = Math.max(saved, r.savedForBackward);
       let evalSeconds = 0;
-      if (e % evalEvery === 0 || e === epochs) {
+      if (e === 1 || e % evalEvery === 0 || e === epochs) {
         await wait(0);
         const s2 = performance.now();
         acc = trainer.evaluate();

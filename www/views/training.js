@@ -193,7 +193,17 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
           d.phase === "done"
             ? `Done: ${last} epochs in ${duration(d.elapsedSeconds)}${d.acc ? ` · final test accuracy ${(d.acc.test * 100).toFixed(1)} %` : ""}`
             : `Stopped after epoch ${last}${d.acc ? ` · test accuracy ${(d.acc.test * 100).toFixed(1)} %` : ""}`;
-        if (d.acc) stats.replaceChildren(...statsFor(d));
+        if (d.acc) {
+          stats.replaceChildren(...statsFor(d));
+          // A run stopped between evaluations is evaluated once more: show that point too.
+          const i = series.epoch.length - 1;
+          if (i >= 0 && series.test[i] === null) {
+            series.train[i] = d.acc.train;
+            series.val[i] = d.acc.val;
+            series.test[i] = d.acc.test;
+            accChart.setData([series.epoch, series.train, series.val, series.test]);
+          }
+        }
         download.disabled = last === 0;
       }
     },
