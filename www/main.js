@@ -21,6 +21,9 @@ const params = new URLSearchParams(location.search);
 /** How long the editor's code may run before its worker is replaced (?timeout=ms for tests). */
 const TIMEOUT_MS = Math.max(500, Number(params.get("timeout")) || 8000);
 const DEBOUNCE_MS = 300;
+/** Past this much wasm memory the analysis worker is replaced between requests (each
+ *  edit's module and the parameters its model allocated stay alive in the worker). */
+const RECYCLE_BYTES = (Number(params.get("recycle-mib")) || 512) * 2 ** 20;
 const TITLES = { graph: "Graph", assignment: "Assignment", memory: "Memory", execution: "Execution", fit: "Fit & errors", training: "Training" };
 
 const store = new Store();
@@ -133,6 +136,7 @@ async function analyse() {
     );
     if (seq !== latest) return; // an older request's answer: never shown as current
     showAnalysis(result, performance.now() - t0);
+    if (result.wasmBytes > RECYCLE_BYTES) analyser.recycle();
   } catch (err) {
     if (mine !== latest) return;
     showAnalysisError(err);

@@ -309,6 +309,18 @@ describe("the playground page", () => {
     assert.equal(page.workers().length, 1);
   });
 
+  test("the analysis worker is replaced quietly once its wasm memory grows past the limit", T, async () => {
+    let started = 0;
+    page.on("worker", () => started++);
+    await openReady(page, server.url + "/?recycle-mib=1");
+    await selectPreset(page, "buffer-counter");
+    await page.waitForFunction(() => document.body.dataset.analysis === "ok");
+    assert.ok(started >= 2, `${started} workers started`);
+    assert.doesNotMatch(await text("#status"), /restarted/);
+    await selectPreset(page, "mlp-pipelined");
+    assert.equal(await page.evaluate(() => document.body.dataset.analysis), "ok");
+  });
+
   test("reload keeps the edit; a shared link restores code, preset and options", T, async () => {
     await openReady(page, server.url + "/");
     await selectPreset(page, "replicated");

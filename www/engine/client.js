@@ -94,6 +94,14 @@ export class EngineClient {
     this.pending.clear();
   }
 
+  /** Replaces an idle worker with a fresh one, quietly (to give its memory back). */
+  recycle() {
+    if (this.pending.size) return false;
+    this.stop("recycled", false);
+    this.start();
+    return true;
+  }
+
   /** Replaces the worker with a fresh one and tells the page why. */
   restart(reason, kind) {
     this.stop(reason, kind === ErrorKind.TIMEOUT ? "timeout" : true);

@@ -30,7 +30,8 @@ export function hasRelaxedSimd() {
 let loading = null;
 
 /**
- * Instantiates the engine once; resolves to `{ simd }`, the build in use. With
+ * Instantiates the engine once; resolves to `{ simd, memory }`: the build in use and the
+ * wasm instance's memory (it only grows; a caller may watch its size). With
  * `{ relaxed: false }` the plain build is loaded even where relaxed SIMD would work (to
  * compare the two).
  */
@@ -38,14 +39,14 @@ export function loadEngine({ relaxed = true } = {}) {
   loading ??= (async () => {
     if (relaxed && hasRelaxedSimd()) {
       try {
-        await init({ module_or_path: new URL("../pkg/ipu_playground_relaxed_bg.wasm", import.meta.url) });
-        return { simd: "relaxed" };
+        const exports = await init({ module_or_path: new URL("../pkg/ipu_playground_relaxed_bg.wasm", import.meta.url) });
+        return { simd: "relaxed", memory: exports.memory };
       } catch {
         // not built or not served: the plain build below does everything, a bit slower
       }
     }
-    await init({ module_or_path: new URL("../pkg/ipu_playground_bg.wasm", import.meta.url) });
-    return { simd: "simd128" };
+    const exports = await init({ module_or_path: new URL("../pkg/ipu_playground_bg.wasm", import.meta.url) });
+    return { simd: "simd128", memory: exports.memory };
   })();
   return loading;
 }

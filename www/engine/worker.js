@@ -96,6 +96,9 @@ async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
       plan,
       file: USER_FILE,
       ms: performance.now() - t0,
+      // Each edit's module stays loaded (with the parameters its model holds in wasm
+      // memory, which never shrinks); the page replaces the worker when this grows large.
+      wasmBytes: (await ready).memory?.buffer.byteLength ?? 0,
     };
   } finally {
     URL.revokeObjectURL(url);
