@@ -2,17 +2,17 @@
 // a cell shows which micro-batch the stage works on, shaded ramp-up / steady / ramp-down.
 //
 //   drawPipeline(svgElement, { stages: [{ id, ipu, pass }], steps, cells: [{ step, stage, microBatch, pass }],
-//                              rampUp, steady, rampDown })
+//                              rampUp, steady, rampDown, width })
 // Returns { width, height }.
 import { svg, clear, colour, tip } from "./svg.js";
 
-const LABEL_W = 110;
+const LABEL_W = 138;
 const TOP = 34;
 
 export function drawPipeline(root, data) {
   clear(root);
   const steps = Math.max(1, data.steps);
-  const cw = Math.max(14, Math.min(34, Math.floor(820 / steps)));
+  const cw = Math.max(14, Math.min(48, Math.floor(((data.width ?? 900) - LABEL_W - 10) / steps)));
   const rh = 24;
   const width = LABEL_W + steps * cw + 10;
   const height = TOP + data.stages.length * rh + 8;
@@ -28,7 +28,9 @@ export function drawPipeline(root, data) {
     if (n <= 0) continue;
     const x = LABEL_W + start * cw;
     root.append(svg("rect", { x, y: 4, width: n * cw, height: height - 8, class: `phase-band ${name}` }));
-    root.append(svg("text", { x: x + (n * cw) / 2, y: 20, "text-anchor": "middle", class: "phase-name" }, [`${name} (${n})`]));
+    // The full name where it fits, else just the step count (the caption names the parts).
+    const label = `${name} (${n})`.length * 6.5 < n * cw - 4 ? `${name} (${n})` : String(n);
+    root.append(svg("text", { x: x + (n * cw) / 2, y: 20, "text-anchor": "middle", class: "phase-name" }, [label]));
   }
   data.stages.forEach((s, r) => {
     const y = TOP + r * rh;

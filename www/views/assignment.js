@@ -54,8 +54,8 @@ export function createAssignmentView(root) {
       const p = pipelineData(plan);
       pipeBox.hidden = !p;
       if (p) {
-        pipeNote.textContent = `${p.stages.length} stages × ${p.microBatches} micro-batches (${plan.training ? "gradient accumulation" : "device iterations"}): ramp-up ${p.rampUp} steps, steady ${p.steady}, ramp-down ${p.rampDown}.`;
-        drawPipeline(pipe, p);
+        pipeNote.textContent = `${p.stages.length} stages × ${p.microBatches} micro-batches (${plan.training ? "gradient accumulation" : "device iterations"}): ramp-up ${p.rampUp} step${p.rampUp === 1 ? "" : "s"}, steady ${p.steady}, ramp-down ${p.rampDown}.`;
+        drawPipeline(pipe, { ...p, width: contentWidth(root, 480) });
       }
       const list = plan.copies ?? [];
       copies.replaceChildren();
