@@ -196,6 +196,12 @@ function showAnalysisError(err) {
     ui.stale.textContent = "The views show the last model that traced, not your current code: fix the error above to update them.";
     $("panels").classList.add("stale");
   }
+  if (info.kind === ErrorKind.ENGINE) {
+    ui.error.textContent = `Could not start the engine: ${info.message}. It is tried again on your next edit.`;
+    setAnalysisState("error", "no engine");
+    setStatus("Engine unavailable", true);
+    return;
+  }
   setAnalysisState("error", info.kind === ErrorKind.TIMEOUT ? "stopped" : "error");
   setStatus(info.kind === ErrorKind.TIMEOUT ? "Engine restarted: your code was stopped; it is still in the editor" : "The model did not trace", true);
 }
@@ -318,12 +324,7 @@ async function boot() {
       $("version").textContent = version;
       $("simd").textContent = simd === "relaxed" ? "wasm SIMD + relaxed SIMD" : "wasm SIMD";
     })
-    .catch((err) => {
-      ui.error.textContent = `Could not start the engine: ${err.message}`;
-      ui.error.hidden = false;
-      setAnalysisState("error", "no engine");
-      setStatus("Engine unavailable", true);
-    });
+    .catch(() => {}); // reported by the first analysis, which waits for the same start
   analyse();
   addEventListener("resize", () => {
     for (const id of VIEWS) dirty.add(id);

@@ -121,6 +121,31 @@ describe("the playground page", () => {
     assert.equal(await page.evaluate(() => self.crossOriginIsolated), true);
   });
 
+  test("a worker that fails to start is shown, and the page stays usable", T, async () => {
+    await page.route("**/engine/worker.js", (route) =>
+      route.fulfill({
+        contentType: "text/javascript",
+        headers: { "Cross-Origin-Embedder-Policy": "require-corp", "Cross-Origin-Resource-Policy": "same-origin" },
+        body: 'throw new Error("worker boom");',
+      }),
+    );
+    await page.goto(server.url + "/");
+    await page.waitForFunction(() => document.getElementById("status").textContent === "Engine unavailable");
+    assert.match(await text("#error"), /^Could not start the engine: .*(worker boom|failed to start)/);
+    // The editor and the options still work.
+    await page.getByLabel("Preset").selectOption("mlp-pipelined");
+    assert.match(await editorText(page), /class MLP/);
+    allowed = [/worker boom|Uncaught/];
+  });
+
+  test("an engine whose wasm cannot be fetched is shown", T, async () => {
+    await page.route("**/*.wasm", (route) => route.fulfill({ status: 404, body: "gone" }));
+    await page.goto(server.url + "/");
+    await page.waitForFunction(() => document.getElementById("status").textContent === "Engine unavailable");
+    assert.match(await text("#error"), /^Could not start the engine: loading the wasm failed: \S/);
+    allowed = [/HTTP 404 .*ipu_playground(_relaxed)?_bg\.wasm|404 \(Not Found\)/];
+  });
+
   test("is served with a Content-Security-Policy without third-party origins or eval", T, async () => {
     const res = await page.goto(server.url + "/");
     const csp = res.headers()["content-security-policy"];
