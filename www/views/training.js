@@ -5,6 +5,7 @@ import uPlot from "uplot";
 import { h, stat } from "./dom.js";
 import { bytes } from "../charts/svg.js";
 import { DATASET_NAMES } from "../state.js";
+import { TrainingPhase as P } from "../engine/protocol.js";
 
 function lineChart(root, title, series, yLabel) {
   // No cursor and no live legend: each update is one canvas redraw, no DOM reads.
@@ -149,18 +150,18 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     update(d) {
       state = d.phase;
       progress.max = d.epochs;
-      if (d.phase === "building") {
+      if (d.phase === P.BUILDING) {
         progress.removeAttribute("value");
         progressText.textContent = `Loading ${d.dataset} and compiling the training graph…`;
         return;
       }
-      if (d.phase === "error") {
+      if (d.phase === P.ERROR) {
         progress.value = 0;
         progressText.textContent = "Training failed.";
         this.showError(d.message);
         return;
       }
-      if (d.phase === "running" || d.phase === "paused") {
+      if (d.phase === P.RUNNING || d.phase === P.PAUSED) {
         progress.value = d.epoch ?? 0;
         if (!d.epoch) {
           progressText.textContent = `Epoch 0 / ${d.epochs} · ${d.params?.toLocaleString("en") ?? "?"} parameters, compiled in ${(d.buildSeconds ?? 0).toFixed(1)} s`;
@@ -181,16 +182,16 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
         accChart.setData([series.epoch, series.train, series.val, series.test]);
         stats.replaceChildren(...statsFor(d));
         download.disabled = false;
-        if (paused && d.phase === "paused") progressText.textContent = `Paused after epoch ${d.epoch}.`;
+        if (paused && d.phase === P.PAUSED) progressText.textContent = `Paused after epoch ${d.epoch}.`;
         return;
       }
-      if (d.phase === "done" || d.phase === "stopped") {
+      if (d.phase === P.DONE || d.phase === P.STOPPED) {
         setBusy(false);
         paused = false;
         pause.textContent = "Pause";
         const last = series.epoch.at(-1) ?? 0;
         progressText.textContent =
-          d.phase === "done"
+          d.phase === P.DONE
             ? `Done: ${last} epochs in ${duration(d.elapsedSeconds)}${d.acc ? ` · final test accuracy ${(d.acc.test * 100).toFixed(1)} %` : ""}`
             : `Stopped after epoch ${last}${d.acc ? ` · test accuracy ${(d.acc.test * 100).toFixed(1)} %` : ""}`;
         if (d.acc) {
