@@ -54,7 +54,7 @@ export class EngineClient {
         if (data.event === Event.READY) settle.resolve(data.data);
         else if (data.event === Event.FAILED) {
           settle.reject(new EngineError(makeError(ErrorKind.ENGINE, data.data.message)));
-          this.stop(`could not start the engine: ${data.data.message}`, false);
+          this.stop(`could not start the engine: ${data.data.message}`);
           return;
         }
         this.onEvent(data.event, data.data);
@@ -75,18 +75,17 @@ export class EngineClient {
       if (generation !== this.generation) return;
       const message = e.message || "the engine worker failed to start";
       settle.reject(new EngineError(makeError(ErrorKind.ENGINE, message)));
-      this.stop(message, false);
+      this.stop(message);
     };
     worker.onmessageerror = () => this.restart("a message from the engine could not be read");
     return this.ready;
   }
 
-  /** Terminates the worker and rejects every pending call with `reason`. */
-  stop(reason, restart = true) {
+  /** Terminates the worker and rejects every pending call with `reason` (an error of `kind`). */
+  stop(reason, kind = ErrorKind.ENGINE) {
     if (this.worker) this.worker.terminate();
     this.worker = null;
     this.generation++;
-    const kind = restart === "timeout" ? ErrorKind.TIMEOUT : ErrorKind.ENGINE;
     for (const call of this.pending.values()) {
       clearTimeout(call.timer);
       call.reject(new EngineError(makeError(kind, reason)));
@@ -97,14 +96,14 @@ export class EngineClient {
   /** Replaces an idle worker with a fresh one, quietly (to give its memory back). */
   recycle() {
     if (this.pending.size) return false;
-    this.stop("recycled", false);
+    this.stop("recycled");
     this.start();
     return true;
   }
 
   /** Replaces the worker with a fresh one and tells the page why. */
-  restart(reason, kind) {
-    this.stop(reason, kind === ErrorKind.TIMEOUT ? "timeout" : true);
+  restart(reason, kind = ErrorKind.ENGINE) {
+    this.stop(reason, kind);
     this.start();
     this.onRestart(reason);
   }
