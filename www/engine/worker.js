@@ -12,12 +12,15 @@ import { DATASETS, checkName, fetchPlanetoid } from "./datasets.js";
 const PACKAGE_URL = new URL("../pkg/ipu_playground.js", import.meta.url).href;
 const DATA_URL = new URL("../data/", import.meta.url);
 
-/** The planner of the package once it has one (issue #9), else the placeholder above. */
-function makePlan(model, graph, options, training, available) {
-  if (typeof pkg.plan === "function" && model) {
-    return pkg.plan(model, { ...options, training });
+/**
+ * The planner of the package once it exports one (issue #9: `plan(traceResult, options)`,
+ * options with `training`), else the placeholder. This is the one place to adapt when it lands.
+ */
+function makePlan(traced, options, training, available) {
+  if (typeof pkg.plan === "function") {
+    return pkg.plan(traced, { ...options, training });
   }
-  return placeholderPlan(graph, options, { training, available });
+  return placeholderPlan(traced.graph, options, { training, available });
 }
 
 // ---------------------------------------------------------------- analysis of user code
@@ -83,7 +86,7 @@ async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
       if (n.meta?.source) n.meta.source = userSources(n.meta.source, url);
     }
     const text = userSources(traced.text, url);
-    const plan = makePlan(traced.model ?? null, traced.graph, options, training, ipus);
+    const plan = makePlan(traced, options, training, ipus);
     return {
       kind: spec.kind,
       title,
