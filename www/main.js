@@ -105,7 +105,12 @@ function showView(id) {
     panels[v].hidden = !on;
   }
   if (dirty.has(id)) renderView(id);
-  if (id === "training") training.resize(panels.training.clientWidth);
+  if (id === "training") {
+    training.resize(panels.training.clientWidth);
+    // Load the training engine's wasm now, so that Train starts at once (and its compilation,
+    // which keeps both cores busy for a moment, is not in the middle of a run).
+    trainer.start().catch(() => {}); // a failure is reported when Train is pressed
+  }
 }
 
 // ---------------------------------------------------------------- analysis in the worker

@@ -53,6 +53,8 @@ describe("training in the page", () => {
     await openReady(page, server.url + "/");
     await setCode(page, code);
     await page.getByRole("tab", { name: "Training" }).click();
+    // The epoch log lists the rows these tests read (it fills only while open).
+    await page.locator("summary", { hasText: "Epoch log" }).click();
   }
 
   test("trains two epochs on Cora: the loss falls, the main thread never blocks for 50 ms", T, async () => {

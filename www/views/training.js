@@ -56,6 +56,12 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
       logBody,
     ]),
   ]);
+  const logRows = [];
+  const logRow = (cells) => h("tr", {}, cells.map((t) => h("td", { text: String(t) })));
+  log.addEventListener("toggle", () => {
+    if (log.open) logBody.replaceChildren(...logRows.map(logRow));
+    else logBody.replaceChildren();
+  });
   root.append(
     h("form", { class: "train-controls", novalidate: true, onsubmit: (e) => e.preventDefault() }, [
       h("div", { class: "field" }, [h("label", { for: "train-dataset", text: "Dataset" }), dataset]),
@@ -103,6 +109,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     lossChart.setData([[], []]);
     accChart.setData([[], [], [], []]);
     logBody.replaceChildren();
+    logRows.length = 0;
     stats.replaceChildren();
     download.disabled = true;
     setBusy(true);
@@ -124,7 +131,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     if (d.acc) items.push(stat("test accuracy", `${(d.acc.test * 100).toFixed(1)} %`, "test-acc"), stat("val accuracy", `${(d.acc.val * 100).toFixed(1)} %`));
     if (d.peakBytes) items.push(stat("activation peak (measured)", bytes(d.peakBytes), "peak"));
     if (d.savedForBackward) items.push(stat("kept for backward", bytes(d.savedForBackward)));
-    items.push(stat("planner's prediction", "waits for the planner (#9)", "muted"));
+    items.push(stat("planner's prediction", "needs the planner (#9)", "muted"));
     return items;
   }
 
@@ -151,7 +158,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
       state = d.phase;
       progress.max = d.epochs;
       if (d.phase === P.BUILDING) {
-        progress.removeAttribute("value");
+        progress.value = 0;
         progressText.textContent = `Loading ${d.dataset} and compiling the training graph…`;
         return;
       }
@@ -177,7 +184,10 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
         series.val.push(d.evaluated ? d.acc.val : null);
         series.test.push(d.evaluated ? d.acc.test : null);
         const pct = (v) => (d.evaluated ? (v * 100).toFixed(1) : "");
-        logBody.append(h("tr", {}, [d.epoch, d.loss.toFixed(4), pct(d.acc?.train), pct(d.acc?.val), pct(d.acc?.test), d.epochSeconds.toFixed(2)].map((t) => h("td", { text: String(t) }))));
+        logRows.push([d.epoch, d.loss.toFixed(4), pct(d.acc?.train), pct(d.acc?.val), pct(d.acc?.test), d.epochSeconds.toFixed(2)]);
+        // Rows are added to the page only while the log is open: a row added to a closed
+        // <details> still costs a layout of the whole page.
+        if (log.open) logBody.append(logRow(logRows.at(-1)));
         lossChart.setData([series.epoch, series.loss]);
         accChart.setData([series.epoch, series.train, series.val, series.test]);
         stats.replaceChildren(...statsFor(d));
@@ -216,6 +226,8 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
       const w = Math.max(300, Math.floor((width - 32 - 12 - 28) / 2));
       lossChart.setSize({ width: w, height: 220 });
       accChart.setSize({ width: w, height: 220 });
+      // Fixed box sizes (the boxes are strictly contained): chart, its header line, padding, border.
+      for (const box of [lossBox, accBox]) Object.assign(box.style, { width: `${w + 14}px`, height: `${220 + 26 + 14}px` });
       if (!series.epoch.length) {
         // Draw the axes once now, while nothing else runs: uPlot's first draw with data
         // measures fonts and lays out its axes, which would otherwise land in an epoch's update.
