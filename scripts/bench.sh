@@ -10,7 +10,8 @@
 #      after the other), so that each round's ratios compare runs seconds apart. This
 #      machine's speed drifts by 20% and more over minutes (shared host), which a
 #      200-epoch run of each, minutes apart, cannot cancel.
-#   6. the page: first render of the default preset after load, in headless Chromium
+#   6. the page: first render of the default preset after load, in headless Chromium, and
+#      BENCH_PAGE_EPOCHS (default BENCH_EPOCHS; 0 skips) epochs of PubMed trained in the page
 #
 # PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
@@ -25,6 +26,7 @@ OUT="$ROOT/bench-out"
 mkdir -p "$OUT"
 EPOCHS="${BENCH_EPOCHS:-200}"
 WASM_EPOCHS="${BENCH_WASM_EPOCHS:-6}"
+PAGE_EPOCHS="${BENCH_PAGE_EPOCHS:-$EPOCHS}"
 ROUNDS="${BENCH_ROUNDS:-3}"
 ROUND_EPOCHS="${BENCH_ROUND_EPOCHS:-8}"
 read -r -a SEEDS <<<"${BENCH_SEEDS:-0}"
@@ -105,7 +107,7 @@ fi
 echo
 echo "== 6. the page: first render of the default preset in headless Chromium"
 node web/build.mjs >/dev/null
-node scripts/bench-page.mjs --runs 5 --json "$OUT/page.json" | tail -n1
+node scripts/bench-page.mjs --runs 5 --train-epochs "$PAGE_EPOCHS" --json "$OUT/page.json" | grep -E "median|PubMed"
 
 echo
 echo "== summary"
@@ -155,6 +157,10 @@ if (rounds.length) {
 }
 const page = read("page.json");
 if (page) console.log(`page: first render of the default preset ${page.first_render_median_ms.toFixed(0)} ms (median of ${page.runs.length} loads; target < 2000: ${mark(page.first_render_median_ms < 2000)})`);
+if (page && page.train_wall_s) {
+  const native = ours ? `; native: ${ours.epochs} epochs at a median ${ours.epoch_median_s.toFixed(3)} s/epoch ≈ ${(ours.epochs * ours.epoch_median_s).toFixed(1)} s of training (one thread, evaluations apart)` : "";
+  console.log(`page: PubMed ${page.train_epochs} epochs trained in the page in ${page.train_wall_s.toFixed(1)} s wall, final test ${page.train_final_test_acc}${native}`);
+}
 if (wasm) {
   console.log(`wasm (Chromium ${wasm.browser}, ${wasm.simd ?? "simd128"} build): median epoch ${wasm.epoch_median_s.toFixed(3)} s`);
   if (pyg) {
