@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help install playground serve web-pkg node-pkg data test bench clean
+.PHONY: help install playground serve web-pkg page node-pkg data test bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  make %-11s %s\n", $$1, $$2 }'
@@ -14,13 +14,16 @@ install: ## Install the tools the build and tests need (each step skipped when t
 web-pkg: ## Build the wasm package for the page into www/pkg/
 	scripts/build-wasm.sh web
 
+page: ## Bundle the page (CodeMirror, uPlot, views) into www/dist/ with esbuild
+	node web/build.mjs
+
 node-pkg: ## Build the npm package "ipu-playground" for Node into pkg-node/
 	scripts/build-wasm.sh nodejs
 
 data: ## Stage the Planetoid raw files into data/
 	scripts/stage-data.sh
 
-playground: install web-pkg ## Build everything and serve the page on http://127.0.0.1:8080 (PORT=… to change)
+playground: install web-pkg page ## Build everything and serve the page on http://127.0.0.1:8080 (PORT=… to change)
 	@scripts/stage-data.sh || echo "make playground: serving without the Planetoid data (see the message above)"
 	@node scripts/serve.mjs
 
@@ -37,5 +40,5 @@ bench: install ## Run the benchmarks
 	@if [ -x scripts/bench.sh ]; then scripts/bench.sh; else echo "make bench: no benchmarks yet (scripts/bench.sh)"; exit 2; fi
 
 clean: ## Remove build outputs (keeps data/ and node_modules)
-	rm -rf www/pkg pkg-node tests/consumer/node_modules
+	rm -rf www/pkg www/dist www/engine/vendor pkg-node tests/consumer/node_modules
 	cargo clean

@@ -23,11 +23,13 @@ const jsonOut = opt("--json", null);
 const profile = args.includes("--profile");
 const plain = args.includes("--plain");
 
-// Runs in the page: a module worker that loads the package and trains.
-async function trainInWorker({ dataset, epochs, profile, plain }) {
-  const src = `
-    import { RevGnnTrainer, setProfiling } from "${location.origin}/pkg/ipu_playground.js";
-    import { loadEngine } from "${location.origin}/engine.js";
+// The bench's module worker: loads the package as the page's engine does and trains. It is
+// served at a same-origin URL by a Playwright route (the page's Content-Security-Policy
+// allows only same-origin workers, not blob: ones).
+const WORKER_PATH = "/__bench-worker.js";
+const workerSource = (origin) => `
+    import { RevGnnTrainer, setProfiling } from "${origin}/pkg/ipu_playground.js";
+    import { loadEngine } from "${origin}/engine/load.js";
     self.onmessage = async (e) => {
       try {
         const { dataset, epochs, profile, plain } = e.data;
@@ -36,7 +38,7 @@ async function trainInWorker({ dataset, epochs, profile, plain }) {
         const low = dataset.toLowerCase();
         const files = {};
         for (const s of ["x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"]) {
-          const r = await fetch("${location.origin}/data/ind." + low + "." + s);
+          const r = await fetch("${origin}/data/ind." + low + "." + s);
           if (!r.ok) throw new Error("fetching ind." + low + "." + s + ": HTTP " + r.status);
           files[s] = new Uint8Array(await r.arrayBuffer());
         }
@@ -58,8 +60,10 @@ async function trainInWorker({ dataset, epochs, profile, plain }) {
         self.postMessage({ ok: false, error: String(err && err.message || err) });
       }
     };`;
-  const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
-  const w = new Worker(url, { type: "module" });
+
+// Runs in the page: starts the bench worker and waits for its answer.
+async function trainInWorker({ path, dataset, epochs, profile, plain }) {
+  const w = new Worker(path, { type: "module" });
   return await new Promise((resolve) => {
     w.onmessage = (e) => resolve(e.data);
     w.onerror = (e) => resolve({ ok: false, error: e.message || "worker error" });
@@ -72,8 +76,15 @@ let browser;
 try {
   browser = await launchChromium();
   const page = await browser.newPage();
+  await page.route(`**${WORKER_PATH}`, (route) =>
+    route.fulfill({
+      contentType: "text/javascript",
+      headers: { "Cross-Origin-Embedder-Policy": "require-corp", "Cross-Origin-Resource-Policy": "same-origin" },
+      body: workerSource(server.url),
+    }),
+  );
   await page.goto(`${server.url}/`);
-  const r = await page.evaluate(trainInWorker, { dataset, epochs, profile, plain });
+  const r = await page.evaluate(trainInWorker, { path: WORKER_PATH, dataset, epochs, profile, plain });
   if (!r.ok) throw new Error(r.error);
   const ops = Object.entries(r.opTime ?? {}).sort((a, b) => b[1][1] - a[1][1]);
   for (const [name, [calls, secs]] of ops.slice(0, 14)) {

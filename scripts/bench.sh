@@ -14,6 +14,8 @@
 #      planning it on 8 IPUs (placement, schedule, memory, time), natively and in wasm in
 #      headless Chromium (target: under 1 s each). `scripts/bench.sh planner` runs this
 #      step alone.
+#   7. the page: first render of the default preset after load, in headless Chromium, and
+#      BENCH_PAGE_EPOCHS (default BENCH_EPOCHS; 0 skips) epochs of PubMed trained in the page
 #
 # PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
@@ -28,6 +30,7 @@ OUT="$ROOT/bench-out"
 mkdir -p "$OUT"
 EPOCHS="${BENCH_EPOCHS:-200}"
 WASM_EPOCHS="${BENCH_WASM_EPOCHS:-6}"
+PAGE_EPOCHS="${BENCH_PAGE_EPOCHS:-$EPOCHS}"
 ROUNDS="${BENCH_ROUNDS:-3}"
 ROUND_EPOCHS="${BENCH_ROUND_EPOCHS:-8}"
 read -r -a SEEDS <<<"${BENCH_SEEDS:-0}"
@@ -134,6 +137,11 @@ rm -f "$OUT"/plan-native.json "$OUT"/plan-wasm.json
 planner_bench
 
 echo
+echo "== 7. the page: first render of the default preset in headless Chromium"
+node web/build.mjs >/dev/null
+node scripts/bench-page.mjs --runs 5 --train-epochs "$PAGE_EPOCHS" --json "$OUT/page.json" | grep -E "median|PubMed"
+
+echo
 echo "== summary"
 node - "$OUT" <<'EOF'
 const fs = require("fs"), path = require("path");
@@ -178,6 +186,12 @@ if (rounds.length) {
   const med = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const [n, w] = [med(rounds.map((x) => x.native)), med(rounds.map((x) => x.wasm))];
   console.log(`interleaved (${rounds.length} rounds, median of per-round ratios): native / PyG ${n.toFixed(2)}x (target <= 0.5: ${mark(n <= 0.5)}), wasm / PyG ${w.toFixed(2)}x (target <= 1.0: ${mark(w <= 1.0)})`);
+}
+const page = read("page.json");
+if (page) console.log(`page: first render of the default preset ${page.first_render_median_ms.toFixed(0)} ms (median of ${page.runs.length} loads; target < 2000: ${mark(page.first_render_median_ms < 2000)})`);
+if (page && page.train_wall_s) {
+  const native = ours ? `; native: ${ours.epochs} epochs at a median ${ours.epoch_median_s.toFixed(3)} s/epoch ≈ ${(ours.epochs * ours.epoch_median_s).toFixed(1)} s of training (one thread, evaluations apart)` : "";
+  console.log(`page: PubMed ${page.train_epochs} epochs trained in the page in ${page.train_wall_s.toFixed(1)} s wall, final test ${page.train_final_test_acc}${native}`);
 }
 if (wasm) {
   console.log(`wasm (Chromium ${wasm.browser}, ${wasm.simd ?? "simd128"} build): median epoch ${wasm.epoch_median_s.toFixed(3)} s`);

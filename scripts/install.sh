@@ -50,4 +50,9 @@ if [ ! -f tests/node_modules/.package-lock.json ] || [ tests/package-lock.json -
   echo "install: npm packages for tests/"
   (cd tests && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# Build-time npm packages of the page (esbuild, CodeMirror, uPlot, acorn; web/build.mjs bundles them).
+if [ ! -f web/node_modules/.package-lock.json ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
+  echo "install: npm packages for web/"
+  (cd web && npm ci --no-audit --no-fund --loglevel=error)
+fi
 echo "install: ok"

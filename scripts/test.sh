@@ -9,7 +9,8 @@
 #               tests/wasm_worker.rs runs inside a dedicated Web Worker
 #   3. node:    the npm package (wasm-pack --target nodejs) installed into tests/consumer
 #               and imported as a user would; the static server's tests
-#   4. browser: the page served by scripts/serve.mjs, driven in Chromium by playwright-core
+#   4. browser: the page (its wasm package and its esbuild bundle built once) served by
+#               scripts/serve.mjs, driven in Chromium by playwright-core
 #
 # ONLY=native,wasm,node,e2e runs a subset (for working on one layer).
 set -uo pipefail
@@ -124,6 +125,7 @@ fi
 
 if want e2e; then
   step "build web package (www/pkg)" build - scripts/build-wasm.sh web
+  step "build page bundle (www/dist)" build - node web/build.mjs
   step "page tests in chromium (tests/e2e)" node "$LOGS/e2e.tap" node_tests "$LOGS/e2e.tap" tests/e2e/*.test.mjs
 fi
 

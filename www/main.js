@@ -1,160 +1,341 @@
-// The page: UI only. Every engine call goes to the worker (worker.js) as a message.
+// The page: UI only. Every engine call goes to a worker through engine/client.js; this file
+// wires the state (state.js), the editor, the options panel and the views together.
+// web/build.mjs bundles it (with CodeMirror and uPlot) into dist/main.js.
+import "uplot/dist/uPlot.min.css";
+import { Store, presetState, PRESETS, VIEWS } from "./state.js";
+import { createEditor } from "./editor.js";
+import { EngineClient, EngineError } from "./engine/client.js";
+import { Request, Event, ErrorKind } from "./engine/protocol.js";
+import { toPlannerOptions, validateOptions } from "./options.js";
+import { presetById } from "./presets/index.js";
+import { createOptionsPanel } from "./views/options.js";
+import { createGraphView } from "./views/graph.js";
+import { createAssignmentView } from "./views/assignment.js";
+import { createMemoryView } from "./views/memory.js";
+import { createExecutionView } from "./views/execution.js";
+import { createFitView } from "./views/fit.js";
+import { createTrainingView } from "./views/training.js";
 
 const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+/** How long the editor's code may run before its worker is replaced (?timeout=ms for tests). */
+const TIMEOUT_MS = Math.max(500, Number(params.get("timeout")) || 8000);
+const DEBOUNCE_MS = 300;
+/** Past this much wasm memory the analysis worker is replaced between requests (each
+ *  edit's module and the parameters its model allocated stay alive in the worker). */
+const RECYCLE_BYTES = (Number(params.get("recycle-mib")) || 512) * 2 ** 20;
+const TITLES = { graph: "Graph", assignment: "Assignment", memory: "Memory", execution: "Execution", fit: "Fit & errors", training: "Training" };
 
-/** A promise-based client for the engine worker; restarts the worker after a crash. */
-class Engine {
-  constructor(onCrash) {
-    this.nextId = 1;
-    this.pending = new Map();
-    this.onCrash = onCrash;
-    this.worker = null;
-  }
-
-  start() {
-    const worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module", name: "engine" });
-    worker.onmessage = (event) => {
-      const { id, ok, result, error, fatal } = event.data;
-      const call = this.pending.get(id);
-      if (!call) return;
-      this.pending.delete(id);
-      if (ok) call.resolve(result);
-      else call.reject(new Error(error));
-      if (fatal) this.crash(`the engine stopped after an internal error: ${error}`);
-    };
-    worker.onerror = (event) => {
-      event.preventDefault();
-      this.crash(event.message || "the engine worker failed to start");
-    };
-    worker.onmessageerror = () => this.crash("a message from the engine could not be read");
-    this.worker = worker;
-  }
-
-  crash(reason) {
-    if (this.worker) this.worker.terminate();
-    this.worker = null;
-    for (const call of this.pending.values()) call.reject(new Error(reason));
-    this.pending.clear();
-    this.onCrash(reason);
-  }
-
-  call(type, ...args) {
-    if (!this.worker) this.start();
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, type, args });
-    });
-  }
-}
-
-const ui = {
-  form: $("trace-form"),
-  sizes: $("sizes"),
-  batch: $("batch"),
-  button: $("trace"),
-  error: $("error"),
-  graph: $("graph"),
-  title: $("graph-title"),
-  stats: $("graph-stats"),
-  status: $("status"),
-  version: $("version"),
-  simd: $("simd"),
-};
+const store = new Store();
+const ui = { status: $("status"), error: $("error"), stale: $("stale"), analysisState: $("analysis-state") };
 
 function setStatus(text, bad = false) {
   ui.status.textContent = text;
   ui.status.classList.toggle("bad", bad);
 }
 
-function showError(message) {
-  ui.error.textContent = message;
-  ui.error.hidden = false;
+function setAnalysisState(state, text) {
+  document.body.dataset.analysis = state;
+  ui.analysisState.className = `pill is-${state}`;
+  ui.analysisState.textContent = text;
 }
 
-function clearError() {
-  ui.error.hidden = true;
-  ui.error.textContent = "";
-}
+// ---------------------------------------------------------------- views and tabs
 
-function showModel(title, model) {
-  ui.title.textContent = title;
-  const nodes = Array.isArray(model?.graph?.nodes) ? model.graph.nodes.length : null;
-  ui.stats.textContent = nodes === null ? "" : `(${nodes} nodes)`;
-  ui.graph.textContent = model.text;
-  ui.graph.setAttribute("aria-busy", "false");
+const panels = {};
+const tabs = {};
+for (const id of VIEWS) {
+  const tab = document.createElement("button");
+  Object.assign(tab, { type: "button", id: `tab-${id}`, textContent: TITLES[id] });
+  tab.setAttribute("role", "tab");
+  tab.setAttribute("aria-controls", `view-${id}`);
+  $("tabs").append(tab);
+  const panel = document.createElement("div");
+  panel.id = `view-${id}`;
+  panel.className = `view view-${id}`;
+  panel.setAttribute("role", "tabpanel");
+  panel.setAttribute("aria-labelledby", tab.id);
+  panel.tabIndex = 0;
+  $("panels").append(panel);
+  tabs[id] = tab;
+  panels[id] = panel;
+  tab.addEventListener("click", () => store.set({ view: id }));
 }
-
-/** Reads "4, 16,16 ,3" into [4, 16, 16, 3]; the engine itself judges the values. */
-function parseSizes(text) {
-  const parts = text.split(",").map((s) => s.trim());
-  if (parts.length === 1 && parts[0] === "") throw new Error("Enter the layer sizes, e.g. 4,16,16,3.");
-  return parts.map((p) => {
-    if (!/^\d+$/.test(p)) throw new Error(`Layer size "${p}" is not a whole number.`);
-    return Number(p);
-  });
-}
-
-function parseBatch(text) {
-  if (!/^\s*\d+\s*$/.test(text)) throw new Error(`Batch "${text}" is not a whole number.`);
-  return Number(text);
-}
-
-const engine = new Engine((reason) => {
-  showError(`The engine crashed: ${reason}. It restarts on the next request.`);
-  setStatus("Engine crashed", true);
+$("tabs").addEventListener("keydown", (e) => {
+  const i = VIEWS.indexOf(store.get().view);
+  const next = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: VIEWS.length - 1 }[e.key];
+  if (next === undefined) return;
+  e.preventDefault();
+  const id = VIEWS[(next + VIEWS.length) % VIEWS.length];
+  store.set({ view: id });
+  tabs[id].focus();
 });
 
-async function trace() {
-  let sizes, batch;
-  try {
-    sizes = parseSizes(ui.sizes.value);
-    batch = parseBatch(ui.batch.value);
-  } catch (err) {
-    showError(err.message);
-    setStatus("Check the input", true);
-    return;
+let editor;
+const views = {
+  graph: createGraphView(panels.graph, { onColorBy: (colorBy) => store.set({ colorBy }) }),
+  assignment: createAssignmentView(panels.assignment),
+  memory: createMemoryView(panels.memory),
+  execution: createExecutionView(panels.execution),
+  fit: createFitView(panels.fit, { onGoToLine: (line, message) => goToLine(line, message) }),
+};
+
+function goToLine(line, message) {
+  const doc = editor.view.state.doc;
+  const l = doc.line(Math.min(Math.max(1, line), doc.lines));
+  editor.view.dispatch({ selection: { anchor: l.from }, scrollIntoView: true });
+  editor.view.focus();
+  if (message) editor.showError(line, 0, message);
+}
+
+let analysis = null; // the last result that traced
+const dirty = new Set();
+
+function renderView(id) {
+  if (id === "training" || !analysis) return;
+  views[id].render(analysis, store.get());
+  dirty.delete(id);
+}
+
+function showView(id) {
+  for (const v of VIEWS) {
+    const on = v === id;
+    tabs[v].setAttribute("aria-selected", String(on));
+    tabs[v].tabIndex = on ? 0 : -1;
+    panels[v].hidden = !on;
   }
-  ui.button.disabled = true;
-  setStatus(`Tracing MLP ${sizes.join(" → ")}…`);
+  if (dirty.has(id)) renderView(id);
+  if (id === "training") {
+    training.resize(panels.training.clientWidth);
+    // Load the training engine's wasm now, so that Train starts at once (and its compilation,
+    // which keeps both cores busy for a moment, is not in the middle of a run).
+    trainer.start().catch(() => {}); // a failure is reported when Train is pressed
+  }
+}
+
+// ---------------------------------------------------------------- analysis in the worker
+
+const analyser = new EngineClient({
+  name: "engine",
+  onRestart: (reason) => setStatus(`Engine restarted: ${reason}`, true),
+});
+let latest = 0;
+let debounce = 0;
+
+function scheduleAnalysis(delay = DEBOUNCE_MS) {
+  clearTimeout(debounce);
+  setAnalysisState("pending", "editing…");
+  debounce = setTimeout(analyse, delay);
+}
+
+async function analyse() {
+  const s = store.get();
+  let mine = 0;
+  setAnalysisState("running", "tracing…");
   const t0 = performance.now();
   try {
-    const model = await engine.call("traceMlp", sizes, batch);
-    clearError();
-    showModel(`MLP ${sizes.join(" → ")}, batch ${batch}`, model);
-    setStatus(`Traced in ${Math.round(performance.now() - t0)} ms`);
+    const { seq, result } = await analyser.call(
+      Request.ANALYSE,
+      { code: s.code, options: toPlannerOptions(s.options), ipus: s.ipus, dataset: s.train.dataset },
+      { timeoutMs: TIMEOUT_MS, onSeq: (n) => (mine = latest = n) },
+    );
+    if (seq !== latest) return; // an older request's answer: never shown as current
+    showAnalysis(result, performance.now() - t0);
+    if (result.wasmBytes > RECYCLE_BYTES) analyser.recycle();
   } catch (err) {
-    showError(err.message);
-    setStatus("Trace failed", true);
-  } finally {
-    ui.button.disabled = false;
+    if (mine !== latest) return;
+    showAnalysisError(err);
   }
 }
 
-ui.form.addEventListener("submit", (event) => {
-  event.preventDefault();
-  trace();
+/** Plan errors and warnings tied to a node of the editor's code, as editor diagnostics. */
+function planDiagnostics(result) {
+  const out = [];
+  for (const [list, severity] of [[result.plan.errors ?? [], "error"], [result.plan.warnings ?? [], "warning"]]) {
+    for (const e of list) {
+      const m = Number.isInteger(e.node) ? /^model\.js:(\d+)$/.exec(result.graph.nodes[e.node]?.meta?.source ?? "") : null;
+      if (m) out.push({ line: Number(m[1]), message: e.fix ? `${e.message}\nFix: ${e.fix}` : e.message, severity });
+    }
+  }
+  return out;
+}
+
+function showAnalysis(result, ms) {
+  analysis = result;
+  editor.showDiagnostics(planDiagnostics(result));
+  ui.error.hidden = true;
+  ui.stale.hidden = true;
+  $("panels").classList.remove("stale");
+  for (const id of VIEWS) dirty.add(id);
+  renderView(store.get().view);
+  const p = result.plan;
+  const problems = (p.errors?.length ?? 0) + (p.warnings?.length ?? 0);
+  setAnalysisState(p.errors?.length ? "warn" : "ok", p.errors?.length ? `${p.errors.length} plan error${p.errors.length > 1 ? "s" : ""}` : "traced");
+  tabs.fit.dataset.count = problems ? String(problems) : "";
+  if (result.kind === "revgnn") {
+    revgnnConfig = result.revgnn;
+    updateTrainingConfig();
+  }
+  document.body.dataset.seq = String(latest);
+  setStatus(`Traced ${result.graph.nodes.length} nodes in ${Math.round(ms)} ms · Ready`);
+  if (!firstRender) {
+    firstRender = performance.now();
+    performance.mark("first-render");
+  }
+}
+
+function showAnalysisError(err) {
+  const info = err instanceof EngineError ? err.info : { kind: ErrorKind.ENGINE, message: err?.message ?? String(err) };
+  document.body.dataset.seq = String(latest);
+  let text = info.message;
+  if (info.line) {
+    editor.showError(info.line, info.column, info.message);
+    text = `Line ${info.line}: ${info.message}`;
+  } else {
+    editor.clearErrors();
+  }
+  ui.error.textContent = text;
+  ui.error.hidden = false;
+  if (analysis) {
+    ui.stale.hidden = false;
+    ui.stale.textContent = "The views show the last model that traced, not your current code: fix the error above to update them.";
+    $("panels").classList.add("stale");
+  }
+  if (info.kind === ErrorKind.ENGINE) {
+    ui.error.textContent = `Could not start the engine: ${info.message}. It is tried again on your next edit.`;
+    setAnalysisState("error", "no engine");
+    setStatus("Engine unavailable", true);
+    return;
+  }
+  setAnalysisState("error", info.kind === ErrorKind.TIMEOUT ? "stopped" : "error");
+  setStatus(info.kind === ErrorKind.TIMEOUT ? "Engine restarted: your code was stopped; it is still in the editor" : "The model did not trace", true);
+}
+
+// ---------------------------------------------------------------- training in its own worker
+
+let revgnnConfig = null;
+const trainer = new EngineClient({
+  name: "trainer",
+  onEvent: (name, data) => {
+    if (name === Event.TRAINING) training.update(data);
+  },
+  onRestart: (reason) => training.showError(`The training engine was restarted: ${reason}`),
 });
 
-async function boot() {
-  try {
-    const [version, simd, model] = await Promise.all([
-      engine.call("version"),
-      engine.call("simd"),
-      engine.call("defaultModel"),
-    ]);
-    ui.version.textContent = version;
-    ui.simd.textContent = simd === "relaxed" ? "wasm SIMD + relaxed SIMD" : "wasm SIMD";
-    showModel("Default model", model);
-    ui.button.disabled = false;
-    setStatus("Ready");
-  } catch (err) {
-    ui.graph.textContent = "";
-    ui.graph.setAttribute("aria-busy", "false");
-    showError(`Could not start the engine: ${err.message}`);
-    setStatus("Engine unavailable", true);
-    ui.button.disabled = false; // a retry starts a fresh worker
+function trainingConfig() {
+  if (revgnnConfig) return revgnnConfig;
+  // Not on the RevGNN preset: train the preset's defaults.
+  return { layers: 7, hidden: 160, groups: 2, dropout: 0.5, lr: 0.003, parts: 10, seed: 0 };
+}
+
+function updateTrainingConfig() {
+  const c = trainingConfig();
+  const from = store.get().preset === "revgnn" ? "as configured in the editor" : "with the RevGNN preset's defaults (only RevGNN can be trained until the PopTorch-style API lands)";
+  training.setConfig(`RevGNN ${c.layers} layers × ${c.hidden} channels, ${c.groups} groups, dropout ${c.dropout}, Adam lr ${c.lr}, ${c.parts} parts per epoch — ${from}.`);
+}
+
+const training = createTrainingView(panels.training, {
+  onStart: ({ dataset, epochs }) => {
+    store.set({ train: { dataset, epochs } });
+    trainer.call(Request.TRAIN, { dataset, epochs, config: trainingConfig() }).catch((err) => {
+      const info = err instanceof EngineError ? err.info : { message: String(err) };
+      training.showError(info.message);
+    });
+  },
+  onPause: () => trainer.call(Request.PAUSE).then(({ result }) => training.setPaused(result.paused, result.epoch)),
+  onResume: () => trainer.call(Request.RESUME).then(() => training.setPaused(false)),
+  onStop: () => trainer.call(Request.STOP),
+  onDownload: async () => {
+    try {
+      const { result } = await trainer.call(Request.WEIGHTS);
+      const url = URL.createObjectURL(new Blob([result.bytes], { type: "application/octet-stream" }));
+      const a = Object.assign(document.createElement("a"), { href: url, download: result.filename });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (err) {
+      training.showError(err.message);
+    }
+  },
+  onSettings: (patch) => store.set({ train: { ...store.get().train, ...patch } }),
+});
+
+// ---------------------------------------------------------------- state changes
+
+const optionsPanel = createOptionsPanel($("options"), {
+  onChange: (options, ipus) => store.set({ options, ipus }),
+});
+
+store.subscribe((s, patch) => {
+  if ("view" in patch) showView(s.view);
+  if ("colorBy" in patch && analysis) {
+    dirty.add("graph");
+    if (s.view === "graph") renderView("graph");
   }
+  if ("code" in patch || "options" in patch || "ipus" in patch) scheduleAnalysis();
+  if ("train" in patch && analysis?.kind === "revgnn" && patch.train.dataset !== analysis.dataset) scheduleAnalysis();
+});
+
+function loadPreset(id) {
+  const s = presetState(id, store.get());
+  store.set(s);
+  editor.setText(s.code);
+  optionsPanel.set(s.options, s.ipus);
+  revgnnConfig = null;
+  updateTrainingConfig();
+}
+
+// ---------------------------------------------------------------- boot
+
+let firstRender = 0;
+
+async function boot() {
+  const s = await store.load();
+  const presetSel = $("preset");
+  for (const p of PRESETS) presetSel.append(Object.assign(document.createElement("option"), { value: p.id, textContent: p.title }));
+  presetSel.value = s.preset;
+  presetSel.addEventListener("change", () => loadPreset(presetSel.value));
+
+  editor = createEditor($("editor"), s.code, (code) => {
+    if (code !== store.get().code) store.set({ code });
+  });
+  optionsPanel.set(s.options, s.ipus);
+  training.setSettings(s.train);
+  updateTrainingConfig();
+  showView(s.view);
+  if (store.source === "link") setStatus("Restored from the link");
+  if (store.source === "bad-link") setStatus("The link could not be read; showing your last state", true);
+  for (const e of validateOptions(s.options)) optionsPanel.showFieldError(e.field, e.message);
+
+  store.onForeignHash(() => location.reload()); // a pasted link: load its state
+  $("share").addEventListener("click", async () => {
+    const link = await store.link();
+    const box = $("share-box");
+    box.hidden = false;
+    $("share-link").value = link;
+    $("share-link").select();
+    try {
+      await navigator.clipboard.writeText(link);
+      $("share-status").textContent = "Copied.";
+    } catch {
+      $("share-status").textContent = "Select and copy the link.";
+    }
+  });
+
+  analyser
+    .start()
+    .then(({ version, simd }) => {
+      $("version").textContent = version;
+      $("simd").textContent = simd === "relaxed" ? "wasm SIMD + relaxed SIMD" : "wasm SIMD";
+    })
+    .catch(() => {}); // reported by the first analysis, which waits for the same start
+  analyse();
+  addEventListener("resize", () => {
+    for (const id of VIEWS) dirty.add(id);
+    renderView(store.get().view);
+    if (store.get().view === "training") training.resize(panels.training.clientWidth);
+  });
 }
 
 boot();

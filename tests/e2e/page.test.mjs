@@ -1,18 +1,46 @@
 // The page, end to end: served by scripts/serve.mjs exactly as `make playground` serves it,
-// driven in Debian's Chromium by playwright-core (which never downloads a browser).
+// driven in Debian's Chromium by playwright-core (which never downloads a browser). Every
+// test fails on any console error or warning, page error, failed request or HTTP error,
+// unless it names the one it provokes.
 import { test, describe, before, after, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { startServer, launchChromium, REPO } from "../node/helpers.mjs";
+import {
+  openContext,
+  openReady,
+  waitAnalysis,
+  seqOf,
+  selectPreset,
+  setCode,
+  editorText,
+  errorLines,
+  assignmentIpus,
+  screenshot,
+  assertClean,
+} from "./helpers.mjs";
+
 const WASM = path.join(REPO, "www", "pkg", "ipu_playground_bg.wasm");
-const T = { timeout: 60000 };
+const BUNDLE = path.join(REPO, "www", "dist", "main.js");
+const T = { timeout: 90000 };
+
+// What the presets must show (presets/index.js says the same in `expect`).
+const PRESET_IPUS = {
+  revgnn: [0],
+  "mlp-pipelined": [0, 1, 2, 3],
+  "transformer-serial": [0, 1],
+  "transformer-parallel": [0, 1],
+  replicated: [0, 1],
+  "buffer-counter": [0],
+};
 
 describe("the playground page", () => {
-  let server, browser, context, page, problems;
+  let server, browser, context, page, problems, allowed;
 
   before(async () => {
     assert.ok(fs.existsSync(WASM), `${WASM} is missing: build it with scripts/build-wasm.sh web`);
+    assert.ok(fs.existsSync(BUNDLE), `${BUNDLE} is missing: build it with node web/build.mjs`);
     server = await startServer({ args: ["--quiet"] });
     browser = await launchChromium();
   });
@@ -23,73 +51,51 @@ describe("the playground page", () => {
   });
 
   beforeEach(async () => {
-    problems = [];
-    context = await browser.newContext();
-    page = await context.newPage();
-    const watch = (where) => (msg) => {
-      if (msg.type() === "error" || msg.type() === "warning") problems.push(`${where} console.${msg.type()}: ${msg.text()}`);
-    };
-    page.on("console", watch("page"));
-    page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
-    page.on("worker", (worker) => worker.on("console", watch("worker")));
-    page.on("requestfailed", (req) => problems.push(`request failed: ${req.url()} ${req.failure()?.errorText}`));
-    page.on("response", (res) => {
-      if (res.status() >= 400) problems.push(`HTTP ${res.status()} for ${res.url()}`);
-    });
+    ({ context, page, problems } = await openContext(browser));
+    allowed = [];
   });
 
   afterEach(async () => {
     await context?.close();
-    // No console errors or warnings, page errors, failed requests or 4xx/5xx, in any test.
-    assert.deepEqual(problems, []);
+    assertClean(problems, allowed);
   });
-
-  /** Opens the page and waits until the worker has sent the version and the default model. */
-  async function openReady() {
-    await page.goto(server.url + "/");
-    await page.waitForFunction(() => document.getElementById("status").textContent === "Ready", null, { timeout: 30000 });
-  }
 
   const text = (sel) => page.locator(sel).textContent();
 
-  test("loads and shows the version and the default model from the worker", T, async () => {
+  test("loads: version, the relaxed-SIMD build, the default preset traced and drawn", T, async () => {
     const wasmResponses = [];
     page.on("response", (res) => {
       if (res.url().endsWith(".wasm")) wasmResponses.push(res);
     });
-    await openReady();
+    await openReady(page, server.url + "/");
     assert.equal(await page.title(), "IPU Playground");
+    assert.equal(await page.evaluate(() => document.body.dataset.analysis), "ok");
     assert.match(await text("#version"), /^\d+\.\d+\.\d+/);
-    const graph = await text("#graph");
-    assert.match(graph, /linear/);
-    assert.match(graph, /relu/);
-    assert.match(graph, /"layers\.0\.weight"/);
-    assert.ok(graph.split("\n").length >= 3, graph);
-    assert.equal(await text("#graph-title"), "Default model");
-    assert.match(await text("#graph-stats"), /^\(([1-9]\d*) nodes\)$/);
-    assert.equal(await page.locator("#error").isHidden(), true);
-    assert.equal(await page.locator("#trace").isEnabled(), true);
-    // Chromium has relaxed SIMD, so the page loads that build, and only that one; it was
-    // served with its MIME type, so streaming compilation works.
     assert.equal(await text("#simd"), "wasm SIMD + relaxed SIMD");
-    assert.equal(wasmResponses.length, 1);
+    assert.equal(wasmResponses.length, 1, "one wasm, fetched once by the one worker");
     assert.match(wasmResponses[0].url(), /\/pkg\/ipu_playground_relaxed_bg\.wasm$/);
     assert.equal(wasmResponses[0].headers()["content-type"], "application/wasm");
+    assert.equal(await page.getByLabel("Preset").inputValue(), "revgnn");
+    assert.match(await editorText(page), /revgnn: \{/);
+    // The graph: RevGNN's seven reversible layers, each one `call` region.
+    assert.match(await text("#graph-title"), /^RevGNN on PubMed: 7 layers × 160 channels/);
+    const ops = await page.locator("#graph-chart g.op").count();
+    assert.ok(ops >= 13, `${ops} ops drawn`);
+    assert.equal(await page.locator("#graph-chart g.op", { hasText: "call" }).count(), 7);
+    assert.match(await text("#graph"), /spmm\(/);
+    assert.match(await text("#status"), /Ready$/);
+    assert.equal(await page.locator("#error").isHidden(), true);
   });
 
   test("falls back to the plain simd128 build when the relaxed one cannot be loaded", T, async () => {
     await page.route("**/ipu_playground_relaxed_bg.wasm", (route) => route.fulfill({ status: 404, body: "gone" }));
-    await openReady();
+    await openReady(page, server.url + "/");
     assert.equal(await text("#simd"), "wasm SIMD");
-    assert.match(await text("#graph"), /linear/);
-    assert.equal(await page.locator("#error").isHidden(), true);
-    // the refused relaxed build is the only problem
-    problems = problems.filter((p) => !/HTTP 404 .*ipu_playground_relaxed_bg\.wasm|404 \(Not Found\)/.test(p));
+    assert.equal(await page.evaluate(() => document.body.dataset.analysis), "ok");
+    allowed = [/HTTP 404 .*ipu_playground_relaxed_bg\.wasm|404 \(Not Found\)/];
   });
 
-  test("runs the engine in a module worker, never on the main thread", T, async () => {
-    // Count every way the main thread could compile or instantiate wasm (init scripts
-    // run in the page's frames only, not in workers).
+  test("runs the engine in a module worker under /engine/, never on the main thread", T, async () => {
     await page.addInitScript(() => {
       window.__wasmCalls = [];
       for (const name of ["compile", "compileStreaming", "instantiate", "instantiateStreaming"]) {
@@ -105,77 +111,18 @@ describe("the playground page", () => {
         return new OriginalModule(...args);
       };
     });
-    await openReady();
+    await openReady(page, server.url + "/");
     const workers = page.workers();
-    assert.equal(workers.length, 1);
-    assert.match(workers[0].url(), /\/worker\.js$/);
+    assert.equal(workers.length, 1, "one engine worker until training starts");
+    assert.match(workers[0].url(), /\/engine\/worker\.js$/);
     assert.deepEqual(await page.evaluate(() => window.__wasmCalls), [], "the main thread touched WebAssembly");
-    // Chrome files the module worker's script graph (worker.js and the JS glue it imports)
-    // under the page's resource timing, but the .wasm is fetched by the worker alone.
     const mainResources = await page.evaluate(() => performance.getEntriesByType("resource").map((e) => e.name));
     assert.deepEqual(mainResources.filter((u) => /\.wasm$/.test(u)), [], "the main thread fetched the wasm");
-    const workerResources = await workers[0].evaluate(() => performance.getEntriesByType("resource").map((e) => e.name));
-    assert.ok(workerResources.some((u) => u.endsWith("/pkg/ipu_playground_relaxed_bg.wasm")), workerResources.join("\n"));
-    // COOP/COEP from the server make the page cross-origin isolated (SharedArrayBuffer later).
     assert.equal(await page.evaluate(() => self.crossOriginIsolated), true);
   });
 
-  test("traces an MLP with the sizes typed in", T, async () => {
-    await openReady();
-    const before = await text("#graph");
-    await page.getByLabel("Layer sizes").fill("3, 5,7 ,2");
-    await page.getByLabel("Batch").fill("4");
-    await page.getByRole("button", { name: "Trace" }).click();
-    await page.waitForFunction(() => document.getElementById("graph-title").textContent.startsWith("MLP 3"));
-    assert.equal(await text("#graph-title"), "MLP 3 → 5 → 7 → 2, batch 4");
-    const graph = await text("#graph");
-    assert.notEqual(graph, before);
-    assert.equal(graph.match(/linear/g)?.length, 3, graph);
-    assert.equal(graph.match(/relu/g)?.length, 2, graph);
-    assert.match(await text("#status"), /^Traced in \d+ ms$/);
-    assert.equal(await page.locator("#error").isHidden(), true);
-    // Enter in the form traces too.
-    await page.getByLabel("Layer sizes").fill("2,9");
-    await page.getByLabel("Layer sizes").press("Enter");
-    await page.waitForFunction(() => document.getElementById("graph-title").textContent.startsWith("MLP 2 → 9"));
-    const small = await text("#graph");
-    assert.equal(small.match(/linear/g)?.length, 1, small);
-    assert.equal(small.match(/relu/g), null, small);
-  });
-
-  test("shows the engine's error for bad input and stays usable", T, async () => {
-    await openReady();
-    const defaultGraph = await text("#graph");
-    const tryTrace = async (sizes, batch = "8") => {
-      await page.getByLabel("Layer sizes").fill(sizes);
-      await page.getByLabel("Batch").fill(batch);
-      await page.getByRole("button", { name: "Trace" }).click();
-      await page.waitForFunction(() => !document.getElementById("trace").disabled && document.getElementById("status").textContent !== "" && !document.getElementById("status").textContent.startsWith("Tracing"));
-    };
-    // Errors from the engine itself (the page passes whole numbers through unjudged).
-    for (const [sizes, batch] of [["4", "8"], ["4,0,2", "8"], ["4,2", "0"]]) {
-      await tryTrace(sizes, batch);
-      assert.equal(await page.locator("#error").isVisible(), true, `${sizes} / ${batch}`);
-      const message = await text("#error");
-      assert.ok(message.length > 5, message);
-      assert.doesNotMatch(message, /unreachable|RuntimeError|panicked/i, message);
-      assert.equal(await text("#status"), "Trace failed");
-      assert.equal(await text("#graph"), defaultGraph, "the last good graph stays");
-    }
-    // Input the page itself refuses.
-    await tryTrace("4,x,2");
-    assert.match(await text("#error"), /"x" is not a whole number/);
-    // Still usable: a good trace clears the error.
-    await tryTrace("6,3");
-    assert.equal(await page.locator("#error").isHidden(), true);
-    assert.equal(await text("#graph-title"), "MLP 6 → 3, batch 8");
-    assert.match(await text("#graph"), /linear/);
-    assert.equal(page.workers().length, 1, "the same worker kept running");
-  });
-
-  test("shows a worker that fails to start, and stays usable", T, async () => {
-    // The worker script throws at load, as a broken deployment would.
-    await page.route("**/worker.js", (route) =>
+  test("a worker that fails to start is shown, and the page stays usable", T, async () => {
+    await page.route("**/engine/worker.js", (route) =>
       route.fulfill({
         contentType: "text/javascript",
         headers: { "Cross-Origin-Embedder-Policy": "require-corp", "Cross-Origin-Resource-Policy": "same-origin" },
@@ -184,30 +131,293 @@ describe("the playground page", () => {
     );
     await page.goto(server.url + "/");
     await page.waitForFunction(() => document.getElementById("status").textContent === "Engine unavailable");
-    assert.match(await text("#error"), /Could not start the engine: .*(worker boom|failed to start)/);
-    // The error surfaces on the page, so the console noise it makes is expected here.
-    problems = problems.filter((p) => !/worker boom|Uncaught/.test(p));
-    assert.equal(await page.locator("#trace").isEnabled(), true);
+    assert.match(await text("#error"), /^Could not start the engine: .*(worker boom|failed to start)/);
+    // The editor and the options still work.
+    await page.getByLabel("Preset").selectOption("mlp-pipelined");
+    assert.match(await editorText(page), /class MLP/);
+    allowed = [/worker boom|Uncaught/];
   });
 
-  test("shows an engine whose wasm cannot be fetched", T, async () => {
-    // neither build: the loader falls back from the relaxed one to the plain one, which fails too
+  test("an engine whose wasm cannot be fetched is shown", T, async () => {
     await page.route("**/*.wasm", (route) => route.fulfill({ status: 404, body: "gone" }));
     await page.goto(server.url + "/");
     await page.waitForFunction(() => document.getElementById("status").textContent === "Engine unavailable");
     assert.match(await text("#error"), /^Could not start the engine: loading the wasm failed: \S/);
-    assert.equal(await page.locator("#graph").textContent(), "");
-    problems = problems.filter((p) => !/HTTP 404 .*ipu_playground(_relaxed)?_bg\.wasm|404 \(Not Found\)/.test(p));
+    allowed = [/HTTP 404 .*ipu_playground(_relaxed)?_bg\.wasm|404 \(Not Found\)/];
   });
 
-  test("labels every control", T, async () => {
-    await openReady();
-    for (const id of ["sizes", "batch"]) {
-      const labelled = await page.evaluate((i) => document.getElementById(i).labels.length, id);
-      assert.equal(labelled, 1, id);
+  test("is served with a Content-Security-Policy without third-party origins or eval", T, async () => {
+    const res = await page.goto(server.url + "/");
+    const csp = res.headers()["content-security-policy"];
+    assert.match(csp, /default-src 'self'/);
+    assert.match(csp, /script-src 'self' 'wasm-unsafe-eval';/);
+    const tokens = csp.split(/[\s;]+/);
+    assert.deepEqual(tokens.filter((t) => /^https?:|^\*|^'unsafe-eval'$/.test(t)), [], csp);
+    const worker = await fetch(server.url + "/engine/worker.js");
+    assert.match(worker.headers.get("content-security-policy"), /script-src 'self' blob: 'wasm-unsafe-eval';/);
+    await waitAnalysis(page);
+    // No inline script in the page: every script is a file of this origin.
+    const inline = await page.evaluate(() => [...document.scripts].filter((s) => !s.src).length);
+    assert.equal(inline, 0);
+  });
+
+  test("each preset shows its IPUs in the assignment view and a non-empty graph", T, async () => {
+    await openReady(page, server.url + "/");
+    for (const [id, ipus] of Object.entries(PRESET_IPUS)) {
+      if (id !== "revgnn") await selectPreset(page, id);
+      assert.notEqual(await page.evaluate(() => document.body.dataset.analysis), "error", `${id}: ${await text("#error")}`);
+      await page.getByRole("tab", { name: "Graph" }).click();
+      const ops = await page.locator("#graph-chart g.op").count();
+      assert.ok(ops > 0, `${id}: empty graph`);
+      await screenshot(page, `preset-${id}-graph`, page.locator(".right"));
+      assert.deepEqual(await assignmentIpus(page), ipus, id);
+      await screenshot(page, `preset-${id}-assignment`, page.locator(".right"));
+      if (id === "replicated") {
+        // 2 IPUs per replica × 4 replicas.
+        assert.match(await text("#assignment-stats"), /8IPUs used/);
+        assert.match(await text("#assignment-stats"), /2 × 4per replica × replicas/);
+      }
     }
+  });
+
+  test("the pipelined MLP: 7 training stages, the ramp-up/steady/ramp-down chart, copies between IPUs", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    await page.getByRole("tab", { name: "Assignment" }).click();
+    assert.equal(await page.locator("#stages-chart .col-head").count(), 7);
+    // 7 stages × 8 micro-batches: 14 steps, 6 up, 2 steady, 6 down.
+    assert.equal(await page.locator("#pipeline-chart rect.mb").count(), 56);
+    assert.match(await text("#view-assignment .pipeline"), /ramp-up 6 steps, steady 2, ramp-down 6/);
+    assert.equal(await page.locator(".copies tbody tr").count(), 3);
+  });
+
+  test("editing the code moves a Block to another IPU", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    assert.deepEqual(await assignmentIpus(page), [0, 1, 2, 3]);
+    const code = await editorText(page);
+    assert.ok(code.includes('block("head", 3,'));
+    await setCode(page, code.replace('block("head", 3,', 'block("head", 1,'));
+    assert.deepEqual(await assignmentIpus(page), [0, 1, 2]);
+    const head = page.locator('#stages-chart .cell[data-blocks~="head"]');
+    assert.equal(await head.getAttribute("data-ipu"), "1");
+    // IPUs 0, 1, 2, 1: three IPUs used, which PopTorch rounds to 4 only when asked.
+    assert.match(await text("#assignment-stats"), /3IPUs used/);
+    await page.getByRole("tab", { name: /Fit/ }).click();
+    assert.match(await text("#fit-list"), /PopTorch must reserve a minimum of 4/);
+    await screenshot(page, "edit-move-block-fit", page.locator(".right"));
+  });
+
+  test("broken code: the error marker sits at its line, and fixing it clears it", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    const good = await editorText(page);
+    const lines = good.split("\n");
+    const at = (needle) => lines.findIndex((l) => l.includes(needle)) + 1;
+
+    // A syntax error.
+    const fc2 = at("this.fc2 = new nn.Linear(width, width);");
+    await setCode(page, good.replace("this.fc2 = new nn.Linear(width, width);", "this.fc2 = new nn.Linear(width, width));"));
+    assert.equal(await page.evaluate(() => document.body.dataset.analysis), "error");
+    assert.deepEqual(await errorLines(page), [fc2]);
+    assert.match(await text("#error"), new RegExp(`^Line ${fc2}: Syntax error: Unexpected token`));
+    assert.equal(await page.locator(".cm-lint-marker-error").count(), 1);
+    // The views still show the last model that traced, and say so.
+    assert.equal(await page.locator("#stale").isVisible(), true);
+    await screenshot(page, "error-syntax");
+
+    // A shape mismatch, found by the tracer, at the call that makes it.
+    const fc1 = at("this.fc1.forward(x)");
+    await setCode(page, good.replace("shape: [32, 784]", "shape: [32, 100]"));
+    assert.equal(await page.evaluate(() => document.body.dataset.analysis), "error");
+    assert.deepEqual(await errorLines(page), [fc1]);
+    assert.match(await text("#error"), /100|784/);
+
+    // A model that throws.
+    const head = at('block("head", 3,');
+    await setCode(page, good.replace('return block("head", 3,', 'throw new Error("no head today"); return block("head", 3,'));
+    assert.deepEqual(await errorLines(page), [head]);
+    assert.match(await text("#error"), /no head today/);
+
+    // Fixed: the marker and the message go, the views are current again.
+    assert.equal(await setCode(page, good), "ok");
+    assert.deepEqual(await errorLines(page), []);
+    assert.equal(await page.locator("#error").isHidden(), true);
+    assert.equal(await page.locator("#stale").isHidden(), true);
+    assert.equal(page.workers().length, 1, "the same worker kept running");
+  });
+
+  test("a RevGNN hyper-parameter the model refuses is marked at its line", T, async () => {
+    await openReady(page, server.url + "/");
+    const good = await editorText(page);
+    const line = good.split("\n").findIndex((l) => /^\s*hidden: 160,/.test(l)) + 1;
+    await setCode(page, good.replace("hidden: 160,", "hidden: 15,"));
+    assert.deepEqual(await errorLines(page), [line]);
+    assert.match(await text("#error"), /hidden size 15 is not divisible by the number of groups 2/);
+    assert.equal(await setCode(page, good), "ok");
+    assert.deepEqual(await errorLines(page), []);
+  });
+
+  test("a plan error is marked at the line of the Block it names", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    const good = await editorText(page);
+    const line = good.split("\n").findIndex((l) => l.includes('block("hidden2", 2,')) + 1;
+    // IPUs 0, 1, 0, 3: with AutoStage.SameAsIpu the stages are 0, 1, 0, 3, which PopTorch cannot schedule.
+    assert.equal(await setCode(page, good.replace('block("hidden2", 2,', 'block("hidden2", 0,')), "warn");
+    assert.deepEqual(await errorLines(page), [line]);
+    assert.equal(await page.locator("#error").isHidden(), true, "the code traced; the plan is what fails");
+    await page.getByRole("tab", { name: /Fit/ }).click();
+    assert.match(await text("#fit-list"), /Blocks come back to IPU 0 after leaving it/);
+    assert.match(await text("#fit-list"), /Fix: Choose AutoStage AutoIncrement/);
+    // AutoIncrement (one stage per Block) schedules it.
+    const seq = await seqOf(page);
+    await page.getByLabel("AutoStage").selectOption("AutoIncrement");
+    await waitAnalysis(page, seq);
+    assert.deepEqual(await errorLines(page), []);
+    assert.match(await text("#fit-verdict"), /^Valid configuration/);
+  });
+
+  test("a stale answer is never shown as current", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    const good = await editorText(page);
+    // Two edits in quick succession: only the last one's result may be drawn.
+    await page.locator(".cm-content").click();
+    await page.keyboard.press("Control+A");
+    await page.keyboard.insertText(good.replace('block("head", 3,', 'block("head", 2,'));
+    const seq = await seqOf(page);
+    await page.keyboard.press("Control+A");
+    await page.keyboard.insertText(good.replace('block("head", 3,', 'block("head", 0,'));
+    await waitAnalysis(page, seq);
+    await page.waitForFunction(() => document.body.dataset.analysis === "ok" || document.body.dataset.analysis === "warn");
+    const head = page.locator('#stages-chart .cell[data-blocks~="head"]');
+    await page.getByRole("tab", { name: "Assignment" }).click();
+    assert.equal(await head.first().getAttribute("data-ipu"), "0");
+  });
+
+  test("an invalid option is named at its field and in the fit view", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    let seq = await seqOf(page);
+    await page.getByLabel("Gradient accumulation").fill("2");
+    await waitAnalysis(page, seq);
+    await page.getByRole("tab", { name: /Fit/ }).click();
+    assert.match(await text("#fit-list"), /gradientAccumulation must be greater than or equal to the number of pipeline stages \(7\)/);
+    assert.match(await text("#fit-list"), /Fix: Set gradient accumulation to 7 or more/);
+    seq = await seqOf(page);
+    await page.getByLabel("Gradient accumulation").fill("1.5");
+    await waitAnalysis(page, seq);
+    assert.match(await text("#err-gradientAccumulation"), /whole number from 1 .* got 1\.5/);
+    assert.equal(await page.getByLabel("Gradient accumulation").getAttribute("aria-invalid"), "true");
+    await screenshot(page, "error-option");
+    seq = await seqOf(page);
+    await page.getByLabel("Gradient accumulation").fill("8");
+    await waitAnalysis(page, seq);
+    assert.equal(await text("#err-gradientAccumulation"), "");
+  });
+
+  test("a model that loops forever: the worker is replaced, the page says so, the code is kept", T, async () => {
+    await openReady(page, server.url + "/?timeout=1500");
+    const looping = 'import { nn } from "ipu-playground";\n// never returns\nwhile (true) {}\nexport default {};\n';
+    await setCode(page, looping);
+    assert.equal(await page.evaluate(() => document.body.dataset.analysis), "error");
+    assert.match(await text("#error"), /ran for more than 1\.5 s and was stopped .*fresh engine/);
+    assert.match(await text("#status"), /still in the editor/);
+    assert.equal(await editorText(page), looping);
+    // The fresh engine works.
+    await page.getByLabel("Preset").selectOption("buffer-counter");
+    await waitAnalysis(page);
+    await page.waitForFunction(() => document.body.dataset.analysis === "ok");
+    // The stopped worker is gone (Playwright drops it once it has closed).
+    for (let i = 0; i < 50 && page.workers().length !== 1; i++) await page.waitForTimeout(100);
+    assert.equal(page.workers().length, 1);
+  });
+
+  test("the analysis worker is replaced quietly once its wasm memory grows past the limit", T, async () => {
+    let started = 0;
+    page.on("worker", () => started++);
+    await openReady(page, server.url + "/?recycle-mib=1");
+    await selectPreset(page, "buffer-counter");
+    await page.waitForFunction(() => document.body.dataset.analysis === "ok");
+    assert.ok(started >= 2, `${started} workers started`);
+    assert.doesNotMatch(await text("#status"), /restarted/);
+    await selectPreset(page, "mlp-pipelined");
+    assert.equal(await page.evaluate(() => document.body.dataset.analysis), "ok");
+  });
+
+  test("reload keeps the edit; a shared link restores code, preset and options", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "replicated");
+    const code = (await editorText(page)).replace("new nn.Linear(256, 16)", "new nn.Linear(256, 24)");
+    await setCode(page, code);
+    let seq = await seqOf(page);
+    await page.getByLabel("Replication factor").fill("2");
+    await waitAnalysis(page, seq);
+    await page.waitForTimeout(400); // saved after 250 ms
+    await page.reload();
+    await waitAnalysis(page);
+    assert.equal(await editorText(page), code);
+    assert.equal(await page.getByLabel("Replication factor").inputValue(), "2");
+    assert.equal(await page.getByLabel("Preset").inputValue(), "replicated");
+
+    await page.getByRole("button", { name: "Share link" }).click();
+    await page.waitForFunction(() => document.getElementById("share-link").value !== "");
+    const link = await page.getByLabel("Link to this state").inputValue();
+    assert.match(link, /#z=[A-Za-z0-9_-]+$/);
+    // A fresh browser profile (no localStorage) opening the link.
+    const other = await openContext(browser);
+    try {
+      await openReady(other.page, link);
+      assert.equal(await editorText(other.page), code);
+      assert.equal(await other.page.getByLabel("Preset").inputValue(), "replicated");
+      assert.equal(await other.page.getByLabel("Replication factor").inputValue(), "2");
+      assert.match(await other.page.locator("#status").textContent(), /Restored from the link|Ready/);
+      assertClean(other.problems);
+    } finally {
+      await other.context.close();
+    }
+  });
+
+  test("every control has an accessible name, and the views work with the keyboard", T, async () => {
+    await openReady(page, server.url + "/");
+    const unnamed = await page.evaluate(() =>
+      [...document.querySelectorAll("input, select, textarea, button, [role=tab], .cm-content")]
+        .filter((e) => !(e.labels?.length || e.getAttribute("aria-label") || e.textContent.trim()))
+        .map((e) => e.outerHTML.slice(0, 80)),
+    );
+    assert.deepEqual(unnamed, []);
     assert.equal(await page.locator("#status").getAttribute("role"), "status");
     assert.equal(await page.locator("#error").getAttribute("role"), "alert");
     assert.equal(await page.locator("html").getAttribute("lang"), "en");
+    // Tabs: arrow keys move between the views.
+    await page.getByRole("tab", { name: "Graph" }).focus();
+    await page.keyboard.press("ArrowRight");
+    assert.equal(await page.getByRole("tab", { name: "Assignment" }).getAttribute("aria-selected"), "true");
+    assert.equal(await page.locator("#view-assignment").isVisible(), true);
+    await page.keyboard.press("End");
+    assert.equal(await page.getByRole("tab", { name: "Training" }).getAttribute("aria-selected"), "true");
+    // The editor is reachable with Tab and does not trap it.
+    await page.locator(".cm-content").focus();
+    await page.keyboard.press("Tab");
+    assert.equal(await page.evaluate(() => document.activeElement.closest(".cm-editor") === null), true);
+  });
+
+  test("a screenshot of each view", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    for (const [name, tab] of [["graph", "Graph"], ["assignment", "Assignment"], ["memory", "Memory"], ["execution", "Execution"], ["fit", /Fit/], ["training", "Training"]]) {
+      await page.getByRole("tab", { name: tab }).click();
+      assert.equal(await page.locator(`#view-${name}`).isVisible(), true);
+      await screenshot(page, `view-${name}`);
+    }
+    // Without the planner, the memory and execution views say so instead of drawing numbers.
+    await page.getByRole("tab", { name: "Memory" }).click();
+    assert.match(await page.locator("#view-memory").textContent(), /Planner not available in this build/);
+    assert.equal(await page.locator("#memory-chart").isVisible(), false);
+    // What the trace does say: each IPU's parameters (fc1 784×512 + 512 floats on IPU 0).
+    assert.deepEqual(await page.locator("#params-per-ipu tbody td:nth-child(3)").allTextContents(), ["1.5 MiB", "1.0 MiB", "1.0 MiB", "20.0 KiB"]);
+    await page.getByRole("tab", { name: "Execution" }).click();
+    assert.match(await page.locator("#view-execution").textContent(), /Planner not available in this build.*IPUs reserved for this plan: 4 \(4 used\)/);
   });
 });

@@ -326,7 +326,7 @@ describe("serve.mjs as the playground runs it", () => {
       assert.equal(page.status, 200);
       assert.equal(page.headers.get("content-type"), "text/html; charset=utf-8");
       assert.equal(await page.text(), fs.readFileSync(path.join(REPO, "www", "index.html"), "utf8"));
-      for (const file of ["main.js", "worker.js"]) {
+      for (const file of ["main.js", "engine/worker.js"]) {
         const res = await fetch(`${server.url}/${file}`);
         assert.equal(res.status, 200, file);
         assert.equal(res.headers.get("content-type"), "text/javascript; charset=utf-8");

@@ -6,11 +6,13 @@
 //! input, and the module keeps working after any number of rejected calls.
 
 pub mod args;
+mod gnn;
 pub mod modules;
 pub mod nn;
 pub mod plan;
 pub mod tensor;
 pub mod train;
+mod weights;
 
 use crate::ir::{print::print_graph, Graph};
 use crate::trace::check;

@@ -15,7 +15,7 @@ use wasm_bindgen::prelude::*;
 /// A RevGNN on a Planetoid graph with its compiled training and evaluation graphs.
 #[wasm_bindgen]
 pub struct RevGnnTrainer {
-    inner: Trainer,
+    pub(super) inner: Trainer,
 }
 
 /// The trainer's options as the core's [`TrainConfigSpec`]: each own property's value as a

@@ -5,4 +5,6 @@ pub mod data;
 
 pub mod config;
 pub mod nn;
+pub mod preview;
+pub mod pyg;
 pub mod train;

@@ -2,9 +2,9 @@
 // multiply-adds: matrix products about twice as fast), else the plain simd128 build.
 // Both come from the same sources and share one JS glue (scripts/build-wasm.sh checks).
 //
-//   import { loadEngine } from "./engine.js";
+//   import { loadEngine } from "./load.js";
 //   const { simd } = await loadEngine();   // simd: "relaxed" or "simd128"
-import init from "./pkg/ipu_playground.js";
+import init from "../pkg/ipu_playground.js";
 
 // The smallest module using a relaxed-SIMD instruction: () -> v128 returning
 // f32x4.relaxed_madd(0, 0, 0). WebAssembly.validate says whether this engine knows it.
@@ -30,7 +30,8 @@ export function hasRelaxedSimd() {
 let loading = null;
 
 /**
- * Instantiates the engine once; resolves to `{ simd }`, the build in use. With
+ * Instantiates the engine once; resolves to `{ simd, memory }`: the build in use and the
+ * wasm instance's memory (it only grows; a caller may watch its size). With
  * `{ relaxed: false }` the plain build is loaded even where relaxed SIMD would work (to
  * compare the two).
  */
@@ -38,14 +39,14 @@ export function loadEngine({ relaxed = true } = {}) {
   loading ??= (async () => {
     if (relaxed && hasRelaxedSimd()) {
       try {
-        await init({ module_or_path: new URL("./pkg/ipu_playground_relaxed_bg.wasm", import.meta.url) });
-        return { simd: "relaxed" };
+        const exports = await init({ module_or_path: new URL("../pkg/ipu_playground_relaxed_bg.wasm", import.meta.url) });
+        return { simd: "relaxed", memory: exports.memory };
       } catch {
         // not built or not served: the plain build below does everything, a bit slower
       }
     }
-    await init({ module_or_path: new URL("./pkg/ipu_playground_bg.wasm", import.meta.url) });
-    return { simd: "simd128" };
+    const exports = await init({ module_or_path: new URL("../pkg/ipu_playground_bg.wasm", import.meta.url) });
+    return { simd: "simd128", memory: exports.memory };
   })();
   return loading;
 }

@@ -1,0 +1,164 @@
+//! Writes tensors in the safetensors format (huggingface/safetensors), which PyTorch loads
+//! with `safetensors.torch.load_file` and which holds nothing executable:
+//!
+//! ```text
+//! [8 bytes: N, u64 little-endian][N bytes: JSON header][tensor bytes]
+//! header = { "<name>": { "dtype": "F32", "shape": [..], "data_offsets": [begin, end] }, …,
+//!            "__metadata__": { "<key>": "<string>", … } }
+//! ```
+//!
+//! Offsets count from the first byte after the header; the tensors' bytes are row-major,
+//! little-endian, back to back with no gaps, and cover the buffer exactly. The header is
+//! padded with spaces to a multiple of 8 bytes (as the reference writer does), so the data
+//! starts aligned. Names are sorted (the header is a JSON object; a reader keys by name).
+
+use super::Tensor;
+use std::collections::BTreeMap;
+
+/// The format's name for a dtype.
+fn dtype_name(t: &Tensor) -> &'static str {
+    match t {
+        Tensor::F32(_) => "F32",
+        Tensor::F16(_) => "F16",
+        Tensor::I32(_) => "I32",
+        Tensor::Bool(_) => "BOOL",
+    }
+}
+
+/// Appends `t`'s elements, row-major, little-endian (BOOL as one byte 0/1).
+fn append_bytes(t: &Tensor, out: &mut Vec<u8>) {
+    match t {
+        Tensor::F32(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+        Tensor::F16(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_le_bytes())),
+        Tensor::I32(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+        Tensor::Bool(a) => a.iter().for_each(|&v| out.push(v as u8)),
+    }
+}
+
+/// Serialises `tensors` (name, tensor) and string `metadata` into one safetensors file.
+/// Errors name the cause: an empty or duplicate name, or the reserved `__metadata__`.
+pub fn write(tensors: &[(String, &Tensor)], metadata: &BTreeMap<String, String>) -> Result<Vec<u8>, String> {
+    let mut sorted: Vec<&(String, &Tensor)> = tensors.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    for pair in sorted.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            return Err(format!("safetensors: the tensor name \"{}\" is used twice", pair[0].0));
+        }
+    }
+    let mut header = serde_json::Map::new();
+    let mut offset = 0usize;
+    for (name, t) in &sorted {
+        if name.is_empty() {
+            return Err("safetensors: a tensor has an empty name".into());
+        }
+        if name == "__metadata__" {
+            return Err("safetensors: \"__metadata__\" is reserved for the metadata, not a tensor name".into());
+        }
+        let end = offset + t.nbytes();
+        header.insert(
+            name.clone(),
+            serde_json::json!({ "dtype": dtype_name(t), "shape": t.shape(), "data_offsets": [offset, end] }),
+        );
+        offset = end;
+    }
+    if !metadata.is_empty() {
+        header.insert("__metadata__".into(), serde_json::to_value(metadata).map_err(|e| e.to_string())?);
+    }
+    let mut json = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
+    while json.len() % 8 != 0 {
+        json.push(b' ');
+    }
+    let mut out = Vec::with_capacity(8 + json.len() + offset);
+    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    out.extend_from_slice(&json);
+    for (_, t) in &sorted {
+        append_bytes(t, &mut out);
+    }
+    debug_assert_eq!(out.len(), 8 + json.len() + offset);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::f16;
+
+    /// Reads back the header as the format defines it: length, JSON, data after it.
+    fn split(bytes: &[u8]) -> (serde_json::Value, &[u8]) {
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+        (header, &bytes[8 + n..])
+    }
+
+    #[test]
+    fn one_small_tensor_byte_for_byte() {
+        // Written out by hand from the format's definition.
+        let t = Tensor::from_f32(&[2], vec![1.0, -2.0]).unwrap();
+        let bytes = write(&[("a".into(), &t)], &BTreeMap::new()).unwrap();
+        let json = br#"{"a":{"data_offsets":[0,8],"dtype":"F32","shape":[2]}}"#;
+        let padded = json.len().div_ceil(8) * 8;
+        let mut want = (padded as u64).to_le_bytes().to_vec();
+        want.extend_from_slice(json);
+        want.resize(8 + padded, b' ');
+        want.extend_from_slice(&1.0f32.to_le_bytes());
+        want.extend_from_slice(&(-2.0f32).to_le_bytes());
+        assert_eq!(bytes, want);
+    }
+
+    #[test]
+    fn header_offsets_dtypes_metadata_and_data() {
+        let w = Tensor::from_f32(&[2, 3], vec![0.5, 1.0, 1.5, 2.0, 2.5, 3.0]).unwrap();
+        let h = Tensor::from_f32_as_f16(&[3], &[1.0, -0.5, 65504.0]).unwrap();
+        let i = Tensor::from_i32(&[2], vec![7, -1]).unwrap();
+        let b = Tensor::from_bool(&[3], vec![true, false, true]).unwrap();
+        let s = Tensor::scalar(4.0);
+        let meta = BTreeMap::from([("format".to_string(), "pt".to_string())]);
+        let tensors = [("w".into(), &w), ("h".into(), &h), ("i".into(), &i), ("b".into(), &b), ("s".into(), &s)];
+        let bytes = write(&tensors, &meta).unwrap();
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        assert_eq!(n % 8, 0, "header padded to 8 bytes");
+        assert_eq!(bytes[8], b'{');
+        let (header, data) = split(&bytes);
+        assert_eq!(header["__metadata__"], serde_json::json!({ "format": "pt" }));
+        // Sorted by name: b, h, i, s, w; contiguous, covering the data exactly.
+        let expect = [("b", "BOOL", vec![3], 0, 3), ("h", "F16", vec![3], 3, 9), ("i", "I32", vec![2], 9, 17)];
+        for (name, dt, shape, lo, hi) in expect {
+            assert_eq!(header[name]["dtype"], dt);
+            assert_eq!(header[name]["shape"], serde_json::json!(shape));
+            assert_eq!(header[name]["data_offsets"], serde_json::json!([lo, hi]));
+        }
+        assert_eq!(header["s"]["shape"], serde_json::json!([]), "a scalar has the empty shape");
+        assert_eq!(header["s"]["data_offsets"], serde_json::json!([17, 21]));
+        assert_eq!(header["w"]["data_offsets"], serde_json::json!([21, 45]));
+        assert_eq!(data.len(), 45);
+        assert_eq!(&data[0..3], &[1, 0, 1]);
+        let halves: Vec<f32> =
+            data[3..9].chunks(2).map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()).collect();
+        assert_eq!(halves, vec![1.0, -0.5, 65504.0]);
+        assert_eq!(i32::from_le_bytes(data[13..17].try_into().unwrap()), -1);
+        assert_eq!(f32::from_le_bytes(data[17..21].try_into().unwrap()), 4.0);
+        let floats: Vec<f32> = data[21..45].chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(floats, vec![0.5, 1.0, 1.5, 2.0, 2.5, 3.0], "row-major");
+    }
+
+    #[test]
+    fn a_transposed_view_is_written_row_major() {
+        let t = Tensor::from_f32(&[2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+        let Tensor::F32(a) = &t else { unreachable!() };
+        let tt = Tensor::F32(a.clone().reversed_axes());
+        let bytes = write(&[("t".into(), &tt)], &BTreeMap::new()).unwrap();
+        let (_, data) = split(&bytes);
+        let floats: Vec<f32> = data.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(floats, vec![1.0, 3.0, 2.0, 4.0]);
+    }
+
+    #[test]
+    fn bad_names_are_refused() {
+        let t = Tensor::scalar(1.0);
+        let none = BTreeMap::new();
+        let e = write(&[("x".into(), &t), ("x".into(), &t)], &none).unwrap_err();
+        assert!(e.contains("\"x\" is used twice"), "{e}");
+        assert!(write(&[("".into(), &t)], &none).unwrap_err().contains("empty name"));
+        assert!(write(&[("__metadata__".into(), &t)], &none).unwrap_err().contains("reserved"));
+    }
+}

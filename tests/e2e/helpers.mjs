@@ -1,0 +1,96 @@
+// Shared by the page tests: a browser context that records every console error or warning,
+// page error, failed request and HTTP error, and helpers to drive the page.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { REPO } from "../node/helpers.mjs";
+
+export const ARTIFACTS = path.join(process.env.CARGO_TARGET_DIR || path.join(REPO, "target"), "test-artifacts");
+
+/** A new context and page; `problems` collects what must not happen (checked by `done`). */
+export async function openContext(browser, { viewport = { width: 1440, height: 1000 } } = {}) {
+  const context = await browser.newContext({ viewport, acceptDownloads: true });
+  const page = await context.newPage();
+  const problems = [];
+  const watch = (where) => (msg) => {
+    if (msg.type() === "error" || msg.type() === "warning") problems.push(`${where} console.${msg.type()}: ${msg.text()}`);
+  };
+  page.on("console", watch("page"));
+  page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
+  page.on("worker", (worker) => worker.on("console", watch("worker")));
+  page.on("requestfailed", (req) => problems.push(`request failed: ${req.url()} ${req.failure()?.errorText}`));
+  page.on("response", (res) => {
+    if (res.status() >= 400) problems.push(`HTTP ${res.status()} for ${res.url()}`);
+  });
+  return { context, page, problems };
+}
+
+/** Waits until the analysis after `afterSeq` has finished (ok, warn or error). */
+export async function waitAnalysis(page, afterSeq = null, timeout = 30000) {
+  await page.waitForFunction(
+    (s) => ["ok", "warn", "error"].includes(document.body.dataset.analysis) && document.body.dataset.seq !== undefined && document.body.dataset.seq !== s,
+    afterSeq,
+    { timeout },
+  );
+  return page.evaluate(() => document.body.dataset.analysis);
+}
+
+export const seqOf = (page) => page.evaluate(() => document.body.dataset.seq ?? null);
+
+/** Opens the page and waits for the first analysis. */
+export async function openReady(page, url) {
+  await page.goto(url);
+  await waitAnalysis(page);
+}
+
+/** Chooses a preset and waits for its analysis. */
+export async function selectPreset(page, id) {
+  const seq = await seqOf(page);
+  await page.getByLabel("Preset").selectOption(id);
+  return waitAnalysis(page, seq);
+}
+
+/** Replaces the editor's text as a user would (select all, type) and waits for the analysis. */
+export async function setCode(page, text, { wait = true } = {}) {
+  const seq = await seqOf(page);
+  await page.locator(".cm-content").click();
+  await page.keyboard.press("Control+A");
+  await page.keyboard.insertText(text);
+  if (wait) return waitAnalysis(page, seq);
+  return null;
+}
+
+export const editorText = (page) =>
+  page.evaluate(() => [...document.querySelectorAll(".cm-content .cm-line")].map((l) => l.textContent).join("\n"));
+
+/** The 1-based editor lines carrying an error diagnostic. */
+export function errorLines(page) {
+  return page.evaluate(() => {
+    const lines = [...document.querySelectorAll(".cm-content .cm-line")];
+    const marked = new Set();
+    for (const r of document.querySelectorAll(".cm-lintRange-error")) {
+      const line = r.closest(".cm-line");
+      if (line) marked.add(lines.indexOf(line) + 1);
+    }
+    return [...marked].sort((a, b) => a - b);
+  });
+}
+
+/** The IPUs the assignment view shows (its rows), after opening it. */
+export async function assignmentIpus(page) {
+  await page.getByRole("tab", { name: "Assignment" }).click();
+  return page.evaluate(() => [...document.querySelectorAll("#stages-chart .ipu-row")].map((r) => Number(r.dataset.ipu)));
+}
+
+export async function screenshot(page, name, locator = null) {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const file = path.join(ARTIFACTS, `${name}.png`);
+  await (locator ?? page).screenshot({ path: file, fullPage: !locator });
+  return file;
+}
+
+/** Asserts nothing went wrong, except problems matching `allowed` (regexps). */
+export function assertClean(problems, allowed = []) {
+  const left = problems.filter((p) => !allowed.some((re) => re.test(p)));
+  assert.deepEqual(left, []);
+}

@@ -1,0 +1,137 @@
+// Training in the page: RevGNN in its own worker, with the Planetoid files fetched from the
+// served data/ folder (scripts/stage-data.sh puts them there; `make test` stages them).
+import { test, describe, before, after, beforeEach, afterEach } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { startServer, launchChromium, REPO } from "../node/helpers.mjs";
+import { openContext, openReady, setCode, seqOf, waitAnalysis, screenshot, assertClean } from "./helpers.mjs";
+
+const T = { timeout: 180000 };
+const CORA = path.join(REPO, "data", "ind.cora.x");
+
+/** A small RevGNN, so the tests stay short (the page's own default is PyG's 7 × 160). */
+const SMALL = `export default {
+  revgnn: { layers: 2, hidden: 32, groups: 2, dropout: 0.5, lr: 0.01, parts: 4, seed: 0 },
+};
+`;
+
+/** Reads the epoch log: [{ epoch, loss }]. */
+const epochLog = (page) =>
+  page.evaluate(() =>
+    [...document.querySelectorAll("#train-log tbody tr")].map((tr) => {
+      const c = [...tr.children].map((td) => td.textContent);
+      return { epoch: Number(c[0]), loss: Number(c[1]), test: c[4] };
+    }),
+  );
+
+describe("training in the page", () => {
+  let server, browser, context, page, problems, allowed;
+
+  before(async () => {
+    assert.ok(fs.existsSync(CORA), `${CORA} is missing: stage the data with scripts/stage-data.sh`);
+    server = await startServer({ args: ["--quiet"] });
+    browser = await launchChromium();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  beforeEach(async () => {
+    ({ context, page, problems } = await openContext(browser));
+    allowed = [];
+  });
+
+  afterEach(async () => {
+    await context?.close();
+    assertClean(problems, allowed);
+  });
+
+  async function openTraining(code = SMALL) {
+    await openReady(page, server.url + "/");
+    await setCode(page, code);
+    await page.getByRole("tab", { name: "Training" }).click();
+    // The epoch log lists the rows these tests read (it fills only while open).
+    await page.locator("summary", { hasText: "Epoch log" }).click();
+  }
+
+  test("trains two epochs on Cora: the loss falls, the main thread never blocks for 50 ms", T, async () => {
+    await page.addInitScript(() => {
+      window.__longTasks = [];
+      new PerformanceObserver((list) => {
+        for (const e of list.getEntries()) window.__longTasks.push({ start: e.startTime, duration: e.duration });
+      }).observe({ type: "longtask", buffered: true });
+    });
+    await openTraining();
+    const seq = await seqOf(page);
+    await page.getByLabel("Dataset").selectOption("Cora");
+    await waitAnalysis(page, seq); // the graph view re-traces RevGNN for Cora's sizes
+    await page.getByLabel("Epochs").fill("2");
+    const t0 = await page.evaluate(() => performance.now());
+    await page.getByRole("button", { name: "Train" }).click();
+    await page.waitForFunction(() => /^Done: 2 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 120000 });
+    const t1 = await page.evaluate(() => performance.now());
+    const log = await epochLog(page);
+    assert.deepEqual(log.map((r) => r.epoch), [1, 2]);
+    assert.ok(log[1].loss < log[0].loss, `the loss did not fall: ${log[0].loss} -> ${log[1].loss}`);
+    assert.match(await page.locator("#train-progress-text").textContent(), /final test accuracy \d+\.\d %/);
+    assert.match(await page.locator("#train-stats").textContent(), /activation peak \(measured\)/);
+    assert.equal(await page.locator("#train-progress").getAttribute("value"), "2");
+    const long = await page.evaluate(([a, b]) => window.__longTasks.filter((t) => t.start >= a && t.start <= b), [t0, t1]);
+    assert.deepEqual(long, [], "long tasks on the main thread while training");
+    assert.equal(page.workers().length, 2, "the analysis worker and the training worker");
+
+    // The trained weights, as safetensors with PyG's names.
+    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: /Download weights/ }).click()]);
+    assert.equal(download.suggestedFilename(), "revgnn-cora.safetensors");
+    const bytes = fs.readFileSync(await download.path());
+    const n = Number(bytes.readBigUInt64LE(0));
+    const header = JSON.parse(bytes.subarray(8, 8 + n).toString("utf8"));
+    assert.equal(header.__metadata__.dataset, "Cora");
+    assert.equal(header.__metadata__.epochs_trained, "2");
+    assert.deepEqual(header["lin1.weight"].shape, [32, 1433]);
+    assert.deepEqual(header["lin2.weight"].shape, [7, 32]);
+    assert.deepEqual(header["convs.1.convs.1.conv.lin_l.weight"].shape, [16, 16]);
+    assert.equal(header["convs.0.convs.0.conv.lin_r.weight"].dtype, "F32");
+    const names = Object.keys(header).filter((k) => k !== "__metadata__");
+    assert.equal(names.length, 6 + 2 * 2 * 5);
+    const end = Math.max(...names.map((k) => header[k].data_offsets[1]));
+    assert.equal(bytes.length, 8 + n + end, "the data covers the file exactly");
+    await screenshot(page, "training-done");
+  });
+
+  test("pause and resume between epochs, then stop", T, async () => {
+    await openTraining();
+    await page.getByLabel("Dataset").selectOption("Cora");
+    await page.getByLabel("Epochs").fill("200");
+    await page.getByRole("button", { name: "Train" }).click();
+    await page.waitForFunction(() => document.querySelectorAll("#train-log tbody tr").length >= 1, null, { timeout: 120000 });
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.waitForFunction(() => /^Paused after epoch \d+/.test(document.getElementById("train-progress-text").textContent));
+    const paused = (await epochLog(page)).length;
+    await page.waitForTimeout(1500);
+    assert.equal((await epochLog(page)).length, paused, "epochs ran while paused");
+    assert.equal(await page.getByRole("button", { name: "Resume" }).isEnabled(), true);
+    await screenshot(page, "training-paused");
+    await page.getByRole("button", { name: "Resume" }).click();
+    await page.waitForFunction((n) => document.querySelectorAll("#train-log tbody tr").length > n, paused, { timeout: 60000 });
+    await page.getByRole("button", { name: "Stop" }).click();
+    await page.waitForFunction(() => /^Stopped after epoch \d+/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 60000 });
+    assert.equal(await page.getByRole("button", { name: "Train" }).isEnabled(), true);
+    assert.equal(await page.getByRole("button", { name: "Stop" }).isDisabled(), true);
+  });
+
+  test("a missing dataset is a clear message in the training view", T, async () => {
+    await page.route("**/data/ind.citeseer.graph", (route) => route.fulfill({ status: 404, body: "no" }));
+    await openTraining();
+    await page.getByLabel("Dataset").selectOption("CiteSeer");
+    await page.getByLabel("Epochs").fill("1");
+    await page.getByRole("button", { name: "Train" }).click();
+    await page.waitForFunction(() => !document.getElementById("train-error").hidden, null, { timeout: 60000 });
+    assert.match(await page.locator("#train-error").textContent(), /The CiteSeer dataset is not on the server: data\/ind\.citeseer\.graph \(HTTP 404\) missing\. Stage it with scripts\/stage-data\.sh/);
+    assert.equal(await page.getByRole("button", { name: "Train" }).isEnabled(), true);
+    allowed = [/ind\.citeseer\.graph/, /404 \(Not Found\)/];
+  });
+});

@@ -1,0 +1,89 @@
+// The one definition of the messages between the page (engine/client.js) and the engine
+// worker (engine/worker.js). Both import this file; no request name is typed anywhere else.
+//
+// Page → worker, a request:   { seq, type, args }
+//   seq: a number, increasing per client; the reply carries it back.
+// Worker → page, a reply:     { seq, ok: true, result } | { seq, ok: false, error }
+//   error: { message, kind, line?, column?, fatal? } (see makeError)
+// Worker → page, an event:    { event, data }   (no seq: the worker speaks first)
+
+/** Requests the worker answers, by name. */
+export const Request = Object.freeze({
+  /** () → { version, simd } */
+  HELLO: "hello",
+  /** ({ code, options, ipus, dataset }) → Analysis: the user's model traced and planned. */
+  ANALYSE: "analyse",
+  /** ({ dataset, config, epochs }) → { epochs, dataset, params }: builds the trainer and starts training. */
+  TRAIN: "train",
+  /** () → { state }: pause / resume / stop the running training between epochs. */
+  PAUSE: "pause",
+  RESUME: "resume",
+  STOP: "stop",
+  /** () → { bytes: Uint8Array, names: [..], filename }: the trained weights as safetensors. */
+  WEIGHTS: "weights",
+});
+
+/** Events the worker sends by itself. */
+export const Event = Object.freeze({
+  /** { version, simd }: the wasm is loaded; timed requests may start. */
+  READY: "ready",
+  /** { message }: the wasm could not be loaded. */
+  FAILED: "failed",
+  /** Progress of a training run: see TrainingEvent below. */
+  TRAINING: "training",
+});
+
+/**
+ * data of Event.TRAINING:
+ *   { phase: "building" | "running" | "paused" | "stopped" | "done" | "error",
+ *     epoch, epochs, steps, loss, acc: {train, val, test} | null, epochSeconds,
+ *     peakBytes, savedForBackward, message? }
+ */
+export const TrainingPhase = Object.freeze({
+  BUILDING: "building",
+  RUNNING: "running",
+  PAUSED: "paused",
+  STOPPED: "stopped",
+  DONE: "done",
+  ERROR: "error",
+});
+
+/** Kinds of error, so the page knows where to show one. */
+export const ErrorKind = Object.freeze({
+  /** The user's code does not parse: line/column point into the editor. */
+  SYNTAX: "syntax",
+  /** The user's code threw, or the tracer refused an op (shape mismatch, …): line when known. */
+  MODEL: "model",
+  /** An option is invalid: `field` names it. */
+  OPTION: "option",
+  /** A dataset file is missing on the server. */
+  DATASET: "dataset",
+  /** The engine itself (the wasm failed to load, a trap). */
+  ENGINE: "engine",
+  /** The worker was stopped because a request ran past its time limit. */
+  TIMEOUT: "timeout",
+});
+
+export function request(seq, type, args = {}) {
+  return { seq, type, args };
+}
+
+export function reply(seq, result, transfer) {
+  return [{ seq, ok: true, result }, transfer ?? []];
+}
+
+export function failure(seq, error) {
+  return { seq, ok: false, error };
+}
+
+export function event(name, data) {
+  return { event: name, data };
+}
+
+/** An error object as it crosses the boundary (plain data, structured-cloneable). */
+export function makeError(kind, message, extra = {}) {
+  return { kind, message: String(message), ...extra };
+}
+
+/** The file name user code is shown as, in the graph's source column and in messages. */
+export const USER_FILE = "model.js";

@@ -1,0 +1,30 @@
+// A tiny DOM builder for the views: h("div", { class: "x", text: "…" }, [children]).
+export function h(tag, attrs = {}, children = []) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") e.textContent = v;
+    else if (k.startsWith("on") && typeof v === "function") e.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
+  }
+  e.append(...[].concat(children).filter((c) => c !== null && c !== undefined));
+  return e;
+}
+
+/** A notice that a part needs the planner (issue #9), which this build does not have. */
+export function plannerMissing(what) {
+  return h("div", { class: "notice planner-missing", role: "note" }, [
+    h("strong", { text: "Planner not available in this build. " }),
+    `${what} needs the IPU planner's memory and cost model (issue #9), which is not built into this package yet. ` +
+      "The Assignment view is derived from the traced graph by a placeholder that computes only what the graph and PopTorch's rules determine.",
+  ]);
+}
+
+export function stat(label, value, cls = "") {
+  return h("div", { class: `stat ${cls}` }, [h("span", { class: "stat-value", text: String(value) }), h("span", { class: "stat-label", text: label })]);
+}
+
+/** The width inside `root`'s padding (what a chart drawn in it may use). */
+export function contentWidth(root, min = 320) {
+  const cs = getComputedStyle(root);
+  return Math.max(min, Math.floor(root.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight)) - 2);
+}
