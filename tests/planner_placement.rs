@@ -277,6 +277,6 @@ fn ipu_count_inter_ipu_copies_carry_values_across() {
         let prod = p.graph.values[c.value as usize].node;
         assert_eq!(p.placement.ipu[prod], c.from_ipu);
         assert_eq!(p.placement.ipu[c.node], c.to_ipu);
-        assert_eq!(c.bytes, p.graph.values[c.value as usize].ty.nbytes());
+        assert_eq!(c.bytes, p.graph.values[c.value as usize].ty.nbytes() as u64);
     }
 }

@@ -54,8 +54,8 @@ struct EpochOut {
     epoch: usize,
     loss: f64,
     steps: usize,
-    saved_for_backward: usize,
-    peak_bytes: usize,
+    saved_for_backward: u64,
+    peak_bytes: u64,
     /// Per op name: [calls, seconds], when `setProfiling(true)` is on.
     op_time: std::collections::BTreeMap<&'static str, (usize, f64)>,
 }

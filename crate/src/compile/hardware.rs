@@ -101,8 +101,8 @@ pub struct Generation {
 
 impl Generation {
     /// In-Processor Memory per IPU.
-    pub fn capacity_bytes(&self) -> usize {
-        self.tiles * self.bytes_per_tile
+    pub fn capacity_bytes(&self) -> u64 {
+        self.tiles as u64 * self.bytes_per_tile as u64
     }
 
     /// Peak FLOP rate for an op computing in `half` or single precision.

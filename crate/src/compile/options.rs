@@ -603,18 +603,18 @@ impl Options {
 
     /// Whether tensors of `class` with `elements` elements live in Streaming Memory
     /// (`minElementsForOffChip` keeps smaller ones on chip).
-    pub fn off_chip(&self, class: TensorClass, elements: usize) -> bool {
+    pub fn off_chip(&self, class: TensorClass, elements: u64) -> bool {
         let s = self.location(class);
-        s.use_on_chip_storage == Some(false) && elements >= s.min_elements_for_off_chip
+        s.use_on_chip_storage == Some(false) && elements >= s.min_elements_for_off_chip as u64
     }
 
     /// Whether a tensor of `class` with `elements` elements is sharded across replicas
     /// (replicated tensor sharding: each replica holds 1/replicationFactor of it).
-    pub fn sharded_across_replicas(&self, class: TensorClass, elements: usize) -> bool {
+    pub fn sharded_across_replicas(&self, class: TensorClass, elements: u64) -> bool {
         let s = self.location(class);
         self.replication_factor > 1
             && s.use_replicated_tensor_sharding
-            && elements >= s.min_elements_for_replicated_tensor_sharding
+            && elements >= s.min_elements_for_replicated_tensor_sharding as u64
     }
 
     /// The output mode in effect (`Default` resolved: All for inference, Final for training).

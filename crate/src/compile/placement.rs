@@ -22,6 +22,7 @@ use super::error::Diagnostic;
 use super::options::Options;
 use super::schedule::StagePass;
 use super::strategy::{AutoStage, ExecutionStrategy, PhaseLiveness, PhasedExecution, PipelinedExecution, StageSpec};
+use crate::ir::liveness::value_bytes;
 use crate::ir::{Graph, InputKind, Op, Pass};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -86,7 +87,7 @@ pub struct IpuCopy {
     pub value: u32,
     pub from_ipu: usize,
     pub to_ipu: usize,
-    pub bytes: usize,
+    pub bytes: u64,
     pub node: usize,
 }
 
@@ -860,7 +861,7 @@ fn find_copies(g: &Graph, opts: &Options, p: &mut Placement) {
                 _ => {}
             }
             if done.insert((v.0, to), ()).is_none() {
-                p.copies.push(IpuCopy { value: v.0, from_ipu: from, to_ipu: to, bytes: g.ty(v).nbytes(), node: i });
+                p.copies.push(IpuCopy { value: v.0, from_ipu: from, to_ipu: to, bytes: value_bytes(g.ty(v)), node: i });
             }
         }
     }

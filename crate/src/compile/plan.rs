@@ -477,7 +477,7 @@ fn check_modes(g: &Graph, o: &Options, p: &Placement, errors: &mut Vec<Diagnosti
 
 impl Plan {
     /// The largest peak over IPUs.
-    pub fn peak_bytes_max_ipu(&self) -> usize {
+    pub fn peak_bytes_max_ipu(&self) -> u64 {
         self.memory.ipus.iter().map(|m| m.peak_bytes).max().unwrap_or(0)
     }
 
@@ -507,7 +507,7 @@ impl Plan {
             if self.training { "training" } else { "inference" },
             g.chip,
             g.tiles,
-            human(g.bytes_per_tile),
+            human(g.bytes_per_tile as u64),
             human(g.capacity_bytes()),
             self.num_nodes
         ));
@@ -535,7 +535,7 @@ impl Plan {
             ));
         }
         if !self.copies.is_empty() {
-            let bytes: usize = self.copies.iter().map(|c| c.bytes).sum();
+            let bytes = self.copies.iter().map(|c| c.bytes).fold(0, u64::saturating_add);
             s.push_str(&format!("inter-IPU copies: {} ({} per micro-batch)\n", self.copies.len(), human(bytes)));
         }
         s.push_str("memory:\n");

@@ -25,7 +25,7 @@ use super::placement::{is_source, Placement};
 use super::schedule::{Pipeline, StagePass};
 use super::strategy::ExecutionStrategy;
 use super::strategy::PhaseLiveness;
-use crate::ir::liveness::sub_graph;
+use crate::ir::liveness::{sub_graph, value_bytes, value_elements};
 use crate::ir::{Graph, InputKind, Op};
 use crate::tensor::DType;
 use serde::Serialize;
@@ -76,7 +76,7 @@ pub struct Time {
     pub iterations_per_step: usize,
     pub micro_batches_per_iteration: usize,
     pub micro_batch_size: usize,
-    pub samples_per_step: usize,
+    pub samples_per_step: u64,
     /// Samples per second, all replicas together.
     pub throughput: f64,
     pub ipus: Vec<IpuTime>,
@@ -115,24 +115,24 @@ enum Class {
 fn flops_bytes(g: &Graph, i: usize) -> (f64, f64, f64, Class) {
     let n = &g.nodes[i];
     let ty = |k: usize| g.ty(n.inputs[k]);
-    let in_bytes: f64 = n.inputs.iter().map(|v| g.ty(*v).nbytes() as f64).sum();
-    let out_bytes: f64 = n.outputs.iter().map(|v| g.ty(*v).nbytes() as f64).sum();
-    let out_numel: f64 = n.outputs.iter().map(|v| g.ty(*v).numel() as f64).sum();
+    let in_bytes: f64 = n.inputs.iter().map(|v| value_bytes(g.ty(*v)) as f64).sum();
+    let out_bytes: f64 = n.outputs.iter().map(|v| value_bytes(g.ty(*v)) as f64).sum();
+    let out_numel: f64 = n.outputs.iter().map(|v| value_elements(g.ty(*v)) as f64).sum();
     let (flops, class) = match &n.op {
         Op::Placeholder { .. } | Op::Constant { .. } | Op::Reshape { .. } | Op::Permute { .. } => (0.0, Class::Free),
         Op::MatMul => {
             let k = *ty(0).shape.last().unwrap_or(&1) as f64;
             (2.0 * out_numel * k, Class::Dense)
         }
-        Op::MatMulTN => (2.0 * out_numel * ty(0).shape[0] as f64, Class::Dense),
+        Op::MatMulTN => (2.0 * out_numel * ty(0).shape.first().copied().unwrap_or(1) as f64, Class::Dense),
         Op::Linear { .. } | Op::LinearAdd { .. } => (2.0 * out_numel * ty(1).shape[1] as f64, Class::Dense),
         Op::SpMM { .. } | Op::SpMMTransposed { .. } => {
-            let nnz = ty(1).numel() as f64;
+            let nnz = value_elements(ty(1)) as f64;
             let f = *g.ty(n.outputs[0]).shape.last().unwrap_or(&1) as f64;
             return (2.0 * nnz * f, nnz * f * 4.0 + out_bytes, in_bytes, Class::Gather);
         }
         Op::SpMMValuesGrad { .. } => {
-            let nnz = ty(1).numel() as f64;
+            let nnz = value_elements(ty(1)) as f64;
             let f = *ty(2).shape.last().unwrap_or(&1) as f64;
             return (2.0 * nnz * f, 2.0 * nnz * f * 4.0, in_bytes, Class::Gather);
         }
@@ -278,10 +278,10 @@ pub fn time(
         match &node.op {
             Op::OptimizerUpdate { .. } => {
                 update_cost[np.ipu].add(cm.node(g, i));
-                grad_bytes[np.ipu] += g.ty(node.inputs[0]).nbytes() as f64;
+                grad_bytes[np.ipu] += value_bytes(g.ty(node.inputs[0])) as f64;
             }
             Op::Placeholder { kind: InputKind::Input, .. } => {
-                input_bytes[np.pipeline_stage] += g.ty(node.outputs[0]).nbytes() as f64
+                input_bytes[np.pipeline_stage] += value_bytes(g.ty(node.outputs[0])) as f64
             }
             op if is_source(op) => {}
             _ => stage_cost[np.pipeline_stage].add(cm.node(g, i)),
@@ -309,7 +309,7 @@ pub fn time(
             stage_stream[place.nodes[t.node.min(g.nodes.len().saturating_sub(1))].pipeline_stage] += t.bytes as f64;
         }
     }
-    let out_bytes: f64 = g.outputs.iter().map(|v| g.ty(*v).nbytes() as f64).sum();
+    let out_bytes: f64 = g.outputs.iter().map(|v| value_bytes(g.ty(*v)) as f64).sum();
     // Backward stages recompute their forward stage in pipelined training.
     let recompute = training
         && opts.auto_recomputation == Recomputation::Pipeline
@@ -524,7 +524,10 @@ pub fn time(
     let iteration = t;
     let step = iteration * iterations_per_step as f64;
     let groups = opts.input_replica_grouping.size.max(1);
-    let samples = micro_batch_size * mbs * iterations_per_step * opts.replication_factor.max(1) / groups;
+    let samples = [micro_batch_size, mbs, iterations_per_step, opts.replication_factor.max(1)]
+        .into_iter()
+        .fold(1u64, |acc, k| acc.saturating_mul(k as u64))
+        / groups as u64;
     Time {
         step_time_s: step,
         iteration_time_s: iteration,
