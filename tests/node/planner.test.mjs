@@ -72,6 +72,27 @@ describe("plan() from the npm package", () => {
     assert.match(oom.message, /1216 tiles × 256\.0 KiB/);
   });
 
+  test("blocks: block() is a scope that leaves no block active, beginBlock() lasts", () => {
+    const bad = m.traceMixedBlocks(false);
+    const kinds = bad.graph.nodes.filter((n) => n.op !== "placeholder").map((n) => [n.opname, n.meta.block, n.meta.block_kind]);
+    assert.deepEqual(kinds, [
+      ["linear", "first", "begin"],
+      ["relu", "first", "begin"],
+      ["linear", "second", "scoped"],
+      ["relu", null, "ended"],
+      ["mean", null, "ended"],
+    ]);
+    const p = m.plan(bad, { deviceIterations: 2 });
+    assert.equal(p.valid, false);
+    assert.deepEqual(codes(p.errors), ["no_active_block"]);
+    assert.match(p.errors[0].message, /^No active Block, all the ops must belong to a Block: 'relu'/);
+    assert.match(p.errors[0].message, /the Block scope 'second' ended/);
+    assert.equal(bad.graph.nodes[p.errors[0].node].opname, "relu");
+    const good = m.plan(m.traceMixedBlocks(true), { deviceIterations: 2 });
+    assert.equal(good.valid, true, JSON.stringify(good.errors));
+    assert.deepEqual(good.blocks.map((b) => [b.id, b.kind, b.ipu]), [["first", "begin", 0], ["second", "scoped", 1], ["third", "begin", 1]]);
+  });
+
   test("bad calls throw an Error naming the cause", () => {
     assert.throws(() => m.plan({}), /must be what trace\(\)/);
     assert.throws(() => m.plan(m.traceMlp([4, 3], 2), undefined, { training: true }), /loss must be a float scalar/);

@@ -157,8 +157,11 @@ fn block_args(id: &JsValue, ipu: &JsValue, what: &str) -> JsResult<(String, Opti
     Ok((id, ipu))
 }
 
-/// Runs `fn()` with ops recorded in Block `id` on `ipu` (PopTorch `poptorch.Block`) and
-/// returns its result. `ipu`: a whole number from 0 to 65535, or omitted.
+/// Runs `fn()` with ops recorded in Block `id` on `ipu` (PopTorch `with poptorch.Block`)
+/// and returns its result. `ipu`: a whole number from 0 to 65535, or omitted. As in
+/// PopTorch, when `fn` returns no block is active — not an enclosing `block`, not an
+/// earlier `beginBlock` — so ops after it need a block of their own (the planner reports
+/// PopTorch's "No active Block" otherwise). Each op's `meta.block_kind` records the kind.
 #[wasm_bindgen]
 pub fn block(
     #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
@@ -177,7 +180,9 @@ pub fn block(
     out
 }
 
-/// Starts Block `id` on `ipu` for every op recorded from now on (PopTorch `BeginBlock`).
+/// Starts Block `id` on `ipu` for every op recorded from now on, until the next block
+/// starts (PopTorch `BeginBlock` / `Block.start`). Ops before the first block of either
+/// kind go on IPU 0.
 #[wasm_bindgen(js_name = beginBlock)]
 pub fn begin_block(
     #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
