@@ -25,10 +25,10 @@ function makePlan(traced, options, training, available) {
 
 // ---------------------------------------------------------------- analysis of user code
 
-/** traceRevGnn, with an error about a hyper-parameter marked at the line that sets it. */
+/** demoModel("revgnn"), with an error about a hyper-parameter marked at the line that sets it. */
 function revgnnTrace(code, config) {
   try {
-    return pkg.traceRevGnn(config);
+    return pkg.demoModel("revgnn", config);
   } catch (e) {
     const message = e?.message ?? String(e);
     const lines = code.split("\n");

@@ -6,7 +6,6 @@
 //! input, and the module keeps working after any number of rejected calls.
 
 pub mod args;
-mod gnn;
 pub mod modules;
 pub mod nn;
 pub mod plan;
