@@ -342,6 +342,35 @@ fn check_io_tiles(n: Option<usize>) -> Result<(), Diagnostic> {
     Ok(())
 }
 
+/// Option groups that are JSON objects, by path, with an example. Serde would also read an
+/// array into them, item by item in field order (`"Training": [4]` as a gradient
+/// accumulation of 4), so arrays are rejected here by name, as at the top level.
+const OPTION_GROUPS: &[(&[&str], &str)] = &[
+    (&["inputReplicaGrouping"], r#"{"size": 2, "type": "consecutive"}"#),
+    (&["executionStrategy"], r#"{"type": "pipelined", "autoStage": "autoIncrement"}"#),
+    (&["availableMemoryProportion"], r#"{"IPU0": 0.5}"#),
+    (&["Training"], r#"{"gradientAccumulation": 4}"#),
+    (&["TensorLocations"], r#"{"weight": {"useOnChipStorage": false}}"#),
+    (&["TensorLocations", "activation"], r#"{"useOnChipStorage": false}"#),
+    (&["TensorLocations", "weight"], r#"{"useOnChipStorage": false}"#),
+    (&["TensorLocations", "optimizer"], r#"{"useOnChipStorage": false}"#),
+    (&["TensorLocations", "accumulator"], r#"{"useOnChipStorage": false}"#),
+];
+
+/// The first option group of `value` given as an array (see [`OPTION_GROUPS`]).
+fn reject_positional_groups(value: &serde_json::Value) -> Result<(), String> {
+    for (path, example) in OPTION_GROUPS {
+        let found = path.iter().try_fold(value, |v, key| v.get(key));
+        if let Some(v @ serde_json::Value::Array(_)) = found {
+            return Err(format!(
+                "`{}` must be an object like {example}, not a list of values by position: got {v}",
+                path.join(".")
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn frozen_error() -> Diagnostic {
     Diagnostic::new(
         "options_frozen",
@@ -550,6 +579,7 @@ impl Options {
         if !value.is_object() {
             return Err(bad(format!("expected a JSON object of options, got {value}")));
         }
+        reject_positional_groups(&value).map_err(bad)?;
         let mut o: Options = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
         if let Some(e) = o.validate().into_iter().next() {
             return Err(e);
