@@ -26,7 +26,7 @@ fn message(err: JsValue) -> String {
 }
 
 #[wasm_bindgen_test]
-fn a_traced_mlp_plans_on_one_ipu_with_defaults() {
+fn options_a_traced_mlp_plans_on_one_ipu_with_defaults() {
     let model = api::trace_mlp(json("[4, 16, 3]"), 8.into()).unwrap();
     let plan = api::plan::plan(model.clone(), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap();
     assert_eq!(get(&plan, "valid"), JsValue::TRUE);
@@ -43,7 +43,7 @@ fn a_traced_mlp_plans_on_one_ipu_with_defaults() {
 }
 
 #[wasm_bindgen_test]
-fn invalid_configurations_are_plans_with_errors() {
+fn ipu_count_invalid_configurations_are_plans_with_errors() {
     let m = api::plan::demo_model("mlp".into(), json(r#"{"layers": 3, "ipus": 3, "small": true}"#)).unwrap();
     let plan = api::plan::plan(m.clone(), json(r#"{"deviceIterations": 3}"#), JsValue::UNDEFINED).unwrap();
     assert_eq!(get(&plan, "valid"), JsValue::FALSE);
@@ -64,7 +64,7 @@ fn invalid_configurations_are_plans_with_errors() {
 }
 
 #[wasm_bindgen_test]
-fn training_plans_build_the_training_graph() {
+fn pipelined_training_plans_build_the_training_graph() {
     let m = api::plan::demo_model(
         "transformer".into(),
         json(r#"{"layers": 2, "ipus": 2, "small": true, "training": true}"#),
@@ -85,7 +85,7 @@ fn training_plans_build_the_training_graph() {
 }
 
 #[wasm_bindgen_test]
-fn nothing_to_plan_throws_an_error_naming_the_cause() {
+fn options_nothing_to_plan_throws_an_error_naming_the_cause() {
     let e = message(api::plan::plan(JsValue::from(42), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap_err());
     assert!(e.contains("trace()"), "{e}");
     let e = message(api::plan::plan(json(r#"{"traced": 1}"#), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap_err());

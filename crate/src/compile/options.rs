@@ -662,7 +662,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_are_poptorchs() {
+    fn options_defaults_are_poptorchs() {
         let o = Options::new();
         assert_eq!((o.device_iterations, o.replication_factor, o.training.gradient_accumulation), (1, 1, 1));
         assert!(o.broadcast_buffers && !o.auto_round_num_ipus);
@@ -673,7 +673,7 @@ mod tests {
     }
 
     #[test]
-    fn json_round_trips_and_empty_json_is_the_defaults() {
+    fn options_json_round_trips_and_empty_json_is_the_defaults() {
         let mut o = Options::new();
         o.replication_factor(4).unwrap().input_replica_grouping(2, CommGroupType::Orthogonal).unwrap();
         o.gradient_accumulation(8).unwrap();
