@@ -40,7 +40,7 @@ export const CLASS_COLOURS = {
   stash: "#e45756",
   gradients: "#54a24b",
   temporaries: "#eeca3b",
-  streaming: "#9d755d",
+  loaded: "#9d755d",
 };
 
 export const KIND_COLOURS = {

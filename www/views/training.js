@@ -47,6 +47,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
   const progressText = h("p", { class: "progress-text", id: "train-progress-text", role: "status", "aria-live": "polite", text: "Not started." });
   const error = h("div", { class: "error", id: "train-error", role: "alert", hidden: true });
   const stats = h("div", { class: "stats", id: "train-stats" });
+  const predictionNote = h("p", { class: "muted", id: "train-prediction" });
   const charts = h("div", { class: "train-charts" });
   const logBody = h("tbody");
   const log = h("details", { class: "printed" }, [
@@ -72,6 +73,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     h("div", { class: "progress" }, [progress, progressText]),
     error,
     stats,
+    predictionNote,
     charts,
     log,
   );
@@ -111,6 +113,8 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     logBody.replaceChildren();
     logRows.length = 0;
     stats.replaceChildren();
+    prediction = null;
+    predictionNote.textContent = "";
     download.disabled = true;
     setBusy(true);
     paused = false;
@@ -126,12 +130,23 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     if (Number.isInteger(n) && n >= 1 && n <= 10000) onSettings({ epochs: n });
   });
 
+  let prediction = null;
+
   function statsFor(d) {
     const items = [];
     if (d.acc) items.push(stat("test accuracy", `${(d.acc.test * 100).toFixed(1)} %`, "test-acc"), stat("val accuracy", `${(d.acc.val * 100).toFixed(1)} %`));
     if (d.peakBytes) items.push(stat("activation peak (measured)", bytes(d.peakBytes), "peak"));
+    if (prediction?.livePeakBytes !== undefined) {
+      items.push(stat("activation peak (planner's prediction)", bytes(prediction.livePeakBytes), "predicted"));
+      if (d.peakBytes) {
+        const ratio = prediction.livePeakBytes / d.peakBytes;
+        items.push(stat("predicted ÷ measured", ratio.toFixed(3), Math.abs(ratio - 1) < 0.05 ? "ok ratio" : "ratio"));
+      }
+      items.push(stat(`whole ${prediction.generation} IPU at its peak`, `${bytes(prediction.peakBytes)} of ${bytes(prediction.capacityBytes)}`, prediction.fits ? "ok" : "bad"));
+    } else if (prediction?.error) {
+      items.push(stat("planner's prediction", "could not plan", "bad"));
+    }
     if (d.savedForBackward) items.push(stat("kept for backward", bytes(d.savedForBackward)));
-    items.push(stat("planner's prediction", "needs the planner (#9)", "muted"));
     return items;
   }
 
@@ -171,6 +186,11 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
       if (d.phase === P.RUNNING || d.phase === P.PAUSED) {
         progress.value = d.epoch ?? 0;
         if (!d.epoch) {
+          if (d.prediction) {
+            prediction = d.prediction;
+            stats.replaceChildren(...statsFor(d));
+            if (prediction.error) predictionNote.textContent = `The planner could not plan this training step: ${prediction.error}`;
+          }
           progressText.textContent = `Epoch 0 / ${d.epochs} · ${d.params?.toLocaleString("en") ?? "?"} parameters, compiled in ${(d.buildSeconds ?? 0).toFixed(1)} s`;
           return;
         }
