@@ -146,14 +146,15 @@ const FIELD_OF_KEY = [
 export function fieldOfDiagnostic(d) {
   if (Object.hasOwn(FIELD_OF_CODE, d.code)) return FIELD_OF_CODE[d.code];
   if (d.code === "options_not_positive" || d.code === "options_json") {
-    const text = d.message ?? "";
+    // Only what the message says is wrong, not the list of what was expected.
+    const text = (d.message ?? "").split(/,? expected (one of|a|an) /)[0];
+    if (/unknown field `/.test(text)) return "options";
     let best = null;
     for (const [key, field] of FIELD_OF_KEY) {
       const at = text.indexOf(key);
       if (at >= 0 && (best === null || at < best.at)) best = { at, field };
     }
-    if (best) return best.field;
-    return "options";
+    return best ? best.field : "options";
   }
   return null;
 }

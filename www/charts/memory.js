@@ -6,7 +6,7 @@
 //                        capacityLabel = "capacity", peakIndex, selected })
 // `x` may list a sample of the program's steps (in order); points are placed by their step.
 // Returns { indexAt(px) }: the index of the point nearest a CSS-pixel x (for clicks).
-import { CLASS_COLOURS, bytes, sizeCanvas } from "./svg.js";
+import { CLASS_COLOURS, bytes, byteTicks, sizeCanvas } from "./svg.js";
 
 const PAD = { left: 64, right: 12, top: 14, bottom: 26 };
 
@@ -26,7 +26,8 @@ export function drawMemory(canvas, data) {
   let peak = 1;
   for (let i = 0; i < n; i++) peak = Math.max(peak, totals[i]);
   const capacityShown = Boolean(data.capacity) && peak > data.capacity * 0.25;
-  const top = (capacityShown ? Math.max(data.capacity, peak) : peak) * 1.12;
+  const ticks = byteTicks((capacityShown ? Math.max(data.capacity, peak) : peak) * 1.08);
+  const top = ticks[ticks.length - 1];
   const w = width - PAD.left - PAD.right;
   const h = height - PAD.top - PAD.bottom;
   const last = Math.max(1, (data.programSteps ?? (n ? xs[n - 1] + 1 : 1)) - 1);
@@ -38,8 +39,7 @@ export function drawMemory(canvas, data) {
   ctx.fillStyle = "#6b7385";
   ctx.strokeStyle = "#e3e6ee";
   ctx.lineWidth = 1;
-  for (let k = 0; k <= 4; k++) {
-    const v = (top / 4) * k;
+  for (const v of ticks) {
     const y = Math.round(Y(v)) + 0.5;
     ctx.beginPath();
     ctx.moveTo(PAD.left, y);

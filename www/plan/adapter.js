@@ -267,20 +267,28 @@ export function fitItems(plan, checks = []) {
 }
 
 /**
- * The `file:line` of program node `node` in the traced graph: its own source, or for a
- * backward or optimizer node (which the traced graph does not have) the source of the first
- * forward node of its scope.
+ * The `file:line` of program node `node` in the traced graph: its own source; for a node the
+ * traced graph does not have (backward, optimizer) or one without a source, the source of
+ * the first forward node of its scope, else of its Block.
  */
 export function sourceOf(plan, graph, node) {
   if (!Number.isInteger(node)) return null;
   const own = graph.nodes[node]?.meta?.source;
   if (own) return own;
   const p = plan.program;
-  if (!p || node >= p.scope.length) return null;
-  const scope = p.scopes[p.scope[node]];
-  if (!scope) return null;
-  const n = graph.nodes.find((g) => g.meta?.scope === scope && g.meta?.source);
-  return n?.meta?.source ?? null;
+  const scope = p && node < p.scope.length ? p.scopes[p.scope[node]] : "";
+  if (scope) {
+    const n = graph.nodes.find((g) => g.meta?.scope === scope && g.meta?.source);
+    if (n) return n.meta.source;
+  }
+  const block = plan.blocks?.[plan.placement?.block?.[node]];
+  if (block) {
+    for (let i = block.firstNode; i <= Math.min(block.lastNode, graph.nodes.length - 1); i++) {
+      const src = graph.nodes[i]?.meta?.source;
+      if (src) return src;
+    }
+  }
+  return null;
 }
 
 /** The editor line of `source` (`model.js:12` → 12), when it is in the editor's code. */

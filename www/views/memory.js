@@ -8,6 +8,7 @@ import { drawTileScale } from "../charts/tiles.js";
 import { memoryData, tilesData, liveTensors, planIpus, stepLabel, CLASS_LABELS, PER_STEP } from "../plan/adapter.js";
 import { bytes, CLASS_COLOURS } from "../charts/svg.js";
 
+/** Tensors listed at a step (the largest); the rest are counted. */
 const LISTED = 40;
 
 export function createMemoryView(root) {
@@ -54,6 +55,7 @@ export function createMemoryView(root) {
     }
     const node = data.x[selected];
     const { tensors, always, step } = liveTensors(plan, data.ipu, node);
+    for (const [k, v] of Object.entries(step)) live.dataset[k] = String(v);
     const onChip = ["activations", "stash", "gradients", "temporaries", "loaded"].filter((c) => step[c] > 0).map((c) => `${CLASS_LABELS[c]} ${bytes(step[c])}`);
     live.replaceChildren(
       h("h4", { text: `Live at ${stepLabel(plan, data, selected)}: ${tensors.length} tensor${tensors.length === 1 ? "" : "s"}` }),
@@ -63,7 +65,7 @@ export function createMemoryView(root) {
       live.append(
         h("table", { class: "table" }, [
             h("thead", {}, [h("tr", {}, ["tensor", "class", "bytes"].map((t) => h("th", { text: t, scope: "col" })))]),
-            h("tbody", {}, tensors.slice(0, LISTED).map((v) => h("tr", {}, [v.name, v.class, bytes(v.bytes)].map((t) => h("td", { text: t }))))),
+            h("tbody", {}, tensors.slice(0, LISTED).map((v) => h("tr", { "data-bytes": v.bytes, "data-class": v.class }, [v.name, v.class, bytes(v.bytes)].map((t) => h("td", { text: t }))))),
           ]),
       );
     }
