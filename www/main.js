@@ -137,7 +137,7 @@ async function analyse() {
   try {
     const { seq, result } = await analyser.call(
       Request.ANALYSE,
-      { code: s.code, options: toPlannerOptions(s.options), precision: s.precision, ipus: s.ipus, dataset: s.train.dataset },
+      { code: s.code, options: toPlannerOptions(s.options), ipus: s.ipus, dataset: s.train.dataset },
       { timeoutMs: TIMEOUT_MS, onSeq: (n) => (mine = latest = n) },
     );
     if (seq !== latest) return; // an older request's answer: never shown as current
@@ -264,7 +264,7 @@ const training = createTrainingView(panels.training, {
 // ---------------------------------------------------------------- state changes
 
 const optionsPanel = createOptionsPanel($("options"), {
-  onChange: (options, ipus, precision) => store.set({ options, ipus, precision }),
+  onChange: (options, ipus) => store.set({ options, ipus }),
 });
 
 store.subscribe((s, patch) => {
@@ -273,7 +273,7 @@ store.subscribe((s, patch) => {
     dirty.add("graph");
     if (s.view === "graph") renderView("graph");
   }
-  if ("code" in patch || "options" in patch || "ipus" in patch || "precision" in patch) scheduleAnalysis();
+  if ("code" in patch || "options" in patch || "ipus" in patch) scheduleAnalysis();
   if ("train" in patch && analysis?.kind === "revgnn" && patch.train.dataset !== analysis.dataset) scheduleAnalysis();
 });
 
@@ -281,7 +281,7 @@ function loadPreset(id) {
   const s = presetState(id, store.get());
   store.set(s);
   editor.setText(s.code);
-  optionsPanel.set(s.options, s.ipus, s.precision);
+  optionsPanel.set(s.options, s.ipus);
   revgnnConfig = null;
   updateTrainingConfig();
 }
@@ -300,7 +300,7 @@ async function boot() {
   editor = createEditor($("editor"), s.code, (code) => {
     if (code !== store.get().code) store.set({ code });
   });
-  optionsPanel.set(s.options, s.ipus, s.precision);
+  optionsPanel.set(s.options, s.ipus);
   training.setSettings(s.train);
   updateTrainingConfig();
   showView(s.view);

@@ -1,7 +1,7 @@
 // The options the page holds, in the planner's own Options JSON (poptorch.Options in camelCase,
 // `Training` and `TensorLocations` nested: crate/src/compile/options.rs is its one definition and
-// the planner its one validator), plus the page-only settings that are not poptorch.Options and
-// are never sent in it (`precision.float16`: the model's dtype; the IPUs in the system).
+// the planner its one validator). The IPUs in the system are the page's own setting, never sent
+// in it.
 //
 // The page checks only what it needs to build the JSON (a count field holds a whole number);
 // every rule (ranges, PopTorch's combinations) is the planner's, whose diagnostics
@@ -44,11 +44,6 @@ export function defaultOptions() {
     Training: { gradientAccumulation: 1, automaticLossScaling: false },
     TensorLocations: {},
   };
-}
-
-/** The page-only settings' defaults. */
-export function defaultPrecision() {
-  return { float16: false };
 }
 
 const GROUPS = new Set(["Training", "TensorLocations"]);

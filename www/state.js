@@ -1,16 +1,15 @@
 // What the page holds: the preset, the editor's text, the options (the planner's Options
-// JSON), the page-only precision setting, the IPUs in the system, the open view and the
-// training settings. Saved to
+// JSON), the IPUs in the system, the open view and the training settings. Saved to
 // localStorage and to the URL hash (#z=<deflate-raw, base64url JSON>) on every change, so a
 // reload keeps the edit and the address is a link that restores it all.
-import { defaultOptions, defaultPrecision, mergeOptions } from "./options.js";
+import { defaultOptions, mergeOptions } from "./options.js";
 import { PRESETS, DEFAULT_PRESET, presetById } from "./presets/index.js";
 
 export const STORAGE_KEY = "ipu-playground.state";
 export const VIEWS = Object.freeze(["graph", "assignment", "memory", "execution", "fit", "training"]);
 export const DATASET_NAMES = Object.freeze(["PubMed", "Cora", "CiteSeer"]);
 // 2: options became the planner's Options JSON (version 1 held the page's own draft of it,
-// whose options and precision are not carried over).
+// whose options are not carried over).
 const VERSION = 2;
 
 /** The state a preset starts from. */
@@ -21,7 +20,6 @@ export function presetState(id, base = {}) {
     preset: p.id,
     code: p.code,
     options: mergeOptions(defaultOptions(), p.options),
-    precision: { ...defaultPrecision(), ...(p.precision ?? {}) },
     ipus: p.ipus,
     view: base.view ?? "graph",
     colorBy: base.colorBy ?? "ipu",
@@ -37,7 +35,6 @@ export function sanitize(raw) {
   if (typeof raw.code === "string" && raw.code.length <= 200_000) s.code = raw.code;
   if (raw.v === VERSION) {
     if (raw.options && typeof raw.options === "object" && !Array.isArray(raw.options)) s.options = mergeOptions(defaultOptions(), raw.options);
-    if (raw.precision && typeof raw.precision === "object") s.precision = { float16: raw.precision.float16 === true };
     if (Number.isInteger(raw.ipus) && raw.ipus >= 1 && raw.ipus <= 1024) s.ipus = raw.ipus;
   }
   if (VIEWS.includes(raw.view)) s.view = raw.view;

@@ -301,6 +301,29 @@ describe("the playground page", () => {
     assert.deepEqual(await errorLines(page), []);
   });
 
+  test("a training model without a loss is named at its `training` line; the loss output is found or named", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    const good = await editorText(page);
+    const line = (code, needle) => code.split("\n").findIndex((l) => l.includes(needle)) + 1;
+    const noLoss = good.replace("return [logits, logits.crossEntropy(labels)];", "return logits;");
+    await setCode(page, noLoss);
+    assert.deepEqual(await errorLines(page), [line(noLoss, "training: true")]);
+    assert.match(await text("#error"), /training: true, but forward returns no loss: a training model \(poptorch\.trainingModel\) returns its loss/);
+    // An output index that is not there, at the `loss:` line.
+    const badIndex = good.replace("training: true,", "training: true,\n  loss: 5,");
+    await setCode(page, badIndex);
+    assert.deepEqual(await errorLines(page), [line(badIndex, "loss: 5")]);
+    assert.match(await text("#error"), /`loss: 5` names output 5, but forward returns 2 outputs/);
+    // An optimizer the planner does not model, at the `optimizer:` line.
+    const badOpt = good.replace('optimizer: "adam"', 'optimizer: "adagrad"');
+    await setCode(page, badOpt);
+    assert.deepEqual(await errorLines(page), [line(badOpt, "optimizer:")]);
+    assert.match(await text("#error"), /`optimizer` must be one of "sgd", "sgdMomentum", "adam", "adamW", got "adagrad"/);
+    assert.equal(await setCode(page, good), "ok");
+    assert.deepEqual(await errorLines(page), []);
+  });
+
   test("a plan error is marked at the line of the Block it names", T, async () => {
     await openReady(page, server.url + "/");
     await selectPreset(page, "mlp-pipelined");
@@ -486,6 +509,9 @@ describe("the playground page", () => {
       assert.equal(await editorText(other.page), code);
       assert.equal(await other.page.getByLabel("Preset").inputValue(), "replicated");
       assert.equal(await other.page.getByLabel("Replication factor").inputValue(), "2");
+      // The link's options are planned: 2 IPUs per replica × 2 replicas.
+      await other.page.getByRole("tab", { name: "Assignment" }).click();
+      assert.match(await other.page.locator("#assignment-stats").textContent(), /4IPUs used.*2 × 2per replica × replicas/);
       assert.match(await other.page.locator("#status").textContent(), /Restored from the link|Ready/);
       assertClean(other.problems);
     } finally {

@@ -6,7 +6,7 @@
 //   - an object { model, inputs, training?, optimizer?, loss? }: `model` an nn.Module,
 //     `inputs` the example inputs [{ name, shape, dtype? }] it is traced with, `training`
 //     to plan it as poptorch.trainingModel (its forward returns the loss); or
-//   - a function ({ options, ipus, float16 }) => that object (sync or async), to build the
+//   - a function ({ options, ipus }) => that object (sync or async), to build the
 //     model from the page's options panel; or
 //   - { revgnn: { layers, hidden, … } }: the built-in RevGNN trainer's configuration
 //     (until the PopTorch-style API brings nn.SAGEConv and datasets into the editor).

@@ -30,13 +30,8 @@ function revgnnTrace(code, config) {
     return pkg.traceRevGnn(config);
   } catch (e) {
     const message = e?.message ?? String(e);
-    const lines = code.split("\n");
-    for (const key of ["layers", "hidden", "groups", "dropout", "seed"]) {
-      if (!new RegExp(`\\b${key}\\b`, "i").test(message)) continue;
-      const line = lines.findIndex((l) => new RegExp(`\\b${key}\\s*:`).test(l));
-      if (line >= 0) throw makeError(ErrorKind.MODEL, `RevGNN: ${message}`, { line: line + 1 });
-    }
-    throw makeError(ErrorKind.MODEL, `RevGNN: ${message}`);
+    const key = ["layers", "hidden", "groups", "dropout", "seed"].find((k) => new RegExp(`\\b${k}\\b`, "i").test(message) && lineOfKey(code, k));
+    throw makeError(ErrorKind.MODEL, `RevGNN: ${message}`, key ? { line: lineOfKey(code, key) } : {});
   }
 }
 
@@ -66,17 +61,10 @@ function lossOutput(graph, loss, code) {
   throw makeError(ErrorKind.MODEL, `forward returns ${scalars.length} scalar outputs (${scalars.join(", ")}): say which one is the loss with \`loss: <index>\` next to \`training: true\``, { line });
 }
 
-/** The model's inputs as traced: float inputs in float16 when the page asks for half precision. */
-function tracedInputs(inputs, float16) {
-  if (!float16) return inputs;
-  return inputs.map((i) => (i && typeof i === "object" && (i.dtype === undefined || i.dtype === "float32") ? { ...i, dtype: "float16" } : i));
-}
-
-async function analyse({ code, options, precision = {}, ipus = 1, dataset = "PubMed" }) {
+async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
   const t0 = performance.now();
   if (typeof code !== "string") throw makeError(ErrorKind.MODEL, "no code to run");
-  const float16 = precision.float16 === true;
-  const ctx = Object.freeze({ options: structuredClone(options), ipus, float16 });
+  const ctx = Object.freeze({ options: structuredClone(options), ipus });
   const { exports, url } = await importModule(code, PACKAGE_URL);
   try {
     const spec = await normalize(exports, ctx).catch((e) => {
@@ -109,11 +97,11 @@ async function analyse({ code, options, precision = {}, ipus = 1, dataset = "Pub
       settings = { training: false, microBatchSize: d.nodes };
     } else {
       try {
-        traced = pkg.trace(spec.model, tracedInputs(spec.inputs, float16), { training: spec.training });
+        traced = pkg.trace(spec.model, spec.inputs, { training: spec.training });
       } catch (e) {
         throw describe(e, url);
       }
-      title = `${spec.model.constructor?.name ?? "Model"} on ${spec.inputs.map((i) => `${i.name ?? "input"} [${(i.shape ?? []).join("×")}]`).join(", ")}${float16 ? " in float16" : ""}`;
+      title = `${spec.model.constructor?.name ?? "Model"} on ${spec.inputs.map((i) => `${i.name ?? "input"} [${(i.shape ?? []).join("×")}]`).join(", ")}`;
       settings = spec.training ? { training: true, loss: lossOutput(traced.graph, spec.loss, code), optimizer: spec.optimizer } : { training: false };
     }
     // The tracer records the blob's id as the file: show the editor's name.
@@ -147,7 +135,6 @@ async function analyse({ code, options, precision = {}, ipus = 1, dataset = "Pub
       dataset: spec.kind === "revgnn" ? dataset : null,
       training: settings.training,
       optimizer: settings.optimizer ?? null,
-      float16,
       plan,
       checks,
       file: USER_FILE,

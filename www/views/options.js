@@ -1,6 +1,5 @@
 // The options panel: what users change most, as the planner's Options JSON (options.js), plus
-// the page-only settings (the IPUs in the system, float16). onChange(options, ipus, precision)
-// after every edit. A field shows the page's own complaint (a count that is not a whole number,
+// the IPUs in the system (the page's own setting). onChange(options, ipus) after every edit. A field shows the page's own complaint (a count that is not a whole number,
 // phases that are not JSON) at once, and the planner's diagnostics about it after each plan
 // (showPlanDiagnostics).
 import { STRATEGIES, AUTO_STAGES, GENERATIONS, LOCATIONS, TENSOR_CLASSES, typeErrors, locationOf, locationSettings, fieldOfDiagnostic } from "../options.js";
@@ -35,7 +34,6 @@ export function createOptionsPanel(root, { onChange }) {
     autoRound: checkbox(),
     gradientAccumulation: number(1),
     deviceIterations: number(1),
-    float16: checkbox(),
     automaticLossScaling: checkbox(),
   };
   for (const c of Object.keys(TENSOR_CLASSES)) inputs[`loc-${c}`] = select(LOCATIONS);
@@ -67,8 +65,8 @@ export function createOptionsPanel(root, { onChange }) {
     ]),
     h("fieldset", {}, [
       h("legend", { text: "Precision" }),
-      check("float16", "Half precision (float16 inputs and activations)", "The model's float inputs are traced as float16 (its weights stay float32, as the modules hold them)."),
       check("automaticLossScaling", "Automatic loss scaling (Training.setAutomaticLossScaling)"),
+      h("p", { class: "help", text: "Half precision is the model's, not an option (PopTorch: model.half()): the plan counts each tensor in the dtype your code traces it in." }),
     ]),
     h("fieldset", {}, [
       h("legend", { text: "Tensor locations" }),
@@ -80,7 +78,6 @@ export function createOptionsPanel(root, { onChange }) {
 
   let current = null;
   let currentIpus = 1;
-  let currentPrecision = { float16: false };
   /** The page's own complaints, by field (shown until the field is fixed). */
   let mine = {};
   /** The planner's diagnostics, by field (replaced after every plan). */
@@ -123,7 +120,7 @@ export function createOptionsPanel(root, { onChange }) {
     const ipus = count(inputs.ipus);
     const ipusOk = Number.isInteger(ipus) && ipus >= 1 && ipus <= 1024;
     if (!ipusOk) errors.ipus = `IPUs in the system must be a whole number from 1 to 1024, got ${inputs.ipus.value || "nothing"}`;
-    return { options: o, ipus: ipusOk ? ipus : currentIpus, precision: { float16: inputs.float16.checked }, errors };
+    return { options: o, ipus: ipusOk ? ipus : currentIpus, errors };
   }
 
   function paint() {
@@ -146,21 +143,19 @@ export function createOptionsPanel(root, { onChange }) {
       inputs.phases.value = "[]";
     }
     sync();
-    const { options, ipus, precision, errors } = read();
+    const { options, ipus, errors } = read();
     mine = errors;
     paint();
     current = options;
     currentIpus = ipus;
-    currentPrecision = precision;
-    onChange(options, ipus, precision);
+    onChange(options, ipus);
   });
 
   return {
-    /** Shows `options`, `ipus` and `precision` (a preset or a link was loaded). */
-    set(options, ipus, precision = currentPrecision) {
+    /** Shows `options` and `ipus` (a preset or a link was loaded). */
+    set(options, ipus) {
       current = structuredClone(options);
       currentIpus = ipus;
-      currentPrecision = structuredClone(precision);
       const s = options.executionStrategy ?? {};
       inputs.strategy.value = Object.hasOwn(STRATEGIES, s.type) ? s.type : "pipelined";
       inputs.autoStage.value = Object.hasOwn(AUTO_STAGES, s.autoStage) ? s.autoStage : "sameAsIpu";
@@ -170,7 +165,6 @@ export function createOptionsPanel(root, { onChange }) {
       inputs.autoRound.checked = Boolean(options.autoRoundNumIPUs);
       inputs.gradientAccumulation.value = String(options.Training?.gradientAccumulation ?? "");
       inputs.deviceIterations.value = String(options.deviceIterations ?? "");
-      inputs.float16.checked = Boolean(precision?.float16);
       inputs.automaticLossScaling.checked = Boolean(options.Training?.automaticLossScaling);
       inputs.ipuGeneration.value = Object.hasOwn(GENERATIONS, options.ipuGeneration) ? options.ipuGeneration : "mk2";
       for (const c of Object.keys(TENSOR_CLASSES)) inputs[`loc-${c}`].value = locationOf(options.TensorLocations?.[c]);
