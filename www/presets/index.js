@@ -1,6 +1,6 @@
 // The editor's presets: code written against the package's JS API, the options each
-// starts with (merged over the defaults) and the IPUs in the system (`ipus`). `expect` is what the page tests check: the IPUs
-// the assignment view shows.
+// starts with (the planner's Options JSON, merged over the defaults) and the IPUs in the
+// system (`ipus`). `expect` is what the page tests check: the IPUs the assignment view shows.
 
 const REVGNN = `// RevGNN on a Planetoid graph: the model of PyG's
 // examples/rev_gnn.py — lin1 → layers × GroupAddRev(LayerNorm
@@ -29,9 +29,10 @@ export default {
 
 const MLP_PIPELINED = `import { nn, block } from "ipu-playground";
 
-// An MLP cut into four Blocks, one per IPU, trained with a cross-entropy loss. With
-// PopTorch's default PipelinedExecution each switch of IPU starts a pipeline stage;
-// training adds the backward stages (2F − 1 = 7 in all), so gradient accumulation
+// An MLP cut into four Blocks, one per IPU, trained with a
+// cross-entropy loss. With PopTorch's default PipelinedExecution
+// each switch of IPU starts a pipeline stage; training adds the
+// backward stages (2F − 1 = 7 in all), so gradient accumulation
 // must be at least 7 (try 4 in the options).
 class MLP extends nn.Module {
   constructor(width) {
@@ -48,7 +49,7 @@ class MLP extends nn.Module {
     const h3 = block("hidden2", 2, () => this.fc3.forward(h2).relu());
     return block("head", 3, () => {
       const logits = this.head.forward(h3);
-      // As in PopTorch, the training model returns its loss (a scalar) from forward.
+      // As in PopTorch, a training model returns its loss.
       return [logits, logits.crossEntropy(labels)];
     });
   }
@@ -67,10 +68,12 @@ export default {
 
 const TRANSFORMER = `import { nn, beginBlock } from "ipu-playground";
 
-// A small transformer language model: 4 layers of self-attention + MLP, then a head over
-// the vocabulary. Each layer starts a Block (beginBlock: what follows stays in it); which
-// IPU and which execution phase runs each Block is set in the options panel (Execution
-// strategy → phases), as poptorch.SerialPhasedExecution / ParallelPhasedExecution take it.
+// A small transformer language model: 4 layers of self-attention
+// + MLP, then a head over the vocabulary. Each layer starts a Block
+// (beginBlock: what follows stays in it); which IPU and which
+// execution phase runs each Block is set in the options panel
+// (Execution strategy → phases), as poptorch.SerialPhasedExecution
+// and ParallelPhasedExecution take it.
 class Attention extends nn.Module {
   constructor(d) {
     super();
@@ -132,9 +135,9 @@ export default {
 
 const REPLICATED = `import { nn, block } from "ipu-playground";
 
-// A model on 2 IPUs, replicated 4 times (Replication factor in the options): every
-// replica holds its own copy of the weights and takes its share of each batch, so
-// 2 × 4 = 8 IPUs are used.
+// A model on 2 IPUs, replicated 4 times (Replication factor in
+// the options): every replica holds its own copy of the weights
+// and takes its share of each batch, so 2 × 4 = 8 IPUs are used.
 class Net extends nn.Module {
   constructor() {
     super();
@@ -156,9 +159,10 @@ export default ({ options }) => ({
 
 const BUFFER_COUNTER = `import { nn, constant } from "ipu-playground";
 
-// A counter kept in a registered buffer, updated in place on every call (PopTorch
-// semantics: a buffer must be changed in place; a plain tensor attribute would be
-// frozen as a constant and never count). The graph shows the buffer_update node.
+// A counter kept in a registered buffer, updated in place on
+// every call (PopTorch semantics: a buffer must be changed in
+// place; a plain tensor attribute would be frozen as a constant
+// and never count). The graph shows the buffer_update node.
 class Counter extends nn.Module {
   constructor() {
     super();
