@@ -129,4 +129,11 @@ impl RevGnnTrainer {
     pub fn training_graph_text(&self) -> String {
         crate::ir::print::print_graph(&self.inner.train_graph)
     }
+
+    /// The training step as `trainEpoch` runs it, for `plan(trainer, options)`: the planner's
+    /// prediction of what the executor measures (the page shows both).
+    #[wasm_bindgen(getter)]
+    pub fn traced(&self) -> super::plan::TracedGraph {
+        super::plan::TracedGraph::new(&self.inner.train_graph)
+    }
 }
