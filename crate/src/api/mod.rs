@@ -7,9 +7,12 @@
 
 pub mod args;
 mod gnn;
+pub mod host_tensor;
 pub mod modules;
 pub mod nn;
 pub mod plan;
+pub mod poptorch;
+pub mod state;
 pub mod tensor;
 pub mod train;
 mod weights;
