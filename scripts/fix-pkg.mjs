@@ -170,6 +170,8 @@ for (const C of [${NN.filter((n) => n !== "Parameter").map(ref).join(", ")}]) {
     P.buffers = function () { return ${ref("_namedBuffers")}(this).map((e) => e[1]); };
     P.stateDict = function () { return ${ref("_stateDict")}(this); };
     P.loadStateDict = function (stateDict, strict) { return ${ref("_loadStateDict")}(this, stateDict, strict); };
+    P.half = function () { return ${ref("_moduleTo")}(this, "float16"); };
+    P.float = function () { return ${ref("_moduleTo")}(this, "float32"); };
 }
 const __namespaces = {
     nn: Object.freeze({ ${NN.map((n) => `${n}: ${ref(n)}`).join(", ")} }),
@@ -214,7 +216,11 @@ ${target === "nodejs"
     /** Parameters then buffers, as host tensors (copies). */
     stateDict(): Record<string, HostTensor>;
     /** Writes each value into its parameter or buffer (same dtype and shape); strict (default): every key, no others. */
-    loadStateDict(stateDict: Record<string, HostTensorInput>, strict?: boolean): void;`;
+    loadStateDict(stateDict: Record<string, HostTensorInput>, strict?: boolean): void;
+    /** Every float parameter and buffer cast to float16 (PyTorch's half()); returns the module. */
+    half(): this;
+    /** Every float parameter and buffer cast to float32; returns the module. */
+    float(): this;`;
   const d = `
 /** A tensor on the host: row-major \`data\` (Float32Array for float32 and float16, Int32Array for int32, Uint8Array of 0/1 for bool). */
 export interface HostTensor {

@@ -176,15 +176,16 @@ impl Module {
         let (_, t) = lookup(self.list(kind), kind.as_str(), &name)?;
         host_tensor::to_js(&t)
     }
-    /// Replaces the value of one of this module's own parameters or buffers (same dtype and
-    /// shape; not while a trace runs).
+    /// Replaces the value of one of this module's own parameters or buffers (same shape, and
+    /// same dtype unless `any_dtype`; not while a trace runs).
     #[wasm_bindgen(js_name = _setState)]
-    pub fn set_state(&self, kind: JsValue, name: JsValue, value: JsValue) -> JsResult<()> {
+    pub fn set_state(&self, kind: JsValue, name: JsValue, value: JsValue, any_dtype: JsValue) -> JsResult<()> {
         let kind = Kind::parse(&kind, "_setState: kind")?;
+        let any_dtype = args::opt_bool(&any_dtype, "_setState: any_dtype", false)?;
         let list = self.list(kind);
         let (name, old) = lookup(list, kind.as_str(), &name)?;
         let t = host_tensor::from_js(&value, &format!("the new value of {} '{name}'", kind.as_str()))?;
-        check_replacement(kind, &name, &old, &t)?;
+        check_replacement(kind, &name, &old, &t, any_dtype)?;
         no_trace(kind, &name)?;
         for slot in list.borrow_mut().iter_mut().filter(|(n, _)| *n == name) {
             slot.1 = Rc::new(t.clone());
@@ -286,10 +287,12 @@ macro_rules! builtin {
                     ))),
                 }
             }
-            /// Replaces one of its parameters (same dtype and shape; not while a trace runs).
+            /// Replaces one of its parameters (same shape, and same dtype unless `any_dtype`;
+            /// not while a trace runs).
             #[wasm_bindgen(js_name = _setState)]
-            pub fn set_state(&self, kind: JsValue, name: JsValue, value: JsValue) -> JsResult<()> {
+            pub fn set_state(&self, kind: JsValue, name: JsValue, value: JsValue, any_dtype: JsValue) -> JsResult<()> {
                 let kind = Kind::parse(&kind, "_setState: kind")?;
+                let any_dtype = args::opt_bool(&any_dtype, "_setState: any_dtype", false)?;
                 let name = args::string(&name, "_setState: name", check::MAX_NAME_BYTES)?;
                 let t = host_tensor::from_js(&value, &format!("the new value of {} '{name}'", kind.as_str()))?;
                 no_trace(kind, &name)?;
@@ -297,7 +300,7 @@ macro_rules! builtin {
                 let mut params = if kind == Kind::Parameter { inner.params_mut() } else { Vec::new() };
                 match params.iter_mut().find(|(n, _)| *n == name) {
                     Some((_, slot)) => {
-                        check_replacement(kind, &name, slot, &t)?;
+                        check_replacement(kind, &name, slot, &t, any_dtype)?;
                         **slot = Rc::new(t);
                         Ok(())
                     }

@@ -76,19 +76,25 @@ pub(crate) fn own_value(m: &JsValue, kind: Kind, name: &str) -> JsResult<Tensor>
     host_tensor::from_js(&v, &format!("the {} '{name}'", kind.as_str()))
 }
 
-/// Writes `value` into `m`'s own state `name`.
-pub(crate) fn set_own(m: &JsValue, kind: Kind, name: &str, value: &Tensor) -> JsResult<()> {
+/// Writes `value` into `m`'s own state `name` (of the same dtype, unless `any_dtype`).
+fn set_own_as(m: &JsValue, kind: Kind, name: &str, value: &Tensor, any_dtype: bool) -> JsResult<()> {
     let f =
         method(m, "_setState")?.ok_or_else(|| args::error(&format!("the module has no {} '{name}'", kind.as_str())))?;
     let v = host_tensor::to_js(value)?;
-    let args3 = Array::of3(&JsValue::from_str(kind.as_str()), &JsValue::from_str(name), &v);
-    Reflect::apply(&f, m, &args3)?;
+    let a = Array::of4(&JsValue::from_str(kind.as_str()), &JsValue::from_str(name), &v, &JsValue::from(any_dtype));
+    Reflect::apply(&f, m, &a)?;
     Ok(())
 }
 
-/// Checks a new value for a module's state: same dtype and shape as the old one.
-pub(crate) fn check_replacement(kind: Kind, name: &str, old: &Tensor, new: &Tensor) -> JsResult<()> {
-    if old.dtype() != new.dtype() || old.shape() != new.shape() {
+/// Writes `value` into `m`'s own state `name` (same dtype and shape).
+pub(crate) fn set_own(m: &JsValue, kind: Kind, name: &str, value: &Tensor) -> JsResult<()> {
+    set_own_as(m, kind, name, value, false)
+}
+
+/// Checks a new value for a module's state: the shape of the old one, and its dtype unless
+/// `any_dtype` (a cast of the whole module, `half()` / `float()`).
+pub(crate) fn check_replacement(kind: Kind, name: &str, old: &Tensor, new: &Tensor, any_dtype: bool) -> JsResult<()> {
+    if (!any_dtype && old.dtype() != new.dtype()) || old.shape() != new.shape() {
         return Err(args::error(&format!(
             "{} '{name}' is {}{:?}; a {}{:?} cannot replace it (same dtype and shape only)",
             kind.as_str(),
@@ -336,7 +342,7 @@ pub fn load_state_dict(module: JsValue, dict: JsValue, strict: JsValue) -> JsRes
         match all.iter().find(|(_, e)| e.full == k) {
             Some((kind, e)) => {
                 let t = host_tensor::from_js(v, &format!("loadStateDict: state_dict[{k:?}]"))?;
-                check_replacement(*kind, &k, &own_value(&e.module, *kind, &e.local)?, &t)?;
+                check_replacement(*kind, &k, &own_value(&e.module, *kind, &e.local)?, &t, false)?;
                 writes.push((*kind, e.clone(), t));
             }
             None => unexpected.push(k),
@@ -365,4 +371,29 @@ pub fn load_state_dict(module: JsValue, dict: JsValue, strict: JsValue) -> JsRes
         set_own(&e.module, kind, &e.local, &t)?;
     }
     Ok(())
+}
+
+/// `module.half()` / `module.float()`: every float parameter and buffer of the tree cast to
+/// `dtype` ("float16" or "float32"), as PyTorch's `Module.half()`; the module is returned.
+#[wasm_bindgen(js_name = _moduleTo)]
+pub fn module_to(module: JsValue, dtype: JsValue) -> JsResult<JsValue> {
+    let to = match dtype.as_string().as_deref() {
+        Some("float16") => crate::tensor::DType::Float16,
+        Some("float32") => crate::tensor::DType::Float32,
+        _ => {
+            return Err(args::type_error(&format!(
+                "dtype must be \"float16\" or \"float32\", got {}",
+                args::describe(&dtype)
+            )))
+        }
+    };
+    for kind in [Kind::Parameter, Kind::Buffer] {
+        for e in entries(&module, kind)? {
+            let t = own_value(&e.module, kind, &e.local)?;
+            if t.dtype().is_float() && t.dtype() != to {
+                set_own_as(&e.module, kind, &e.local, &t.cast(to), true)?;
+            }
+        }
+    }
+    Ok(module)
 }
