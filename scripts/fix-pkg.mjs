@@ -239,6 +239,10 @@ ${enumTypes.join("\n")}
 /** Any \`poptorch.optim\` optimizer. */
 export type PoptorchOptimizer = PoptorchSGD | PoptorchAdam | PoptorchAdamW | PoptorchRMSprop | PoptorchLAMB;
 ${NN.filter((n) => n !== "Parameter").map((n) => `export interface ${n} {\n${stateMethods}\n}`).join("\n")}
+export interface PoptorchPhase {
+    /** One IPU per stage: \`phase.ipus(0, 2)\` (poptorch.Phase). */
+    ipus(...ipus: number[]): PoptorchPhase;
+}
 export interface PoplarExecutor {
     /** \`model(...inputs)\`: compiles on the first call; the outputs per outputMode (an array when forward returns one). */
     call(...inputs: HostTensorInput[]): HostTensor | HostTensor[];
@@ -252,12 +256,17 @@ export interface PoplarExecutor {
 }
 /** PyTorch-style namespace: \`class Net extends nn.Module\`. */
 export declare const nn: { ${NN.map((n) => `${n}: typeof ${n}`).join("; ")} };
+${NN.map((n) => `type __nn_${n} = ${n};`).join("\n")}
+/** The classes of \`nn\` as types (\`let fc: nn.Linear\`). */
+export declare namespace nn {
+${NN.map((n) => `    type ${n} = __nn_${n};`).join("\n")}
+}
 /** PopTorch's API: Options, strategies, enums, optimizers, trainingModel and inferenceModel (see the README). */
 export declare const poptorch: {
     Options: typeof PoptorchOptions;
     TensorLocationSettings: typeof PoptorchTensorLocationSettings;
     Stage: new (...blockIds: string[]) => PoptorchStage;
-    Phase: new (...items: (string | PoptorchStage)[]) => Omit<PoptorchPhase, "ipus"> & { ipus(...ipus: number[]): PoptorchPhase };
+    Phase: new (...items: (string | PoptorchStage)[]) => PoptorchPhase;
     PipelinedExecution: new (...args: (AutoStage | string | string[] | PoptorchStage)[]) => PoptorchPipelinedExecution;
     ShardedExecution: new (...args: (AutoStage | string | string[] | PoptorchStage)[]) => PoptorchShardedExecution;
     SerialPhasedExecution: new (...phases: (PoptorchPhase | string | string[])[]) => PoptorchSerialPhasedExecution;
@@ -273,9 +282,39 @@ ${enumDecl.join("\n")}
     dynamic_slice: typeof _poptorchDynamicSlice;
     dynamicSlice: typeof _poptorchDynamicSlice;
 };
+/** The classes of \`poptorch\` as types (\`let opts: poptorch.Options\`). */
+export declare namespace poptorch {
+    type Options = PoptorchOptions;
+    type TensorLocationSettings = PoptorchTensorLocationSettings;
+    type Stage = PoptorchStage;
+    type Phase = PoptorchPhase;
+    type PipelinedExecution = PoptorchPipelinedExecution;
+    type ShardedExecution = PoptorchShardedExecution;
+    type SerialPhasedExecution = PoptorchSerialPhasedExecution;
+    type ParallelPhasedExecution = PoptorchParallelPhasedExecution;
+    type PoplarExecutor = __poptorch_PoplarExecutor;
+${Object.keys(enums).map((n) => `    type ${n} = __poptorch_${n};`).join("\n")}
+    namespace optim {
+        type SGD = PoptorchSGD;
+        type Adam = PoptorchAdam;
+        type AdamW = PoptorchAdamW;
+        type RMSprop = PoptorchRMSprop;
+        type LAMB = PoptorchLAMB;
+        type Optimizer = PoptorchOptimizer;
+    }
+}
+type __poptorch_PoplarExecutor = PoplarExecutor;
+${Object.keys(enums).map((n) => `type __poptorch_${n} = ${n};`).join("\n")}
 // datasets, loaders: the GNN stack's namespaces are declared here.
 `;
-  fs.writeFileSync(dts, `${types}\n${d}`);
+  // A subclass of Module defines forward with its own inputs: the base declares them all.
+  const moduleClass = types.match(/export class Module \{[\s\S]*?\n\}/);
+  if (!moduleClass || !moduleClass[0].includes("    forward(): any;")) {
+    console.error(`fix-pkg: ${dts}: class Module has no "forward(): any;" to widen: has wasm-bindgen's output changed?`);
+    process.exit(1);
+  }
+  const widened = types.replace(moduleClass[0], moduleClass[0].replace("    forward(): any;", "    forward(...inputs: any[]): any;"));
+  fs.writeFileSync(dts, `${widened}\n${d}`);
 }
 
 // The limits, as the package itself reports them (the Rust constants are their one home),
