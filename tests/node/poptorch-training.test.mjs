@@ -73,6 +73,27 @@ describe("trainingModel and inferenceModel", () => {
     assert.deepEqual(values(net)["fc1.weight"], Array.from(model.getParameter("fc1.weight").data));
   });
 
+  test("module state keeps its dtype and shape: values of another float dtype are cast, half() casts", () => {
+    const net = seeded(Classifier);
+    const sd = net.stateDict();
+    const half = twin(Classifier, net).half();
+    half.loadStateDict(sd);
+    assert.equal(half.stateDict()["fc1.weight"].dtype, "float16", "float32 values cast to the module's float16");
+    assert.throws(() => net.loadStateDict({ ...sd, "fc1.bias": f32([4], [0, 0, 0, 0]) }), /fc1\.bias' is float32\[5\]; a float32\[4\] cannot replace it/);
+    assert.throws(() => net.loadStateDict({ "fc1.bias": sd["fc1.bias"] }), /Missing key\(s\) in state_dict: "fc1\.weight", "fc2\.weight", "fc2\.bias"\./);
+    assert.throws(() => net.loadStateDict({ ...sd, extra: sd["fc1.bias"] }), /Unexpected key\(s\) in state_dict: "extra"\./);
+    net.loadStateDict({ "fc1.bias": f32([5], [1, 2, 3, 4, 5]) }, false);
+    assert.deepEqual(values(net)["fc1.bias"], [1, 2, 3, 4, 5]);
+    // Cast after wrapping, before the first call: the model compiles in float16.
+    const late = seeded(Classifier);
+    const model = poptorch.trainingModel(late);
+    late.half();
+    const [x, y] = classifierData(4);
+    const [logits] = model.call({ ...x, dtype: "float16" }, y);
+    assert.equal(logits.dtype, "float16");
+    assert.equal(late.stateDict()["fc2.weight"].dtype, "float16", "trained float16 values reach the module");
+  });
+
   test("without an optimizer a training model uses SGD with lr 0.01", () => {
     class Dot extends nn.Module {
       constructor() { super(); this.registerParameter("w", [1, 2, 3, 4], [1, 4]); }

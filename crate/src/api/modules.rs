@@ -9,7 +9,7 @@
 use super::args::{self, js_err, JsResult};
 use super::host_tensor;
 use super::nn::{at_js_caller, current, is_tracing};
-use super::state::{check_replacement, Kind};
+use super::state::{replacement, Kind};
 use super::tensor::{tensor_arg, wrap};
 use crate::rng::Rng;
 use crate::tensor::alloc::check_shape;
@@ -185,7 +185,7 @@ impl Module {
         let list = self.list(kind);
         let (name, old) = lookup(list, kind.as_str(), &name)?;
         let t = host_tensor::from_js(&value, &format!("the new value of {} '{name}'", kind.as_str()))?;
-        check_replacement(kind, &name, &old, &t, any_dtype)?;
+        let t = replacement(kind, &name, &old, t, any_dtype)?;
         no_trace(kind, &name)?;
         for slot in list.borrow_mut().iter_mut().filter(|(n, _)| *n == name) {
             slot.1 = Rc::new(t.clone());
@@ -300,7 +300,7 @@ macro_rules! builtin {
                 let mut params = if kind == Kind::Parameter { inner.params_mut() } else { Vec::new() };
                 match params.iter_mut().find(|(n, _)| *n == name) {
                     Some((_, slot)) => {
-                        check_replacement(kind, &name, slot, &t, any_dtype)?;
+                        let t = replacement(kind, &name, slot, t, any_dtype)?;
                         **slot = Rc::new(t);
                         Ok(())
                     }

@@ -91,12 +91,15 @@ pub(crate) fn set_own(m: &JsValue, kind: Kind, name: &str, value: &Tensor) -> Js
     set_own_as(m, kind, name, value, false)
 }
 
-/// Checks a new value for a module's state: the shape of the old one, and its dtype unless
-/// `any_dtype` (a cast of the whole module, `half()` / `float()`).
-pub(crate) fn check_replacement(kind: Kind, name: &str, old: &Tensor, new: &Tensor, any_dtype: bool) -> JsResult<()> {
-    if (!any_dtype && old.dtype() != new.dtype()) || old.shape() != new.shape() {
+/// The value to store when `new` replaces `old` in a module's state: the shape must be the
+/// old one; a float value of another float dtype is cast to the old dtype (as PyTorch's
+/// `copy_` and `load_state_dict` do), or kept as it is with `any_dtype` (a cast of the whole
+/// module, `half()` / `float()`); other dtype changes are errors.
+pub(crate) fn replacement(kind: Kind, name: &str, old: &Tensor, new: Tensor, any_dtype: bool) -> JsResult<Tensor> {
+    let floats = old.dtype().is_float() && new.dtype().is_float();
+    if old.shape() != new.shape() || (old.dtype() != new.dtype() && !floats) {
         return Err(args::error(&format!(
-            "{} '{name}' is {}{:?}; a {}{:?} cannot replace it (same dtype and shape only)",
+            "{} '{name}' is {}{:?}; a {}{:?} cannot replace it (the same shape, and dtype or another float dtype)",
             kind.as_str(),
             host_tensor::dtype_name(old.dtype()),
             old.shape(),
@@ -104,7 +107,7 @@ pub(crate) fn check_replacement(kind: Kind, name: &str, old: &Tensor, new: &Tens
             new.shape()
         )));
     }
-    Ok(())
+    Ok(if any_dtype || new.dtype() == old.dtype() { new } else { new.cast(old.dtype()) })
 }
 
 /// One piece of state of a module tree.
@@ -176,31 +179,24 @@ pub(crate) fn mark_dirty(host: &HostModel, params: Vec<Entry>, buffers: Vec<Entr
 }
 
 /// Copies every pending host value into its module (see [`mark_dirty`]). Not while a
-/// trace runs (a module's state cannot change then; the values stay pending).
+/// trace runs (a module's state cannot change then; the values stay pending). A value the
+/// module no longer takes (its parameter was registered again with another shape since the
+/// model was wrapped) is left out: the module holds what its user put there last.
 pub(crate) fn flush() -> JsResult<()> {
     if is_tracing() || PENDING.with(|p| p.borrow().is_empty()) {
         return Ok(());
     }
     let list = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
-    for (i, p) in list.iter().enumerate() {
-        let r = (|| -> JsResult<()> {
-            for e in &p.params {
-                if let Some(v) = p.host.parameter(&e.full) {
-                    set_own(&e.module, Kind::Parameter, &e.local, &v)?;
-                }
+    for p in &list {
+        for e in &p.params {
+            if let Some(v) = p.host.parameter(&e.full) {
+                let _ = set_own(&e.module, Kind::Parameter, &e.local, &v);
             }
-            for e in &p.buffers {
-                if let Some(v) = p.host.buffer(&e.full) {
-                    set_own(&e.module, Kind::Buffer, &e.local, &v)?;
-                }
+        }
+        for e in &p.buffers {
+            if let Some(v) = p.host.buffer(&e.full) {
+                let _ = set_own(&e.module, Kind::Buffer, &e.local, &v);
             }
-            Ok(())
-        })();
-        if let Err(err) = r {
-            // Keep what was not copied for the next attempt.
-            let rest: Vec<Pending> = list.into_iter().skip(i).collect();
-            PENDING.with(|q| q.borrow_mut().extend(rest));
-            return Err(err);
         }
     }
     Ok(())
@@ -342,7 +338,7 @@ pub fn load_state_dict(module: JsValue, dict: JsValue, strict: JsValue) -> JsRes
         match all.iter().find(|(_, e)| e.full == k) {
             Some((kind, e)) => {
                 let t = host_tensor::from_js(v, &format!("loadStateDict: state_dict[{k:?}]"))?;
-                check_replacement(*kind, &k, &own_value(&e.module, *kind, &e.local)?, &t, false)?;
+                replacement(*kind, &k, &own_value(&e.module, *kind, &e.local)?, t.clone(), false)?;
                 writes.push((*kind, e.clone(), t));
             }
             None => unexpected.push(k),

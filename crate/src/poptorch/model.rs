@@ -188,6 +188,18 @@ impl HostModel {
         Ok(())
     }
 
+    /// Replaces (or adds) parameter `name`'s host value whatever its dtype and shape: for a
+    /// caller whose module is the source of the values (the JS API) before a wrapper
+    /// compiles, when the module may have been cast (`half()`) or changed since it was wrapped.
+    pub fn reload_parameter(&self, name: &str, value: Rc<Tensor>) {
+        upsert(&mut self.weights.borrow_mut().params, name, value);
+    }
+
+    /// [`HostModel::reload_parameter`] for a buffer.
+    pub fn reload_buffer(&self, name: &str, value: Rc<Tensor>) {
+        upsert(&mut self.weights.borrow_mut().buffers, name, value);
+    }
+
     /// Whether a training wrapper currently holds this model.
     pub fn is_wrapped(&self) -> bool {
         self.weights.borrow().wrapped

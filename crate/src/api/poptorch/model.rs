@@ -213,19 +213,35 @@ pub fn inference_model(
 }
 
 impl Wrapped {
-    /// Reads the module's parameters and buffers into the host copy (a replica-grouped
-    /// weight whose host value holds one slice per group keeps it).
+    /// Reads the module's parameters and buffers into the host copy. Before compilation they
+    /// replace the host values as they are (the module may have been cast or changed since it
+    /// was wrapped); once compiled they keep the compiled dtypes (a float value is cast, as
+    /// PyTorch's `copy_` does). A replica-grouped weight whose host value holds one slice per
+    /// group keeps it.
     fn refresh_host(&mut self) -> JsResult<()> {
         let host = self.exec.model().clone();
+        let compiled = self.exec.is_compiled();
         for (name, t) in state::values(&self.module, Kind::Parameter)? {
-            // A host value of another shape is one slice per replica group: it stays.
-            if host.parameter(&name).is_some_and(|h| h.shape() == t.shape()) {
-                host.set_parameter(&name, (*t).clone()).map_err(js_err)?;
+            let old = host.parameter(&name);
+            let per_group = self.exec.grouping(&name).is_some() && old.as_ref().is_some_and(|h| h.shape() != t.shape());
+            if per_group {
+                continue;
+            }
+            match old {
+                Some(h) if compiled => {
+                    let v = state::replacement(Kind::Parameter, &name, &h, (*t).clone(), false)?;
+                    host.set_parameter(&name, v).map_err(js_err)?;
+                }
+                _ => host.reload_parameter(&name, t),
             }
         }
         for (name, t) in state::values(&self.module, Kind::Buffer)? {
-            if host.buffer(&name).is_some() {
-                host.set_buffer(&name, (*t).clone()).map_err(js_err)?;
+            match host.buffer(&name) {
+                Some(h) if compiled => {
+                    let v = state::replacement(Kind::Buffer, &name, &h, (*t).clone(), false)?;
+                    host.set_buffer(&name, v).map_err(js_err)?;
+                }
+                _ => host.reload_buffer(&name, t),
             }
         }
         Ok(())
