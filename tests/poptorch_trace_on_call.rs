@@ -120,3 +120,28 @@ fn adopting_a_trace_keeps_host_values_and_adds_what_is_new() {
     let out = inf.call(&[x, y]).unwrap();
     assert_eq!(out[0].shape(), &[4, 2]);
 }
+
+#[test]
+fn reloading_host_values_before_compiling_takes_any_dtype() {
+    // The module was cast to float16 after it was wrapped: its values replace the host's.
+    let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
+    let model = HostModel::untraced(weights(&fc), Vec::new());
+    let mut m = inference_model(&model, &mut Options::new()).unwrap();
+    let half = Linear {
+        weight: Rc::new(fc.weight.cast(DType::Float16)),
+        bias: fc.bias.as_ref().map(|b| Rc::new(b.cast(DType::Float16))),
+        ..fc
+    };
+    for (n, t) in weights(&half) {
+        model.reload_parameter(&n, t);
+    }
+    assert_eq!(model.parameter("fc.weight").unwrap().dtype(), DType::Float16);
+    let tr = Tracer::new();
+    let x = tr.input("x", &[2, 3], DType::Float16).unwrap();
+    let out = call(&tr, "fc", &half, &x).unwrap();
+    m.attach_trace(&tr.finish(&[&out]).unwrap()).unwrap();
+    let y = m.call(&[Rc::new(Tensor::full(&[2, 3], DType::Float16, 1.0))]).unwrap();
+    assert_eq!(y[0].dtype(), DType::Float16);
+    // Once set, a value of another dtype cannot replace it through set_parameter.
+    assert!(model.set_parameter("fc.weight", Tensor::zeros(&[2, 3], DType::Float32)).is_err());
+}
