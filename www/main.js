@@ -6,8 +6,8 @@ import { Store, presetState, PRESETS, VIEWS } from "./state.js";
 import { createEditor } from "./editor.js";
 import { EngineClient, EngineError } from "./engine/client.js";
 import { Request, Event, ErrorKind } from "./engine/protocol.js";
-import { toPlannerOptions } from "./options.js";
 import { fitItems, sourceOf, editorLine } from "./plan/adapter.js";
+import { toPlannerOptions, fieldOfDiagnostic } from "./options.js";
 import { presetById } from "./presets/index.js";
 import { createOptionsPanel } from "./views/options.js";
 import { createGraphView } from "./views/graph.js";
@@ -149,14 +149,30 @@ async function analyse() {
   }
 }
 
-/** Plan errors and warnings tied to a node of the editor's code, as editor diagnostics. */
+/**
+ * Plan errors and warnings as editor diagnostics: at the line of the node they name, or, for
+ * one about an option the code set itself, at the line that sets it.
+ */
 function planDiagnostics(result) {
   const out = [];
+  const fromCode = new Map((result.optionsFromCode ?? []).filter((o) => o.line).map((o) => [o.field, o.line]));
   for (const e of fitItems(result.plan, result.checks)) {
-    const line = editorLine(sourceOf(result.plan, result.graph, e.node));
+    let line = editorLine(sourceOf(result.plan, result.graph, e.node));
+    if (!line) {
+      const f = fieldOfDiagnostic(e);
+      line = fromCode.get(f) ?? (f === "phases" || f === "autoStage" ? fromCode.get("strategy") : undefined);
+    }
     if (line) out.push({ line, message: e.fix ? `${e.message}\nFix: ${e.fix}` : e.message, severity: e.level });
   }
   return out;
+}
+
+/** What the code printed (console.log, …) while it ran, under the editor. */
+function showConsole(lines) {
+  const box = $("console-box");
+  box.hidden = !lines?.length;
+  $("console").textContent = (lines ?? []).map((l) => (l.level === "log" || l.level === "info" || l.level === "debug" ? l.text : `${l.level}: ${l.text}`)).join("\n");
+  $("console-count").textContent = lines?.length ? `${lines.length} line${lines.length === 1 ? "" : "s"}` : "";
 }
 
 function showAnalysis(result, ms) {
@@ -165,10 +181,13 @@ function showAnalysis(result, ms) {
   ui.error.hidden = true;
   ui.stale.hidden = true;
   $("panels").classList.remove("stale");
+  views.fit.clearError();
+  showConsole(result.console);
   for (const id of VIEWS) dirty.add(id);
   renderView(store.get().view);
   const items = fitItems(result.plan, result.checks);
   optionsPanel.showPlanDiagnostics(items);
+  optionsPanel.showCodeOptions(result.optionsFromCode ?? []);
   const errors = items.filter((i) => i.level === "error").length;
   setAnalysisState(errors ? "warn" : "ok", errors ? `${errors} plan error${errors > 1 ? "s" : ""}` : result.plan.fits ? "planned · fits" : "planned");
   tabs.fit.dataset.count = items.length ? String(items.length) : "";
@@ -196,6 +215,10 @@ function showAnalysisError(err) {
   }
   ui.error.textContent = text;
   ui.error.hidden = false;
+  showConsole(info.console);
+  // An invalid option: at its field too (the planner's checks are the only ones).
+  optionsPanel.showPlanDiagnostics(info.kind === ErrorKind.OPTION ? [{ level: "error", code: "options_json", message: info.message }] : []);
+  optionsPanel.showCodeOptions([]);
   if (analysis) {
     ui.stale.hidden = false;
     ui.stale.textContent = "The views show the last model that traced, not your current code: fix the error above to update them.";
@@ -203,10 +226,13 @@ function showAnalysisError(err) {
   }
   if (info.kind === ErrorKind.ENGINE) {
     ui.error.textContent = `Could not start the engine: ${info.message}. It is tried again on your next edit.`;
+    views.fit.showError({ ...info, message: ui.error.textContent });
     setAnalysisState("error", "no engine");
     setStatus("Engine unavailable", true);
     return;
   }
+  views.fit.showError(info);
+  tabs.fit.dataset.count = "!";
   setAnalysisState("error", info.kind === ErrorKind.TIMEOUT ? "stopped" : "error");
   setStatus(info.kind === ErrorKind.TIMEOUT ? "Engine restarted: your code was stopped; it is still in the editor" : "The model did not trace", true);
 }

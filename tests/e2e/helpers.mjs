@@ -60,12 +60,34 @@ export async function setCode(page, text, { wait = true } = {}) {
   return null;
 }
 
-export const editorText = (page) =>
-  page.evaluate(() => [...document.querySelectorAll(".cm-content .cm-line")].map((l) => l.textContent).join("\n"));
+/**
+ * The editor's whole text. CodeMirror draws only the lines near its viewport, so the editor
+ * is made tall enough for all of them while they are read.
+ */
+export const editorText = (page) => withAllLines(page, () => [...document.querySelectorAll(".cm-content .cm-line")].map((l) => l.textContent).join("\n"));
+
+/** Runs `fn` in the page with every line of the editor drawn. */
+async function withAllLines(page, fn) {
+  await page.evaluate(async () => {
+    const box = document.getElementById("editor");
+    box.dataset.height = box.style.height;
+    box.style.height = "100000px";
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  });
+  try {
+    return await page.evaluate(fn);
+  } finally {
+    await page.evaluate(() => {
+      const box = document.getElementById("editor");
+      box.style.height = box.dataset.height ?? "";
+      delete box.dataset.height;
+    });
+  }
+}
 
 /** The 1-based editor lines carrying an error diagnostic. */
 export function errorLines(page) {
-  return page.evaluate(() => {
+  return withAllLines(page, () => {
     const lines = [...document.querySelectorAll(".cm-content .cm-line")];
     const marked = new Set();
     for (const r of document.querySelectorAll(".cm-lintRange-error")) {

@@ -301,10 +301,14 @@ describe("the playground page", () => {
     assert.deepEqual(await errorLines(page), []);
   });
 
-  test("a training model without a loss is named at its `training` line; the loss output is found or named", T, async () => {
+  test("a plain nn.Module export: a training model without a loss is named at its `training` line; the loss output is found or named", T, async () => {
     await openReady(page, server.url + "/");
     await selectPreset(page, "mlp-pipelined");
-    const good = await editorText(page);
+    // The old convention, still accepted for plain modules: { model: net, inputs, training, optimizer }.
+    const preset = await editorText(page);
+    const good = preset.slice(0, preset.indexOf("// `options`")) +
+      'export default {\n  model: new MLP(64),\n  inputs: [{ name: "x", shape: [32, 784] }, { name: "labels", shape: [32], dtype: "int32" }],\n  training: true,\n  optimizer: "adam",\n};\n';
+    assert.equal(await setCode(page, good), "ok", await text("#error"));
     const line = (code, needle) => code.split("\n").findIndex((l) => l.includes(needle)) + 1;
     const noLoss = good.replace("return [logits, logits.crossEntropy(labels)];", "return logits;");
     await setCode(page, noLoss);
@@ -322,6 +326,122 @@ describe("the playground page", () => {
     assert.match(await text("#error"), /`optimizer` must be one of "sgd", "sgdMomentum", "adam", "adamW", got "adagrad"/);
     assert.equal(await setCode(page, good), "ok");
     assert.deepEqual(await errorLines(page), []);
+  });
+
+  test("PopTorch API errors are marked at the line that caused them and listed in Fit & errors", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    const good = await editorText(page);
+    const line = (code, needle) => code.split("\n").findIndex((l) => l.includes(needle)) + 1;
+    const wrap = "model: poptorch.trainingModel(net, options, adam),";
+    const fit = async () => {
+      await page.getByRole("tab", { name: /Fit/ }).click();
+      return text("#fit-current");
+    };
+    const expectError = async (code, needle, message, name) => {
+      assert.equal(await setCode(page, code), "error", name);
+      assert.deepEqual(await errorLines(page), [line(code, needle)], `${name}: ${await text("#error")}`);
+      assert.match(await text("#error"), message, name);
+      assert.match(await fit(), message, `${name}: in Fit & errors`);
+      assert.match(await text("#fit-current"), new RegExp(`Go to line ${line(code, needle)}`), name);
+    };
+
+    // Wrapping the same module for training twice (without destroy()).
+    const twice = good.replace(wrap, `model: (poptorch.trainingModel(net, options, adam),\n      poptorch.trainingModel(net, options, adam)),`);
+    await expectError(twice, "      poptorch.trainingModel(net, options, adam)),", /Model has already been wrapped in 'poptorch\.trainingModel'/, "wrapped twice");
+    await screenshot(page, "error-wrapped-twice");
+
+    // A training model whose forward returns no loss: at the trainingModel line.
+    await expectError(good.replace("return [logits, logits.crossEntropy(labels)];", "return logits;"), wrap, /Couldn't find a loss in graph!/, "no loss");
+
+    // An option PopTorch rejects, set in the code: thrown by the setter, at its line.
+    const zero = good.replace("const net = new MLP(512);", "options.deviceIterations(0);\n  const net = new MLP(512);");
+    await expectError(zero, "options.deviceIterations(0);", /deviceIterations must be a positive whole number, got 0/, "deviceIterations(0)");
+
+    // Static shapes: a second call with another shape is PopTorch's error, at that call.
+    const shapes = good.replace(
+      "  return {\n    model: poptorch.trainingModel(net, options, adam),",
+      "  const model = poptorch.trainingModel(net, options, adam);\n" +
+        "  const batch = (n) => [{ shape: [n * 8, 784], data: new Float32Array(n * 8 * 784) }, { shape: [n * 8], data: new Int32Array(n * 8) }];\n" +
+        "  model.call(...batch(32));\n" +
+        "  model.call(...batch(16));\n" +
+        "  return {\n    model,",
+    );
+    await expectError(shapes, "model.call(...batch(16));", /Shape mismatch for input0: expected torch\.Size\(\[256, 784\]\) but got torch\.Size\(\[128, 784\]\)/, "static shapes");
+
+    // Gradient accumulation below 2F − 1, set in the code: the plan's error at the setter's line,
+    // in Fit & errors and at the panel's field, which says the code's value is the one planned.
+    const acc = good.replace("const net = new MLP(512);", "options.Training.gradientAccumulation(4);\n  const net = new MLP(512);");
+    assert.equal(await setCode(page, acc), "warn");
+    assert.deepEqual(await errorLines(page), [line(acc, "gradientAccumulation(4)")]);
+    await page.getByRole("tab", { name: /Fit/ }).click();
+    assert.match(await text("#fit-list"), /Training\.gradientAccumulation \(4\) must be greater than or equal to the number of pipeline stages \(7\)/);
+    assert.equal(await page.locator("#fit-current").isHidden(), true);
+    assert.match(await text("#note-gradientAccumulation"), new RegExp(`^Set by your code \\(line ${line(acc, "gradientAccumulation(4)")}\\): 4\\. The code's value is planned`));
+    assert.equal(await page.getByLabel("Gradient accumulation").inputValue(), "8", "the panel keeps its own value");
+    await screenshot(page, "error-accumulation-in-code");
+
+    // Fixed: nothing marked, nothing listed.
+    assert.equal(await setCode(page, good), "ok");
+    assert.deepEqual(await errorLines(page), []);
+    assert.equal(await page.locator("#fit-current").isHidden(), true);
+    assert.equal(await text("#note-gradientAccumulation"), "");
+  });
+
+  test("options set in the code win over the panel, and the panel says which", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "transformer-serial");
+    const code = await editorText(page);
+    const at = code.split("\n").findIndex((l) => l.includes("options.setExecutionStrategy(")) + 1;
+    // The panel holds PopTorch's default strategy; the code's SerialPhasedExecution is planned.
+    assert.equal(await page.getByLabel("Execution strategy").inputValue(), "pipelined");
+    assert.match(await text("#note-strategy"), new RegExp(`^Set by your code \\(line ${at}\\): Serial phased, 2 phases: \\[layer0 \\| layer1 on IPUs 0, 1\\], \\[layer2 \\| layer3 on IPUs 0, 1\\]`));
+    assert.match(await text("#note-options"), /its values win/);
+    await page.getByRole("tab", { name: "Assignment" }).click();
+    assert.match(await text("#assignment-stats"), /Serial phased/);
+    await screenshot(page, "options-set-in-code");
+    // The panel's strategy changes nothing the code sets…
+    let seq = await seqOf(page);
+    await page.getByLabel("AutoStage").selectOption("autoIncrement");
+    await waitAnalysis(page, seq);
+    assert.match(await text("#assignment-stats"), /Serial phased/);
+    // … while an option the code leaves alone is the panel's.
+    seq = await seqOf(page);
+    await page.getByLabel("Device iterations").fill("2");
+    await waitAnalysis(page, seq);
+    await page.getByRole("tab", { name: "Graph" }).click();
+    assert.match(await text("#graph-title"), /called with x \[16×32×64\], targets \[512\] \(2 micro-batches\)/);
+    // Without the code's strategy the panel's is planned.
+    await setCode(page, code.replace("  options.setExecutionStrategy(", "  if (false) options.setExecutionStrategy("));
+    assert.equal(await text("#note-strategy"), "");
+    await page.getByRole("tab", { name: "Assignment" }).click();
+    assert.match(await text("#assignment-stats"), /Pipelined/);
+  });
+
+  test("the buffer counter counts in place over calls, and the replicated model keeps a weight per replica group", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "buffer-counter");
+    assert.equal(await page.locator("#console-box").isVisible(), true);
+    assert.equal(await text("#console"), "after call 1: count = 1\nafter call 2: count = 2\nafter call 3: count = 3");
+    // The buffer is a tensor of its own class in the plan, updated in place.
+    await page.getByRole("tab", { name: "Graph" }).click();
+    assert.match(await text("#graph"), /buffer_update/);
+    const m = await memoryChart(page, 0);
+    assert.ok(m.legend.includes("buffers"), m.legend.join());
+    // Two device iterations: two micro-batches, two updates, per call.
+    const seq = await seqOf(page);
+    await page.getByLabel("Device iterations").fill("2");
+    await waitAnalysis(page, seq);
+    assert.equal(await text("#console"), "after call 1: count = 2\nafter call 2: count = 4\nafter call 3: count = 6");
+    await screenshot(page, "preset-buffer-counter-console");
+
+    await selectPreset(page, "replicated");
+    const out = (await text("#console")).split("\n");
+    assert.equal(out[0], "decoder.weight on the host: [2,16,256], one copy per group");
+    const m1 = /^after one step, group 1's copy differs from group 0's by up to (\S+)$/.exec(out[1]);
+    assert.ok(m1 && Number(m1[1]) > 0, `each group trained on its own replicas' data: ${out[1]}`);
+    await page.getByRole("tab", { name: "Assignment" }).click();
+    assert.match(await text("#assignment-stats"), /8IPUs used.*2 × 4per replica × replicas/);
   });
 
   test("a plan error is marked at the line of the Block it names", T, async () => {
@@ -388,7 +508,8 @@ describe("the playground page", () => {
     await page.getByLabel("Gradient accumulation").fill("1.5");
     await waitAnalysis(page, seq);
     assert.match(await text("#err-gradientAccumulation"), /whole number .* got 1\.5/);
-    assert.match(await text("#fit-list"), /Invalid options: invalid type: floating point `1\.5`/);
+    // The page cannot make a poptorch.Options of it: the code is not run, and Fit & errors says why.
+    assert.match(await text("#fit-current"), /Invalid options: invalid type: floating point `1\.5`/);
     seq = await seqOf(page);
     await page.getByLabel("Gradient accumulation").fill("8");
     await page.getByLabel("Device iterations").fill("1");
@@ -414,19 +535,22 @@ describe("the playground page", () => {
     await openReady(page, server.url + "/");
     await selectPreset(page, "mlp-pipelined");
     const good = await editorText(page);
-    assert.equal(await setCode(page, good.replace("shape: [32, 784]", "shape: [65536, 784]").replace("shape: [32]", "shape: [65536]")), "warn");
+    // 4096 wide, micro-batches of 8192 (× 8 accumulated): the hidden layers' weights, Adam's
+    // state, the accumulators and the activations pass an Mk2 IPU's 897 MiB.
+    const big = good.replace("new MLP(512)", "new MLP(4096)").replace("shape: [32, 784]", "shape: [8192, 784]").replace("shape: [32]", "shape: [8192]");
+    assert.equal(await setCode(page, big), "warn", await text("#error"));
     await page.getByRole("tab", { name: /Fit/ }).click();
     assert.match(await text("#fit-verdict"), /^Valid, but it does not fit: 2 IPUs out of memory\./);
     assert.match(await text("#fit-stats"), /nofits/);
-    assert.match(await text("#fit-list"), /Out of memory on IPU 0: it needs 1\.75 GiB at step \d+ .* but has 897\.0 MiB/);
-    assert.deepEqual((await page.locator("#fit-largest h3").allTextContents()).map((t) => t.slice(0, 6)), ["IPU 0:", "IPU 1:"]);
-    assert.equal(await page.locator("#fit-largest tbody tr").first().locator("td").first().textContent(), "x");
+    assert.match(await text("#fit-list"), /Out of memory on IPU 1: it needs 1\.28 GiB at step \d+ .* but has 897\.0 MiB/);
+    assert.deepEqual((await page.locator("#fit-largest h3").allTextContents()).map((t) => t.slice(0, 6)), ["IPU 1:", "IPU 2:"]);
+    assert.match(await page.locator("#fit-largest tbody tr").first().locator("td").first().textContent(), /\S/);
     // The error is marked in the editor at the line of the op its step belongs to.
     assert.ok((await errorLines(page)).length > 0);
     await screenshot(page, "fit-out-of-memory", page.locator(".right"));
     // The memory view opens on an IPU that does not fit, at its peak: the capacity line is crossed.
     await page.getByRole("tab", { name: "Memory" }).click();
-    assert.equal(await page.locator("#memory-ipu").inputValue(), "0");
+    assert.equal(await page.locator("#memory-ipu").inputValue(), "1");
     assert.match(await text("#memory-stats"), /nofits/);
     assert.match(await text("#live-tensors h4"), /^Live at step \d+ of \d+: unary_grad \(backward\)/);
     await screenshot(page, "memory-out-of-memory", page.locator(".right"));

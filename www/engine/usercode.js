@@ -2,16 +2,16 @@
 // error happened.
 //
 // The convention (README "Writing a model in the editor"): the module imports what it
-// needs from "ipu-playground" and `export default`s either
-//   - an object { model, inputs, training?, optimizer?, loss? }: `model` an nn.Module,
-//     `inputs` the example inputs [{ name, shape, dtype? }] it is traced with, `training`
-//     to plan it as poptorch.trainingModel (its forward returns the loss); or
-//   - a function ({ options, ipus }) => that object (sync or async), to build the
-//     model from the page's options panel; or
-//   - { revgnn: { layers, hidden, … } }: the built-in RevGNN trainer's configuration
-//     (until the PopTorch-style API brings nn.SAGEConv and datasets into the editor).
-// The default export is the one hook: when `poptorch.trainingModel(...)` arrives, its
-// result becomes one more accepted shape here, in normalize().
+// needs from "ipu-playground" and `export default`s, or returns from a default-exported
+// function `({ options, ipus }) => …` (sync or async; `options` a `poptorch.Options` built
+// from the page's options panel, `ipus` the IPUs in the system):
+//   - { model, inputs }: `model` what `poptorch.trainingModel(net, options, optimizer)` or
+//     `poptorch.inferenceModel(net, options)` returned, `inputs` one micro-batch's example
+//     inputs [{ name, shape, dtype? }] (as `batch_size` in poptorch.DataLoader): the page
+//     plans the wrapped model with `model.plan(...)` on the combined batch its options give;
+//   - { model, inputs, training?, optimizer?, loss? } with `model` a plain nn.Module (traced
+//     with `inputs` and planned with `plan()`, as `training` says); or
+//   - { revgnn: { layers, hidden, … } }: the built-in RevGNN trainer's configuration.
 //
 // The code is parsed with acorn first, so a syntax error has its exact line and column
 // (a dynamic import() of a broken module says neither). `from "ipu-playground"` is then
@@ -82,25 +82,48 @@ export async function importModule(code, packageUrl) {
 const OPTIMIZERS = ["sgd", "sgdMomentum", "adam", "adamW"];
 
 /**
- * Turns the default export into { kind: "trace", model, inputs, training, optimizer, loss } or
- * { kind: "revgnn", config }. `optimizer` (the state the training plan holds) is one of
- * OPTIMIZERS, SGD without momentum by default as in PopTorch; `loss` the index of the
- * forward's output that is the loss (default: its one scalar output).
+ * Turns the default export into one of
+ *   { kind: "poptorch", model, inputs }   (model: a poptorch.PoplarExecutor),
+ *   { kind: "trace", model, inputs, training, optimizer, loss }   (a plain nn.Module), or
+ *   { kind: "revgnn", config }.
+ * For a plain module `optimizer` (the state the training plan holds) is one of OPTIMIZERS,
+ * SGD without momentum by default as in PopTorch; `loss` the index of the forward's output
+ * that is the loss (default: its one scalar output). `isExecutor(v)` says whether `v` is a
+ * wrapped model (the package's PoplarExecutor).
  */
-export async function normalize(exports, ctx) {
+export async function normalize(exports, ctx, isExecutor = () => false) {
   if (!("default" in exports)) {
-    throw makeError(ErrorKind.MODEL, "The code must `export default` the model: { model, inputs }, a function returning it, or { revgnn: {…} }");
+    throw makeError(
+      ErrorKind.MODEL,
+      "The code must `export default` the model: { model: poptorch.trainingModel(…) or poptorch.inferenceModel(…), inputs }, a function ({ options, ipus }) => returning it, or { revgnn: {…} }",
+    );
   }
   let value = exports.default;
   if (typeof value === "function" && !isModule(value)) value = await value(ctx);
   if (value && typeof value === "object" && value.revgnn && typeof value.revgnn === "object") {
     return { kind: "revgnn", config: { ...value.revgnn } };
   }
-  if (!value || typeof value !== "object" || !isModule(value.model)) {
-    throw makeError(ErrorKind.MODEL, "The default export must give { model, inputs }: `model` an nn.Module (an object with a forward method)");
+  const wrapped = value && typeof value === "object" && isExecutor(value.model);
+  if (!value || typeof value !== "object" || !(wrapped || isModule(value.model))) {
+    throw makeError(
+      ErrorKind.MODEL,
+      "The default export must give { model, inputs }: `model` a poptorch.trainingModel(…) or poptorch.inferenceModel(…), or an nn.Module (an object with a forward method)",
+    );
   }
-  if (!Array.isArray(value.inputs) || value.inputs.length === 0) {
-    throw makeError(ErrorKind.MODEL, "The default export must give `inputs`: the example inputs, e.g. [{ name: \"x\", shape: [8, 16] }]");
+  if (!Array.isArray(value.inputs) || (!wrapped && value.inputs.length === 0)) {
+    throw makeError(ErrorKind.MODEL, "The default export must give `inputs`: one micro-batch's example inputs, e.g. [{ name: \"x\", shape: [8, 16] }]");
+  }
+  value.inputs.forEach(checkInput);
+  if (wrapped) {
+    for (const key of ["training", "optimizer", "loss"]) {
+      if (key in value) {
+        throw makeError(
+          ErrorKind.MODEL,
+          `\`${key}\` is for a plain nn.Module: a wrapped model has its own (poptorch.trainingModel(net, options, optimizer) trains, its forward returns the loss; poptorch.inferenceModel does not)`,
+        );
+      }
+    }
+    return { kind: "poptorch", model: value.model, inputs: value.inputs };
   }
   const optimizer = value.optimizer ?? "sgd";
   if (!OPTIMIZERS.includes(optimizer)) {
@@ -110,6 +133,19 @@ export async function normalize(exports, ctx) {
     throw makeError(ErrorKind.MODEL, `\`loss\` must be the index of the forward's output that is the loss (0, 1, …), got ${safeString(value.loss)}`);
   }
   return { kind: "trace", model: value.model, inputs: value.inputs, training: Boolean(value.training), optimizer, loss: value.loss ?? null };
+}
+
+const DTYPES = ["float32", "float16", "int32", "bool"];
+
+/** An example input must be { name?, shape: [whole numbers], dtype? } (its values are not used). */
+function checkInput(spec, i) {
+  const bad = (what) => {
+    throw makeError(ErrorKind.MODEL, `\`inputs[${i}]\` ${what}, got ${safeString(spec)}`);
+  };
+  if (!spec || typeof spec !== "object" || Array.isArray(spec)) bad("must be { name, shape, dtype? }");
+  if (!Array.isArray(spec.shape) || !spec.shape.every((d) => Number.isInteger(d) && d >= 0)) bad("must have a `shape` of whole numbers");
+  if (spec.name !== undefined && typeof spec.name !== "string") bad("has a `name` that is not a string");
+  if (spec.dtype !== undefined && !DTYPES.includes(spec.dtype)) bad(`has a \`dtype\` that is not one of ${DTYPES.map((d) => `"${d}"`).join(", ")}`);
 }
 
 function isModule(v) {

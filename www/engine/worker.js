@@ -7,8 +7,16 @@ import { loadEngine } from "./load.js";
 import { Request, Event, ErrorKind, TrainingPhase, reply, failure, event, makeError, USER_FILE } from "./protocol.js";
 import { importModule, normalize, describe, userSources } from "./usercode.js";
 import { DATASETS, checkName, fetchPlanetoid } from "./datasets.js";
+import { fieldOfDiagnostic } from "../options.js";
+import { optimizerOf } from "./optimizers.js";
 
-const PACKAGE_URL = new URL("../pkg/ipu_playground.js", import.meta.url).href;
+// The editor's code calls into wasm, whose frames come before the user's in a stack: keep
+// enough frames to find the user's line (usercode.js locate()).
+Error.stackTraceLimit = 100;
+
+// The editor's code imports the package through engine/package.js (the same module instance
+// as `pkg`, noting each wrapped model's optimizer).
+const PACKAGE_URL = new URL("./package.js", import.meta.url).href;
 const DATA_URL = new URL("../data/", import.meta.url);
 
 /**
@@ -61,91 +69,327 @@ function lossOutput(graph, loss, code) {
   throw makeError(ErrorKind.MODEL, `forward returns ${scalars.length} scalar outputs (${scalars.join(", ")}): say which one is the loss with \`loss: <index>\` next to \`training: true\``, { line });
 }
 
+// ---------------------------------------------------------------- the options, and code that sets them
+
+/** The panel's Options JSON as a `poptorch.Options` for the user's code, or an OPTION error at its field. */
+function panelOptions(json) {
+  try {
+    return pkg.poptorch.Options.fromJSON(json);
+  } catch (e) {
+    const message = `Invalid options: ${e?.message ?? String(e)}`;
+    throw makeError(ErrorKind.OPTION, message, { field: fieldOfDiagnostic({ code: "options_json", message }) });
+  }
+}
+
+/**
+ * The panel's fields as values of an Options JSON (to compare what the code planned with what
+ * the panel holds), and the call in the code that sets each (to find its line).
+ */
+const FIELDS = {
+  strategy: { get: (o) => JSON.stringify(o.executionStrategy ?? null), setter: /\bsetExecutionStrategy\s*\(/ },
+  replicationFactor: { get: (o) => o.replicationFactor, setter: /\.replicationFactor\s*\(/ },
+  autoRound: { get: (o) => o.autoRoundNumIPUs, setter: /\.autoRoundNumIPUs\s*\(/ },
+  gradientAccumulation: { get: (o) => o.Training?.gradientAccumulation, setter: /\.gradientAccumulation\s*\(/ },
+  deviceIterations: { get: (o) => o.deviceIterations, setter: /\.deviceIterations\s*\(/ },
+  automaticLossScaling: { get: (o) => o.Training?.automaticLossScaling, setter: /\.setAutomaticLossScaling\s*\(/ },
+  ipuGeneration: { get: (o) => o.ipuGeneration, setter: /\.ipuGeneration\s*\(/ },
+  "loc-activation": { get: (o) => JSON.stringify(o.TensorLocations?.activation ?? null), setter: /\.setActivationLocation\s*\(/ },
+  "loc-weight": { get: (o) => JSON.stringify(o.TensorLocations?.weight ?? null), setter: /\.setWeightLocation\s*\(/ },
+  "loc-optimizer": { get: (o) => JSON.stringify(o.TensorLocations?.optimizer ?? null), setter: /\.setOptimizerLocation\s*\(/ },
+  "loc-accumulator": { get: (o) => JSON.stringify(o.TensorLocations?.accumulator ?? null), setter: /\.setAccumulatorLocation\s*\(/ },
+};
+
+/** The line (1-based) of the first line of `code` matching `re`, or undefined. */
+function lineMatching(code, re) {
+  const i = code.split("\n").findIndex((l) => re.test(l) && !/^\s*\/\//.test(l));
+  return i >= 0 ? i + 1 : undefined;
+}
+
+/**
+ * The options the model is planned with that differ from the panel's: the code set them (it
+ * runs after the page built `options` from the panel, or built its own poptorch.Options), so
+ * they win. [{ field, value, line }], `value` as the plan's Options JSON has it.
+ */
+function optionsFromCode(panel, planned, code) {
+  const out = [];
+  for (const [field, { get, setter }] of Object.entries(FIELDS)) {
+    if (get(panel) === get(planned)) continue;
+    const v = get(planned);
+    out.push({ field, value: typeof v === "string" && v.startsWith("{") ? JSON.parse(v) : v, line: lineMatching(code, setter) });
+  }
+  return out;
+}
+
+/** What one micro-batch is multiplied by in one call (poptorch.DataLoader's combined batch). */
+function batchFactor(o) {
+  const replicas = o.replicationFactor ?? 1;
+  const group = o.inputReplicaGrouping?.size || 1;
+  return (o.deviceIterations ?? 1) * Math.max(1, Math.floor(replicas / group)) * (o.Training?.gradientAccumulation ?? 1);
+}
+
+/** Values in all the inputs of one planning call, at most (they are zeros: only shapes matter). */
+const MAX_CALL_VALUES = 64 * 2 ** 20;
+
+/** The combined-batch host tensors (zeros) of one call for micro-batch `inputs`. */
+function callInputs(inputs, factor, code) {
+  let total = 0;
+  return inputs.map((spec, i) => {
+    const shape = [...spec.shape];
+    if (shape.length && factor > 1) shape[0] *= factor;
+    const n = shape.reduce((a, b) => a * b, 1);
+    total += n;
+    if (total > MAX_CALL_VALUES) {
+      throw makeError(
+        ErrorKind.MODEL,
+        `The example inputs of one call (a micro-batch × ${factor}: device iterations × replicas × gradient accumulation) would hold more than ${MAX_CALL_VALUES} values: use a smaller micro-batch`,
+        { line: lineOfKey(code, "inputs") },
+      );
+    }
+    const dtype = spec.dtype ?? "float32";
+    const data = dtype === "int32" ? new Int32Array(n) : dtype === "bool" ? new Uint8Array(n) : new Float32Array(n);
+    return { name: spec.name ?? `input${i}`, shape, dtype, data };
+  });
+}
+
+// ---------------------------------------------------------------- the console of the user's code
+
+const MAX_LOG_LINES = 200;
+const MAX_LOG_CHARS = 500;
+
+function show(v) {
+  if (typeof v === "string") return v;
+  const arr = (a) => `[${Array.from(a.slice(0, 16)).join(", ")}${a.length > 16 ? `, … (${a.length})` : ""}]`;
+  if (ArrayBuffer.isView(v)) return arr(v);
+  if (v instanceof Error) return `${v.name}: ${v.message}`;
+  if (v && typeof v === "object") {
+    try {
+      return JSON.stringify(v, (_, x) => (ArrayBuffer.isView(x) ? arr(x) : typeof x === "bigint" ? String(x) : x));
+    } catch {
+      return String(v);
+    }
+  }
+  return String(v);
+}
+
+/**
+ * Runs `fn` recording what the user's code prints meanwhile: resolves { value, lines }
+ * (lines: [{ level, text }]); a failure is rethrown with the lines as its `console`.
+ */
+async function withConsole(fn) {
+  const lines = [];
+  const saved = {};
+  for (const level of ["log", "info", "debug", "warn", "error"]) {
+    saved[level] = console[level];
+    console[level] = (...args) => {
+      if (lines.length < MAX_LOG_LINES) lines.push({ level, text: args.map(show).join(" ").slice(0, MAX_LOG_CHARS) });
+    };
+  }
+  try {
+    return { value: await fn(), lines };
+  } catch (e) {
+    const info = e && typeof e === "object" && "kind" in e && !(e instanceof Error) ? e : describe(e, null);
+    info.console = lines;
+    throw info;
+  } finally {
+    Object.assign(console, saved);
+  }
+}
+
+// ---------------------------------------------------------------- analysis
+
 async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
   const t0 = performance.now();
   if (typeof code !== "string") throw makeError(ErrorKind.MODEL, "no code to run");
-  const ctx = Object.freeze({ options: structuredClone(options), ipus });
-  const { exports, url } = await importModule(code, PACKAGE_URL);
-  try {
-    const spec = await normalize(exports, ctx).catch((e) => {
-      const info = describe(e, url);
-      for (const key of ["optimizer", "loss"]) if (info.line === undefined && new RegExp(`\`${key}\``).test(info.message)) info.line = lineOfKey(code, key);
-      throw info;
-    });
-    let traced;
-    let title;
-    let settings;
-    if (spec.kind === "revgnn") {
-      checkName(dataset);
-      const d = DATASETS[dataset];
-      const c = spec.config;
-      traced = revgnnTrace(code, {
-        layers: c.layers ?? 7,
-        hidden: c.hidden ?? 160,
-        groups: c.groups ?? 2,
-        dropout: c.dropout ?? 0.5,
-        inChannels: d.features,
-        outChannels: d.classes,
-        nodes: d.nodes,
-        edges: d.edges + d.nodes,
-        featureNnz: d.featureNnz,
-        training: false,
-        seed: c.seed ?? 0,
-      });
-      title = `RevGNN on ${dataset}: ${c.layers ?? 7} layers × ${c.hidden ?? 160} channels, ${c.groups ?? 2} groups (whole-graph pass)`;
-      // The whole-graph pass of the evaluation: every node is one sample.
-      settings = { training: false, microBatchSize: d.nodes };
-    } else {
-      try {
-        traced = pkg.trace(spec.model, spec.inputs, { training: spec.training });
-      } catch (e) {
-        throw describe(e, url);
-      }
-      title = `${spec.model.constructor?.name ?? "Model"} on ${spec.inputs.map((i) => `${i.name ?? "input"} [${(i.shape ?? []).join("×")}]`).join(", ")}`;
-      settings = spec.training ? { training: true, loss: lossOutput(traced.graph, spec.loss, code), optimizer: spec.optimizer } : { training: false };
-    }
-    // The tracer records the blob's id as the file: show the editor's name.
-    for (const n of traced.graph.nodes) {
-      if (n.meta?.source) n.meta.source = userSources(n.meta.source, url);
-    }
-    const text = userSources(traced.text, url);
-    let plan;
+  const opts = panelOptions(options);
+  const panel = opts.toJSON();
+  const ctx = Object.freeze({ options: opts, ipus });
+  const { value: result, lines } = await withConsole(async () => {
+    const { exports, url } = await importModule(code, PACKAGE_URL);
     try {
-      plan = makePlan(traced, options, settings);
+      return await analyseModule(code, exports, url, ctx, panel, dataset);
+    } finally {
+      URL.revokeObjectURL(url);
+    }
+  });
+  result.console = lines;
+  result.ms = performance.now() - t0;
+  // Each edit's module stays loaded (with the parameters its model holds in wasm memory,
+  // which never shrinks); the page replaces the worker when this grows large.
+  result.wasmBytes = (await ready).memory?.buffer.byteLength ?? 0;
+  return result;
+}
+
+/** The line of the poptorch wrapper call in the code (where an error of the wrapped model is shown). */
+function wrapperLine(code, training) {
+  return lineMatching(code, training ? /\btrainingModel\s*\(/ : /\binferenceModel\s*\(/) ?? lineMatching(code, /\b(trainingModel|inferenceModel)\s*\(/);
+}
+
+/** A wrapped model's error from the page's own calls: at its line in the code if the stack has one, else where it belongs. */
+function wrappedError(e, url, code, training) {
+  const info = describe(e, url);
+  if (info.line === undefined) {
+    const shapes = /mismatch|batch dimension|positional arguments/i.test(info.message);
+    info.line = (shapes ? lineOfKey(code, "inputs") : undefined) ?? wrapperLine(code, training);
+  }
+  return info;
+}
+
+/** Which output of `graph` is the loss PopTorch finds: the one made by identity_loss or a cross-entropy, else its one float scalar. */
+function wrappedLoss(graph) {
+  const made = new Map(graph.nodes.map((n) => [n.outputs?.[0], n]));
+  const isLoss = (v) => /identity_loss|cross_entropy/.test(String(made.get(v)?.op ?? ""));
+  const marked = graph.outputs.map((v, i) => (isLoss(v) ? i : -1)).filter((i) => i >= 0);
+  if (marked.length === 1) return marked[0];
+  const scalars = graph.outputs
+    .map((v, i) => ({ i, ty: graph.values[v] }))
+    .filter(({ ty }) => ty && ty.shape.length === 0 && (ty.dtype === "float32" || ty.dtype === "float16"))
+    .map(({ i }) => i);
+  return scalars.length === 1 ? scalars[0] : null;
+}
+
+/**
+ * A model wrapped by poptorch.trainingModel / inferenceModel: `model.plan(...)` on the combined
+ * batch is the judge of PopTorch's rules (its errors are thrown, at the code's line); the
+ * views draw `plan()` of the same module traced with one micro-batch, under the model's own
+ * options and optimizer (the same Plan, with the optimizer's state counted, and with the
+ * planner's errors tied to nodes and option fields when PopTorch rejects the configuration).
+ */
+function planWrapped(spec, code, url, checks) {
+  const model = spec.model;
+  let training;
+  let planned;
+  try {
+    training = model.training;
+    planned = model.options;
+  } catch (e) {
+    throw describe(e, url);
+  }
+  const factor = batchFactor(planned);
+  const call = callInputs(spec.inputs, factor, code);
+  let rejected = null;
+  try {
+    model.plan(...call);
+  } catch (e) {
+    rejected = wrappedError(e, url, code, training);
+  }
+  const micro = spec.inputs.map((s, i) => ({ ...s, name: s.name ?? `input${i}` }));
+  let traced;
+  try {
+    traced = pkg.trace(model.model, micro, { training });
+  } catch (e) {
+    throw rejected ?? wrappedError(e, url, code, training);
+  }
+  const optimizer = training ? (optimizerOf(model) ?? { class: "SGD", choice: "sgd" }) : null;
+  let settings = { training };
+  if (training) {
+    const loss = wrappedLoss(traced.graph);
+    if (loss === null) throw rejected ?? makeError(ErrorKind.MODEL, "The training model's forward returns no loss the planner can find", { line: wrapperLine(code, true) });
+    settings = { training, loss, optimizer: optimizer.choice };
+    if (optimizer.approximate) checks.push({ level: "warning", code: "optimizer_approximated", message: `The plan counts ${optimizer.class}'s state approximately: ${optimizer.approximate}.`, fix: null, node: null });
+  }
+  let plan;
+  try {
+    plan = makePlan(traced, planned, settings);
+  } catch (e) {
+    throw rejected ?? makeError(ErrorKind.MODEL, `The planner could not plan this model: ${userSources(e?.message ?? String(e), url)}`, { line: wrapperLine(code, training) });
+  }
+  // PopTorch refused it: the plan shows why if the planner refuses it too; otherwise it is an
+  // error of the code (no loss, a batch that does not divide, shapes that changed, …).
+  if (rejected && plan.valid) throw rejected;
+  // What PopTorch logged when the code compiled or called the model (the executor's own
+  // plan's warnings aside: the plan drawn here has its own, and counts the optimizer).
+  for (const w of model.warnings) {
+    if (/^The training graph has no optimizer updates|^the model does not fit in IPU memory/.test(w)) continue;
+    checks.push({ level: "warning", code: "poptorch_warning", message: `PopTorch: ${w}`, fix: null, node: null });
+  }
+  const name = model.model?.constructor?.name ?? "Model";
+  const shapes = call.map((i) => `${i.name} [${i.shape.join("×")}]`).join(", ");
+  const title = `poptorch.${training ? "trainingModel" : "inferenceModel"}(${name}${training ? `, ${optimizer.class}` : ""}) called with ${shapes}${factor > 1 ? ` (${factor} micro-batches)` : ""}`;
+  return { traced, title, settings, plan, planned };
+}
+
+async function analyseModule(code, exports, url, ctx, panel, dataset) {
+  const spec = await normalize(exports, ctx, (v) => v instanceof pkg.poptorch.PoplarExecutor).catch((e) => {
+    const info = describe(e, url);
+    for (const key of ["optimizer", "loss", "inputs", "training"]) if (info.line === undefined && new RegExp(`\`${key}(\\[|\`)`).test(info.message)) info.line = lineOfKey(code, key);
+    throw info;
+  });
+  let traced;
+  let title;
+  let settings;
+  let plan = null;
+  let planned = panel; // the Options JSON the model is planned with
+  const checks = [];
+  if (spec.kind === "revgnn") {
+    checkName(dataset);
+    const d = DATASETS[dataset];
+    const c = spec.config;
+    traced = revgnnTrace(code, {
+      layers: c.layers ?? 7,
+      hidden: c.hidden ?? 160,
+      groups: c.groups ?? 2,
+      dropout: c.dropout ?? 0.5,
+      inChannels: d.features,
+      outChannels: d.classes,
+      nodes: d.nodes,
+      edges: d.edges + d.nodes,
+      featureNnz: d.featureNnz,
+      training: false,
+      seed: c.seed ?? 0,
+    });
+    title = `RevGNN on ${dataset}: ${c.layers ?? 7} layers × ${c.hidden ?? 160} channels, ${c.groups ?? 2} groups (whole-graph pass)`;
+    // The whole-graph pass of the evaluation: every node is one sample.
+    settings = { training: false, microBatchSize: d.nodes };
+  } else if (spec.kind === "poptorch") {
+    ({ traced, title, settings, plan, planned } = planWrapped(spec, code, url, checks));
+  } else {
+    try {
+      traced = pkg.trace(spec.model, spec.inputs, { training: spec.training });
+    } catch (e) {
+      throw describe(e, url);
+    }
+    title = `${spec.model.constructor?.name ?? "Model"} on ${spec.inputs.map((i) => `${i.name ?? "input"} [${(i.shape ?? []).join("×")}]`).join(", ")}`;
+    settings = spec.training ? { training: true, loss: lossOutput(traced.graph, spec.loss, code), optimizer: spec.optimizer } : { training: false };
+    // The code may have set options on `options` itself.
+    if (!ctx.options.frozen) planned = ctx.options.toJSON();
+  }
+  // The tracer records the blob's id as the file: show the editor's name.
+  for (const n of traced.graph.nodes) {
+    if (n.meta?.source) n.meta.source = userSources(n.meta.source, url);
+  }
+  const text = userSources(traced.text, url);
+  if (!plan) {
+    try {
+      plan = makePlan(traced, planned, settings);
     } catch (e) {
       throw makeError(ErrorKind.MODEL, `The planner could not plan this model: ${userSources(e?.message ?? String(e), url)}`, { line: settings.training ? lineOfKey(code, "training") : undefined });
     }
-    const checks = [];
-    if (plan.ipusReserved > ipus) {
-      checks.push({
-        level: "error",
-        code: "not_enough_ipus",
-        message: `The plan reserves ${plan.ipusReserved} IPUs (${plan.ipusPerReplica} per replica × ${plan.replicas} replica${plan.replicas === 1 ? "" : "s"}), but the system has ${ipus}.`,
-        fix: `Set "IPUs in the system" to ${plan.ipusReserved} or more, or use fewer IPUs or replicas.`,
-        node: null,
-      });
-    }
-    return {
-      kind: spec.kind,
-      title,
-      text,
-      graph: traced.graph,
-      parameters: traced.parameters ?? [],
-      revgnn: spec.kind === "revgnn" ? spec.config : null,
-      dataset: spec.kind === "revgnn" ? dataset : null,
-      training: settings.training,
-      optimizer: settings.optimizer ?? null,
-      plan,
-      checks,
-      file: USER_FILE,
-      ms: performance.now() - t0,
-      // Each edit's module stays loaded (with the parameters its model holds in wasm
-      // memory, which never shrinks); the page replaces the worker when this grows large.
-      wasmBytes: (await ready).memory?.buffer.byteLength ?? 0,
-    };
-  } finally {
-    URL.revokeObjectURL(url);
   }
+  for (const list of [plan.errors ?? [], plan.warnings ?? []]) for (const d of list) d.message = userSources(d.message, url);
+  if (plan.ipusReserved > ctx.ipus) {
+    checks.push({
+      level: "error",
+      code: "not_enough_ipus",
+      message: `The plan reserves ${plan.ipusReserved} IPUs (${plan.ipusPerReplica} per replica × ${plan.replicas} replica${plan.replicas === 1 ? "" : "s"}), but the system has ${ctx.ipus}.`,
+      fix: `Set "IPUs in the system" to ${plan.ipusReserved} or more, or use fewer IPUs or replicas.`,
+      node: null,
+    });
+  }
+  return {
+    kind: spec.kind,
+    title,
+    text,
+    graph: traced.graph,
+    parameters: traced.parameters ?? [],
+    revgnn: spec.kind === "revgnn" ? spec.config : null,
+    dataset: spec.kind === "revgnn" ? dataset : null,
+    training: settings.training,
+    optimizer: settings.optimizer ?? null,
+    plan,
+    checks,
+    optionsFromCode: spec.kind === "revgnn" ? [] : optionsFromCode(panel, planned, code),
+    file: USER_FILE,
+  };
 }
 
 // ---------------------------------------------------------------- training

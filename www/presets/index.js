@@ -1,4 +1,6 @@
-// The editor's presets: code written against the package's JS API, the options each
+// The editor's presets: code written against the package's PopTorch-style API (each builds
+// its model, wraps it with poptorch.trainingModel / inferenceModel and the `options` the page
+// makes from its panel), the options each
 // starts with (the planner's Options JSON, merged over the defaults) and the IPUs in the
 // system (`ipus`). `expect` is what the page tests check: the IPUs the assignment view shows.
 
@@ -27,11 +29,11 @@ export default {
 };
 `;
 
-const MLP_PIPELINED = `import { nn, block } from "ipu-playground";
+const MLP_PIPELINED = `import { nn, poptorch, block } from "ipu-playground";
 
-// An MLP cut into four Blocks, one per IPU, trained with a
-// cross-entropy loss. With PopTorch's default PipelinedExecution
-// each switch of IPU starts a pipeline stage; training adds the
+// An MLP cut into four Blocks, one per IPU, trained as PopTorch
+// trains it. With PopTorch's default PipelinedExecution each
+// switch of IPU starts a pipeline stage; training adds the
 // backward stages (2F − 1 = 7 in all), so gradient accumulation
 // must be at least 7 (try 4 in the options).
 class MLP extends nn.Module {
@@ -49,31 +51,32 @@ class MLP extends nn.Module {
     const h3 = block("hidden2", 2, () => this.fc3.forward(h2).relu());
     return block("head", 3, () => {
       const logits = this.head.forward(h3);
-      // As in PopTorch, a training model returns its loss.
+      // A training model returns its loss.
       return [logits, logits.crossEntropy(labels)];
     });
   }
 }
 
-export default {
-  model: new MLP(512),
-  inputs: [
-    { name: "x", shape: [32, 784] },
-    { name: "labels", shape: [32], dtype: "int32" },
-  ],
-  training: true, // planned as poptorch.trainingModel: the scalar output is the loss
-  optimizer: "adam",
+// \`options\`: a poptorch.Options made from the options panel.
+export default ({ options }) => {
+  const net = new MLP(512);
+  const adam = new poptorch.optim.Adam(net.parameters(), { lr: 0.001 });
+  return {
+    model: poptorch.trainingModel(net, options, adam),
+    // One micro-batch; the page calls model.plan() with the
+    // combined batch (× device iterations × replicas ×
+    // gradient accumulation), as poptorch.DataLoader gives it.
+    inputs: [
+      { name: "x", shape: [32, 784] },
+      { name: "labels", shape: [32], dtype: "int32" },
+    ],
+  };
 };
 `;
 
-const TRANSFORMER = `import { nn, beginBlock } from "ipu-playground";
-
-// A small transformer language model: 4 layers of self-attention
-// + MLP, then a head over the vocabulary. Each layer starts a Block
-// (beginBlock: what follows stays in it); which IPU and which
-// execution phase runs each Block is set in the options panel
-// (Execution strategy → phases), as poptorch.SerialPhasedExecution
-// and ParallelPhasedExecution take it.
+const TRANSFORMER_MODEL = `// A small transformer language model: 4 layers of self-attention
+// + MLP, then a head over the vocabulary. Each layer starts a
+// Block (beginBlock: what follows stays in it).
 class Attention extends nn.Module {
   constructor(d) {
     super();
@@ -84,7 +87,9 @@ class Attention extends nn.Module {
     this.out = new nn.Linear(d, d);
   }
   forward(x) {
-    const scores = this.q.forward(x).matmul(this.k.forward(x).transpose(1, 2)).scale(1 / Math.sqrt(this.d));
+    const scores = this.q.forward(x)
+      .matmul(this.k.forward(x).transpose(1, 2))
+      .scale(1 / Math.sqrt(this.d));
     return this.out.forward(scores.softmax(-1).matmul(this.v.forward(x)));
   }
 }
@@ -100,7 +105,8 @@ class Layer extends nn.Module {
   }
   forward(x) {
     const h = x.add(this.attn.forward(this.ln1.forward(x)));
-    return h.add(this.fc2.forward(this.fc1.forward(this.ln2.forward(h)).gelu()));
+    const mlp = this.fc2.forward(this.fc1.forward(this.ln2.forward(h)).gelu());
+    return h.add(mlp);
   }
 }
 
@@ -122,47 +128,105 @@ class Transformer extends nn.Module {
   }
 }
 
-export default {
-  model: new Transformer(64, 4, 1000),
-  inputs: [
-    { name: "x", shape: [8, 32, 64] },
-    { name: "targets", shape: [8 * 32], dtype: "int32" },
-  ],
-  training: true,
-  optimizer: "adam",
+const inputs = [
+  { name: "x", shape: [8, 32, 64] },
+  { name: "targets", shape: [8 * 32], dtype: "int32" },
+];
+`;
+
+const TRANSFORMER_SERIAL = `import { nn, poptorch, beginBlock } from "ipu-playground";
+
+${TRANSFORMER_MODEL}
+export default ({ options }) => {
+  // Serial phased execution, set here in the code: two phases of
+  // two stages, on IPUs 0 and 1; a phase runs after the previous
+  // one, its tensors in Streaming Memory in between. The code runs
+  // after the page builds \`options\` from the panel, so what it
+  // sets wins (the panel marks the fields it overrides).
+  options.setExecutionStrategy(new poptorch.SerialPhasedExecution(
+    new poptorch.Phase(new poptorch.Stage("layer0"), new poptorch.Stage("layer1")).ipus(0, 1),
+    new poptorch.Phase(new poptorch.Stage("layer2"), new poptorch.Stage("layer3")).ipus(0, 1),
+  ));
+  const net = new Transformer(64, 4, 1000);
+  const adam = new poptorch.optim.Adam(net.parameters(), { lr: 0.0003 });
+  return { model: poptorch.trainingModel(net, options, adam), inputs };
 };
 `;
 
-const REPLICATED = `import { nn, block } from "ipu-playground";
+const TRANSFORMER_PARALLEL = `import { nn, poptorch, beginBlock } from "ipu-playground";
+
+${TRANSFORMER_MODEL}
+// Parallel phased execution, set in the options panel (Execution
+// strategy → Phases): each phase on IPU 0 or 1, alternating, as
+// poptorch.ParallelPhasedExecution takes it.
+export default ({ options }) => {
+  const net = new Transformer(64, 4, 1000);
+  const adam = new poptorch.optim.Adam(net.parameters(), { lr: 0.0003 });
+  return { model: poptorch.trainingModel(net, options, adam), inputs };
+};
+`;
+
+const REPLICATED = `import { nn, poptorch, block } from "ipu-playground";
 
 // A model on 2 IPUs, replicated 4 times (Replication factor in
-// the options): every replica holds its own copy of the weights
-// and takes its share of each batch, so 2 × 4 = 8 IPUs are used.
+// the options): 2 × 4 = 8 IPUs. Each replica takes its share of
+// each batch. The decoder's weight is replica-grouped: pairs of
+// consecutive replicas ({0, 1}, {2, 3}) share one copy, trained
+// on their pair's data only, so the host holds one copy per
+// group.
 class Net extends nn.Module {
   constructor() {
     super();
     this.encoder = new nn.Linear(128, 256);
     this.decoder = new nn.Linear(256, 16);
   }
-  forward(x) {
+  forward(x, labels) {
     const h = block("encoder", 0, () => this.encoder.forward(x).gelu());
-    return block("decoder", 1, () => this.decoder.forward(h));
+    return block("decoder", 1, () => {
+      const out = this.decoder.forward(h);
+      return [out, out.crossEntropy(labels)];
+    });
   }
 }
 
-export default ({ options }) => ({
-  model: new Net(),
-  inputs: [{ name: "x", shape: [64, 128] }],
-  training: false,
-});
+export default ({ options }) => {
+  const net = new Net();
+  const sgd = new poptorch.optim.SGD(net.parameters(), { lr: 0.05 });
+  const model = poptorch.trainingModel(net, options, sgd);
+  model.replicaGrouping("decoder.weight", poptorch.CommGroupType.Consecutive, 2,
+                        poptorch.VariableRetrievalMode.OnePerGroup);
+  const micro = [
+    { name: "x", shape: [16, 128] },
+    { name: "labels", shape: [16], dtype: "int32" },
+  ];
+  // One step on made-up data: each group's copy learns from its
+  // own replicas' share of the batch.
+  const { deviceIterations: d, replicationFactor: r, Training } = model.options;
+  const n = 16 * d * r * Training.gradientAccumulation;
+  const x = new Float32Array(n * 128).map((_, i) => Math.sin(i * 0.37));
+  const labels = new Int32Array(n).map((_, i) => i % 16);
+  model.call({ name: "x", shape: [n, 128], data: x },
+             { name: "labels", shape: [n], data: labels });
+  const w = model.getParameter("decoder.weight");
+  console.log(\`decoder.weight on the host: [\${w.shape}], one copy per group\`);
+  const per = w.data.length / w.shape[0];
+  const copy = (g) => Array.from(w.data.subarray(g * per, (g + 1) * per));
+  for (let g = 1; g < w.shape[0]; g++) {
+    const a = copy(0), b = copy(g);
+    const diff = Math.max(...a.map((v, i) => Math.abs(v - b[i])));
+    console.log(\`after one step, group \${g}'s copy differs from group 0's by up to \${diff.toExponential(2)}\`);
+  }
+  return { model, inputs: micro };
+};
 `;
 
-const BUFFER_COUNTER = `import { nn, constant } from "ipu-playground";
+const BUFFER_COUNTER = `import { nn, poptorch, constant } from "ipu-playground";
 
 // A counter kept in a registered buffer, updated in place on
-// every call (PopTorch semantics: a buffer must be changed in
-// place; a plain tensor attribute would be frozen as a constant
-// and never count). The graph shows the buffer_update node.
+// every micro-batch (PopTorch semantics: a buffer must be changed
+// in place; a plain tensor attribute would be frozen as a
+// constant and never count). The graph shows the buffer_update
+// node, the memory view the buffer.
 class Counter extends nn.Module {
   constructor() {
     super();
@@ -176,21 +240,24 @@ class Counter extends nn.Module {
   }
 }
 
-export default { model: new Counter(), inputs: [{ name: "x", shape: [4, 8] }] };
+export default ({ options }) => {
+  const net = new Counter();
+  const model = poptorch.inferenceModel(net, options);
+  // Three calls, each of \`deviceIterations\` micro-batches of 4.
+  const n = 4 * model.options.deviceIterations;
+  const x = { name: "x", shape: [n, 8], data: new Float32Array(n * 8) };
+  for (let call = 1; call <= 3; call++) {
+    model.call(x);
+    // An inference model's buffers reach the host only here.
+    model.copyWeightsToHost();
+    console.log(\`after call \${call}: count = \${net.stateDict().count.data[0]}\`);
+  }
+  return { model, inputs: [{ name: "x", shape: [4, 8] }] };
+};
 `;
 
-// Two phases of two stages each, on IPUs 0 and 1 (phased execution keeps every tensor class
-// in Streaming Memory by default).
-const TRANSFORMER_SERIAL = {
-  type: "serialPhased",
-  phases: [
-    { stages: [{ blocks: ["layer0"], ipu: 0 }, { blocks: ["layer1"], ipu: 1 }] },
-    { stages: [{ blocks: ["layer2"], ipu: 0 }, { blocks: ["layer3"], ipu: 1 }] },
-  ],
-};
-
-// Parallel phases alternate between the even and the odd IPUs.
-const TRANSFORMER_PARALLEL = {
+// Parallel phases alternate between the even and the odd IPUs (the panel's phases JSON).
+const PARALLEL_PHASES = {
   type: "parallelPhased",
   phases: [0, 1, 2, 3].map((i) => ({ stages: [{ blocks: [`layer${i}`], ipu: i % 2 }] })),
 };
@@ -208,20 +275,20 @@ export const PRESETS = Object.freeze([
   {
     id: "transformer-serial",
     title: "Transformer, serial phased",
-    code: TRANSFORMER,
-    options: { executionStrategy: TRANSFORMER_SERIAL },
+    code: TRANSFORMER_SERIAL,
+    options: {},
     ipus: 2,
     expect: { ipus: [0, 1] },
   },
   {
     id: "transformer-parallel",
     title: "Transformer, parallel phased",
-    code: TRANSFORMER,
-    options: { executionStrategy: TRANSFORMER_PARALLEL },
+    code: TRANSFORMER_PARALLEL,
+    options: { executionStrategy: PARALLEL_PHASES },
     ipus: 2,
     expect: { ipus: [0, 1] },
   },
-  { id: "replicated", title: "Replicated model (2 IPUs × 4)", code: REPLICATED, options: { replicationFactor: 4, deviceIterations: 2 }, ipus: 8, expect: { ipus: [0, 1], used: 8 } },
+  { id: "replicated", title: "Replicated model (2 IPUs × 4)", code: REPLICATED, options: { replicationFactor: 4, Training: { gradientAccumulation: 4 } }, ipus: 8, expect: { ipus: [0, 1], used: 8 } },
   { id: "buffer-counter", title: "Buffer counter (in-place update)", code: BUFFER_COUNTER, options: {}, ipus: 1, expect: { ipus: [0] } },
 ]);
 

@@ -11,8 +11,30 @@ export function createFitView(root, { onGoToLine }) {
   const stats = h("div", { class: "stats", id: "fit-stats" });
   const list = h("ul", { class: "issues", id: "fit-list" });
   const largest = h("div", { id: "fit-largest" });
-  root.append(verdict, stats, list, largest);
+  // The current code's error (it did not run, trace or wrap): above the last plan, which is stale then.
+  const current = h("div", { id: "fit-current", hidden: true });
+  root.append(current, verdict, stats, list, largest);
   return {
+    /** Shows the analysis error `info` ({ message, line?, kind }) above the last plan. */
+    showError(info) {
+      current.hidden = false;
+      current.replaceChildren(
+        h("ul", { class: "issues" }, [
+          h("li", { class: "issue error current", "data-code": `code_${info.kind ?? "error"}` }, [
+            h("span", { class: "badge", text: "error" }),
+            h("div", {}, [
+              h("p", { class: "issue-message", text: info.message }),
+              h("p", { class: "issue-fix", text: info.line ? `In your code, line ${info.line}. The rest of this view is the last plan that worked.` : "The rest of this view is the last plan that worked." }),
+              info.line ? h("button", { type: "button", class: "link", text: `Go to line ${info.line}`, onclick: () => onGoToLine(info.line, info.message) }) : null,
+            ]),
+          ]),
+        ]),
+      );
+    },
+    clearError() {
+      current.hidden = true;
+      current.replaceChildren();
+    },
     render(a) {
       const plan = a.plan;
       const items = fitItems(plan, a.checks ?? []);

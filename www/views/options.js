@@ -8,8 +8,9 @@ import { h } from "./dom.js";
 function field(id, label, input, help) {
   input.id = `opt-${id}`;
   const err = h("p", { class: "field-error", id: `err-${id}`, role: "status", "aria-live": "polite" });
-  input.setAttribute("aria-describedby", `err-${id}${help ? ` help-${id}` : ""}`);
-  const wrap = h("div", { class: `field field-${id}` }, [h("label", { for: input.id, text: label }), input, err]);
+  const note = h("p", { class: "field-note", id: `note-${id}`, role: "status", "aria-live": "polite" });
+  input.setAttribute("aria-describedby", `err-${id} note-${id}${help ? ` help-${id}` : ""}`);
+  const wrap = h("div", { class: `field field-${id}` }, [h("label", { for: input.id, text: label }), input, err, note]);
   if (help) wrap.append(h("p", { class: "help", id: `help-${id}`, text: help }));
   return wrap;
 }
@@ -21,6 +22,17 @@ const checkbox = () => h("input", { type: "checkbox" });
 /** The phases as the textarea shows them: the planner's JSON, one phase per line. */
 function phasesText(phases) {
   return Array.isArray(phases) ? `[\n  ${phases.map((p) => JSON.stringify(p)).join(",\n  ")}\n]` : "";
+}
+
+/** An execution strategy of the Options JSON, in words. */
+function strategyText(s) {
+  if (!s || typeof s !== "object") return String(s);
+  const name = STRATEGIES[s.type] ?? s.type;
+  if (Array.isArray(s.phases)) {
+    const phases = s.phases.map((p) => (p.stages ?? []).map((st) => `${st.blocks.join("+")}${Number.isInteger(st.ipu) ? `@${st.ipu}` : ""}`).join(" | ") + (p.ipus ? ` on IPUs ${p.ipus.join(", ")}` : ""));
+    return `${name}, ${phases.length} phase${phases.length === 1 ? "" : "s"}: ${phases.map((p) => `[${p}]`).join(", ")}`;
+  }
+  return s.autoStage ? `${name}, AutoStage ${s.autoStage}` : `${name}${s.stages ? `, ${s.stages.length} explicit stages` : ""}`;
 }
 
 export function createOptionsPanel(root, { onChange }) {
@@ -45,8 +57,10 @@ export function createOptionsPanel(root, { onChange }) {
     return f;
   };
   const general = h("p", { class: "field-error", id: "err-options", role: "status", "aria-live": "polite" });
+  const codeNote = h("p", { class: "field-note", id: "note-options", role: "status", "aria-live": "polite" });
   const form = h("form", { class: "options", novalidate: true, "aria-label": "Options" }, [
     general,
+    codeNote,
     h("fieldset", {}, [
       h("legend", { text: "Execution" }),
       field("strategy", "Execution strategy", inputs.strategy),
@@ -172,6 +186,22 @@ export function createOptionsPanel(root, { onChange }) {
       mine = Object.fromEntries(typeErrors(options).map((e) => [e.field, e.message]));
       planners = {};
       paint();
+    },
+    /**
+     * Marks the fields whose value the code set itself ([{ field, value, line }]): the code
+     * runs after the page builds `options` from this panel, so the code's value is planned.
+     */
+    showCodeOptions(list) {
+      for (const p of form.querySelectorAll(".field-note")) p.textContent = "";
+      for (const { field, value, line } of list) {
+        const p = form.querySelector(`#note-${field}`);
+        if (!p) continue;
+        const shown = field === "strategy" ? strategyText(value) : typeof value === "object" && value ? JSON.stringify(value) : String(value);
+        p.textContent = `Set by your code${line ? ` (line ${line})` : ""}: ${shown}. The code's value is planned, not this field's.`;
+      }
+      codeNote.textContent = list.length
+        ? `Your code sets ${list.length === 1 ? "one of these options" : `${list.length} of these options`} itself; the code runs after the page builds \`options\` from this panel, so its values win (marked below).`
+        : "";
     },
     /**
      * Shows the planner's errors and warnings about options at their fields (replacing the
