@@ -137,15 +137,27 @@ export async function normalize(exports, ctx, isExecutor = () => false) {
 
 const DTYPES = ["float32", "float16", "int32", "bool"];
 
-/** An example input must be { name?, shape: [whole numbers], dtype? } (its values are not used). */
+/**
+ * An example input: { name?, shape: [whole numbers], dtype? } (one micro-batch; its values are
+ * made up), { name?, shape: [rows, cols], layout: "csr", nnz } (a sparse matrix), or a value
+ * with its data (a host tensor { shape, data }, a CSR matrix { layout: "csr", shape, indptr,
+ * indices, values }), passed to the model as it is.
+ */
 function checkInput(spec, i) {
   const bad = (what) => {
-    throw makeError(ErrorKind.MODEL, `\`inputs[${i}]\` ${what}, got ${safeString(spec)}`);
+    throw makeError(ErrorKind.MODEL, `\`inputs[${i}]\` ${what}, got ${describeInput(spec)}`);
   };
-  if (!spec || typeof spec !== "object" || Array.isArray(spec)) bad("must be { name, shape, dtype? }");
+  if (!spec || typeof spec !== "object" || Array.isArray(spec)) bad("must be { name, shape, dtype? } or a host tensor");
   if (!Array.isArray(spec.shape) || !spec.shape.every((d) => Number.isInteger(d) && d >= 0)) bad("must have a `shape` of whole numbers");
   if (spec.name !== undefined && typeof spec.name !== "string") bad("has a `name` that is not a string");
+  if (spec.layout !== undefined && spec.layout !== "csr") bad('has a `layout` that is not "csr"');
   if (spec.dtype !== undefined && !DTYPES.includes(spec.dtype)) bad(`has a \`dtype\` that is not one of ${DTYPES.map((d) => `"${d}"`).join(", ")}`);
+}
+
+/** An input for a message: its keys and shape, not its (possibly large) values. */
+function describeInput(spec) {
+  if (!spec || typeof spec !== "object" || Array.isArray(spec)) return safeString(spec);
+  return `{ ${Object.keys(spec).map((k) => (k === "shape" || k === "name" || k === "dtype" || k === "layout" ? `${k}: ${safeString(spec[k])}` : k)).join(", ")} }`;
 }
 
 function isModule(v) {

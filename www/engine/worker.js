@@ -127,16 +127,32 @@ function batchFactor(o) {
   return (o.deviceIterations ?? 1) * Math.max(1, Math.floor(replicas / group)) * (o.Training?.gradientAccumulation ?? 1);
 }
 
-/** Values in all the inputs of one planning call, at most (they are zeros: only shapes matter). */
+/** Values in all the inputs of one planning call the page makes up, at most (zeros: only shapes matter). */
 const MAX_CALL_VALUES = 64 * 2 ** 20;
 
-/** The combined-batch host tensors (zeros) of one call for micro-batch `inputs`. */
+const isSparse = (spec) => spec.layout === "csr";
+/** An input the code gave with its values (a host tensor or CSR matrix, e.g. a loader's batch): passed as it is. */
+const hasValues = (spec) => (isSparse(spec) ? spec.indptr !== undefined : spec.data !== undefined);
+
+/** A CSR matrix of `shape` with `nnz` entries spread over its rows (zeros; a valid pattern). */
+function madeUpCsr(name, [rows, cols], nnz) {
+  const indptr = new Int32Array(rows + 1);
+  const indices = new Int32Array(nnz);
+  for (let r = 0; r < rows; r++) {
+    indptr[r + 1] = Math.floor(((r + 1) * nnz) / rows);
+    for (let k = indptr[r]; k < indptr[r + 1]; k++) indices[k] = k - indptr[r];
+  }
+  return { name, layout: "csr", shape: [rows, cols], indptr, indices, values: new Float32Array(nnz) };
+}
+
+/**
+ * The inputs of one call for the example `inputs`: those given with values as they are (the
+ * call's, combined batch); for a shape alone, zeros of one micro-batch × `factor` (what
+ * poptorch.DataLoader would combine), or a made-up CSR pattern of `nnz` entries.
+ */
 function callInputs(inputs, factor, code) {
   let total = 0;
-  return inputs.map((spec, i) => {
-    const shape = [...spec.shape];
-    if (shape.length && factor > 1) shape[0] *= factor;
-    const n = shape.reduce((a, b) => a * b, 1);
+  const tooBig = (n) => {
     total += n;
     if (total > MAX_CALL_VALUES) {
       throw makeError(
@@ -145,9 +161,37 @@ function callInputs(inputs, factor, code) {
         { line: lineOfKey(code, "inputs") },
       );
     }
+  };
+  return inputs.map((spec, i) => {
+    const name = spec.name ?? `input${i}`;
+    if (hasValues(spec)) return { ...spec, name };
+    if (isSparse(spec)) {
+      const [rows, cols] = spec.shape;
+      const nnz = spec.nnz ?? 0;
+      if (spec.shape.length !== 2 || !Number.isInteger(nnz) || nnz < 0 || nnz > rows * cols) {
+        throw makeError(ErrorKind.MODEL, `\`inputs[${i}]\`: a csr input has shape [rows, cols] and 0 ≤ nnz ≤ rows × cols entries`, { line: lineOfKey(code, "inputs") });
+      }
+      tooBig(rows + 1 + 2 * nnz);
+      return madeUpCsr(name, spec.shape, nnz);
+    }
+    const shape = [...spec.shape];
+    if (shape.length && factor > 1) shape[0] *= factor;
+    const n = shape.reduce((a, b) => a * b, 1);
+    tooBig(n);
     const dtype = spec.dtype ?? "float32";
     const data = dtype === "int32" ? new Int32Array(n) : dtype === "bool" ? new Uint8Array(n) : new Float32Array(n);
-    return { name: spec.name ?? `input${i}`, shape, dtype, data };
+    return { name, shape, dtype, data };
+  });
+}
+
+/** The trace's input specs (one micro-batch) for the call's inputs. */
+function microSpecs(call, factor) {
+  return call.map((t) => {
+    if (isSparse(t)) return { name: t.name, shape: t.shape, layout: "csr", nnz: t.indices?.length ?? t.nnz };
+    const shape = [...t.shape];
+    if (shape.length && factor > 1 && shape[0] % factor === 0) shape[0] /= factor;
+    const dtype = t.dtype ?? (t.data instanceof Int32Array ? "int32" : t.data instanceof Uint8Array ? "bool" : "float32");
+    return { name: t.name, shape, dtype };
   });
 }
 
@@ -272,7 +316,7 @@ function planWrapped(spec, code, url, checks) {
   } catch (e) {
     rejected = wrappedError(e, url, code, training);
   }
-  const micro = spec.inputs.map((s, i) => ({ ...s, name: s.name ?? `input${i}` }));
+  const micro = microSpecs(call, factor);
   let traced;
   try {
     traced = pkg.trace(model.model, micro, { training });
@@ -344,7 +388,7 @@ async function analyseModule(code, exports, url, ctx, panel, dataset) {
     ({ traced, title, settings, plan, planned } = planWrapped(spec, code, url, checks));
   } else {
     try {
-      traced = pkg.trace(spec.model, spec.inputs, { training: spec.training });
+      traced = pkg.trace(spec.model, microSpecs(spec.inputs.map((s, i) => ({ ...s, name: s.name ?? `input${i}` })), 1), { training: spec.training });
     } catch (e) {
       throw describe(e, url);
     }
