@@ -191,10 +191,8 @@ function showAnalysis(result, ms) {
   const errors = items.filter((i) => i.level === "error").length;
   setAnalysisState(errors ? "warn" : "ok", errors ? `${errors} plan error${errors > 1 ? "s" : ""}` : result.plan.fits ? "planned · fits" : "planned");
   tabs.fit.dataset.count = items.length ? String(items.length) : "";
-  if (result.kind === "revgnn") {
-    revgnnConfig = result.revgnn;
-    updateTrainingConfig();
-  }
+  revgnnConfig = result.revgnn;
+  updateTrainingConfig();
   document.body.dataset.seq = String(latest);
   setStatus(`Traced ${result.graph.nodes.length} nodes and planned ${result.plan.numNodes} in ${Math.round(ms)} ms · Ready`);
   if (!firstRender) {
@@ -256,8 +254,13 @@ function trainingConfig() {
 
 function updateTrainingConfig() {
   const c = trainingConfig();
-  const from = store.get().preset === "revgnn" ? "as configured in the editor" : "with the RevGNN preset's defaults (only RevGNN can be trained until the PopTorch-style API lands)";
-  training.setConfig(`RevGNN ${c.layers} layers × ${c.hidden} channels, ${c.groups} groups, dropout ${c.dropout}, Adam lr ${c.lr}, ${c.parts} parts per epoch — ${from}.`);
+  const from = revgnnConfig
+    ? "as your code's `revgnn` configures it"
+    : "with the RevGNN preset's configuration (this view trains RevGNN; your code exports no `revgnn`)";
+  training.setConfig(
+    `RevGNN ${c.layers} layers × ${c.hidden} channels, ${c.groups} groups, dropout ${c.dropout}, Adam lr ${c.lr}, ${c.parts} parts per epoch, ` +
+      `trained by the package's RevGnnTrainer (PyG's rev_gnn.py model, built in Rust, on the PopTorch execution path) — ${from}.`,
+  );
 }
 
 const training = createTrainingView(panels.training, {
@@ -300,7 +303,8 @@ store.subscribe((s, patch) => {
     if (s.view === "graph") renderView("graph");
   }
   if ("code" in patch || "options" in patch || "ipus" in patch) scheduleAnalysis();
-  if ("train" in patch && analysis?.kind === "revgnn" && patch.train.dataset !== analysis.dataset) scheduleAnalysis();
+  // A model built from the Training view's dataset (the code read `dataset`) is planned again for another.
+  if ("train" in patch && analysis?.dataset && patch.train.dataset !== analysis.dataset) scheduleAnalysis();
 });
 
 function loadPreset(id) {

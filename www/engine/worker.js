@@ -246,7 +246,23 @@ async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
   if (typeof code !== "string") throw makeError(ErrorKind.MODEL, "no code to run");
   const opts = panelOptions(options);
   const panel = opts.toJSON();
-  const ctx = Object.freeze({ options: opts, ipus });
+  // `dataset` (the Training view's choice) is a getter: an analysis that read it is redone
+  // when the choice changes.
+  let readDataset = false;
+  const ctx = Object.freeze(
+    Object.defineProperties(
+      { options: opts, ipus, dataUrl: DATA_URL.href },
+      {
+        dataset: {
+          enumerable: true,
+          get: () => {
+            readDataset = true;
+            return dataset;
+          },
+        },
+      },
+    ),
+  );
   const { value: result, lines } = await withConsole(async () => {
     const { exports, url } = await importModule(code, PACKAGE_URL);
     try {
@@ -256,6 +272,7 @@ async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
     }
   });
   result.console = lines;
+  if (readDataset) result.dataset = dataset;
   result.ms = performance.now() - t0;
   // Each edit's module stays loaded (with the parameters its model holds in wasm memory,
   // which never shrinks); the page replaces the worker when this grows large.
@@ -352,6 +369,12 @@ function planWrapped(spec, code, url, checks) {
   return { traced, title, settings, plan, planned };
 }
 
+/** The module's \`export const revgnn = { layers, hidden, … }\` (the trainer's configuration), or null. */
+function trainingConfig(exports) {
+  const c = exports.revgnn;
+  return c && typeof c === "object" && !Array.isArray(c) ? { ...c } : null;
+}
+
 async function analyseModule(code, exports, url, ctx, panel, dataset) {
   const spec = await normalize(exports, ctx, (v) => v instanceof pkg.poptorch.PoplarExecutor).catch((e) => {
     const info = describe(e, url);
@@ -425,7 +448,9 @@ async function analyseModule(code, exports, url, ctx, panel, dataset) {
     text,
     graph: traced.graph,
     parameters: traced.parameters ?? [],
-    revgnn: spec.kind === "revgnn" ? spec.config : null,
+    // The configuration the Training view trains: the old { revgnn } export, or a named
+    // \`export const revgnn = {…}\` next to a model written in the editor.
+    revgnn: spec.kind === "revgnn" ? spec.config : trainingConfig(exports),
     dataset: spec.kind === "revgnn" ? dataset : null,
     training: settings.training,
     optimizer: settings.optimizer ?? null,

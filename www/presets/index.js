@@ -29,6 +29,89 @@ export default {
 };
 `;
 
+// RevGNN written with the package's GNN stack (nn.SAGEConv, nn.GroupAddRev, datasets.Planetoid,
+// loaders.RandomNodeLoader): PyG's examples/rev_gnn.py, as examples/rev_gnn.mjs has it.
+const REVGNN_JS = `import { nn, poptorch, datasets, loaders, randomMask, isTraining } from "ipu-playground";
+
+// RevGNN on a Planetoid graph: PyG's examples/rev_gnn.py. The
+// views plan one training step of the model below on one part of
+// the graph; the Training view trains this configuration (with
+// the package's RevGnnTrainer: this architecture, built in Rust,
+// on the same PopTorch execution path). Pick the dataset there.
+export const revgnn = {
+  layers: 7,      // GroupAddRev layers (activation memory stays flat with depth)
+  hidden: 160,    // channels, split over the groups
+  groups: 2,
+  dropout: 0.5,
+  lr: 0.003,      // Adam
+  parts: 10,      // RandomNodeLoader parts per epoch
+  seed: 0,
+};
+
+class GNNBlock extends nn.Module {
+  constructor(inChannels, outChannels, dropout) {
+    super();
+    this.norm = new nn.LayerNorm(inChannels);
+    this.conv = new nn.SAGEConv(inChannels, outChannels);
+    this.dropout = dropout;
+  }
+  forward(x, adj, dropoutMask) {
+    let h = this.norm.forward(x).relu();
+    if (isTraining() && dropoutMask) h = h.dropoutWithMask(dropoutMask, this.dropout);
+    return this.conv.forward(h, adj);
+  }
+}
+
+class RevGNN extends nn.Module {
+  constructor(inChannels, hidden, outChannels, numLayers, dropout, numGroups) {
+    super();
+    if (hidden % numGroups !== 0) {
+      throw new Error(\`hidden size \${hidden} is not divisible by the number of groups \${numGroups}\`);
+    }
+    this.dropout = dropout;
+    this.lin1 = new nn.Linear(inChannels, hidden);
+    this.norm = new nn.LayerNorm(hidden);
+    this.drop = new nn.Dropout(dropout);
+    this.lin2 = new nn.Linear(hidden, outChannels);
+    const c = hidden / numGroups;
+    this.convs = new nn.ModuleList(Array.from({ length: numLayers },
+      () => new nn.GroupAddRev(new GNNBlock(c, c, dropout), { numGroups })));
+  }
+  forward(x, adj, y, mask) {
+    let h = this.lin1.forward(x);
+    // One dropout mask shared by every layer (GroupAddRev cuts it per
+    // group): the inverse recomputes exactly what the forward did.
+    const dropoutMask = isTraining() && this.dropout > 0 ? randomMask(h.shape, this.dropout) : null;
+    for (let i = 0; i < this.convs.length; i++) h = this.convs.get(i).forward(h, adj, dropoutMask);
+    h = this.drop.forward(this.norm.forward(h).relu());
+    const out = this.lin2.forward(h);
+    // The loss on the part's training nodes comes out too, as PopTorch wants.
+    return [out, out.crossEntropy(y, mask)];
+  }
+}
+
+// \`dataset\`: the Training view's choice; \`dataUrl\`: the served data/ folder.
+export default async ({ options, dataset, dataUrl }) => {
+  const { layers, hidden, groups, dropout, lr, parts, seed } = revgnn;
+  const graph = await datasets.Planetoid(dataset, dataUrl, { split: "full", transform: ["AddSelfLoops"] });
+  const data = graph.get(0);
+  const net = new RevGNN(data.numFeatures, hidden, data.numClasses, layers, dropout, groups);
+  const adam = new poptorch.optim.Adam(net.parameters(), { lr });
+  // Every part padded to one size, so one compiled model serves them all.
+  const loader = new loaders.RandomNodeLoader(data, { numParts: parts, shuffle: true, seed: seed + 1, fixedSize: true });
+  const part = loader[Symbol.iterator]().next().value;
+  return {
+    model: poptorch.trainingModel(net, options, adam),
+    inputs: [
+      { ...part.x, name: "x" },
+      { ...part.meanAdjacency(), name: "adj" },
+      { ...part.y, name: "y" },
+      { ...part.trainMask, name: "mask" },
+    ],
+  };
+};
+`;
+
 const MLP_PIPELINED = `import { nn, poptorch, block } from "ipu-playground";
 
 // An MLP cut into four Blocks, one per IPU, trained as PopTorch
