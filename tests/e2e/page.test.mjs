@@ -434,6 +434,13 @@ describe("the playground page", () => {
     await waitAnalysis(page, seq);
     assert.equal(await text("#console"), "after call 1: count = 2\nafter call 2: count = 4\nafter call 3: count = 6");
     await screenshot(page, "preset-buffer-counter-console");
+    // Replicas with buffers broadcast: PopTorch's error, at the call that compiles the model.
+    const code = await editorText(page);
+    const seq2 = await seqOf(page);
+    await page.getByLabel("Replication factor").fill("2");
+    await waitAnalysis(page, seq2);
+    assert.deepEqual(await errorLines(page), [code.split("\n").findIndex((l) => l.includes("model.call(x);")) + 1]);
+    assert.match(await text("#error"), /PopTorch does not support broadcasting buffers/);
 
     await selectPreset(page, "replicated");
     const out = (await text("#console")).split("\n");
