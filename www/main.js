@@ -231,6 +231,7 @@ function showAnalysisError(err) {
   }
   views.fit.showError(info);
   tabs.fit.dataset.count = "!";
+  updateTrainingConfig();
   setAnalysisState("error", info.kind === ErrorKind.TIMEOUT ? "stopped" : "error");
   setStatus(info.kind === ErrorKind.TIMEOUT ? "Engine restarted: your code was stopped; it is still in the editor" : "The model did not trace", true);
 }
@@ -246,6 +247,11 @@ const trainer = new EngineClient({
   onRestart: (reason) => training.showError(`The training engine was restarted: ${reason}`),
 });
 
+/** Whether the Training view trains the editor's model: its last analysis gave a `train`, and the code has not broken since. */
+function trainsCode() {
+  return Boolean(analysis?.trainable) && document.body.dataset.analysis !== "error";
+}
+
 function trainingConfig() {
   if (revgnnConfig) return revgnnConfig;
   // Not on the RevGNN preset: train the preset's defaults.
@@ -253,6 +259,13 @@ function trainingConfig() {
 }
 
 function updateTrainingConfig() {
+  if (trainsCode()) {
+    training.setConfig(
+      `Trains the model of your code: ${analysis.title.replace(/ called with.*/, "")}, one step per part of its \`train.parts\`, ` +
+        "evaluated by its `train.evaluate()`, in the training worker (the code runs there again with the dataset and epochs chosen here).",
+    );
+    return;
+  }
   const c = trainingConfig();
   const from = revgnnConfig
     ? "as your code's `revgnn` configures it"
@@ -266,7 +279,9 @@ function updateTrainingConfig() {
 const training = createTrainingView(panels.training, {
   onStart: ({ dataset, epochs }) => {
     store.set({ train: { dataset, epochs } });
-    trainer.call(Request.TRAIN, { dataset, epochs, config: trainingConfig() }).catch((err) => {
+    const s = store.get();
+    const code = trainsCode() ? { code: s.code, options: toPlannerOptions(s.options), ipus: s.ipus } : {};
+    trainer.call(Request.TRAIN, { dataset, epochs, config: trainingConfig(), ...code }).catch((err) => {
       const info = err instanceof EngineError ? err.info : { message: String(err) };
       training.showError(info.message);
     });

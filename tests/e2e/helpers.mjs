@@ -61,17 +61,19 @@ export async function setCode(page, text, { wait = true } = {}) {
 }
 
 /**
- * The editor's whole text. CodeMirror draws only the lines near its viewport, so the editor
- * is made tall enough for all of them while they are read.
+ * The editor's whole text. CodeMirror draws only the lines near what the window shows, so
+ * the window and the editor are made tall enough for all of them while they are read.
  */
 export const editorText = (page) => withAllLines(page, () => [...document.querySelectorAll(".cm-content .cm-line")].map((l) => l.textContent).join("\n"));
 
 /** Runs `fn` in the page with every line of the editor drawn. */
 async function withAllLines(page, fn) {
+  const viewport = page.viewportSize();
+  await page.setViewportSize({ width: viewport.width, height: 16000 });
   await page.evaluate(async () => {
     const box = document.getElementById("editor");
     box.dataset.height = box.style.height;
-    box.style.height = "100000px";
+    box.style.height = "15000px";
     await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
   });
   try {
@@ -82,6 +84,7 @@ async function withAllLines(page, fn) {
       box.style.height = box.dataset.height ?? "";
       delete box.dataset.height;
     });
+    await page.setViewportSize(viewport);
   }
 }
 

@@ -13,7 +13,11 @@ export const Request = Object.freeze({
   HELLO: "hello",
   /** ({ code, options, ipus, dataset }) → Analysis: the user's model traced and planned. */
   ANALYSE: "analyse",
-  /** ({ dataset, config, epochs }) → { epochs, dataset, params }: builds the trainer and starts training. */
+  /**
+   * ({ dataset, epochs, config, code?, options?, ipus? }) → { state, acc }: trains the model of
+   * `code` (its default export's `train`, run with `options` and the dataset) or, without
+   * `code` or `train`, the built-in RevGnnTrainer with `config`; progress comes as events.
+   */
   TRAIN: "train",
   /** () → { state }: pause / resume / stop the running training between epochs. */
   PAUSE: "pause",

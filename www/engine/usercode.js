@@ -123,7 +123,7 @@ export async function normalize(exports, ctx, isExecutor = () => false) {
         );
       }
     }
-    return { kind: "poptorch", model: value.model, inputs: value.inputs };
+    return { kind: "poptorch", model: value.model, inputs: value.inputs, train: checkTrain(value.train) };
   }
   const optimizer = value.optimizer ?? "sgd";
   if (!OPTIMIZERS.includes(optimizer)) {
@@ -133,6 +133,21 @@ export async function normalize(exports, ctx, isExecutor = () => false) {
     throw makeError(ErrorKind.MODEL, `\`loss\` must be the index of the forward's output that is the loss (0, 1, …), got ${safeString(value.loss)}`);
   }
   return { kind: "trace", model: value.model, inputs: value.inputs, training: Boolean(value.training), optimizer, loss: value.loss ?? null };
+}
+
+/**
+ * What the Training view runs, if the code says: { parts, step(part), evaluate() }. `parts` is
+ * iterable (each `for … of` over it one epoch: a loader), `step(part)` trains on one and
+ * returns its loss (a number; null or undefined to skip the part), `evaluate()` returns
+ * { train, val, test } accuracies.
+ */
+function checkTrain(train) {
+  if (train === undefined || train === null) return null;
+  const ok = typeof train === "object" && train.parts && typeof train.parts[Symbol.iterator] === "function" && typeof train.step === "function" && typeof train.evaluate === "function";
+  if (!ok) {
+    throw makeError(ErrorKind.MODEL, "`train` must be { parts, step(part), evaluate() }: `parts` iterable (one epoch of parts, e.g. a loaders.RandomNodeLoader), `step` returning the part's loss, `evaluate` returning { train, val, test }");
+  }
+  return train;
 }
 
 const DTYPES = ["float32", "float16", "int32", "bool"];

@@ -9,6 +9,7 @@ import { importModule, normalize, describe, userSources } from "./usercode.js";
 import { DATASETS, checkName, fetchPlanetoid } from "./datasets.js";
 import { fieldOfDiagnostic } from "../options.js";
 import { optimizerOf } from "./optimizers.js";
+import { safetensors } from "./safetensors.js";
 
 // The editor's code calls into wasm, whose frames come before the user's in a stack: keep
 // enough frames to find the user's line (usercode.js locate()).
@@ -457,6 +458,8 @@ async function analyseModule(code, exports, url, ctx, panel, dataset) {
     plan,
     checks,
     optionsFromCode: spec.kind === "revgnn" ? [] : optionsFromCode(panel, planned, code),
+    // The default export says how to train the model (`train`): the Training view runs it.
+    trainable: Boolean(spec.train),
     file: USER_FILE,
   };
 }
@@ -481,8 +484,96 @@ function wait(ms) {
  * one IPU): the activation peak the executor counts, and the IPU's whole peak.
  */
 function predict(trainer) {
+  return predictPlan(() => makePlan(trainer, {}, {}));
+}
+
+/** The built-in trainer (RevGnnTrainer) with `config`, as a training run's runner. */
+async function trainerRunner(dataset, config, epochs) {
+  const files = await fetchPlanetoid(dataset, DATA_URL);
+  const cfg = { ...config, epochs };
+  delete cfg.dataset;
+  let trainer;
   try {
-    const p = makePlan(trainer, {}, {});
+    trainer = new pkg.RevGnnTrainer(dataset, files, cfg);
+  } catch (e) {
+    throw makeError(ErrorKind.MODEL, `The trainer refused the configuration: ${e.message}`);
+  }
+  return {
+    what: "RevGnnTrainer",
+    numParams: trainer.numParams,
+    prediction: () => predict(trainer),
+    trainEpoch: () => trainer.trainEpoch(),
+    evaluate: () => trainer.evaluate(),
+    weights: () => ({ bytes: trainer.safetensors(), names: trainer.pygParameterNames() }),
+    free: () => trainer.free?.(),
+  };
+}
+
+/** A trained module's parameter name as PyG's RevGNN names it (GroupAddRev's groups are its `convs`). */
+const pygName = (name) => name.replace(/\.blocks\.(\d+)\./g, ".convs.$1.");
+
+/**
+ * The editor's model as a training run's runner: its default export run with the Training
+ * view's dataset and epochs, then the `train` it gives ({ parts, step, evaluate }), or null
+ * when it gives none (the trainer's configuration is trained instead).
+ */
+async function codeRunner({ code, options, ipus, dataset, epochs }) {
+  const ctx = Object.freeze({ options: panelOptions(options), ipus, dataset, dataUrl: DATA_URL.href, epochs });
+  // A missing file is named, with the command that stages it, before the code fetches them
+  // (a localhost download of the raw files; HEAD requests would do, but Chromium reports
+  // them as aborted).
+  await fetchPlanetoid(dataset, DATA_URL);
+  const { exports, url } = await importModule(code, PACKAGE_URL);
+  try {
+    const spec = await normalize(exports, ctx, (v) => v instanceof pkg.poptorch.PoplarExecutor);
+    if (spec.kind !== "poptorch" || !spec.train) return null;
+    const model = spec.model;
+    if (!model.training) throw makeError(ErrorKind.MODEL, "The code's `train` needs a poptorch.trainingModel");
+    const net = model.model;
+    const call = callInputs(spec.inputs, batchFactor(model.options), code);
+    let prediction;
+    const numParams = net.namedParameters().reduce((a, [, p]) => a + p.shape.reduce((x, y) => x * y, 1), 0);
+    const { parts, step, evaluate } = spec.train;
+    return {
+      what: "your code",
+      numParams,
+      // The planner's plan of the model as it is compiled (the measured peak is the executor's
+      // count of the same program, by ir::liveness).
+      prediction: () => prediction ?? (prediction = predictPlan(() => model.plan(...call))),
+      trainEpoch(epoch) {
+        let [total, count] = [0, 0];
+        for (const part of parts) {
+          const loss = step(part);
+          if (loss === null || loss === undefined) continue;
+          if (typeof loss !== "number" || !Number.isFinite(loss)) {
+            throw makeError(ErrorKind.MODEL, `Training stopped at epoch ${epoch}: \`step\` returned ${loss} (the loss must be a finite number; did training diverge?)`);
+          }
+          total += loss;
+          count++;
+        }
+        const s = model.stats ?? {};
+        return { steps: count, loss: total / Math.max(count, 1), peakBytes: s.peakBytes ?? 0, savedForBackward: s.savedForBackward ?? 0 };
+      },
+      evaluate: () => evaluate(),
+      // The parameters under PyG's names (buffers aside), as the trainer's file has them.
+      weights: (metadata) => {
+        const params = new Set(net.namedParameters().map(([n]) => n));
+        const entries = Object.entries(net.stateDict()).filter(([name]) => params.has(name));
+        return { bytes: safetensors(entries.map(([n, t]) => [pygName(n), t]), metadata), names: entries.map(([n]) => pygName(n)) };
+      },
+      free: () => {},
+    };
+  } catch (e) {
+    throw e && typeof e === "object" && "kind" in e && !(e instanceof Error) ? e : describe(e, url);
+  } finally {
+    URL.revokeObjectURL(url);
+  }
+}
+
+/** A plan's prediction for the Training view (IPU 0: the training step the executor runs). */
+function predictPlan(makeIt) {
+  try {
+    const p = makeIt();
     const m = p.memory.ipus[0];
     return { livePeakBytes: m.livePeakBytes, peakBytes: m.peakBytes, capacityBytes: p.memory.capacityBytes, fits: p.fits, generation: p.generation.chip, steps: p.numNodes };
   } catch (e) {
@@ -490,7 +581,11 @@ function predict(trainer) {
   }
 }
 
-async function train({ dataset, config = {}, epochs }) {
+/**
+ * Trains in this worker: the editor's model when `code` is given and its default export says
+ * how (`train`), else the built-in RevGnnTrainer with `config`. Progress goes out as events.
+ */
+async function train({ dataset, config = {}, epochs, code = null, options = {}, ipus = 1 }) {
   if (run.state === TrainingPhase.RUNNING || run.state === TrainingPhase.PAUSED || run.state === TrainingPhase.BUILDING) {
     throw makeError(ErrorKind.MODEL, "A training run is already going: stop it first");
   }
@@ -506,28 +601,20 @@ async function train({ dataset, config = {}, epochs }) {
   const send = (phase, data = {}) => self.postMessage(event(Event.TRAINING, { phase, dataset, epochs, ...data }));
   try {
     send(TrainingPhase.BUILDING, { epoch: 0 });
-    const files = await fetchPlanetoid(dataset, DATA_URL);
-    const cfg = { ...config, epochs };
-    delete cfg.dataset;
     const t0 = performance.now();
-    let trainer;
-    try {
-      trainer = new pkg.RevGnnTrainer(dataset, files, cfg);
-    } catch (e) {
-      throw makeError(ErrorKind.MODEL, `The trainer refused the configuration: ${e.message}`);
-    }
-    run.trainer = trainer;
+    const runner = (typeof code === "string" ? await codeRunner({ code, options, ipus, dataset, epochs }) : null) ?? (await trainerRunner(dataset, config, epochs));
+    run.trainer = runner;
     run.dataset = dataset;
     const buildSeconds = (performance.now() - t0) / 1000;
-    const prediction = predict(trainer);
     const evalEvery = epochs <= 50 ? 1 : Math.ceil(epochs / 50);
     let steps = 0;
     let acc = null;
     let peakBytes = 0;
     let saved = 0;
+    let prediction = runner.what === "RevGnnTrainer" ? runner.prediction() : null;
     const t1 = performance.now();
     run.state = TrainingPhase.RUNNING;
-    send(TrainingPhase.RUNNING, { epoch: 0, steps: 0, params: trainer.numParams, buildSeconds, prediction });
+    send(TrainingPhase.RUNNING, { epoch: 0, steps: 0, params: runner.numParams, buildSeconds, prediction, trains: runner.what });
     for (let e = 1; e <= epochs; e++) {
       // Yield between epochs, so pause and stop requests are read.
       await wait(0);
@@ -537,7 +624,7 @@ async function train({ dataset, config = {}, epochs }) {
       }
       if (run.stop) break;
       const s = performance.now();
-      const r = trainer.trainEpoch();
+      const r = runner.trainEpoch(e);
       const epochSeconds = (performance.now() - s) / 1000;
       steps += r.steps;
       peakBytes = Math.max(peakBytes, r.peakBytes);
@@ -546,10 +633,12 @@ async function train({ dataset, config = {}, epochs }) {
       if (e === 1 || e % evalEvery === 0 || e === epochs) {
         await wait(0);
         const s2 = performance.now();
-        acc = trainer.evaluate();
+        acc = runner.evaluate();
         evalSeconds = (performance.now() - s2) / 1000;
       }
       run.epoch = e;
+      // The code's model is compiled by its first step: its plan is the compiled one.
+      const first = prediction === null ? (prediction = runner.prediction()) : undefined;
       send(run.resume ? TrainingPhase.PAUSED : TrainingPhase.RUNNING, {
         epoch: e,
         steps,
@@ -562,12 +651,13 @@ async function train({ dataset, config = {}, epochs }) {
         elapsedSeconds: (performance.now() - t1) / 1000,
         peakBytes,
         savedForBackward: saved,
+        ...(first ? { prediction: first } : {}),
       });
     }
     run.state = run.stop ? TrainingPhase.STOPPED : TrainingPhase.DONE;
     run.resume = null;
     settleParked();
-    if (run.stop && steps > 0) acc = trainer.evaluate(); // the accuracy where it stopped
+    if (run.stop && steps > 0) acc = runner.evaluate(); // the accuracy where it stopped
     send(run.state, { epoch: null, acc, peakBytes, savedForBackward: saved, elapsedSeconds: (performance.now() - t1) / 1000 });
     return { state: run.state, acc };
   } catch (e) {
@@ -575,7 +665,7 @@ async function train({ dataset, config = {}, epochs }) {
     run.resume = null;
     settleParked();
     const info = e && typeof e === "object" && "kind" in e && !(e instanceof Error) ? e : makeError(ErrorKind.MODEL, e?.message ?? String(e));
-    send(TrainingPhase.ERROR, { message: info.message, kind: info.kind });
+    send(TrainingPhase.ERROR, { message: info.line ? `Line ${info.line}: ${info.message}` : info.message, kind: info.kind });
     throw info;
   }
 }
@@ -609,12 +699,8 @@ function stop() {
 
 function weights() {
   if (!run.trainer) throw makeError(ErrorKind.MODEL, "No trained model yet: train first");
-  const bytes = run.trainer.safetensors();
-  return {
-    bytes,
-    names: run.trainer.pygParameterNames(),
-    filename: `revgnn-${run.dataset.toLowerCase()}.safetensors`,
-  };
+  const { bytes, names } = run.trainer.weights({ format: "pt", dataset: run.dataset, epochs_trained: String(run.epoch) });
+  return { bytes, names, filename: `revgnn-${run.dataset.toLowerCase()}.safetensors` };
 }
 
 // ---------------------------------------------------------------- dispatch

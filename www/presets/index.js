@@ -31,13 +31,12 @@ export default {
 
 // RevGNN written with the package's GNN stack (nn.SAGEConv, nn.GroupAddRev, datasets.Planetoid,
 // loaders.RandomNodeLoader): PyG's examples/rev_gnn.py, as examples/rev_gnn.mjs has it.
-const REVGNN_JS = `import { nn, poptorch, datasets, loaders, randomMask, isTraining } from "ipu-playground";
+const REVGNN_JS = `import { nn, poptorch, datasets, loaders, manualSeed, randomMask, isTraining } from "ipu-playground";
 
 // RevGNN on a Planetoid graph: PyG's examples/rev_gnn.py. The
 // views plan one training step of the model below on one part of
-// the graph; the Training view trains this configuration (with
-// the package's RevGnnTrainer: this architecture, built in Rust,
-// on the same PopTorch execution path). Pick the dataset there.
+// the graph, and the Training view trains it (\`train\` below;
+// pick the dataset there).
 export const revgnn = {
   layers: 7,      // GroupAddRev layers (activation memory stays flat with depth)
   hidden: 160,    // channels, split over the groups
@@ -85,29 +84,65 @@ class RevGNN extends nn.Module {
     for (let i = 0; i < this.convs.length; i++) h = this.convs.get(i).forward(h, adj, dropoutMask);
     h = this.drop.forward(this.norm.forward(h).relu());
     const out = this.lin2.forward(h);
-    // The loss on the part's training nodes comes out too, as PopTorch wants.
+    if (y === undefined) return out; // evaluation: the logits
+    // Training: the loss on the part's training nodes comes out too,
+    // as PopTorch wants.
     return [out, out.crossEntropy(y, mask)];
   }
 }
 
-// \`dataset\`: the Training view's choice; \`dataUrl\`: the served data/ folder.
-export default async ({ options, dataset, dataUrl }) => {
+// Accuracy on each split: the share of its nodes whose top class is their label.
+function accuracy(logits, data) {
+  const [n, c] = logits.shape;
+  const out = logits.data;
+  const hit = new Uint8Array(n);
+  for (let i = 0; i < n; i++) {
+    let best = 0;
+    for (let k = 1; k < c; k++) if (out[i * c + k] > out[i * c + best]) best = k;
+    hit[i] = best === data.y.data[i] ? 1 : 0;
+  }
+  const share = (mask) => {
+    let [ok, all] = [0, 0];
+    mask.data.forEach((m, i) => { if (m) { all++; ok += hit[i]; } });
+    return ok / Math.max(all, 1);
+  };
+  return { train: share(data.trainMask), val: share(data.valMask), test: share(data.testMask) };
+}
+
+// The model's inputs for one part of the graph.
+const inputsOf = (part) => [
+  { ...part.x, name: "x" },
+  { ...part.meanAdjacency(), name: "adj" },
+  { ...part.y, name: "y" },
+  { ...part.trainMask, name: "mask" },
+];
+
+// \`dataset\`: the Training view's choice; \`dataUrl\`: the served
+// data/ folder; \`epochs\`: set when the Training view runs this.
+export default async ({ options, dataset, dataUrl, epochs }) => {
   const { layers, hidden, groups, dropout, lr, parts, seed } = revgnn;
+  manualSeed(seed);
   const graph = await datasets.Planetoid(dataset, dataUrl, { split: "full", transform: ["AddSelfLoops"] });
   const data = graph.get(0);
   const net = new RevGNN(data.numFeatures, hidden, data.numClasses, layers, dropout, groups);
   const adam = new poptorch.optim.Adam(net.parameters(), { lr });
+  const model = poptorch.trainingModel(net, options, adam);
   // Every part padded to one size, so one compiled model serves them all.
-  const loader = new loaders.RandomNodeLoader(data, { numParts: parts, shuffle: true, seed: seed + 1, fixedSize: true });
-  const part = loader[Symbol.iterator]().next().value;
+  const loaderOptions = { numParts: parts, shuffle: true, seed: seed + 1, fixedSize: true, epochs };
+  const example = new loaders.RandomNodeLoader(data, loaderOptions)[Symbol.iterator]().next().value;
+  const loader = new loaders.RandomNodeLoader(data, loaderOptions);
+  // Evaluation: the whole graph, no dropout, the weights training left.
+  const evaluator = poptorch.inferenceModel(net);
   return {
-    model: poptorch.trainingModel(net, options, adam),
-    inputs: [
-      { ...part.x, name: "x" },
-      { ...part.meanAdjacency(), name: "adj" },
-      { ...part.y, name: "y" },
-      { ...part.trainMask, name: "mask" },
-    ],
+    model,
+    inputs: inputsOf(example),
+    // The Training view: each epoch one step per part (a part with
+    // no training node has no loss), then the accuracies.
+    train: {
+      parts: loader,
+      step: (part) => (part.numTrain ? model.call(...inputsOf(part))[1].data[0] : null),
+      evaluate: () => accuracy(evaluator.call(data.x, data.meanAdjacency()), data),
+    },
   };
 };
 `;

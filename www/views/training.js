@@ -276,12 +276,14 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
       }
       if (d.phase === P.RUNNING || d.phase === P.PAUSED) {
         pending.progress = { max: d.epochs, value: d.epoch ?? 0 };
+        // The planner's prediction: with the first event (the built-in trainer), or with the
+        // first epoch's (a model of the editor's code, planned as its first step compiled it).
+        if (d.prediction) {
+          prediction = d.prediction;
+          pending.stats = d;
+          if (prediction.error) predictionNote.textContent = `The planner could not plan this training step: ${prediction.error}`;
+        }
         if (!d.epoch) {
-          if (d.prediction) {
-            prediction = d.prediction;
-            pending.stats = d;
-            if (prediction.error) predictionNote.textContent = `The planner could not plan this training step: ${prediction.error}`;
-          }
           pending.text = `Epoch 0 / ${d.epochs} · ${d.params?.toLocaleString("en") ?? "?"} parameters, compiled in ${(d.buildSeconds ?? 0).toFixed(1)} s`;
           schedule(true);
           return;
