@@ -1,0 +1,454 @@
+// The analysis of the editor's code, in the engine worker (engine/worker.js): the code run
+// with a poptorch.Options made from the panel, its model traced and planned, what it printed
+// and the options it set itself. Also what the training side shares: the data and package
+// URLs, the panel's options, a call's inputs.
+import * as pkg from "../pkg/ipu_playground.js";
+import { ErrorKind, makeError, USER_FILE } from "./protocol.js";
+import { importModule, normalize, describe, userSources } from "./usercode.js";
+import { DATASETS, checkName } from "./datasets.js";
+import { fieldOfDiagnostic } from "../options.js";
+import { optimizerOf } from "./optimizers.js";
+
+export const PACKAGE_URL = new URL("./package.js", import.meta.url).href;
+export const DATA_URL = new URL("../data/", import.meta.url);
+
+/**
+ * The planner: `plan(model, options, settings)` of the package (crate/src/api/plan.rs), the one
+ * hook between the analysis and the planner. `options` is the planner's Options JSON as the
+ * options panel holds it; `settings` `{training, loss, optimizer, microBatchSize}`. A
+ * configuration PopTorch rejects is a plan with `valid: false`; a throw means there was
+ * nothing to plan (e.g. training asked of a model without a scalar loss).
+ */
+export function makePlan(traced, options, settings) {
+  return pkg.plan(traced, options, settings);
+}
+
+// ---------------------------------------------------------------- analysis of user code
+
+/** demoModel("revgnn"), with an error about a hyper-parameter marked at the line that sets it. */
+function revgnnTrace(code, config) {
+  try {
+    return pkg.demoModel("revgnn", config);
+  } catch (e) {
+    const message = e?.message ?? String(e);
+    const key = ["layers", "hidden", "groups", "dropout", "seed"].find((k) => new RegExp(`\\b${k}\\b`, "i").test(message) && lineOfKey(code, k));
+    throw makeError(ErrorKind.MODEL, `RevGNN: ${message}`, key ? { line: lineOfKey(code, key) } : {});
+  }
+}
+
+/** The line of `key:` in the user's code (1-based), or undefined. */
+function lineOfKey(code, key) {
+  const i = code.split("\n").findIndex((l) => new RegExp(`\\b${key}\\s*:`).test(l));
+  return i >= 0 ? i + 1 : undefined;
+}
+
+/** Which output of `graph` is the loss: `loss` if given, else its one float scalar output. */
+function lossOutput(graph, loss, code) {
+  const scalars = graph.outputs
+    .map((v, i) => ({ i, ty: graph.values[v] }))
+    .filter(({ ty }) => ty && ty.shape.length === 0 && (ty.dtype === "float32" || ty.dtype === "float16"))
+    .map(({ i }) => i);
+  const line = lineOfKey(code, "training");
+  if (loss !== null) {
+    if (loss >= graph.outputs.length) {
+      throw makeError(ErrorKind.MODEL, `\`loss: ${loss}\` names output ${loss}, but forward returns ${graph.outputs.length} output${graph.outputs.length === 1 ? "" : "s"}`, { line: lineOfKey(code, "loss") });
+    }
+    return loss;
+  }
+  if (scalars.length === 1) return scalars[0];
+  if (scalars.length === 0) {
+    throw makeError(ErrorKind.MODEL, "training: true, but forward returns no loss: a training model (poptorch.trainingModel) returns its loss, a float scalar, e.g. `return [out, out.crossEntropy(labels)]` or `out.mean()`", { line });
+  }
+  throw makeError(ErrorKind.MODEL, `forward returns ${scalars.length} scalar outputs (${scalars.join(", ")}): say which one is the loss with \`loss: <index>\` next to \`training: true\``, { line });
+}
+
+// ---------------------------------------------------------------- the options, and code that sets them
+
+/** The panel's Options JSON as a `poptorch.Options` for the user's code, or an OPTION error at its field. */
+export function panelOptions(json) {
+  try {
+    return pkg.poptorch.Options.fromJSON(json);
+  } catch (e) {
+    const message = `Invalid options: ${e?.message ?? String(e)}`;
+    throw makeError(ErrorKind.OPTION, message, { field: fieldOfDiagnostic({ code: "options_json", message }) });
+  }
+}
+
+/**
+ * The panel's fields as values of an Options JSON (to compare what the code planned with what
+ * the panel holds), and the call in the code that sets each (to find its line).
+ */
+const FIELDS = {
+  strategy: { get: (o) => JSON.stringify(o.executionStrategy ?? null), setter: /\bsetExecutionStrategy\s*\(/ },
+  replicationFactor: { get: (o) => o.replicationFactor, setter: /\.replicationFactor\s*\(/ },
+  autoRound: { get: (o) => o.autoRoundNumIPUs, setter: /\.autoRoundNumIPUs\s*\(/ },
+  gradientAccumulation: { get: (o) => o.Training?.gradientAccumulation, setter: /\.gradientAccumulation\s*\(/ },
+  deviceIterations: { get: (o) => o.deviceIterations, setter: /\.deviceIterations\s*\(/ },
+  automaticLossScaling: { get: (o) => o.Training?.automaticLossScaling, setter: /\.setAutomaticLossScaling\s*\(/ },
+  ipuGeneration: { get: (o) => o.ipuGeneration, setter: /\.ipuGeneration\s*\(/ },
+  "loc-activation": { get: (o) => JSON.stringify(o.TensorLocations?.activation ?? null), setter: /\.setActivationLocation\s*\(/ },
+  "loc-weight": { get: (o) => JSON.stringify(o.TensorLocations?.weight ?? null), setter: /\.setWeightLocation\s*\(/ },
+  "loc-optimizer": { get: (o) => JSON.stringify(o.TensorLocations?.optimizer ?? null), setter: /\.setOptimizerLocation\s*\(/ },
+  "loc-accumulator": { get: (o) => JSON.stringify(o.TensorLocations?.accumulator ?? null), setter: /\.setAccumulatorLocation\s*\(/ },
+};
+
+/** The line (1-based) of the first line of `code` matching `re`, or undefined. */
+function lineMatching(code, re) {
+  const i = code.split("\n").findIndex((l) => re.test(l) && !/^\s*\/\//.test(l));
+  return i >= 0 ? i + 1 : undefined;
+}
+
+/**
+ * The options the model is planned with that differ from the panel's: the code set them (it
+ * runs after the page built `options` from the panel, or built its own poptorch.Options), so
+ * they win. [{ field, value, line }], `value` as the plan's Options JSON has it.
+ */
+function optionsFromCode(panel, planned, code) {
+  const out = [];
+  for (const [field, { get, setter }] of Object.entries(FIELDS)) {
+    if (get(panel) === get(planned)) continue;
+    const v = get(planned);
+    out.push({ field, value: typeof v === "string" && v.startsWith("{") ? JSON.parse(v) : v, line: lineMatching(code, setter) });
+  }
+  return out;
+}
+
+/** What one micro-batch is multiplied by in one call (poptorch.DataLoader's combined batch). */
+export function batchFactor(o) {
+  const replicas = o.replicationFactor ?? 1;
+  const group = o.inputReplicaGrouping?.size || 1;
+  return (o.deviceIterations ?? 1) * Math.max(1, Math.floor(replicas / group)) * (o.Training?.gradientAccumulation ?? 1);
+}
+
+/** Values in all the inputs of one planning call the page makes up, at most (zeros: only shapes matter). */
+const MAX_CALL_VALUES = 64 * 2 ** 20;
+
+const isSparse = (spec) => spec.layout === "csr";
+/** An input the code gave with its values (a host tensor or CSR matrix, e.g. a loader's batch): passed as it is. */
+const hasValues = (spec) => (isSparse(spec) ? spec.indptr !== undefined : spec.data !== undefined);
+
+/** A CSR matrix of `shape` with `nnz` entries spread over its rows (zeros; a valid pattern). */
+function madeUpCsr(name, [rows, cols], nnz) {
+  const indptr = new Int32Array(rows + 1);
+  const indices = new Int32Array(nnz);
+  for (let r = 0; r < rows; r++) {
+    indptr[r + 1] = Math.floor(((r + 1) * nnz) / rows);
+    for (let k = indptr[r]; k < indptr[r + 1]; k++) indices[k] = k - indptr[r];
+  }
+  return { name, layout: "csr", shape: [rows, cols], indptr, indices, values: new Float32Array(nnz) };
+}
+
+/**
+ * The inputs of one call for the example `inputs`: those given with values as they are (the
+ * call's, combined batch); for a shape alone, zeros of one micro-batch × `factor` (what
+ * poptorch.DataLoader would combine), or a made-up CSR pattern of `nnz` entries.
+ */
+export function callInputs(inputs, factor, code) {
+  let total = 0;
+  const tooBig = (n) => {
+    total += n;
+    if (total > MAX_CALL_VALUES) {
+      throw makeError(
+        ErrorKind.MODEL,
+        `The example inputs of one call (a micro-batch × ${factor}: device iterations × replicas × gradient accumulation) would hold more than ${MAX_CALL_VALUES} values: use a smaller micro-batch`,
+        { line: lineOfKey(code, "inputs") },
+      );
+    }
+  };
+  return inputs.map((spec, i) => {
+    const name = spec.name ?? `input${i}`;
+    if (hasValues(spec)) return { ...spec, name };
+    if (isSparse(spec)) {
+      const [rows, cols] = spec.shape;
+      const nnz = spec.nnz ?? 0;
+      if (spec.shape.length !== 2 || !Number.isInteger(nnz) || nnz < 0 || nnz > rows * cols) {
+        throw makeError(ErrorKind.MODEL, `\`inputs[${i}]\`: a csr input has shape [rows, cols] and 0 ≤ nnz ≤ rows × cols entries`, { line: lineOfKey(code, "inputs") });
+      }
+      tooBig(rows + 1 + 2 * nnz);
+      return madeUpCsr(name, spec.shape, nnz);
+    }
+    const shape = [...spec.shape];
+    if (shape.length && factor > 1) shape[0] *= factor;
+    const n = shape.reduce((a, b) => a * b, 1);
+    tooBig(n);
+    const dtype = spec.dtype ?? "float32";
+    const data = dtype === "int32" ? new Int32Array(n) : dtype === "bool" ? new Uint8Array(n) : new Float32Array(n);
+    return { name, shape, dtype, data };
+  });
+}
+
+/** The trace's input specs (one micro-batch) for the call's inputs. */
+function microSpecs(call, factor) {
+  return call.map((t) => {
+    if (isSparse(t)) return { name: t.name, shape: t.shape, layout: "csr", nnz: t.indices?.length ?? t.nnz };
+    const shape = [...t.shape];
+    if (shape.length && factor > 1 && shape[0] % factor === 0) shape[0] /= factor;
+    const dtype = t.dtype ?? (t.data instanceof Int32Array ? "int32" : t.data instanceof Uint8Array ? "bool" : "float32");
+    return { name: t.name, shape, dtype };
+  });
+}
+
+// ---------------------------------------------------------------- the console of the user's code
+
+const MAX_LOG_LINES = 200;
+const MAX_LOG_CHARS = 500;
+
+function show(v) {
+  if (typeof v === "string") return v;
+  const arr = (a) => `[${Array.from(a.slice(0, 16)).join(", ")}${a.length > 16 ? `, … (${a.length})` : ""}]`;
+  if (ArrayBuffer.isView(v)) return arr(v);
+  if (v instanceof Error) return `${v.name}: ${v.message}`;
+  if (v && typeof v === "object") {
+    try {
+      return JSON.stringify(v, (_, x) => (ArrayBuffer.isView(x) ? arr(x) : typeof x === "bigint" ? String(x) : x));
+    } catch {
+      return String(v);
+    }
+  }
+  return String(v);
+}
+
+/**
+ * Runs `fn` recording what the user's code prints meanwhile: resolves { value, lines }
+ * (lines: [{ level, text }]); a failure is rethrown with the lines as its `console`.
+ */
+async function withConsole(fn) {
+  const lines = [];
+  const saved = {};
+  for (const level of ["log", "info", "debug", "warn", "error"]) {
+    saved[level] = console[level];
+    console[level] = (...args) => {
+      if (lines.length < MAX_LOG_LINES) lines.push({ level, text: args.map(show).join(" ").slice(0, MAX_LOG_CHARS) });
+    };
+  }
+  try {
+    return { value: await fn(), lines };
+  } catch (e) {
+    const info = e && typeof e === "object" && "kind" in e && !(e instanceof Error) ? e : describe(e, null);
+    info.console = lines;
+    throw info;
+  } finally {
+    Object.assign(console, saved);
+  }
+}
+
+// ---------------------------------------------------------------- analysis
+
+export async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
+  const t0 = performance.now();
+  if (typeof code !== "string") throw makeError(ErrorKind.MODEL, "no code to run");
+  const opts = panelOptions(options);
+  const panel = opts.toJSON();
+  // `dataset` (the Training view's choice) is a getter: an analysis that read it is redone
+  // when the choice changes.
+  let readDataset = false;
+  const ctx = Object.freeze(
+    Object.defineProperties(
+      { options: opts, ipus, dataUrl: DATA_URL.href },
+      {
+        dataset: {
+          enumerable: true,
+          get: () => {
+            readDataset = true;
+            return dataset;
+          },
+        },
+      },
+    ),
+  );
+  const { value: result, lines } = await withConsole(async () => {
+    const { exports, url } = await importModule(code, PACKAGE_URL);
+    try {
+      return await analyseModule(code, exports, url, ctx, panel, dataset);
+    } finally {
+      URL.revokeObjectURL(url);
+    }
+  });
+  result.console = lines;
+  if (readDataset) result.dataset = dataset;
+  result.ms = performance.now() - t0;
+  return result;
+}
+
+/** The line of the poptorch wrapper call in the code (where an error of the wrapped model is shown). */
+function wrapperLine(code, training) {
+  return lineMatching(code, training ? /\btrainingModel\s*\(/ : /\binferenceModel\s*\(/) ?? lineMatching(code, /\b(trainingModel|inferenceModel)\s*\(/);
+}
+
+/** A wrapped model's error from the page's own calls: at its line in the code if the stack has one, else where it belongs. */
+function wrappedError(e, url, code, training) {
+  const info = describe(e, url);
+  if (info.line === undefined) {
+    const shapes = /mismatch|batch dimension|positional arguments/i.test(info.message);
+    info.line = (shapes ? lineOfKey(code, "inputs") : undefined) ?? wrapperLine(code, training);
+  }
+  return info;
+}
+
+/** Which output of `graph` is the loss PopTorch finds: the one made by identity_loss or a cross-entropy, else its one float scalar. */
+function wrappedLoss(graph) {
+  const made = new Map(graph.nodes.map((n) => [n.outputs?.[0], n]));
+  const isLoss = (v) => /identity_loss|cross_entropy/.test(String(made.get(v)?.op ?? ""));
+  const marked = graph.outputs.map((v, i) => (isLoss(v) ? i : -1)).filter((i) => i >= 0);
+  if (marked.length === 1) return marked[0];
+  const scalars = graph.outputs
+    .map((v, i) => ({ i, ty: graph.values[v] }))
+    .filter(({ ty }) => ty && ty.shape.length === 0 && (ty.dtype === "float32" || ty.dtype === "float16"))
+    .map(({ i }) => i);
+  return scalars.length === 1 ? scalars[0] : null;
+}
+
+/**
+ * A model wrapped by poptorch.trainingModel / inferenceModel: `model.plan(...)` on the combined
+ * batch is the judge of PopTorch's rules (its errors are thrown, at the code's line); the
+ * views draw `plan()` of the same module traced with one micro-batch, under the model's own
+ * options and optimizer (the same Plan, with the optimizer's state counted, and with the
+ * planner's errors tied to nodes and option fields when PopTorch rejects the configuration).
+ */
+function planWrapped(spec, code, url, checks) {
+  const model = spec.model;
+  let training;
+  let planned;
+  try {
+    training = model.training;
+    planned = model.options;
+  } catch (e) {
+    throw describe(e, url);
+  }
+  const factor = batchFactor(planned);
+  const call = callInputs(spec.inputs, factor, code);
+  let rejected = null;
+  try {
+    model.plan(...call);
+  } catch (e) {
+    rejected = wrappedError(e, url, code, training);
+  }
+  const micro = microSpecs(call, factor);
+  let traced;
+  try {
+    traced = pkg.trace(model.model, micro, { training });
+  } catch (e) {
+    throw rejected ?? wrappedError(e, url, code, training);
+  }
+  const optimizer = training ? (optimizerOf(model) ?? { class: "SGD", choice: "sgd" }) : null;
+  let settings = { training };
+  if (training) {
+    const loss = wrappedLoss(traced.graph);
+    if (loss === null) throw rejected ?? makeError(ErrorKind.MODEL, "The training model's forward returns no loss the planner can find", { line: wrapperLine(code, true) });
+    settings = { training, loss, optimizer: optimizer.choice };
+    if (optimizer.approximate) checks.push({ level: "warning", code: "optimizer_approximated", message: `The plan counts ${optimizer.class}'s state approximately: ${optimizer.approximate}.`, fix: null, node: null });
+  }
+  let plan;
+  try {
+    plan = makePlan(traced, planned, settings);
+  } catch (e) {
+    throw rejected ?? makeError(ErrorKind.MODEL, `The planner could not plan this model: ${userSources(e?.message ?? String(e), url)}`, { line: wrapperLine(code, training) });
+  }
+  // PopTorch refused it: the plan shows why if the planner refuses it too; otherwise it is an
+  // error of the code (no loss, a batch that does not divide, shapes that changed, …).
+  if (rejected && plan.valid) throw rejected;
+  // What PopTorch logged when the code compiled or called the model (the executor's own
+  // plan's warnings aside: the plan drawn here has its own, and counts the optimizer).
+  for (const w of model.warnings) {
+    if (/^The training graph has no optimizer updates|^the model does not fit in IPU memory/.test(w)) continue;
+    checks.push({ level: "warning", code: "poptorch_warning", message: `PopTorch: ${w}`, fix: null, node: null });
+  }
+  const name = model.model?.constructor?.name ?? "Model";
+  const shapes = call.map((i) => `${i.name} [${i.shape.join("×")}]`).join(", ");
+  const title = `poptorch.${training ? "trainingModel" : "inferenceModel"}(${name}${training ? `, ${optimizer.class}` : ""}) called with ${shapes}${factor > 1 ? ` (${factor} micro-batches)` : ""}`;
+  return { traced, title, settings, plan, planned };
+}
+
+/** The module's \`export const revgnn = { layers, hidden, … }\` (the trainer's configuration), or null. */
+function trainingConfig(exports) {
+  const c = exports.revgnn;
+  return c && typeof c === "object" && !Array.isArray(c) ? { ...c } : null;
+}
+
+async function analyseModule(code, exports, url, ctx, panel, dataset) {
+  const spec = await normalize(exports, ctx, (v) => v instanceof pkg.poptorch.PoplarExecutor).catch((e) => {
+    const info = describe(e, url);
+    for (const key of ["optimizer", "loss", "inputs", "training"]) if (info.line === undefined && new RegExp(`\`${key}(\\[|\`)`).test(info.message)) info.line = lineOfKey(code, key);
+    throw info;
+  });
+  let traced;
+  let title;
+  let settings;
+  let plan = null;
+  let planned = panel; // the Options JSON the model is planned with
+  const checks = [];
+  if (spec.kind === "revgnn") {
+    checkName(dataset);
+    const d = DATASETS[dataset];
+    const c = spec.config;
+    traced = revgnnTrace(code, {
+      layers: c.layers ?? 7,
+      hidden: c.hidden ?? 160,
+      groups: c.groups ?? 2,
+      dropout: c.dropout ?? 0.5,
+      inChannels: d.features,
+      outChannels: d.classes,
+      nodes: d.nodes,
+      edges: d.edges + d.nodes,
+      featureNnz: d.featureNnz,
+      training: false,
+      seed: c.seed ?? 0,
+    });
+    title = `RevGNN on ${dataset}: ${c.layers ?? 7} layers × ${c.hidden ?? 160} channels, ${c.groups ?? 2} groups (whole-graph pass)`;
+    // The whole-graph pass of the evaluation: every node is one sample.
+    settings = { training: false, microBatchSize: d.nodes };
+  } else if (spec.kind === "poptorch") {
+    ({ traced, title, settings, plan, planned } = planWrapped(spec, code, url, checks));
+  } else {
+    try {
+      traced = pkg.trace(spec.model, microSpecs(spec.inputs.map((s, i) => ({ ...s, name: s.name ?? `input${i}` })), 1), { training: spec.training });
+    } catch (e) {
+      throw describe(e, url);
+    }
+    title = `${spec.model.constructor?.name ?? "Model"} on ${spec.inputs.map((i) => `${i.name ?? "input"} [${(i.shape ?? []).join("×")}]`).join(", ")}`;
+    settings = spec.training ? { training: true, loss: lossOutput(traced.graph, spec.loss, code), optimizer: spec.optimizer } : { training: false };
+    // The code may have set options on `options` itself.
+    if (!ctx.options.frozen) planned = ctx.options.toJSON();
+  }
+  // The tracer records the blob's id as the file: show the editor's name.
+  for (const n of traced.graph.nodes) {
+    if (n.meta?.source) n.meta.source = userSources(n.meta.source, url);
+  }
+  const text = userSources(traced.text, url);
+  if (!plan) {
+    try {
+      plan = makePlan(traced, planned, settings);
+    } catch (e) {
+      throw makeError(ErrorKind.MODEL, `The planner could not plan this model: ${userSources(e?.message ?? String(e), url)}`, { line: settings.training ? lineOfKey(code, "training") : undefined });
+    }
+  }
+  for (const list of [plan.errors ?? [], plan.warnings ?? []]) for (const d of list) d.message = userSources(d.message, url);
+  if (plan.ipusReserved > ctx.ipus) {
+    checks.push({
+      level: "error",
+      code: "not_enough_ipus",
+      message: `The plan reserves ${plan.ipusReserved} IPUs (${plan.ipusPerReplica} per replica × ${plan.replicas} replica${plan.replicas === 1 ? "" : "s"}), but the system has ${ctx.ipus}.`,
+      fix: `Set "IPUs in the system" to ${plan.ipusReserved} or more, or use fewer IPUs or replicas.`,
+      node: null,
+    });
+  }
+  return {
+    kind: spec.kind,
+    title,
+    text,
+    graph: traced.graph,
+    parameters: traced.parameters ?? [],
+    // The configuration the Training view trains: the old { revgnn } export, or a named
+    // \`export const revgnn = {…}\` next to a model written in the editor.
+    revgnn: spec.kind === "revgnn" ? spec.config : trainingConfig(exports),
+    dataset: spec.kind === "revgnn" ? dataset : null,
+    training: settings.training,
+    optimizer: settings.optimizer ?? null,
+    plan,
+    checks,
+    optionsFromCode: spec.kind === "revgnn" ? [] : optionsFromCode(panel, planned, code),
+    // The default export says how to train the model (`train`): the Training view runs it.
+    trainable: Boolean(spec.train),
+    file: USER_FILE,
+  };
+}
