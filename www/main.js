@@ -239,13 +239,33 @@ function showAnalysisError(err) {
 // ---------------------------------------------------------------- training in its own worker
 
 let revgnnConfig = null;
+/** How long a training worker may take to stop after Stop before it is replaced (?stop-grace=ms for tests). */
+const STOP_GRACE_MS = Math.max(200, Number(params.get("stop-grace")) || 20000);
+let stopWatch = 0;
+const ENDED = new Set(["stopped", "done", "error"]);
+
 const trainer = new EngineClient({
   name: "trainer",
   onEvent: (name, data) => {
-    if (name === Event.TRAINING) training.update(data);
+    if (name !== Event.TRAINING) return;
+    if (ENDED.has(data.phase)) clearTimeout(stopWatch);
+    training.update(data);
   },
   onRestart: (reason) => training.showError(`The training engine was restarted: ${reason}`),
 });
+
+/**
+ * Stop: asked between epochs. A worker that does not answer in time is busy for good (the
+ * code's `step` or its module loops forever): it is terminated and replaced, and the view says so.
+ */
+function stopTraining() {
+  trainer.call(Request.STOP).catch(() => {});
+  clearTimeout(stopWatch);
+  stopWatch = setTimeout(() => {
+    const s = (STOP_GRACE_MS / 1000).toFixed(STOP_GRACE_MS % 1000 ? 1 : 0);
+    trainer.restart(`it did not stop within ${s} s of Stop (does the code's training loop forever?), so it was replaced; your code is still in the editor`);
+  }, STOP_GRACE_MS);
+}
 
 /** Whether the Training view trains the editor's model: its last analysis gave a `train`, and the code has not broken since. */
 function trainsCode() {
@@ -283,12 +303,12 @@ const training = createTrainingView(panels.training, {
     const code = trainsCode() ? { code: s.code, options: toPlannerOptions(s.options), ipus: s.ipus } : {};
     trainer.call(Request.TRAIN, { dataset, epochs, config: trainingConfig(), ...code }).catch((err) => {
       const info = err instanceof EngineError ? err.info : { message: String(err) };
-      training.showError(info.message);
+      training.showError(info.kind === ErrorKind.ENGINE ? `The training engine stopped: ${info.message}` : info.message);
     });
   },
   onPause: () => trainer.call(Request.PAUSE).then(({ result }) => training.setPaused(result.paused, result.epoch)),
   onResume: () => trainer.call(Request.RESUME).then(() => training.setPaused(false)),
-  onStop: () => trainer.call(Request.STOP),
+  onStop: stopTraining,
   onDownload: async () => {
     try {
       const { result } = await trainer.call(Request.WEIGHTS);

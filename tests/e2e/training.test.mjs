@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { startServer, launchChromium, REPO } from "../node/helpers.mjs";
-import { openContext, openReady, setCode, seqOf, waitAnalysis, screenshot, assertClean } from "./helpers.mjs";
+import { openContext, openReady, setCode, seqOf, waitAnalysis, screenshot, assertClean, editorText } from "./helpers.mjs";
 
 const T = { timeout: 180000 };
 
@@ -160,6 +160,33 @@ describe("training in the page", () => {
     await page.waitForFunction(() => /^Stopped after epoch \d+/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 60000 });
     assert.equal(await page.getByRole("button", { name: "Train" }).isEnabled(), true);
     assert.equal(await page.getByRole("button", { name: "Stop" }).isDisabled(), true);
+  });
+
+  test("training code that loops forever: Stop replaces the training worker, and says so", T, async () => {
+    const looping = `import { nn, poptorch } from "ipu-playground";
+class Net extends nn.Module {
+  constructor() { super(); this.fc = new nn.Linear(4, 2); }
+  forward(x, y) { const out = this.fc.forward(x); return [out, out.crossEntropy(y)]; }
+}
+export default ({ options }) => ({
+  model: poptorch.trainingModel(new Net(), options),
+  inputs: [{ name: "x", shape: [8, 4] }, { name: "y", shape: [8], dtype: "int32" }],
+  train: { parts: [0], step: () => { for (;;) {} }, evaluate: () => ({ train: 0, val: 0, test: 0 }) },
+});
+`;
+    await openReady(page, server.url + "/?stop-grace=1000");
+    await setCode(page, looping);
+    await page.getByRole("tab", { name: "Training" }).click();
+    assert.match(await page.locator("#train-config").textContent(), /^Trains the model of your code: poptorch\.trainingModel\(Net, SGD\)/);
+    await page.getByLabel("Dataset").selectOption("Cora");
+    await page.getByLabel("Epochs").fill("1");
+    await page.getByRole("button", { name: "Train" }).click();
+    await page.waitForFunction(() => /^Epoch 0 \/ 1/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 60000 });
+    await page.getByRole("button", { name: "Stop" }).click();
+    await page.waitForFunction(() => !document.getElementById("train-error").hidden, null, { timeout: 30000 });
+    assert.match(await page.locator("#train-error").textContent(), /did not stop within 1 s of Stop \(does the code's training loop forever\?\), so it was replaced/);
+    assert.equal(await page.getByRole("button", { name: "Train" }).isEnabled(), true);
+    assert.match(await editorText(page), /for \(;;\) \{\}/);
   });
 
   test("a missing dataset is a clear message in the training view", T, async () => {
