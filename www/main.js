@@ -6,8 +6,9 @@ import { Store, presetState, PRESETS, VIEWS } from "./state.js";
 import { createEditor } from "./editor.js";
 import { EngineClient, EngineError } from "./engine/client.js";
 import { Request, Event, ErrorKind } from "./engine/protocol.js";
-import { fitItems, sourceOf, editorLine } from "./plan/adapter.js";
-import { toPlannerOptions, fieldOfDiagnostic } from "./options.js";
+import { fitItems } from "./plan/adapter.js";
+import { diagnosticLine } from "./plan/lines.js";
+import { toPlannerOptions } from "./options.js";
 import { presetById } from "./presets/index.js";
 import { createOptionsPanel } from "./views/options.js";
 import { createGraphView } from "./views/graph.js";
@@ -155,13 +156,8 @@ async function analyse() {
  */
 function planDiagnostics(result) {
   const out = [];
-  const fromCode = new Map((result.optionsFromCode ?? []).filter((o) => o.line).map((o) => [o.field, o.line]));
   for (const e of fitItems(result.plan, result.checks)) {
-    let line = editorLine(sourceOf(result.plan, result.graph, e.node));
-    if (!line) {
-      const f = fieldOfDiagnostic(e);
-      line = fromCode.get(f) ?? (f === "phases" || f === "autoStage" ? fromCode.get("strategy") : undefined);
-    }
+    const line = diagnosticLine(result, e);
     if (line) out.push({ line, message: e.fix ? `${e.message}\nFix: ${e.fix}` : e.message, severity: e.level });
   }
   return out;

@@ -377,6 +377,7 @@ describe("the playground page", () => {
     await page.getByRole("tab", { name: /Fit/ }).click();
     assert.match(await text("#fit-list"), /Training\.gradientAccumulation \(4\) must be greater than or equal to the number of pipeline stages \(7\)/);
     assert.equal(await page.locator("#fit-current").isHidden(), true);
+    assert.match(await text("#fit-list"), new RegExp(`Go to line ${line(acc, "gradientAccumulation(4)")}`));
     assert.match(await text("#note-gradientAccumulation"), new RegExp(`^Set by your code \\(line ${line(acc, "gradientAccumulation(4)")}\\): 4\\. The code's value is planned`));
     assert.equal(await page.getByLabel("Gradient accumulation").inputValue(), "8", "the panel keeps its own value");
     await screenshot(page, "error-accumulation-in-code");

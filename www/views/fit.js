@@ -3,7 +3,8 @@
 // each with its fix; one tied to a node of the editor's code jumps to its line. An IPU that
 // does not fit lists its largest tensors.
 import { h, stat } from "./dom.js";
-import { fitItems, sourceOf, editorLine, summary } from "../plan/adapter.js";
+import { fitItems, summary } from "../plan/adapter.js";
+import { diagnosticLine } from "../plan/lines.js";
 import { bytes } from "../charts/svg.js";
 
 export function createFitView(root, { onGoToLine }) {
@@ -58,7 +59,7 @@ export function createFitView(root, { onGoToLine }) {
       );
       list.replaceChildren(
         ...items.map((i) => {
-          const line = editorLine(sourceOf(plan, a.graph, i.node));
+          const line = diagnosticLine(a, i);
           return h("li", { class: `issue ${i.level}`, "data-code": i.code }, [
             h("span", { class: "badge", text: i.level }),
             h("div", {}, [
