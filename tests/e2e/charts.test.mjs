@@ -287,4 +287,23 @@ describe("charts, the plan adapter and the options", () => {
     assert.deepEqual(r.roundTrip, ["default", "onChip", "offChip"]);
     assert.deepEqual(r.merged, { gradientAccumulation: 8, automaticLossScaling: false });
   });
+
+  test("a diagnostic's editor line: its node's source, else the line of the code that set its option", T, async () => {
+    const r = await run(
+      async ({ plan, graph }) => {
+        const { diagnosticLine } = await import("/plan/lines.js");
+        const a = { plan, graph, optionsFromCode: [{ field: "gradientAccumulation", value: 4, line: 31 }, { field: "strategy", value: {}, line: 12 }] };
+        return {
+          node: diagnosticLine(a, { code: "x", message: "m", node: 4 }),
+          accumulation: diagnosticLine(a, { code: "pipeline_gradient_accumulation", message: "m", node: null }),
+          phases: diagnosticLine(a, { code: "parallel_phase_parity", message: "m", node: null }),
+          panel: diagnosticLine(a, { code: "pipeline_device_iterations", message: "m", node: null }),
+          none: diagnosticLine({ plan, graph }, { code: "pipeline_gradient_accumulation", message: "m", node: null }),
+        };
+      },
+      { plan: fixturePlan(), graph: fixtureGraph() },
+    );
+    // Node 4 (fc1's, no source of its own) at its scope's first line, 11.
+    assert.deepEqual(r, { node: 11, accumulation: 31, phases: 12, panel: null, none: null });
+  });
 });
