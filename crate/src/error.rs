@@ -113,12 +113,6 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<Error> for String {
-    fn from(e: Error) -> String {
-        e.message
-    }
-}
-
 impl From<crate::trace::check::ArgError> for Error {
     fn from(e: crate::trace::check::ArgError) -> Error {
         Error::new(ErrorKind::Arg, e.message)
@@ -160,7 +154,6 @@ mod tests {
         let e = Error::data("ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
         assert_eq!(e.to_string(), "ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
         assert_eq!(e.kind(), ErrorKind::Data);
-        assert_eq!(String::from(e), "ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
     }
 
     #[test]

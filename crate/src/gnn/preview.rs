@@ -64,7 +64,7 @@ pub fn check(cfg: &RevGnnConfig, g: &GraphSizes) -> std::result::Result<(), ArgE
 
 /// Builds the model with parameters drawn from `seed` (after [`check`]).
 pub fn build(cfg: RevGnnConfig, g: &GraphSizes, seed: u64) -> Result<RevGnn> {
-    check(&cfg, g).map_err(|e| Error::trace(e.message))?;
+    check(&cfg, g)?;
     RevGnn::new(cfg, &mut Rng::new(seed))
 }
 
@@ -72,7 +72,7 @@ pub fn build(cfg: RevGnnConfig, g: &GraphSizes, seed: u64) -> Result<RevGnn> {
 /// layers split evenly over `ipus` IPUs ([`crate::models::ipu_of_layer`]; one BeginBlock
 /// `ipu<k>` per IPU); `training` traces training behaviour (the shared dropout mask).
 pub fn trace(model: &RevGnn, g: &GraphSizes, ipus: usize, training: bool) -> Result<Trace> {
-    check(&model.cfg, g).map_err(|e| Error::trace(e.message))?;
+    check(&model.cfg, g)?;
     let layers = model.cfg.num_layers;
     if ipus == 0 || ipus > layers {
         return Err(Error::trace(format!(
