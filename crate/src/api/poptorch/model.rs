@@ -43,7 +43,6 @@ use crate::poptorch::model::WeakHostModel;
 use crate::poptorch::{HostModel, Optimizer, PoplarExecutor};
 use crate::tensor::Tensor;
 use crate::trace::check::{self, MAX_INPUTS};
-use crate::{Error, Result};
 use js_sys::{Array, Object, WeakMap, JSON};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -102,10 +101,9 @@ fn resolve(opt: &Optimizer, module: &JsValue) -> JsResult<Optimizer> {
     let names = parameter_names(module)?;
     opt.map_params(|k| {
         names.get(k).cloned().ok_or_else(|| {
-            crate::poptorch::Error::poptorch(
+            crate::Error::poptorch(
                 "a parameter group of the optimizer lists a Parameter that is not one of this model's parameters \
-                 (pass model.parameters() of the model you wrap)"
-                    .into(),
+                 (pass model.parameters() of the model you wrap)",
             )
         })
     })
