@@ -89,11 +89,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn real_main() -> Result<(), String> {
+fn real_main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse()?;
     let dir = data_dir(&args.data_dir);
     let t0 = Instant::now();
-    let mut data = load_planetoid_dir(&dir, &args.dataset, Split::Full).map_err(|e| e.to_string())?;
+    let mut data = load_planetoid_dir(&dir, &args.dataset, Split::Full)?;
     add_self_loops(&mut data);
     let (tr, va, te) = data.split_sizes();
     println!(

@@ -275,20 +275,20 @@ fn bytes_path_equals_dir_path_and_reports_corruption() {
     let x = files.get("allx").unwrap().clone();
     files.insert("allx".into(), x[..x.len() / 2].to_vec());
     let e = load_planetoid_bytes("cora", &files, Split::Public).unwrap_err();
-    assert!(e.0.starts_with("ind.cora.allx: truncated pickle"), "{e}");
+    assert!(e.to_string().starts_with("ind.cora.allx: truncated pickle"), "{e}");
     // Corrupt label file: first opcode replaced.
     files.insert("allx".into(), x);
     let mut y = files.get("ally").unwrap().clone();
     y[2] = 0x95;
     files.insert("ally".into(), y);
     let e = load_planetoid_bytes("cora", &files, Split::Public).unwrap_err();
-    assert_eq!(e.0, "ind.cora.ally: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
+    assert_eq!(e.to_string(), "ind.cora.ally: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
     // Missing file.
     files.remove("ty");
     let e = load_planetoid_bytes("cora", &files, Split::Public).unwrap_err();
-    assert!(e.0.contains("missing file ind.cora.ty"), "{e}");
+    assert!(e.to_string().contains("missing file ind.cora.ty"), "{e}");
     let e = load_planetoid_dir(&dir, "Reddit", Split::Public).unwrap_err();
-    assert!(e.0.contains("Cora, CiteSeer, PubMed"), "{e}");
+    assert!(e.to_string().contains("Cora, CiteSeer, PubMed"), "{e}");
 }
 
 #[test]

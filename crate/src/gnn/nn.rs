@@ -9,7 +9,8 @@
 use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
 use crate::trace::nn::{call, LayerNorm, Linear, Module};
-use crate::trace::{concat, SparseVar, TraceError, TraceResult, Tracer, Var};
+use crate::trace::{concat, SparseVar, Tracer, Var};
+use crate::{Error, Result};
 use std::rc::Rc;
 
 /// GraphSAGE with mean aggregation (PyG defaults): `lin_l(mean_j x_j) + lin_r(x_i)`,
@@ -20,12 +21,12 @@ pub struct SAGEConv {
 }
 
 impl SAGEConv {
-    pub fn new(cin: usize, cout: usize, rng: &mut Rng) -> TraceResult<SAGEConv> {
+    pub fn new(cin: usize, cout: usize, rng: &mut Rng) -> Result<SAGEConv> {
         Ok(SAGEConv { lin_l: Linear::new(cin, cout, true, rng)?, lin_r: Linear::new(cin, cout, false, rng)? })
     }
 
     /// `adj`: mean-aggregation adjacency, rows = targets.
-    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> TraceResult<Var> {
+    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> Result<Var> {
         let agg = adj.matmul(x)?;
         let l = call(tr, "lin_l", &self.lin_l, &agg)?;
         let r = call(tr, "lin_r", &self.lin_r, x)?;
@@ -34,8 +35,8 @@ impl SAGEConv {
 }
 
 impl Module for SAGEConv {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> TraceResult<Var> {
-        Err(TraceError(format!("SAGEConv '{}' needs an adjacency: call SAGEConv::forward", tr.current_scope())))
+    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
+        Err(Error::trace(format!("SAGEConv '{}' needs an adjacency: call SAGEConv::forward", tr.current_scope())))
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("lin_l".into(), &self.lin_l as &dyn Module), ("lin_r".into(), &self.lin_r)]
@@ -49,7 +50,7 @@ pub struct GCNConv {
 }
 
 impl GCNConv {
-    pub fn new(cin: usize, cout: usize, rng: &mut Rng) -> TraceResult<GCNConv> {
+    pub fn new(cin: usize, cout: usize, rng: &mut Rng) -> Result<GCNConv> {
         // PyG: glorot weight, zero bias.
         let mut lin = Linear::new(cin, cout, false, rng)?;
         let a = (6.0 / (cin + cout) as f32).sqrt();
@@ -59,15 +60,15 @@ impl GCNConv {
     }
 
     /// `adj`: the normalised adjacency, rows = targets.
-    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> TraceResult<Var> {
+    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> Result<Var> {
         let h = call(tr, "lin", &self.lin, x)?;
         adj.matmul(&h)?.add(&tr.param("bias", &self.bias)?)
     }
 }
 
 impl Module for GCNConv {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> TraceResult<Var> {
-        Err(TraceError(format!("GCNConv '{}' needs an adjacency: call GCNConv::forward", tr.current_scope())))
+    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
+        Err(Error::trace(format!("GCNConv '{}' needs an adjacency: call GCNConv::forward", tr.current_scope())))
     }
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         vec![("bias", &self.bias)]
@@ -79,7 +80,7 @@ impl Module for GCNConv {
 
 /// One group function of a [`GroupAddRev`]: `f(x, adj, extra…)` with `x`'s width.
 pub trait GroupFn {
-    fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extra: &[Var]) -> TraceResult<Var>;
+    fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extra: &[Var]) -> Result<Var>;
     fn module(&self) -> &dyn Module;
 }
 
@@ -91,14 +92,14 @@ pub struct GnnBlock {
 }
 
 impl GnnBlock {
-    pub fn new(cin: usize, cout: usize, p: f32, rng: &mut Rng) -> TraceResult<GnnBlock> {
+    pub fn new(cin: usize, cout: usize, p: f32, rng: &mut Rng) -> Result<GnnBlock> {
         Ok(GnnBlock { norm: LayerNorm::new(cin), conv: SAGEConv::new(cin, cout, rng)?, p })
     }
 }
 
 impl GroupFn for GnnBlock {
     /// `extra[0]`, when given, is this group's dropout keep-mask.
-    fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extra: &[Var]) -> TraceResult<Var> {
+    fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extra: &[Var]) -> Result<Var> {
         let mut h = call(tr, "norm", &self.norm, x)?.relu()?;
         if let Some(mask) = extra.first() {
             h = h.dropout_with_mask(mask, self.p)?;
@@ -111,8 +112,8 @@ impl GroupFn for GnnBlock {
 }
 
 impl Module for GnnBlock {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> TraceResult<Var> {
-        Err(TraceError(format!("GnnBlock '{}' needs an adjacency", tr.current_scope())))
+    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
+        Err(Error::trace(format!("GnnBlock '{}' needs an adjacency", tr.current_scope())))
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("norm".into(), &self.norm as &dyn Module), ("conv".into(), &self.conv)]
@@ -130,9 +131,9 @@ pub struct GroupAddRev<F: GroupFn> {
 }
 
 impl<F: GroupFn> GroupAddRev<F> {
-    pub fn new(groups: Vec<F>, disable: bool) -> TraceResult<GroupAddRev<F>> {
+    pub fn new(groups: Vec<F>, disable: bool) -> Result<GroupAddRev<F>> {
         if groups.len() < 2 {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "The number of groups should not be smaller than '2' (got {})",
                 groups.len()
             )));
@@ -140,17 +141,17 @@ impl<F: GroupFn> GroupAddRev<F> {
         Ok(GroupAddRev { groups, disable })
     }
 
-    fn group(&self, tr: &Tracer, i: usize, x: &Var, adj: &SparseVar, extra: &[Var]) -> TraceResult<Var> {
+    fn group(&self, tr: &Tracer, i: usize, x: &Var, adj: &SparseVar, extra: &[Var]) -> Result<Var> {
         tr.scope("blocks", || tr.scope(&i.to_string(), || self.groups[i].forward(tr, x, adj, extra)))
     }
 
-    fn chunk_extras(&self, extras: &[Var]) -> TraceResult<Vec<Vec<Var>>> {
+    fn chunk_extras(&self, extras: &[Var]) -> Result<Vec<Vec<Var>>> {
         let c = self.groups.len();
         let mut per = vec![Vec::new(); c];
         for e in extras {
             let parts = e.chunk(c, -1)?;
             if parts.len() != c {
-                return Err(TraceError(format!(
+                return Err(Error::trace(format!(
                     "an extra argument of width {} cannot be cut into {c} groups",
                     e.shape()[1]
                 )));
@@ -162,11 +163,11 @@ impl<F: GroupFn> GroupAddRev<F> {
         Ok(per)
     }
 
-    fn fwd(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extras: &[Var]) -> TraceResult<Var> {
+    fn fwd(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extras: &[Var]) -> Result<Var> {
         let c = self.groups.len();
         let xs = x.chunk(c, -1)?;
         if xs.len() != c || xs.iter().any(|p| p.shape() != xs[0].shape()) {
-            return Err(TraceError(format!("GroupAddRev: width {} is not divisible by {c} groups", x.shape()[1])));
+            return Err(Error::trace(format!("GroupAddRev: width {} is not divisible by {c} groups", x.shape()[1])));
         }
         let per = self.chunk_extras(extras)?;
         let mut y_in = xs[1].clone();
@@ -181,7 +182,7 @@ impl<F: GroupFn> GroupAddRev<F> {
         concat(&ys.iter().collect::<Vec<_>>(), -1)
     }
 
-    fn inv(&self, tr: &Tracer, y: &Var, adj: &SparseVar, extras: &[Var]) -> TraceResult<Var> {
+    fn inv(&self, tr: &Tracer, y: &Var, adj: &SparseVar, extras: &[Var]) -> Result<Var> {
         let c = self.groups.len();
         let ys = y.chunk(c, -1)?;
         let per = self.chunk_extras(extras)?;
@@ -203,7 +204,7 @@ impl<F: GroupFn> GroupAddRev<F> {
     }
 
     /// Records the layer on `x` with adjacency `adj` and per-node `extras`.
-    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extras: &[Var]) -> TraceResult<Var> {
+    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extras: &[Var]) -> Result<Var> {
         if self.disable {
             return self.fwd(tr, x, adj, extras);
         }
@@ -231,8 +232,8 @@ impl<F: GroupFn> GroupAddRev<F> {
 }
 
 impl<F: GroupFn> Module for GroupAddRev<F> {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> TraceResult<Var> {
-        Err(TraceError(format!("GroupAddRev '{}' needs an adjacency", tr.current_scope())))
+    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
+        Err(Error::trace(format!("GroupAddRev '{}' needs an adjacency", tr.current_scope())))
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         let list: Vec<(String, &dyn Module)> =
@@ -265,28 +266,27 @@ pub struct RevGnn {
 }
 
 impl RevGnn {
-    pub fn new(cfg: RevGnnConfig, rng: &mut Rng) -> TraceResult<RevGnn> {
+    pub fn new(cfg: RevGnnConfig, rng: &mut Rng) -> Result<RevGnn> {
         if cfg.num_groups < 2 {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "The number of groups should not be smaller than '2' (got {})",
                 cfg.num_groups
             )));
         }
         if cfg.hidden == 0 || !cfg.hidden.is_multiple_of(cfg.num_groups) {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "hidden size {} is not divisible by the number of groups {}",
                 cfg.hidden, cfg.num_groups
             )));
         }
         if !(0.0..1.0).contains(&cfg.dropout) {
-            return Err(TraceError(format!("dropout must be in [0, 1), got {}", cfg.dropout)));
+            return Err(Error::trace(format!("dropout must be in [0, 1), got {}", cfg.dropout)));
         }
         let lin1 = Linear::new(cfg.in_channels, cfg.hidden, true, rng)?;
         let w = cfg.hidden / cfg.num_groups;
         let mut convs = Vec::new();
         for _ in 0..cfg.num_layers {
-            let groups =
-                (0..cfg.num_groups).map(|_| GnnBlock::new(w, w, cfg.dropout, rng)).collect::<TraceResult<_>>()?;
+            let groups = (0..cfg.num_groups).map(|_| GnnBlock::new(w, w, cfg.dropout, rng)).collect::<Result<_>>()?;
             convs.push(GroupAddRev::new(groups, cfg.disable_rev)?);
         }
         let norm = LayerNorm::new(cfg.hidden);
@@ -297,7 +297,7 @@ impl RevGnn {
     /// Records the model: sparse features `x`, mean adjacency `adj`; returns logits.
     /// In a training trace (`tr.training()`), one dropout mask is drawn and shared by all
     /// layers, and ordinary dropout follows the final norm.
-    pub fn forward(&self, tr: &Tracer, x: &SparseVar, adj: &SparseVar) -> TraceResult<Var> {
+    pub fn forward(&self, tr: &Tracer, x: &SparseVar, adj: &SparseVar) -> Result<Var> {
         let h = tr.scope("lin1", || self.lin1.forward_sparse(tr, x))?;
         let p = self.cfg.dropout;
         let extras = if tr.training() && p > 0.0 { vec![tr.random_mask(h.shape(), p)?] } else { vec![] };
@@ -312,8 +312,8 @@ impl RevGnn {
 }
 
 impl Module for RevGnn {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> TraceResult<Var> {
-        Err(TraceError(format!("RevGnn '{}' needs sparse features and an adjacency", tr.current_scope())))
+    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
+        Err(Error::trace(format!("RevGnn '{}' needs sparse features and an adjacency", tr.current_scope())))
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         let mut v: Vec<(String, &dyn Module)> = vec![("lin1".into(), &self.lin1 as &dyn Module)];

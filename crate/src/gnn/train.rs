@@ -21,6 +21,7 @@ use crate::ir::{Graph, OptimizerStep, Reduction};
 use crate::rng::Rng;
 use crate::tensor::{CsrMatrix, DType, Tensor};
 use crate::trace::{SparseVar, Tracer};
+use crate::{Error, Result};
 use std::rc::Rc;
 
 /// One epoch's results.
@@ -64,8 +65,8 @@ pub struct Trainer {
     diverged: Option<String>,
 }
 
-fn csr_inputs(m: &CsrMatrix, nnz: usize) -> Result<[Rc<Tensor>; 3], String> {
-    Ok(m.to_tensors(nnz)?.map(Rc::new))
+fn csr_inputs(m: &CsrMatrix, nnz: usize) -> Result<[Rc<Tensor>; 3]> {
+    Ok(m.to_tensors(nnz).map_err(Error::train)?.map(Rc::new))
 }
 
 /// The largest number of feature entries `rows` nodes can hold.
@@ -77,15 +78,15 @@ fn max_row_nnz_sum(x: &CsrMatrix, rows: usize) -> usize {
 
 /// Fails when running `g` would keep more than [`MAX_ACTIVATION_BYTES`] of activations at
 /// once (a deep model without reversible layers keeps every layer's for the backward pass).
-fn check_activations(cfg: &TrainConfig, what: &str, g: &Graph) -> Result<(), String> {
+fn check_activations(cfg: &TrainConfig, what: &str, g: &Graph) -> Result<()> {
     let peak = crate::ir::liveness::liveness(g).peak() as u128;
     if peak > MAX_ACTIVATION_BYTES as u128 {
         let hint = if cfg.no_rev { "reversible layers (noRev: false), " } else { "" };
-        return Err(format!(
+        return Err(Error::train(format!(
             "{what} of this RevGNN ({} layers, hidden {}) would keep {peak} bytes of activations at once, more \
              than the limit of {MAX_ACTIVATION_BYTES}: use {hint}fewer layers, a smaller hidden size or more parts",
             cfg.layers, cfg.hidden
-        ));
+        )));
     }
     Ok(())
 }
@@ -94,9 +95,9 @@ impl Trainer {
     /// Builds the model and traces, differentiates and checks both graphs.
     /// The config is checked first ([`TrainConfig::check`], [`TrainConfig::check_model_size`]),
     /// so that no size or count is used before it is known to be in range.
-    pub fn new(data: GraphData, cfg: TrainConfig) -> Result<Trainer, String> {
-        cfg.check(data.num_nodes).map_err(|e| e.message)?;
-        cfg.check_model_size(data.num_features, data.num_classes).map_err(|e| e.message)?;
+    pub fn new(data: GraphData, cfg: TrainConfig) -> Result<Trainer> {
+        cfg.check(data.num_nodes)?;
+        cfg.check_model_size(data.num_features, data.num_classes)?;
         let mut rng = Rng::new(cfg.seed);
         let model = RevGnn::new(
             RevGnnConfig {
@@ -109,47 +110,45 @@ impl Trainer {
                 disable_rev: cfg.no_rev,
             },
             &mut rng,
-        )
-        .map_err(|e| e.0)?;
-        let loader = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1)).map_err(|e| e.0)?;
-        let sizes = fixed_sizes_for_epochs(&data, &loader, cfg.epochs).map_err(|e| e.0)?;
+        )?;
+        let loader = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1))?;
+        let sizes = fixed_sizes_for_epochs(&data, &loader, cfg.epochs)?;
         let x_nnz = max_row_nnz_sum(&data.x, sizes.max_nodes - 1);
 
         // Training step: loss on the training nodes of one padded part.
         let tr = Tracer::new();
         tr.set_training(true);
         let n = sizes.max_nodes;
-        let x = SparseVar::input(&tr, "x", n, data.num_features, x_nnz).map_err(|e| e.0)?;
-        let adj = SparseVar::input(&tr, "adj", n, n, sizes.max_edges).map_err(|e| e.0)?;
-        let y = tr.input("y", &[n], DType::Int32).map_err(|e| e.0)?;
-        let mask = tr.input("train_mask", &[n], DType::Bool).map_err(|e| e.0)?;
-        let logits = model.forward(&tr, &x, &adj).map_err(|e| e.0)?;
-        let loss = logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None).map_err(|e| e.0)?;
-        let trace = tr.finish(&[&loss]).map_err(|e| e.0)?;
+        let x = SparseVar::input(&tr, "x", n, data.num_features, x_nnz)?;
+        let adj = SparseVar::input(&tr, "adj", n, n, sizes.max_edges)?;
+        let y = tr.input("y", &[n], DType::Int32)?;
+        let mask = tr.input("train_mask", &[n], DType::Bool)?;
+        let logits = model.forward(&tr, &x, &adj)?;
+        let loss = logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None)?;
+        let trace = tr.finish(&[&loss])?;
         let step = match cfg.optimizer {
             OptimizerKind::Adam | OptimizerKind::AdamW => {
                 OptimizerStep::adam(cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay, cfg.optimizer == OptimizerKind::AdamW)
             }
             OptimizerKind::Sgd => OptimizerStep::sgd(cfg.lr, 0.0, cfg.weight_decay),
         };
-        let tg = training_graph(&trace.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() })
-            .map_err(|e| e.0)?;
+        let tg = training_graph(&trace.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() })?;
         // Updates right after their gradient's last use, as PopART schedules them.
-        let program = crate::compile::schedule::updates_early(&tg.graph).map_err(|e| e.0)?;
-        crate::ir::verify::verify(&program).map_err(|e| e.0)?;
-        let train_graph = crate::exec::fuse::fuse(&program).map_err(|e| e.0)?;
+        let program = crate::compile::schedule::updates_early(&tg.graph)?;
+        crate::ir::verify::verify(&program)?;
+        let train_graph = crate::exec::fuse::fuse(&program)?;
         check_activations(&cfg, "a training step", &train_graph)?;
         let store = Store::new(&trace.params, &trace.buffers, cfg.seed.wrapping_add(2));
 
         // Evaluation: the whole graph, inference mode (no dropout).
         let et = Tracer::new();
         let nn_ = data.num_nodes;
-        let x = SparseVar::input(&et, "x", nn_, data.num_features, data.x.nnz()).map_err(|e| e.0)?;
+        let x = SparseVar::input(&et, "x", nn_, data.num_features, data.x.nnz())?;
         let full_adj = mean_adjacency(nn_, &data.edge_src, &data.edge_dst);
-        let adj = SparseVar::input(&et, "adj", nn_, nn_, full_adj.nnz()).map_err(|e| e.0)?;
-        let pred = model.forward(&et, &x, &adj).and_then(|l| l.argmax(-1, false)).map_err(|e| e.0)?;
-        let eval_trace = et.finish(&[&pred]).map_err(|e| e.0)?;
-        let eval_graph = crate::exec::fuse::fuse(&eval_trace.graph).map_err(|e| e.0)?;
+        let adj = SparseVar::input(&et, "adj", nn_, nn_, full_adj.nnz())?;
+        let pred = model.forward(&et, &x, &adj).and_then(|l| l.argmax(-1, false))?;
+        let eval_trace = et.finish(&[&pred])?;
+        let eval_graph = crate::exec::fuse::fuse(&eval_trace.graph)?;
         check_activations(&cfg, "the evaluation", &eval_graph)?;
         let mut eval_inputs = Vec::new();
         eval_inputs.extend(csr_inputs(&data.x, data.x.nnz())?);
@@ -190,16 +189,16 @@ impl Trainer {
     }
 
     /// The inputs of the training graph for one part.
-    fn batch_inputs(&self, sub: Subgraph) -> Result<(Vec<Rc<Tensor>>, usize), String> {
-        let b = pad_fixed(sub, self.sizes.max_nodes, self.sizes.max_edges).map_err(|e| e.0)?;
+    fn batch_inputs(&self, sub: Subgraph) -> Result<(Vec<Rc<Tensor>>, usize)> {
+        let b = pad_fixed(sub, self.sizes.max_nodes, self.sizes.max_edges)?;
         let n = b.sub.num_nodes;
         let adj = b.sub.mean_adjacency();
         let n_train = b.sub.train_mask.iter().filter(|&&m| m).count();
         let mut inputs = Vec::new();
         inputs.extend(csr_inputs(&b.sub.x, self.x_nnz)?);
         inputs.extend(csr_inputs(&adj, self.sizes.max_edges)?);
-        inputs.push(Rc::new(Tensor::from_i32(&[n], b.sub.y.clone())?));
-        inputs.push(Rc::new(Tensor::from_bool(&[n], b.sub.train_mask.clone())?));
+        inputs.push(Rc::new(Tensor::from_i32(&[n], b.sub.y.clone()).map_err(Error::train)?));
+        inputs.push(Rc::new(Tensor::from_bool(&[n], b.sub.train_mask.clone()).map_err(Error::train)?));
         Ok((inputs, n_train))
     }
 
@@ -209,14 +208,17 @@ impl Trainer {
     }
 
     /// One epoch: a training step on each part.
-    pub fn train_epoch(&mut self) -> Result<EpochStats, String> {
+    pub fn train_epoch(&mut self) -> Result<EpochStats> {
         if let Some(msg) = &self.diverged {
-            return Err(msg.clone());
+            return Err(Error::train(msg.clone()));
         }
         if self.epoch >= self.cfg.epochs {
-            return Err(format!("the graphs were compiled for {} epochs, all of which have run", self.cfg.epochs));
+            return Err(Error::train(format!(
+                "the graphs were compiled for {} epochs, all of which have run",
+                self.cfg.epochs
+            )));
         }
-        let subs = self.loader.subgraphs(&self.data).map_err(|e| e.0)?;
+        let subs = self.loader.subgraphs(&self.data)?;
         let mut stats = EpochStats::default();
         let (mut tot, mut count) = (0.0f64, 0usize);
         let parts = subs.len();
@@ -225,13 +227,13 @@ impl Trainer {
             if n_train == 0 {
                 continue; // no training node in this part: PyG's loss would be NaN
             }
-            let r = run(&self.train_graph, &mut self.store, &inputs).map_err(|e| e.0)?;
+            let r = run(&self.train_graph, &mut self.store, &inputs)?;
             let loss = r.outputs[0].to_f64_vec()[0];
             if !loss.is_finite() {
                 let what = format!("the loss became {loss} at epoch {}, part {} of {parts}", self.epoch + 1, i + 1);
                 let msg = self.divergence(&what);
                 self.diverged = Some(msg.clone());
-                return Err(msg);
+                return Err(Error::train(msg));
             }
             tot += loss * n_train as f64;
             count += n_train;
@@ -247,18 +249,18 @@ impl Trainer {
 
     /// Predictions on the whole graph, and accuracy on each split.
     /// Fails (and stays failed) once training has diverged: NaN weights have no accuracy.
-    pub fn evaluate(&mut self) -> Result<Accuracy, String> {
+    pub fn evaluate(&mut self) -> Result<Accuracy> {
         if let Some(msg) = &self.diverged {
-            return Err(msg.clone());
+            return Err(Error::train(msg.clone()));
         }
         let finite = |t: &Tensor| t.as_f32().map(|a| a.iter().all(|x| x.is_finite())).unwrap_or(true);
         if let Some(name) = self.store.params.iter().find(|(_, t)| !finite(t)).map(|(n, _)| n.clone()) {
             let what = format!("parameter '{name}' is no longer finite after epoch {}", self.epoch);
             let msg = self.divergence(&what);
             self.diverged = Some(msg.clone());
-            return Err(msg);
+            return Err(Error::train(msg));
         }
-        let r = run(&self.eval_graph, &mut self.store, &self.eval_inputs).map_err(|e| e.0)?;
+        let r = run(&self.eval_graph, &mut self.store, &self.eval_inputs)?;
         let pred = r.outputs[0].to_f64_vec();
         let acc = |mask: &[bool]| {
             let (mut ok, mut n) = (0usize, 0usize);
@@ -337,20 +339,22 @@ mod tests {
         assert!(last < first * 0.7, "loss {first} -> {last}");
         let acc = t.evaluate().unwrap();
         assert!(acc.test >= 0.8, "{acc:?}");
-        assert!(t.train_epoch().unwrap_err().contains("30 epochs"));
+        assert!(t.train_epoch().unwrap_err().message().contains("30 epochs"));
     }
 
     #[test]
     fn bad_configs_are_named() {
         let e = |cfg: TrainConfig| Trainer::new(toy(), cfg).err().unwrap();
-        assert!(e(TrainConfig { hidden: 7, ..TrainConfig::default() }).contains("not divisible"));
-        assert!(e(TrainConfig { parts: 1000, ..TrainConfig::default() }).contains("parts"));
-        assert!(e(TrainConfig { groups: 1, ..TrainConfig::default() }).contains("smaller than '2'"));
-        assert!(
-            e(TrainConfig { epochs: 1_000_000, ..TrainConfig::default() }).contains("epochs must be from 1 to 5000")
-        );
-        assert!(e(TrainConfig { lr: f32::NAN, ..TrainConfig::default() }).contains("lr must be above 0"));
-        assert!(e(TrainConfig { layers: 1001, hidden: 4096, ..TrainConfig::default() }).contains("parameters"));
+        assert!(e(TrainConfig { hidden: 7, ..TrainConfig::default() }).message().contains("not divisible"));
+        assert!(e(TrainConfig { parts: 1000, ..TrainConfig::default() }).message().contains("parts"));
+        assert!(e(TrainConfig { groups: 1, ..TrainConfig::default() }).message().contains("smaller than '2'"));
+        assert!(e(TrainConfig { epochs: 1_000_000, ..TrainConfig::default() })
+            .message()
+            .contains("epochs must be from 1 to 5000"));
+        assert!(e(TrainConfig { lr: f32::NAN, ..TrainConfig::default() }).message().contains("lr must be above 0"));
+        assert!(e(TrainConfig { layers: 1001, hidden: 4096, ..TrainConfig::default() })
+            .message()
+            .contains("parameters"));
     }
 
     #[test]
@@ -388,8 +392,8 @@ mod tests {
         let cfg = TrainConfig { layers: 2, hidden: 8, parts: 2, lr: 0.5, ..TrainConfig::default() };
         let mut t = Trainer::new(d, cfg).unwrap();
         let e = t.train_epoch().unwrap_err();
-        assert!(e.starts_with("training diverged: the loss became NaN at epoch 1, part 1 of 2"), "{e}");
-        assert!(e.contains("learning rate is too high (lr = 0.5; the default is 0.003)"), "{e}");
+        assert!(e.message().starts_with("training diverged: the loss became NaN at epoch 1, part 1 of 2"), "{e}");
+        assert!(e.message().contains("learning rate is too high (lr = 0.5; the default is 0.003)"), "{e}");
         // No accuracies from NaN weights, and no more epochs.
         assert_eq!(t.evaluate().unwrap_err(), e);
         assert_eq!(t.train_epoch().unwrap_err(), e);

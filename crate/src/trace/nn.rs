@@ -4,16 +4,17 @@
 //! A module owns the initial values of its parameters and buffers; calling it records ops
 //! under its scope. Parameter names follow PyTorch (`0.weight`, `convs.3.lin_l.bias`).
 
-use super::{check, TraceError, TraceResult, Tracer, Var};
+use super::{check, Tracer, Var};
 use crate::rng::Rng;
 use crate::tensor::alloc::{check_usize_shape, try_vec};
 use crate::tensor::{DType, Tensor};
+use crate::{Error, Result};
 use std::rc::Rc;
 
 /// A module: a named tree of parameters and buffers with a traced forward.
 pub trait Module {
     /// Records the forward pass on `x` (inside the caller's scope).
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var>;
+    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var>;
 
     /// Direct parameters, by local name.
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
@@ -52,19 +53,19 @@ pub trait Module {
 }
 
 /// Calls `module` on `x` inside the scope `name` (how a parent calls a child).
-pub fn call(tr: &Tracer, name: &str, module: &dyn Module, x: &Var) -> TraceResult<Var> {
+pub fn call(tr: &Tracer, name: &str, module: &dyn Module, x: &Var) -> Result<Var> {
     tr.scope(name, || module.forward(tr, x))
 }
 
 /// A float32 tensor `what` of `shape`, its size checked and allocated fallibly, filled by `fill`.
-fn init(what: &str, shape: &[usize], fill: impl FnOnce(&mut [f32])) -> TraceResult<Rc<Tensor>> {
+fn init(what: &str, shape: &[usize], fill: impl FnOnce(&mut [f32])) -> Result<Rc<Tensor>> {
     check_usize_shape(what, shape, DType::Float32)?;
     let mut data = try_vec(what, shape.iter().product(), 0f32)?;
     fill(&mut data);
-    Ok(Rc::new(Tensor::from_f32(shape, data).map_err(TraceError)?))
+    Ok(Rc::new(Tensor::from_f32(shape, data).map_err(Error::trace)?))
 }
 
-fn uniform(what: &str, shape: &[usize], bound: f32, rng: &mut Rng) -> TraceResult<Rc<Tensor>> {
+fn uniform(what: &str, shape: &[usize], bound: f32, rng: &mut Rng) -> Result<Rc<Tensor>> {
     init(what, shape, |d| rng.fill_uniform(d, -bound, bound))
 }
 
@@ -77,10 +78,10 @@ pub struct Linear {
 }
 
 impl Linear {
-    pub fn new(in_features: usize, out_features: usize, bias: bool, rng: &mut Rng) -> TraceResult<Linear> {
+    pub fn new(in_features: usize, out_features: usize, bias: bool, rng: &mut Rng) -> Result<Linear> {
         let name = format!("Linear({in_features}, {out_features})");
         if in_features == 0 || out_features == 0 {
-            return Err(TraceError(format!("{name}: sizes must be positive")));
+            return Err(Error::trace(format!("{name}: sizes must be positive")));
         }
         let bound = 1.0 / (in_features as f32).sqrt();
         // Both sizes are checked before either is drawn, so a failure leaves `rng` as it was.
@@ -94,9 +95,9 @@ impl Linear {
     }
 
     /// The layer applied to a sparse input (`x @ W^T` as CSR × dense, never densifying x).
-    pub fn forward_sparse(&self, tr: &Tracer, x: &super::SparseVar) -> TraceResult<Var> {
+    pub fn forward_sparse(&self, tr: &Tracer, x: &super::SparseVar) -> Result<Var> {
         if x.n_cols != self.in_features {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "'linear' in scope {}: sparse input has {} columns but the layer takes {}",
                 tr.current_scope(),
                 x.n_cols,
@@ -113,7 +114,7 @@ impl Linear {
 }
 
 impl Module for Linear {
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
         let w = tr.param("weight", &self.weight)?;
         match &self.bias {
             Some(b) => x.linear(&w, Some(&tr.param("bias", b)?)),
@@ -148,9 +149,9 @@ impl LayerNorm {
 
     /// [`LayerNorm::new`] for a size a user chose: positive, checked against the tensor
     /// limits and allocated fallibly.
-    pub fn try_new(size: usize) -> TraceResult<LayerNorm> {
+    pub fn try_new(size: usize) -> Result<LayerNorm> {
         if size == 0 {
-            return Err(TraceError("LayerNorm(0): the size must be positive".into()));
+            return Err(Error::trace("LayerNorm(0): the size must be positive"));
         }
         let what = format!("LayerNorm({size})");
         Ok(LayerNorm {
@@ -162,7 +163,7 @@ impl LayerNorm {
 }
 
 impl Module for LayerNorm {
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
         let w = tr.param("weight", &self.weight)?;
         let b = tr.param("bias", &self.bias)?;
         x.layer_norm(1, Some((&w, &b)), self.eps)
@@ -178,7 +179,7 @@ pub struct Dropout {
 }
 
 impl Module for Dropout {
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
         if !tr.training() || self.p == 0.0 {
             return Ok(x.clone());
         }
@@ -191,7 +192,7 @@ impl Module for Dropout {
 pub struct ReLU;
 
 impl Module for ReLU {
-    fn forward(&self, _tr: &Tracer, x: &Var) -> TraceResult<Var> {
+    fn forward(&self, _tr: &Tracer, x: &Var) -> Result<Var> {
         x.relu()
     }
 }
@@ -200,7 +201,7 @@ impl Module for ReLU {
 pub struct GELU;
 
 impl Module for GELU {
-    fn forward(&self, _tr: &Tracer, x: &Var) -> TraceResult<Var> {
+    fn forward(&self, _tr: &Tracer, x: &Var) -> Result<Var> {
         x.gelu()
     }
 }
@@ -220,9 +221,9 @@ impl Embedding {
 
     /// [`Embedding::new`] for sizes a user chose: positive, checked against the tensor
     /// limits and allocated fallibly; a failure draws nothing from `rng`.
-    pub fn try_new(num: usize, dim: usize, rng: &mut Rng) -> TraceResult<Embedding> {
+    pub fn try_new(num: usize, dim: usize, rng: &mut Rng) -> Result<Embedding> {
         if num == 0 || dim == 0 {
-            return Err(TraceError(format!("Embedding({num}, {dim}): sizes must be positive")));
+            return Err(Error::trace(format!("Embedding({num}, {dim}): sizes must be positive")));
         }
         let what = format!("Embedding({num}, {dim}): the weight");
         Ok(Embedding { weight: init(&what, &[num, dim], |d| rng.fill_normal(d))? })
@@ -230,9 +231,9 @@ impl Embedding {
 }
 
 impl Module for Embedding {
-    fn forward(&self, tr: &Tracer, idx: &Var) -> TraceResult<Var> {
+    fn forward(&self, tr: &Tracer, idx: &Var) -> Result<Var> {
         if idx.dtype() != DType::Int32 {
-            return Err(TraceError(format!("Embedding takes int32 indices, got {}", idx.ty())));
+            return Err(Error::trace(format!("Embedding takes int32 indices, got {}", idx.ty())));
         }
         let w = tr.param("weight", &self.weight)?;
         let flat = idx.reshape(&[-1])?;
@@ -259,7 +260,7 @@ impl Sequential {
 }
 
 impl Module for Sequential {
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
         let mut h = x.clone();
         for (i, layer) in self.layers.iter().enumerate() {
             h = call(tr, &i.to_string(), layer.as_ref(), &h)?;
@@ -279,8 +280,8 @@ pub struct ModuleList<M: Module> {
 }
 
 impl<M: Module> Module for ModuleList<M> {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> TraceResult<Var> {
-        Err(TraceError(format!("ModuleList '{}' is not callable: index its modules", tr.current_scope())))
+    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
+        Err(Error::trace(format!("ModuleList '{}' is not callable: index its modules", tr.current_scope())))
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         self.items.iter().enumerate().map(|(i, m)| (i.to_string(), m as &dyn Module)).collect()
@@ -294,12 +295,14 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    pub fn new(sizes: &[usize], rng: &mut Rng) -> TraceResult<Mlp> {
+    pub fn new(sizes: &[usize], rng: &mut Rng) -> Result<Mlp> {
         if sizes.len() < 2 {
-            return Err(TraceError(format!("an MLP needs at least two layer sizes (input and output), got {sizes:?}")));
+            return Err(Error::trace(format!(
+                "an MLP needs at least two layer sizes (input and output), got {sizes:?}"
+            )));
         }
         if sizes.len() - 1 > check::MAX_MLP_LAYERS {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "an MLP has at most {} layers, got {} sizes ({} layers)",
                 check::MAX_MLP_LAYERS,
                 sizes.len(),
@@ -307,7 +310,7 @@ impl Mlp {
             )));
         }
         if let Some(i) = sizes.iter().position(|&s| s == 0) {
-            return Err(TraceError(format!("layer size {i} is 0: every size must be positive")));
+            return Err(Error::trace(format!("layer size {i} is 0: every size must be positive")));
         }
         // Each layer's weight, then all the weights and biases, before any is allocated.
         for w in sizes.windows(2) {
@@ -316,18 +319,18 @@ impl Mlp {
         }
         let bytes: u128 = sizes.windows(2).map(|w| (w[0] as u128 + 1) * w[1] as u128 * 4).sum();
         if bytes > check::MAX_MLP_BYTES as u128 {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "an MLP of sizes {sizes:?} has {bytes} bytes of parameters, more than the limit of {}",
                 check::MAX_MLP_BYTES
             )));
         }
-        let items = sizes.windows(2).map(|w| Linear::new(w[0], w[1], true, rng)).collect::<TraceResult<Vec<_>>>()?;
+        let items = sizes.windows(2).map(|w| Linear::new(w[0], w[1], true, rng)).collect::<Result<Vec<_>>>()?;
         Ok(Mlp { layers: ModuleList { items } })
     }
 }
 
 impl Module for Mlp {
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
         let mut h = x.clone();
         let n = self.layers.items.len();
         for (i, layer) in self.layers.items.iter().enumerate() {
@@ -344,9 +347,9 @@ impl Module for Mlp {
 }
 
 /// Traces an MLP of `sizes` on a `[batch, sizes[0]]` input (inference mode).
-pub fn trace_mlp(sizes: &[usize], batch: usize, seed: u64) -> TraceResult<super::Trace> {
+pub fn trace_mlp(sizes: &[usize], batch: usize, seed: u64) -> Result<super::Trace> {
     if batch == 0 {
-        return Err(TraceError("the batch size must be positive".into()));
+        return Err(Error::trace("the batch size must be positive"));
     }
     let model = Mlp::new(sizes, &mut Rng::new(seed))?;
     let tr = Tracer::new();
@@ -416,21 +419,21 @@ mod tests {
     #[test]
     fn sizes_too_large_are_errors_and_leave_the_generator_unchanged() {
         let mut rng = Rng::new(3);
-        let e = Linear::new(100_000, 100_000, true, &mut rng).err().unwrap().0;
+        let e = Linear::new(100_000, 100_000, true, &mut rng).err().unwrap().to_string();
         assert!(e.starts_with("Linear(100000, 100000): the weight: f32[100000,100000] needs 40000000000 bytes"), "{e}");
-        let e = Embedding::try_new(100_000, 100_000, &mut rng).err().unwrap().0;
+        let e = Embedding::try_new(100_000, 100_000, &mut rng).err().unwrap().to_string();
         assert!(e.contains("Embedding(100000, 100000)") && e.contains("40000000000 bytes"), "{e}");
         assert!(Embedding::try_new(0, 4, &mut rng).is_err());
-        let e = LayerNorm::try_new(1 << 30).err().unwrap().0;
+        let e = LayerNorm::try_new(1 << 30).err().unwrap().to_string();
         assert!(e.contains("LayerNorm(1073741824)") && e.contains("4294967296 bytes"), "{e}");
         assert!(LayerNorm::try_new(0).is_err());
         assert_eq!(LayerNorm::try_new(3).unwrap().weight.to_f32_vec(), vec![1.0; 3]);
         // Nothing was drawn by the failed constructors.
         assert_eq!(rng.next_u64(), Rng::new(3).next_u64());
         let sizes = vec![2; check::MAX_MLP_LAYERS + 2];
-        assert!(Mlp::new(&sizes, &mut rng).err().unwrap().0.contains("at most 1024 layers"));
+        assert!(Mlp::new(&sizes, &mut rng).err().unwrap().to_string().contains("at most 1024 layers"));
         // Every layer within the tensor limit (8192 x 8192 floats is 256 MiB), five of them not.
-        let e = Mlp::new(&[8192; 6], &mut rng).err().unwrap().0;
+        let e = Mlp::new(&[8192; 6], &mut rng).err().unwrap().to_string();
         assert!(e.contains("has 1342341120 bytes of parameters, more than the limit of 1073741824"), "{e}");
         let mut fresh = Rng::new(3);
         fresh.next_u64();
@@ -443,7 +446,7 @@ mod tests {
         let text = crate::ir::print::print_graph(&t.graph);
         assert!(text.contains("layers.0.weight") && text.contains("layers.1.bias"), "{text}");
         assert_eq!(text.matches("linear(").count(), 2);
-        assert!(trace_mlp(&[4, 0, 2], 3, 0).unwrap_err().0.contains("size"));
-        assert!(trace_mlp(&[4, 2], 0, 0).unwrap_err().0.contains("batch"));
+        assert!(trace_mlp(&[4, 0, 2], 3, 0).unwrap_err().to_string().contains("size"));
+        assert!(trace_mlp(&[4, 2], 0, 0).unwrap_err().to_string().contains("batch"));
     }
 }

@@ -27,9 +27,9 @@
 //! [`fixed_sizes_from_parts`] is exact for parts already drawn.
 
 use super::planetoid::GraphData;
-use super::DataError;
 use crate::rng::Rng;
 use crate::tensor::CsrMatrix;
+use crate::{Error, Result};
 
 /// `node_ids` entry of a padding node.
 pub const PADDING_NODE_ID: usize = usize::MAX;
@@ -45,9 +45,9 @@ pub struct RandomNodeLoader {
 impl RandomNodeLoader {
     /// A loader making `num_parts` parts per epoch; `shuffle` draws new random parts every
     /// epoch from a generator seeded with `seed`. Errors when `num_parts` is 0.
-    pub fn new(num_parts: usize, shuffle: bool, seed: u64) -> Result<Self, DataError> {
+    pub fn new(num_parts: usize, shuffle: bool, seed: u64) -> Result<Self> {
         if num_parts == 0 {
-            return Err(DataError("RandomNodeLoader: num_parts must be at least 1 (got 0)".into()));
+            return Err(Error::data("RandomNodeLoader: num_parts must be at least 1 (got 0)"));
         }
         Ok(RandomNodeLoader { num_parts, shuffle, rng: Rng::new(seed) })
     }
@@ -69,14 +69,14 @@ impl RandomNodeLoader {
 
     /// The node ids of each part for one epoch. Errors when `num_parts` exceeds the number
     /// of nodes (naming both).
-    pub fn parts(&mut self, data: &GraphData) -> Result<Vec<Vec<usize>>, DataError> {
+    pub fn parts(&mut self, data: &GraphData) -> Result<Vec<Vec<usize>>> {
         self.parts_for(data.num_nodes)
     }
 
     /// [`parts`](Self::parts) for a graph of `num_nodes` nodes.
-    pub fn parts_for(&mut self, num_nodes: usize) -> Result<Vec<Vec<usize>>, DataError> {
+    pub fn parts_for(&mut self, num_nodes: usize) -> Result<Vec<Vec<usize>>> {
         if self.num_parts > num_nodes {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "RandomNodeLoader: num_parts = {} exceeds the number of nodes ({num_nodes})",
                 self.num_parts
             )));
@@ -87,7 +87,7 @@ impl RandomNodeLoader {
     }
 
     /// One epoch of induced subgraphs (the batches PyG's loader yields).
-    pub fn subgraphs(&mut self, data: &GraphData) -> Result<Vec<Subgraph>, DataError> {
+    pub fn subgraphs(&mut self, data: &GraphData) -> Result<Vec<Subgraph>> {
         let parts = self.parts(data)?;
         Ok(induced_subgraphs(data, &parts))
     }
@@ -216,20 +216,20 @@ pub struct FixedSizeBatch {
 /// Pads `sub` to exactly `max_nodes` nodes and `max_edges` edges. At least one padding
 /// node is required (so `sub.num_nodes < max_nodes`); padding edges are self loops on the
 /// last padding node. Errors, naming the sizes, when the subgraph does not fit.
-pub fn pad_fixed(sub: Subgraph, max_nodes: usize, max_edges: usize) -> Result<FixedSizeBatch, DataError> {
+pub fn pad_fixed(sub: Subgraph, max_nodes: usize, max_edges: usize) -> Result<FixedSizeBatch> {
     let (n, e) = (sub.num_nodes, sub.num_edges());
     if n >= max_nodes {
-        return Err(DataError(format!(
+        return Err(Error::data(format!(
             "pad_fixed: subgraph of {n} nodes does not fit max_nodes = {max_nodes} \
              (one padding node is always added, so max_nodes must be at least {})",
             n + 1
         )));
     }
     if e > max_edges {
-        return Err(DataError(format!("pad_fixed: subgraph of {e} edges does not fit max_edges = {max_edges}")));
+        return Err(Error::data(format!("pad_fixed: subgraph of {e} edges does not fit max_edges = {max_edges}")));
     }
     if max_nodes > u32::MAX as usize {
-        return Err(DataError(format!("pad_fixed: max_nodes = {max_nodes} does not fit u32 node ids")));
+        return Err(Error::data(format!("pad_fixed: max_nodes = {max_nodes} does not fit u32 node ids")));
     }
     let mut sub = sub;
     let pad_n = max_nodes - n;
@@ -266,9 +266,9 @@ pub struct FixedSizes {
 /// The bound is safe but loose for random parts (an edge survives a random split with
 /// probability about 1/num_parts); use [`fixed_sizes_from_parts`] for tight sizes when the
 /// parts are known in advance.
-pub fn fixed_sizes(data: &GraphData, num_parts: usize) -> Result<FixedSizes, DataError> {
+pub fn fixed_sizes(data: &GraphData, num_parts: usize) -> Result<FixedSizes> {
     if num_parts == 0 || num_parts > data.num_nodes {
-        return Err(DataError(format!(
+        return Err(Error::data(format!(
             "fixed_sizes: num_parts = {num_parts} must be between 1 and the number of nodes ({})",
             data.num_nodes
         )));
@@ -300,11 +300,7 @@ pub fn fixed_sizes_from_parts(data: &GraphData, parts: &[Vec<usize>]) -> FixedSi
 /// clone of the loader (whose random sequence is fixed by its seed), so `loader` itself
 /// is not advanced and will produce exactly those parts. Tight and safe as long as
 /// training runs at most `epochs` epochs; costs one pass over the edges per epoch.
-pub fn fixed_sizes_for_epochs(
-    data: &GraphData,
-    loader: &RandomNodeLoader,
-    epochs: usize,
-) -> Result<FixedSizes, DataError> {
+pub fn fixed_sizes_for_epochs(data: &GraphData, loader: &RandomNodeLoader, epochs: usize) -> Result<FixedSizes> {
     let mut sim = loader.clone();
     let mut sizes = FixedSizes { max_nodes: 0, max_edges: 0 };
     let mut part_of = vec![0u32; data.num_nodes];
@@ -444,10 +440,10 @@ mod tests {
     #[test]
     fn loader_errors_name_the_numbers() {
         let e = RandomNodeLoader::new(0, true, 0).unwrap_err();
-        assert!(e.0.contains("got 0"), "{e}");
+        assert!(e.message().contains("got 0"), "{e}");
         let mut l = RandomNodeLoader::new(7, true, 0).unwrap();
         let e = l.parts(&toy()).unwrap_err();
-        assert!(e.0.contains("num_parts = 7") && e.0.contains("(6)"), "{e}");
+        assert!(e.message().contains("num_parts = 7") && e.message().contains("(6)"), "{e}");
         assert!(fixed_sizes(&toy(), 7).is_err());
         assert!(fixed_sizes(&toy(), 0).is_err());
     }
@@ -481,9 +477,14 @@ mod tests {
         // Exact fit of edges is fine; nodes always need one padding node.
         assert!(pad_fixed(sub.clone(), 4, 5).is_ok());
         let e = pad_fixed(sub.clone(), 3, 8).unwrap_err();
-        assert!(e.0.contains("3 nodes") && e.0.contains("max_nodes = 3") && e.0.contains("at least 4"), "{e}");
+        assert!(
+            e.message().contains("3 nodes")
+                && e.message().contains("max_nodes = 3")
+                && e.message().contains("at least 4"),
+            "{e}"
+        );
         let e = pad_fixed(sub, 5, 4).unwrap_err();
-        assert!(e.0.contains("5 edges") && e.0.contains("max_edges = 4"), "{e}");
+        assert!(e.message().contains("5 edges") && e.message().contains("max_edges = 4"), "{e}");
     }
 
     #[test]

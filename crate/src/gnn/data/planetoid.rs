@@ -25,12 +25,12 @@
 //! Counts (checked in `tests/planetoid.rs`): Cora 2,708 nodes / 1,433 features / 7 classes /
 //! 10,556 edges; CiteSeer 3,327 / 3,703 / 6 / 9,104; PubMed 19,717 / 500 / 3 / 88,648.
 
+use crate::{Error, Result};
 use std::collections::HashMap;
 use std::path::Path;
 
 use super::pickle::{adjacency_from_value, csr_from_value, ndarray_from_value, parse, NdArray};
 use super::transforms::{coalesce, remove_self_loops};
-use super::DataError;
 use crate::rng::Rng;
 use crate::tensor::CsrMatrix;
 
@@ -106,9 +106,9 @@ pub struct PlanetoidRaw<'a> {
 
 /// The canonical spelling of a dataset name, case-insensitively; the error lists the
 /// valid names.
-pub fn canonical_name(name: &str) -> Result<&'static str, DataError> {
+pub fn canonical_name(name: &str) -> Result<&'static str> {
     PLANETOID_NAMES.iter().copied().find(|n| n.eq_ignore_ascii_case(name)).ok_or_else(|| {
-        DataError(format!("unknown Planetoid dataset '{name}'; valid names are {}", PLANETOID_NAMES.join(", ")))
+        Error::data(format!("unknown Planetoid dataset '{name}'; valid names are {}", PLANETOID_NAMES.join(", ")))
     })
 }
 
@@ -118,12 +118,12 @@ pub fn raw_file_name(name: &str, suffix: &str) -> String {
 }
 
 /// Loads a dataset from a directory holding the raw `ind.<name>.*` files (native only).
-pub fn load_planetoid_dir(dir: &Path, name: &str, split: Split) -> Result<GraphData, DataError> {
+pub fn load_planetoid_dir(dir: &Path, name: &str, split: Split) -> Result<GraphData> {
     let canon = canonical_name(name)?;
     let mut files = Vec::with_capacity(PLANETOID_FILES.len());
     for suffix in PLANETOID_FILES {
         let path = dir.join(raw_file_name(canon, suffix));
-        let bytes = std::fs::read(&path).map_err(|e| DataError(format!("cannot read {}: {e}", path.display())))?;
+        let bytes = std::fs::read(&path).map_err(|e| Error::data(format!("cannot read {}: {e}", path.display())))?;
         files.push(bytes);
     }
     load_planetoid_raw(canon, &raw_from_slices(&files), split)
@@ -131,19 +131,14 @@ pub fn load_planetoid_dir(dir: &Path, name: &str, split: Split) -> Result<GraphD
 
 /// Loads a dataset from fetched bytes (the wasm path). `files` is keyed by suffix (`"x"`,
 /// `"tx"`, …, `"test.index"`) or by full file name (`"ind.cora.x"`).
-pub fn load_planetoid_bytes(
-    name: &str,
-    files: &HashMap<String, Vec<u8>>,
-    split: Split,
-) -> Result<GraphData, DataError> {
+pub fn load_planetoid_bytes(name: &str, files: &HashMap<String, Vec<u8>>, split: Split) -> Result<GraphData> {
     let canon = canonical_name(name)?;
     let mut slices = Vec::with_capacity(PLANETOID_FILES.len());
     for suffix in PLANETOID_FILES {
         let full = raw_file_name(canon, suffix);
-        let bytes = files
-            .get(suffix)
-            .or_else(|| files.get(&full))
-            .ok_or_else(|| DataError(format!("missing file {full} (expected under key \"{suffix}\" or \"{full}\")")))?;
+        let bytes = files.get(suffix).or_else(|| files.get(&full)).ok_or_else(|| {
+            Error::data(format!("missing file {full} (expected under key \"{suffix}\" or \"{full}\")"))
+        })?;
         slices.push(bytes.as_slice());
     }
     load_planetoid_raw(canon, &raw_from_slices(&slices), split)
@@ -163,7 +158,7 @@ fn raw_from_slices<T: AsRef<[u8]>>(f: &[T]) -> PlanetoidRaw<'_> {
 }
 
 /// Assembles a dataset from its raw files; both loaders above end here.
-pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> Result<GraphData, DataError> {
+pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> Result<GraphData> {
     let canon = canonical_name(name)?;
     let file = |suffix: &str| raw_file_name(canon, suffix);
     let fx = file("x");
@@ -182,7 +177,7 @@ pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> R
     let graph = adjacency_from_value(&parse(raw.graph, &file("graph"))?, &file("graph"))?;
     let test_index = parse_test_index(raw.test_index, &file("test.index"))?;
 
-    let shape_err = |what: String| DataError(format!("{canon}: inconsistent raw files: {what}"));
+    let shape_err = |what: String| Error::data(format!("{canon}: inconsistent raw files: {what}"));
     for (m, f) in [(&x, &fx), (&tx, &ftx)] {
         if m.ncols != allx.ncols {
             return Err(shape_err(format!("{f} has {} columns but {fallx} has {}", m.ncols, allx.ncols)));
@@ -280,7 +275,7 @@ pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> R
         for &n in neighbours {
             for v in [*key, n] {
                 if v < 0 || v as u64 >= num_nodes as u64 {
-                    return Err(DataError(format!(
+                    return Err(Error::data(format!(
                         "{}: node {v} in edge {key} -> {n} is out of range for {num_nodes} nodes",
                         file("graph")
                     )));
@@ -368,10 +363,10 @@ struct Labels {
     argmax: Vec<i32>,
 }
 
-fn labels(bytes: &[u8], file: &str) -> Result<Labels, DataError> {
+fn labels(bytes: &[u8], file: &str) -> Result<Labels> {
     let a: NdArray = ndarray_from_value(&parse(bytes, file)?, file)?;
     if a.shape.len() != 2 || a.shape[1] == 0 {
-        return Err(DataError(format!("{file}: labels must be a 2-D one-hot matrix, have shape {:?}", a.shape)));
+        return Err(Error::data(format!("{file}: labels must be a 2-D one-hot matrix, have shape {:?}", a.shape)));
     }
     let (rows, classes) = (a.shape[0], a.shape[1]);
     let argmax = (0..rows)
@@ -390,15 +385,15 @@ fn labels(bytes: &[u8], file: &str) -> Result<Labels, DataError> {
 }
 
 /// `ind.<name>.test.index`: one non-negative integer per line.
-fn parse_test_index(bytes: &[u8], file: &str) -> Result<Vec<usize>, DataError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| DataError(format!("{file}: not UTF-8 text: {e}")))?;
+fn parse_test_index(bytes: &[u8], file: &str) -> Result<Vec<usize>> {
+    let text = std::str::from_utf8(bytes).map_err(|e| Error::data(format!("{file}: not UTF-8 text: {e}")))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
             l.trim()
                 .parse::<usize>()
-                .map_err(|_| DataError(format!("{file}: line {}: '{}' is not a node index", i + 1, l.trim())))
+                .map_err(|_| Error::data(format!("{file}: line {}: '{}' is not a node index", i + 1, l.trim())))
         })
         .collect()
 }
@@ -413,7 +408,7 @@ mod tests {
         assert_eq!(canonical_name("CITESEER").unwrap(), "CiteSeer");
         assert_eq!(canonical_name("pubmed").unwrap(), "PubMed");
         let e = canonical_name("reddit").unwrap_err();
-        assert!(e.0.contains("'reddit'") && e.0.contains("Cora, CiteSeer, PubMed"), "{e}");
+        assert!(e.to_string().contains("'reddit'") && e.to_string().contains("Cora, CiteSeer, PubMed"), "{e}");
         assert_eq!(raw_file_name("CiteSeer", "test.index"), "ind.citeseer.test.index");
     }
 
@@ -421,18 +416,18 @@ mod tests {
     fn test_index_parsing() {
         assert_eq!(parse_test_index(b"3\n1\r\n\n2\n", "f").unwrap(), vec![3, 1, 2]);
         let e = parse_test_index(b"3\nx\n", "ind.t.test.index").unwrap_err();
-        assert_eq!(e.0, "ind.t.test.index: line 2: 'x' is not a node index");
+        assert_eq!(e.to_string(), "ind.t.test.index: line 2: 'x' is not a node index");
     }
 
     #[test]
     fn missing_bytes_are_named() {
         let files = HashMap::new();
         let e = load_planetoid_bytes("Cora", &files, Split::Public).unwrap_err();
-        assert!(e.0.contains("missing file ind.cora.x"), "{e}");
+        assert!(e.to_string().contains("missing file ind.cora.x"), "{e}");
         let e = load_planetoid_dir(Path::new("/nonexistent-dir"), "cora", Split::Public).unwrap_err();
-        assert!(e.0.contains("/nonexistent-dir/ind.cora.x"), "{e}");
+        assert!(e.to_string().contains("/nonexistent-dir/ind.cora.x"), "{e}");
         let e = load_planetoid_bytes("Pubmeds", &files, Split::Public).unwrap_err();
-        assert!(e.0.contains("valid names"), "{e}");
+        assert!(e.to_string().contains("valid names"), "{e}");
     }
 
     fn toy() -> GraphData {
