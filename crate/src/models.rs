@@ -8,7 +8,7 @@ use crate::gnn::nn::{RevGnn, RevGnnConfig};
 use crate::ir::{InputKind, Reduction, TensorType};
 use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
-use crate::trace::nn::{call, Dropout, Embedding, LayerNorm, Linear, Module};
+use crate::trace::nn::{call, Arg, Dropout, Embedding, LayerNorm, Linear, Module};
 use crate::trace::{SparseVar, Trace, TraceError, TraceResult, Tracer, Var};
 use std::rc::Rc;
 
@@ -325,11 +325,14 @@ impl DemoNet {
                 begin(&tr, 0, layers, ipus);
                 let h = tr.scope("lin1", || model.lin1.forward_sparse(&tr, &x))?;
                 let p = model.cfg.dropout;
-                let extras = if training && p > 0.0 { vec![tr.random_mask(h.shape(), p)?] } else { vec![] };
+                let mut args = vec![Arg::Sparse(adj.clone())];
+                if training && p > 0.0 {
+                    args.push(Arg::Dense(tr.random_mask(h.shape(), p)?));
+                }
                 let mut h = h;
                 for (i, conv) in model.convs.iter().enumerate() {
                     begin(&tr, i, layers, ipus);
-                    h = tr.scope("convs", || tr.scope(&i.to_string(), || conv.forward(&tr, &h, &adj, &extras)))?;
+                    h = tr.scope("convs", || tr.scope(&i.to_string(), || conv.forward(&tr, &h, &args)))?;
                 }
                 let h = call(&tr, "norm", &model.norm, &h)?.relu()?;
                 let h = Dropout { p }.forward(&tr, &h)?;

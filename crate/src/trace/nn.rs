@@ -1,26 +1,111 @@
-//! Built-in modules, traced through [`Tracer`]: Linear, LayerNorm, Dropout, ReLU, GELU,
-//! Embedding, Sequential and ModuleList.
+//! The [`Module`] trait every module implements (the built-in ones here, the GNN layers of
+//! `crate::gnn::nn`, and the JavaScript API's wrappers over both), and the built-in
+//! modules: Linear (on dense or sparse input), LayerNorm, Dropout, ReLU, GELU, Embedding,
+//! Sequential and the MLP.
 //!
-//! A module owns the initial values of its parameters and buffers; calling it records ops
-//! under its scope. Parameter names follow PyTorch (`0.weight`, `convs.3.lin_l.bias`).
+//! A module owns the initial values of its parameters; calling it records ops under its
+//! scope. Parameter names follow PyTorch (`0.weight`, `convs.3.lin_l.bias`). A container
+//! a parent indexes itself (PyTorch's `ModuleList`) is not a module here: the parent lists
+//! the items as children named `layers.0`, `layers.1`, … (and `named_modules` shows the
+//! list's own path, `layers`, as PyTorch does).
 
-use super::{check, TraceError, TraceResult, Tracer, Var};
+use super::{check, SparseVar, TraceError, TraceResult, Tracer, Var};
 use crate::rng::Rng;
 use crate::tensor::alloc::{check_usize_shape, try_vec};
 use crate::tensor::{DType, Tensor};
 use std::rc::Rc;
 
-/// A module: a named tree of parameters and buffers with a traced forward.
+/// One argument of a module's forward: a dense tensor or a CSR sparse matrix (node
+/// features, an adjacency).
+#[derive(Clone, Debug)]
+pub enum Arg {
+    Dense(Var),
+    Sparse(SparseVar),
+}
+
+impl Arg {
+    /// What the argument is, for error messages (`f32[4,8]`, `a sparse 4x4 matrix`).
+    pub fn describe(&self) -> String {
+        match self {
+            Arg::Dense(v) => v.ty().to_string(),
+            Arg::Sparse(s) => format!("a sparse {}x{} matrix", s.n_rows, s.n_cols),
+        }
+    }
+}
+
+impl From<Var> for Arg {
+    fn from(v: Var) -> Arg {
+        Arg::Dense(v)
+    }
+}
+
+impl From<SparseVar> for Arg {
+    fn from(s: SparseVar) -> Arg {
+        Arg::Sparse(s)
+    }
+}
+
+/// The dense argument `i` of `module`'s forward, or an error naming the module, the
+/// argument and what it got.
+pub fn dense_arg<'a>(tr: &Tracer, module: &str, args: &'a [Arg], i: usize, what: &str) -> TraceResult<&'a Var> {
+    match args.get(i) {
+        Some(Arg::Dense(v)) => Ok(v),
+        other => Err(arg_error(tr, module, i, what, "a dense tensor", other)),
+    }
+}
+
+/// The sparse argument `i` of `module`'s forward (see [`dense_arg`]).
+pub fn sparse_arg<'a>(tr: &Tracer, module: &str, args: &'a [Arg], i: usize, what: &str) -> TraceResult<&'a SparseVar> {
+    match args.get(i) {
+        Some(Arg::Sparse(s)) => Ok(s),
+        other => Err(arg_error(tr, module, i, what, "a sparse matrix", other)),
+    }
+}
+
+fn arg_error(tr: &Tracer, module: &str, i: usize, what: &str, want: &str, got: Option<&Arg>) -> TraceError {
+    let at = match tr.current_scope() {
+        s if s.is_empty() => String::new(),
+        s => format!(" (module '{s}')"),
+    };
+    let got = got.map_or("nothing".to_string(), Arg::describe);
+    TraceError(format!("{module}.forward{at}: argument {i} ({what}) must be {want}, got {got}"))
+}
+
+/// Fails unless `module`'s forward got at most `n` arguments.
+pub fn check_arity(tr: &Tracer, module: &str, args: &[Arg], n: usize, signature: &str) -> TraceResult<()> {
+    if args.len() > n {
+        let at = match tr.current_scope() {
+            s if s.is_empty() => String::new(),
+            s => format!(" (module '{s}')"),
+        };
+        return Err(TraceError(format!(
+            "{module}.forward{at} takes ({signature}), {n} argument{}, but got {}",
+            if n == 1 { "" } else { "s" },
+            args.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A module: a named tree of parameters with a traced forward, like PyTorch's `nn.Module`.
+/// Every module implements [`Module::forward_args`] for the arguments it takes (one dense
+/// tensor for most, features and an adjacency for graph convolutions) and says what is
+/// wrong with others.
 pub trait Module {
-    /// Records the forward pass on `x` (inside the caller's scope).
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var>;
+    /// Records the forward pass on `args` (inside the caller's scope).
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var>;
+
+    /// [`Module::forward_args`] on one dense tensor.
+    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+        self.forward_args(tr, &[Arg::Dense(x.clone())])
+    }
 
     /// Direct parameters, by local name.
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         Vec::new()
     }
 
-    /// Submodules, by attribute name.
+    /// Submodules, by attribute name (a list's items as `list.0`, `list.1`, …).
     fn children(&self) -> Vec<(String, &dyn Module)> {
         Vec::new()
     }
@@ -35,10 +120,16 @@ pub trait Module {
         out
     }
 
-    /// Every submodule path (PyTorch `named_modules`, the root as "").
+    /// Every submodule path (PyTorch `named_modules`, the root as ""); a list's own path
+    /// (`layers` for children `layers.0`, …) comes before its first item.
     fn named_modules(&self) -> Vec<String> {
         let mut out = vec![String::new()];
         for (name, child) in self.children() {
+            if let Some((list, _)) = name.rsplit_once('.') {
+                if !out.iter().any(|m| m == list) {
+                    out.push(list.to_string());
+                }
+            }
             out.extend(child.named_modules().into_iter().map(|n| {
                 if n.is_empty() {
                     name.clone()
@@ -49,6 +140,27 @@ pub trait Module {
         }
         out
     }
+}
+
+impl<M: Module + ?Sized> Module for Box<M> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+        (**self).forward_args(tr, args)
+    }
+    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+        (**self).forward(tr, x)
+    }
+    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        (**self).local_parameters()
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        (**self).children()
+    }
+}
+
+/// A module taking one dense tensor: its argument, or the error naming what it got.
+fn one_dense<'a>(tr: &Tracer, module: &str, args: &'a [Arg]) -> TraceResult<&'a Var> {
+    check_arity(tr, module, args, 1, "x")?;
+    dense_arg(tr, module, args, 0, "x")
 }
 
 /// Calls `module` on `x` inside the scope `name` (how a parent calls a child).
@@ -94,7 +206,7 @@ impl Linear {
     }
 
     /// The layer applied to a sparse input (`x @ W^T` as CSR × dense, never densifying x).
-    pub fn forward_sparse(&self, tr: &Tracer, x: &super::SparseVar) -> TraceResult<Var> {
+    pub fn forward_sparse(&self, tr: &Tracer, x: &SparseVar) -> TraceResult<Var> {
         if x.n_cols != self.in_features {
             return Err(TraceError(format!(
                 "'linear' in scope {}: sparse input has {} columns but the layer takes {}",
@@ -113,7 +225,13 @@ impl Linear {
 }
 
 impl Module for Linear {
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+    /// On a dense `x` (`x W^T + b`) or a sparse one ([`Linear::forward_sparse`]).
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+        check_arity(tr, "Linear", args, 1, "x")?;
+        let x = match args.first() {
+            Some(Arg::Sparse(x)) => return self.forward_sparse(tr, x),
+            _ => dense_arg(tr, "Linear", args, 0, "x")?,
+        };
         let w = tr.param("weight", &self.weight)?;
         match &self.bias {
             Some(b) => x.linear(&w, Some(&tr.param("bias", b)?)),
@@ -162,7 +280,8 @@ impl LayerNorm {
 }
 
 impl Module for LayerNorm {
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+        let x = one_dense(tr, "LayerNorm", args)?;
         let w = tr.param("weight", &self.weight)?;
         let b = tr.param("bias", &self.bias)?;
         x.layer_norm(1, Some((&w, &b)), self.eps)
@@ -178,7 +297,8 @@ pub struct Dropout {
 }
 
 impl Module for Dropout {
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+        let x = one_dense(tr, "Dropout", args)?;
         if !tr.training() || self.p == 0.0 {
             return Ok(x.clone());
         }
@@ -191,8 +311,8 @@ impl Module for Dropout {
 pub struct ReLU;
 
 impl Module for ReLU {
-    fn forward(&self, _tr: &Tracer, x: &Var) -> TraceResult<Var> {
-        x.relu()
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+        one_dense(tr, "ReLU", args)?.relu()
     }
 }
 
@@ -200,8 +320,8 @@ impl Module for ReLU {
 pub struct GELU;
 
 impl Module for GELU {
-    fn forward(&self, _tr: &Tracer, x: &Var) -> TraceResult<Var> {
-        x.gelu()
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+        one_dense(tr, "GELU", args)?.gelu()
     }
 }
 
@@ -230,7 +350,8 @@ impl Embedding {
 }
 
 impl Module for Embedding {
-    fn forward(&self, tr: &Tracer, idx: &Var) -> TraceResult<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+        let idx = one_dense(tr, "Embedding", args)?;
         if idx.dtype() != DType::Int32 {
             return Err(TraceError(format!("Embedding takes int32 indices, got {}", idx.ty())));
         }
@@ -259,9 +380,13 @@ impl Sequential {
 }
 
 impl Module for Sequential {
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
-        let mut h = x.clone();
-        for (i, layer) in self.layers.iter().enumerate() {
+    /// The first module gets `args`, each later one the previous one's output.
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+        let Some(first) = self.layers.first() else {
+            return Ok(one_dense(tr, "Sequential", args)?.clone());
+        };
+        let mut h = tr.scope("0", || first.forward_args(tr, args))?;
+        for (i, layer) in self.layers.iter().enumerate().skip(1) {
             h = call(tr, &i.to_string(), layer.as_ref(), &h)?;
         }
         Ok(h)
@@ -271,26 +396,10 @@ impl Module for Sequential {
     }
 }
 
-/// A list of modules the parent indexes itself (PyTorch `ModuleList`); calling it directly
-/// is an error, as in PyTorch.
-#[derive(Default)]
-pub struct ModuleList<M: Module> {
-    pub items: Vec<M>,
-}
-
-impl<M: Module> Module for ModuleList<M> {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> TraceResult<Var> {
-        Err(TraceError(format!("ModuleList '{}' is not callable: index its modules", tr.current_scope())))
-    }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        self.items.iter().enumerate().map(|(i, m)| (i.to_string(), m as &dyn Module)).collect()
-    }
-}
-
 /// A multi-layer perceptron `Linear → ReLU → … → Linear` (the playground's default model),
 /// its layers named `layers.0`, `layers.1`, ….
 pub struct Mlp {
-    pub layers: ModuleList<Linear>,
+    pub layers: Vec<Linear>,
 }
 
 impl Mlp {
@@ -322,15 +431,15 @@ impl Mlp {
             )));
         }
         let items = sizes.windows(2).map(|w| Linear::new(w[0], w[1], true, rng)).collect::<TraceResult<Vec<_>>>()?;
-        Ok(Mlp { layers: ModuleList { items } })
+        Ok(Mlp { layers: items })
     }
 }
 
 impl Module for Mlp {
-    fn forward(&self, tr: &Tracer, x: &Var) -> TraceResult<Var> {
-        let mut h = x.clone();
-        let n = self.layers.items.len();
-        for (i, layer) in self.layers.items.iter().enumerate() {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+        let mut h = one_dense(tr, "Mlp", args)?.clone();
+        let n = self.layers.len();
+        for (i, layer) in self.layers.iter().enumerate() {
             h = tr.scope("layers", || call(tr, &i.to_string(), layer, &h))?;
             if i + 1 < n {
                 h = h.relu()?;
@@ -339,7 +448,7 @@ impl Module for Mlp {
         Ok(h)
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
-        vec![("layers".into(), &self.layers as &dyn Module)]
+        self.layers.iter().enumerate().map(|(i, l)| (format!("layers.{i}"), l as &dyn Module)).collect()
     }
 }
 
@@ -435,6 +544,26 @@ mod tests {
         let mut fresh = Rng::new(3);
         fresh.next_u64();
         assert_eq!(rng.next_u64(), fresh.next_u64());
+    }
+
+    #[test]
+    fn lists_show_in_named_modules_and_linear_takes_sparse_input() {
+        let m = Mlp::new(&[4, 8, 2], &mut Rng::new(0)).unwrap();
+        assert_eq!(m.named_modules(), ["", "layers", "layers.0", "layers.1"]);
+        let l = Linear::new(5, 3, true, &mut Rng::new(0)).unwrap();
+        let tr = Tracer::new();
+        let x = SparseVar::input(&tr, "x", 4, 5, 7).unwrap();
+        let y = l.forward_args(&tr, &[Arg::Sparse(x)]).unwrap();
+        assert_eq!(y.shape(), &[4, 3]);
+        let ops: Vec<&str> = tr.finish(&[&y]).unwrap().graph.nodes.iter().map(|n| n.op.name()).collect();
+        assert!(ops.contains(&"spmm") && !ops.contains(&"linear"), "{ops:?}");
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2, 5], DType::Float32).unwrap();
+        let e = tr.scope("act", || ReLU.forward_args(&tr, &[x.clone().into(), x.clone().into()])).unwrap_err().0;
+        assert_eq!(e, "ReLU.forward (module 'act') takes (x), 1 argument, but got 2");
+        let s = SparseVar::input(&tr, "s", 2, 5, 3).unwrap();
+        let e = LayerNorm::new(5).forward_args(&tr, &[s.into()]).unwrap_err().0;
+        assert_eq!(e, "LayerNorm.forward: argument 0 (x) must be a dense tensor, got a sparse 2x5 matrix");
     }
 
     #[test]
