@@ -11,9 +11,7 @@
 
 use super::config::MAX_ACTIVATION_BYTES;
 pub use super::config::{OptimizerKind, TrainConfig};
-use super::data::{
-    fixed_sizes_for_epochs, mean_adjacency, pad_fixed, FixedSizes, GraphData, RandomNodeLoader, Subgraph,
-};
+use super::data::{mean_adjacency, GraphData, PaddedLoader, Part, RandomNodeLoader};
 use super::nn::{RevGnn, RevGnnConfig};
 use crate::autograd::{training_graph, TrainOptions};
 use crate::exec::{run, Store};
@@ -53,10 +51,8 @@ pub struct Trainer {
     pub store: Store,
     pub train_graph: Graph,
     pub eval_graph: Graph,
-    pub sizes: FixedSizes,
-    /// Fixed number of stored feature entries per padded part.
-    pub x_nnz: usize,
-    loader: RandomNodeLoader,
+    /// The parts, shuffled each epoch and padded to one size.
+    pub loader: PaddedLoader,
     eval_inputs: Vec<Rc<Tensor>>,
     epoch: usize,
     /// Set when the loss or the parameters stopped being finite: every later call fails
@@ -66,13 +62,6 @@ pub struct Trainer {
 
 fn csr_inputs(m: &CsrMatrix, nnz: usize) -> Result<[Rc<Tensor>; 3], String> {
     Ok(m.to_tensors(nnz)?.map(Rc::new))
-}
-
-/// The largest number of feature entries `rows` nodes can hold.
-fn max_row_nnz_sum(x: &CsrMatrix, rows: usize) -> usize {
-    let mut per: Vec<usize> = (0..x.nrows).map(|r| x.indptr[r + 1] - x.indptr[r]).collect();
-    per.sort_unstable_by(|a, b| b.cmp(a));
-    per[..rows.min(per.len())].iter().sum::<usize>().max(1)
 }
 
 /// Fails when running `g` would keep more than [`MAX_ACTIVATION_BYTES`] of activations at
@@ -111,9 +100,9 @@ impl Trainer {
             &mut rng,
         )
         .map_err(|e| e.0)?;
-        let loader = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1)).map_err(|e| e.0)?;
-        let sizes = fixed_sizes_for_epochs(&data, &loader, cfg.epochs).map_err(|e| e.0)?;
-        let x_nnz = max_row_nnz_sum(&data.x, sizes.max_nodes - 1);
+        let parts = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1)).map_err(|e| e.0)?;
+        let loader = PaddedLoader::new(&data, parts, Some(cfg.epochs)).map_err(|e| e.0)?;
+        let (sizes, x_nnz) = (loader.sizes, loader.x_capacity);
 
         // Training step: loss on the training nodes of one padded part.
         let tr = Tracer::new();
@@ -155,20 +144,7 @@ impl Trainer {
         eval_inputs.extend(csr_inputs(&data.x, data.x.nnz())?);
         eval_inputs.extend(csr_inputs(&full_adj, full_adj.nnz())?);
 
-        Ok(Trainer {
-            cfg,
-            data,
-            model,
-            store,
-            train_graph,
-            eval_graph,
-            sizes,
-            x_nnz,
-            loader,
-            eval_inputs,
-            epoch: 0,
-            diverged: None,
-        })
+        Ok(Trainer { cfg, data, model, store, train_graph, eval_graph, loader, eval_inputs, epoch: 0, diverged: None })
     }
 
     /// The message for a loss or parameters that stopped being finite (`what`), with the
@@ -189,18 +165,15 @@ impl Trainer {
         format!("training diverged: {what}; {cause}. Build a new trainer to start again")
     }
 
-    /// The inputs of the training graph for one part.
-    fn batch_inputs(&self, sub: Subgraph) -> Result<(Vec<Rc<Tensor>>, usize), String> {
-        let b = pad_fixed(sub, self.sizes.max_nodes, self.sizes.max_edges).map_err(|e| e.0)?;
-        let n = b.sub.num_nodes;
-        let adj = b.sub.mean_adjacency();
-        let n_train = b.sub.train_mask.iter().filter(|&&m| m).count();
+    /// The inputs of the training graph for one padded part.
+    fn batch_inputs(part: Part) -> Result<Vec<Rc<Tensor>>, String> {
+        let n = part.sub.num_nodes;
         let mut inputs = Vec::new();
-        inputs.extend(csr_inputs(&b.sub.x, self.x_nnz)?);
-        inputs.extend(csr_inputs(&adj, self.sizes.max_edges)?);
-        inputs.push(Rc::new(Tensor::from_i32(&[n], b.sub.y.clone())?));
-        inputs.push(Rc::new(Tensor::from_bool(&[n], b.sub.train_mask.clone())?));
-        Ok((inputs, n_train))
+        inputs.extend(part.x().tensors()?.map(Rc::new));
+        inputs.extend(part.mean_adjacency().tensors()?.map(Rc::new));
+        inputs.push(Rc::new(Tensor::from_i32(&[n], part.sub.y)?));
+        inputs.push(Rc::new(Tensor::from_bool(&[n], part.sub.train_mask)?));
+        Ok(inputs)
     }
 
     /// Epochs run so far.
@@ -216,15 +189,16 @@ impl Trainer {
         if self.epoch >= self.cfg.epochs {
             return Err(format!("the graphs were compiled for {} epochs, all of which have run", self.cfg.epochs));
         }
-        let subs = self.loader.subgraphs(&self.data).map_err(|e| e.0)?;
+        let subs = self.loader.next_epoch(&self.data).map_err(|e| e.0)?;
         let mut stats = EpochStats::default();
         let (mut tot, mut count) = (0.0f64, 0usize);
         let parts = subs.len();
-        for (i, sub) in subs.into_iter().enumerate() {
-            let (inputs, n_train) = self.batch_inputs(sub)?;
+        for (i, part) in subs.into_iter().enumerate() {
+            let n_train = part.num_train();
             if n_train == 0 {
                 continue; // no training node in this part: PyG's loss would be NaN
             }
+            let inputs = Self::batch_inputs(part)?;
             let r = run(&self.train_graph, &mut self.store, &inputs).map_err(|e| e.0)?;
             let loss = r.outputs[0].to_f64_vec()[0];
             if !loss.is_finite() {
