@@ -67,6 +67,9 @@ impl Module for SAGEConv {
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("lin_l".into(), &self.lin_l as &dyn Module), ("lin_r".into(), &self.lin_r)]
     }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        vec![("lin_l".into(), &mut self.lin_l as &mut dyn Module), ("lin_r".into(), &mut self.lin_r)]
+    }
 }
 
 /// GCN (Kipf & Welling, PyG defaults): `Â (x W^T) + b` with `Â = D^-1/2 (A + I) D^-1/2`.
@@ -107,8 +110,14 @@ impl Module for GCNConv {
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         vec![("bias", &self.bias)]
     }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        vec![("bias", &mut self.bias)]
+    }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("lin".into(), &self.lin as &dyn Module)]
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        vec![("lin".into(), &mut self.lin as &mut dyn Module)]
     }
 }
 
@@ -140,6 +149,9 @@ impl Module for GnnBlock {
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("norm".into(), &self.norm as &dyn Module), ("conv".into(), &self.conv)]
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        vec![("norm".into(), &mut self.norm as &mut dyn Module), ("conv".into(), &mut self.conv)]
     }
 }
 
@@ -338,6 +350,9 @@ impl<F: Module> Module for GroupAddRev<F> {
     fn children(&self) -> Vec<(String, &dyn Module)> {
         self.groups.iter().enumerate().map(|(i, g)| (format!("blocks.{i}"), g as &dyn Module)).collect()
     }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        self.groups.iter_mut().enumerate().map(|(i, g)| (format!("blocks.{i}"), g as &mut dyn Module)).collect()
+    }
 }
 
 /// Hyper-parameters of [`RevGnn`].
@@ -430,6 +445,15 @@ impl Module for RevGnn {
         v.push(("lin2".into(), &self.lin2));
         v
     }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        let mut v: Vec<(String, &mut dyn Module)> = vec![("lin1".into(), &mut self.lin1 as &mut dyn Module)];
+        for (i, c) in self.convs.iter_mut().enumerate() {
+            v.push((format!("convs.{i}"), c));
+        }
+        v.push(("norm".into(), &mut self.norm));
+        v.push(("lin2".into(), &mut self.lin2));
+        v
+    }
 }
 
 #[cfg(test)]
@@ -477,6 +501,25 @@ mod tests {
                 assert!((x - y).abs() < 1e-5, "{n}: {x} vs {y}");
             }
         }
+    }
+
+    #[test]
+    fn every_gnn_module_lists_the_same_parameters_mutably() {
+        let cfg = RevGnnConfig {
+            in_channels: 5,
+            hidden: 4,
+            out_channels: 3,
+            num_layers: 2,
+            num_groups: 2,
+            dropout: 0.5,
+            disable_rev: false,
+        };
+        let mut m = RevGnn::new(cfg, &mut Rng::new(1)).unwrap();
+        crate::trace::nn::tests::check_mut_views(&mut m);
+        assert_eq!(m.named_parameters().len(), 4 + 2 * 2 * 5 + 2);
+        crate::trace::nn::tests::check_mut_views(&mut GCNConv::new(3, 2, &mut Rng::new(0)).unwrap());
+        m.set_parameter("convs.1.blocks.0.conv.lin_r.weight", Tensor::zeros(&[2, 2], DType::Float32)).unwrap();
+        assert_eq!(m.convs[1].groups[0].conv.lin_r.weight.to_f32_vec(), vec![0.0; 4]);
     }
 
     #[test]

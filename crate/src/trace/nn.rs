@@ -110,6 +110,54 @@ pub trait Module {
         Vec::new()
     }
 
+    /// [`Module::local_parameters`], to replace their values (a module with parameters
+    /// lists the same names in both).
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        Vec::new()
+    }
+
+    /// [`Module::children`], mutable (the same names).
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        Vec::new()
+    }
+
+    /// Calls `f` with every parameter's full dotted name and the slot holding its value, in
+    /// [`Module::named_parameters`] order.
+    fn for_each_parameter_mut(&mut self, f: &mut dyn FnMut(String, &mut Rc<Tensor>)) {
+        for (n, t) in self.local_parameters_mut() {
+            f(n.to_string(), t);
+        }
+        for (name, child) in self.children_mut() {
+            child.for_each_parameter_mut(&mut |n, t| f(format!("{name}.{n}"), t));
+        }
+    }
+
+    /// Replaces the value of parameter `name` (a full dotted name) with one of the same
+    /// dtype and shape; the error names the parameter and both types.
+    fn set_parameter(&mut self, name: &str, value: Tensor) -> TraceResult<()> {
+        let mut result = Err(TraceError(format!("the module has no parameter '{name}'")));
+        let mut value = Some(value);
+        self.for_each_parameter_mut(&mut |n, slot| {
+            if n != name {
+                return;
+            }
+            let Some(v) = value.take() else { return };
+            result = if slot.dtype() != v.dtype() || slot.shape() != v.shape() {
+                Err(TraceError(format!(
+                    "parameter '{name}' is {}{:?}; a {}{:?} cannot replace it (same dtype and shape only)",
+                    slot.dtype(),
+                    slot.shape(),
+                    v.dtype(),
+                    v.shape()
+                )))
+            } else {
+                *slot = Rc::new(v);
+                Ok(())
+            };
+        });
+        result
+    }
+
     /// Every parameter of the tree, by full dotted name (PyTorch `named_parameters`).
     fn named_parameters(&self) -> Vec<(String, Rc<Tensor>)> {
         let mut out: Vec<(String, Rc<Tensor>)> =
@@ -154,6 +202,12 @@ impl<M: Module + ?Sized> Module for Box<M> {
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         (**self).children()
+    }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        (**self).local_parameters_mut()
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        (**self).children_mut()
     }
 }
 
@@ -245,6 +299,13 @@ impl Module for Linear {
         }
         v
     }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        let mut v = vec![("weight", &mut self.weight)];
+        if let Some(b) = &mut self.bias {
+            v.push(("bias", b));
+        }
+        v
+    }
 }
 
 /// Layer normalisation over the last dim, weight 1 and bias 0 at init.
@@ -288,6 +349,9 @@ impl Module for LayerNorm {
     }
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         vec![("weight", &self.weight), ("bias", &self.bias)]
+    }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        vec![("weight", &mut self.weight), ("bias", &mut self.bias)]
     }
 }
 
@@ -365,6 +429,9 @@ impl Module for Embedding {
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         vec![("weight", &self.weight)]
     }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        vec![("weight", &mut self.weight)]
+    }
 }
 
 /// Children called in order, named `0`, `1`, ….
@@ -393,6 +460,9 @@ impl Module for Sequential {
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         self.layers.iter().enumerate().map(|(i, l)| (i.to_string(), l.as_ref())).collect()
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        self.layers.iter_mut().enumerate().map(|(i, l)| (i.to_string(), l.as_mut() as &mut dyn Module)).collect()
     }
 }
 
@@ -450,6 +520,9 @@ impl Module for Mlp {
     fn children(&self) -> Vec<(String, &dyn Module)> {
         self.layers.iter().enumerate().map(|(i, l)| (format!("layers.{i}"), l as &dyn Module)).collect()
     }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        self.layers.iter_mut().enumerate().map(|(i, l)| (format!("layers.{i}"), l as &mut dyn Module)).collect()
+    }
 }
 
 /// Traces an MLP of `sizes` on a `[batch, sizes[0]]` input (inference mode).
@@ -465,7 +538,7 @@ pub fn trace_mlp(sizes: &[usize], batch: usize, seed: u64) -> TraceResult<super:
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ir::InputKind;
 
@@ -564,6 +637,34 @@ mod tests {
         let s = SparseVar::input(&tr, "s", 2, 5, 3).unwrap();
         let e = LayerNorm::new(5).forward_args(&tr, &[s.into()]).unwrap_err().0;
         assert_eq!(e, "LayerNorm.forward: argument 0 (x) must be a dense tensor, got a sparse 2x5 matrix");
+    }
+
+    /// The mutable views list what the immutable ones do.
+    pub(crate) fn check_mut_views(m: &mut dyn Module) {
+        let names: Vec<String> = m.named_parameters().into_iter().map(|p| p.0).collect();
+        let mut muts = Vec::new();
+        m.for_each_parameter_mut(&mut |n, _| muts.push(n));
+        assert_eq!(names, muts);
+    }
+
+    #[test]
+    fn parameters_are_replaced_by_name_with_their_dtype_and_shape() {
+        let mut rng = Rng::new(0);
+        let mut m = Sequential::new(vec![
+            Box::new(Linear::new(4, 3, true, &mut rng).unwrap()),
+            Box::new(LayerNorm::new(3)),
+            Box::new(Embedding::new(5, 2, &mut rng)),
+        ]);
+        check_mut_views(&mut m);
+        check_mut_views(&mut Mlp::new(&[3, 4, 2], &mut rng).unwrap());
+        m.set_parameter("1.bias", Tensor::full(&[3], DType::Float32, 2.0)).unwrap();
+        assert_eq!(m.named_parameters()[3].1.to_f32_vec(), vec![2.0; 3]);
+        let e = m.set_parameter("1.bias", Tensor::zeros(&[4], DType::Float32)).unwrap_err().0;
+        assert_eq!(e, "parameter '1.bias' is f32[3]; a f32[4] cannot replace it (same dtype and shape only)");
+        assert_eq!(
+            m.set_parameter("9.weight", Tensor::zeros(&[1], DType::Float32)).unwrap_err().0,
+            "the module has no parameter '9.weight'"
+        );
     }
 
     #[test]
