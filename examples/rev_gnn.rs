@@ -119,7 +119,7 @@ fn real_main() -> Result<(), String> {
         cfg.optimizer,
         cfg.lr,
         trainer.num_params(),
-        trainer.train_graph.nodes.len(),
+        trainer.train_graph().nodes.len(),
         t1.elapsed().as_secs_f64()
     );
     let mut times = Vec::new();

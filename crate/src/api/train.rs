@@ -126,6 +126,6 @@ impl RevGnnTrainer {
     /// The training graph, printed.
     #[wasm_bindgen(js_name = trainingGraphText)]
     pub fn training_graph_text(&self) -> String {
-        crate::ir::print::print_graph(&self.inner.train_graph)
+        crate::ir::print::print_graph(self.inner.train_graph())
     }
 }

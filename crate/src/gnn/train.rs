@@ -2,23 +2,23 @@
 //! RandomNodeLoader parts (shuffled each epoch), loss on the training nodes of each part,
 //! Adam, evaluation on the whole graph.
 //!
-//! Like a compiled PopTorch model, the training step is traced and differentiated once, for
-//! fixed sizes: every part is padded to the same node, edge and feature-entry counts
-//! (padding is masked out of the loss), so one graph serves every step. Evaluation is a
-//! second, inference-mode trace of the same model over the whole graph, reading the same
-//! parameters from the executor's store. No clock is read here (wasm has none): callers
-//! time epochs themselves.
+//! A preset over the PopTorch path every model takes (`crate::poptorch`): the RevGNN is
+//! traced once for the padded part size (every part is padded to the same node, edge and
+//! feature-entry counts, padding masked out of the loss, so one compiled model serves every
+//! step) and wrapped by `training_model` with the configured optimizer; evaluation is an
+//! `inference_model` of a second, inference-mode trace over the whole graph sharing the
+//! same host weights. `examples/rev_gnn.mjs` builds the same thing from JavaScript. No
+//! clock is read here (wasm has none): callers time epochs themselves.
 
 use super::config::MAX_ACTIVATION_BYTES;
 pub use super::config::{OptimizerKind, TrainConfig};
-use super::data::{mean_adjacency, GraphData, PaddedLoader, Part, RandomNodeLoader};
+use super::data::{mean_adjacency, GraphData, PaddedCsr, PaddedLoader, Part, RandomNodeLoader};
 use super::nn::{RevGnn, RevGnnConfig};
-use crate::autograd::{training_graph, TrainOptions};
-use crate::exec::{run, Store};
-use crate::ir::{Graph, OptimizerStep, Reduction};
+use crate::ir::{Graph, Reduction};
+use crate::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, Options, PoplarExecutor};
 use crate::rng::Rng;
-use crate::tensor::{CsrMatrix, DType, Tensor};
-use crate::trace::{SparseVar, Tracer};
+use crate::tensor::{DType, Tensor};
+use crate::trace::{SparseVar, Trace, Tracer};
 use std::rc::Rc;
 
 /// One epoch's results.
@@ -43,14 +43,16 @@ pub struct Accuracy {
     pub test: f64,
 }
 
-/// A RevGNN, its compiled training and evaluation graphs, and the executor state.
+/// A RevGNN wrapped for training and for evaluation, and its loader.
 pub struct Trainer {
     pub cfg: TrainConfig,
     pub data: GraphData,
+    /// The model as built (its initial weights; the trained ones are [`Trainer::parameters`]).
     pub model: RevGnn,
-    pub store: Store,
-    pub train_graph: Graph,
-    pub eval_graph: Graph,
+    /// The traced model and its host weights, shared by both wrappers.
+    pub host: HostModel,
+    train: PoplarExecutor,
+    eval: PoplarExecutor,
     /// The parts, shuffled each epoch and padded to one size.
     pub loader: PaddedLoader,
     eval_inputs: Vec<Rc<Tensor>>,
@@ -60,8 +62,9 @@ pub struct Trainer {
     diverged: Option<String>,
 }
 
-fn csr_inputs(m: &CsrMatrix, nnz: usize) -> Result<[Rc<Tensor>; 3], String> {
-    Ok(m.to_tensors(nnz)?.map(Rc::new))
+/// The three tensors of a sparse input.
+fn csr_inputs(m: PaddedCsr) -> Result<[Rc<Tensor>; 3], String> {
+    Ok(m.tensors().map_err(|e| e.0)?.map(Rc::new))
 }
 
 /// Fails when running `g` would keep more than [`MAX_ACTIVATION_BYTES`] of activations at
@@ -79,10 +82,33 @@ fn check_activations(cfg: &TrainConfig, what: &str, g: &Graph) -> Result<(), Str
     Ok(())
 }
 
+/// The RevGNN traced on sparse features `x` and adjacency `adj` of `nodes` nodes: in
+/// training, the masked cross-entropy of a part; otherwise the predicted class of each node.
+fn trace_model(model: &RevGnn, training: bool, nodes: usize, x_nnz: usize, edges: usize) -> Result<Trace, String> {
+    let tr = Tracer::new();
+    tr.set_training(training);
+    let f = model.cfg.in_channels;
+    let r = (|| {
+        let x = SparseVar::input(&tr, "x", nodes, f, x_nnz)?;
+        let adj = SparseVar::input(&tr, "adj", nodes, nodes, edges)?;
+        let out = if training {
+            let y = tr.input("y", &[nodes], DType::Int32)?;
+            let mask = tr.input("train_mask", &[nodes], DType::Bool)?;
+            model.forward(&tr, &x, &adj)?.cross_entropy(&y, Some(&mask), Reduction::Mean, None)?
+        } else {
+            model.forward(&tr, &x, &adj)?.argmax(-1, false)?
+        };
+        Ok::<_, crate::trace::TraceError>(out)
+    })();
+    let out = r.map_err(|e| e.0)?;
+    tr.finish(&[&out]).map_err(|e| e.0)
+}
+
 impl Trainer {
-    /// Builds the model and traces, differentiates and checks both graphs.
-    /// The config is checked first ([`TrainConfig::check`], [`TrainConfig::check_model_size`]),
-    /// so that no size or count is used before it is known to be in range.
+    /// Builds the model, traces it, wraps it for training and evaluation, compiles both and
+    /// checks their activation memory. The config is checked first ([`TrainConfig::check`],
+    /// [`TrainConfig::check_model_size`]), so that no size or count is used before it is
+    /// known to be in range.
     pub fn new(data: GraphData, cfg: TrainConfig) -> Result<Trainer, String> {
         cfg.check(data.num_nodes).map_err(|e| e.message)?;
         cfg.check_model_size(data.num_features, data.num_classes).map_err(|e| e.message)?;
@@ -102,49 +128,40 @@ impl Trainer {
         .map_err(|e| e.0)?;
         let parts = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1)).map_err(|e| e.0)?;
         let loader = PaddedLoader::new(&data, parts, Some(cfg.epochs)).map_err(|e| e.0)?;
-        let (sizes, x_nnz) = (loader.sizes, loader.x_capacity);
+        let sizes = loader.sizes;
 
-        // Training step: loss on the training nodes of one padded part.
-        let tr = Tracer::new();
-        tr.set_training(true);
-        let n = sizes.max_nodes;
-        let x = SparseVar::input(&tr, "x", n, data.num_features, x_nnz).map_err(|e| e.0)?;
-        let adj = SparseVar::input(&tr, "adj", n, n, sizes.max_edges).map_err(|e| e.0)?;
-        let y = tr.input("y", &[n], DType::Int32).map_err(|e| e.0)?;
-        let mask = tr.input("train_mask", &[n], DType::Bool).map_err(|e| e.0)?;
-        let logits = model.forward(&tr, &x, &adj).map_err(|e| e.0)?;
-        let loss = logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None).map_err(|e| e.0)?;
-        let trace = tr.finish(&[&loss]).map_err(|e| e.0)?;
-        let step = match cfg.optimizer {
-            OptimizerKind::Adam | OptimizerKind::AdamW => {
-                OptimizerStep::adam(cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay, cfg.optimizer == OptimizerKind::AdamW)
-            }
-            OptimizerKind::Sgd => OptimizerStep::sgd(cfg.lr, 0.0, cfg.weight_decay),
-        };
-        let tg = training_graph(&trace.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() })
-            .map_err(|e| e.0)?;
-        // Updates right after their gradient's last use, as PopART schedules them.
-        let program = crate::compile::schedule::updates_early(&tg.graph).map_err(|e| e.0)?;
-        crate::ir::verify::verify(&program).map_err(|e| e.0)?;
-        let train_graph = crate::exec::fuse::fuse(&program).map_err(|e| e.0)?;
-        check_activations(&cfg, "a training step", &train_graph)?;
-        let store = Store::new(&trace.params, &trace.buffers, cfg.seed.wrapping_add(2));
+        // Training: the loss on the training nodes of one padded part.
+        let trace = trace_model(&model, true, sizes.max_nodes, loader.x_capacity, sizes.max_edges)?;
+        let host = HostModel::new(&trace);
+        let args = OptimizerArgs { lr: Some(cfg.lr), weight_decay: Some(cfg.weight_decay), ..Default::default() };
+        let optimizer = match cfg.optimizer {
+            OptimizerKind::Adam => Optimizer::adam(args),
+            OptimizerKind::AdamW => Optimizer::adamw(args),
+            OptimizerKind::Sgd => Optimizer::sgd(args),
+        }
+        .map_err(|e| e.0)?;
+        let mut opts = Options::new();
+        opts.random_seed(cfg.seed.wrapping_add(2)).map_err(|e| e.message)?;
+        let mut train = training_model(&host, &mut opts, Some(optimizer)).map_err(|e| e.0)?;
+        // Compiled with the first part's shapes (every part has them), without running; the
+        // parts are drawn on a copy of the loader, whose first epoch is still to come.
+        let first = loader.clone().next_epoch(&data).map_err(|e| e.0)?;
+        let inputs = Self::batch_inputs(first.into_iter().next().ok_or("the loader made no part")?)?;
+        train.compile(&inputs).map_err(|e| e.0)?;
+        check_activations(&cfg, "a training step", train.step_graph().ok_or("not compiled")?)?;
 
-        // Evaluation: the whole graph, inference mode (no dropout).
-        let et = Tracer::new();
-        let nn_ = data.num_nodes;
-        let x = SparseVar::input(&et, "x", nn_, data.num_features, data.x.nnz()).map_err(|e| e.0)?;
-        let full_adj = mean_adjacency(nn_, &data.edge_src, &data.edge_dst);
-        let adj = SparseVar::input(&et, "adj", nn_, nn_, full_adj.nnz()).map_err(|e| e.0)?;
-        let pred = model.forward(&et, &x, &adj).and_then(|l| l.argmax(-1, false)).map_err(|e| e.0)?;
-        let eval_trace = et.finish(&[&pred]).map_err(|e| e.0)?;
-        let eval_graph = crate::exec::fuse::fuse(&eval_trace.graph).map_err(|e| e.0)?;
-        check_activations(&cfg, "the evaluation", &eval_graph)?;
+        // Evaluation: the whole graph, inference mode (no dropout), the same weights.
+        let nodes = data.num_nodes;
+        let full_adj = mean_adjacency(nodes, &data.edge_src, &data.edge_dst);
+        let eval_trace = trace_model(&model, false, nodes, data.x.nnz(), full_adj.nnz())?;
+        let mut eval =
+            inference_model(&host.with_trace(&eval_trace).map_err(|e| e.0)?, &mut Options::new()).map_err(|e| e.0)?;
         let mut eval_inputs = Vec::new();
-        eval_inputs.extend(csr_inputs(&data.x, data.x.nnz())?);
-        eval_inputs.extend(csr_inputs(&full_adj, full_adj.nnz())?);
-
-        Ok(Trainer { cfg, data, model, store, train_graph, eval_graph, loader, eval_inputs, epoch: 0, diverged: None })
+        eval_inputs.extend(csr_inputs(PaddedCsr::exact(data.x.clone()))?);
+        eval_inputs.extend(csr_inputs(PaddedCsr::exact(full_adj))?);
+        eval.compile(&eval_inputs).map_err(|e| e.0)?;
+        check_activations(&cfg, "the evaluation", eval.step_graph().ok_or("not compiled")?)?;
+        Ok(Trainer { cfg, data, model, host, train, eval, loader, eval_inputs, epoch: 0, diverged: None })
     }
 
     /// The message for a loss or parameters that stopped being finite (`what`), with the
@@ -165,12 +182,12 @@ impl Trainer {
         format!("training diverged: {what}; {cause}. Build a new trainer to start again")
     }
 
-    /// The inputs of the training graph for one padded part.
+    /// The inputs of the training step for one padded part.
     fn batch_inputs(part: Part) -> Result<Vec<Rc<Tensor>>, String> {
         let n = part.sub.num_nodes;
         let mut inputs = Vec::new();
-        inputs.extend(part.x().tensors()?.map(Rc::new));
-        inputs.extend(part.mean_adjacency().tensors()?.map(Rc::new));
+        inputs.extend(csr_inputs(part.x())?);
+        inputs.extend(csr_inputs(part.mean_adjacency())?);
         inputs.push(Rc::new(Tensor::from_i32(&[n], part.sub.y)?));
         inputs.push(Rc::new(Tensor::from_bool(&[n], part.sub.train_mask)?));
         Ok(inputs)
@@ -179,6 +196,21 @@ impl Trainer {
     /// Epochs run so far.
     pub fn epoch(&self) -> usize {
         self.epoch
+    }
+
+    /// The compiled training step (forward and backward of one part), as it runs.
+    pub fn train_graph(&self) -> &Graph {
+        self.train.step_graph().expect("compiled in Trainer::new")
+    }
+
+    /// The compiled evaluation (the whole graph, inference mode).
+    pub fn eval_graph(&self) -> &Graph {
+        self.eval.step_graph().expect("compiled in Trainer::new")
+    }
+
+    /// The current (trained) parameters, by name.
+    pub fn parameters(&self) -> Vec<(String, Rc<Tensor>)> {
+        self.host.parameters()
     }
 
     /// One epoch: a training step on each part.
@@ -199,8 +231,8 @@ impl Trainer {
                 continue; // no training node in this part: PyG's loss would be NaN
             }
             let inputs = Self::batch_inputs(part)?;
-            let r = run(&self.train_graph, &mut self.store, &inputs).map_err(|e| e.0)?;
-            let loss = r.outputs[0].to_f64_vec()[0];
+            let out = self.train.call(&inputs).map_err(|e| e.0)?;
+            let loss = out[0].to_f64_vec()[0];
             if !loss.is_finite() {
                 let what = format!("the loss became {loss} at epoch {}, part {} of {parts}", self.epoch + 1, i + 1);
                 let msg = self.divergence(&what);
@@ -210,9 +242,11 @@ impl Trainer {
             tot += loss * n_train as f64;
             count += n_train;
             stats.steps += 1;
-            stats.saved_for_backward = stats.saved_for_backward.max(r.stats.saved_for_backward);
-            stats.peak_bytes = stats.peak_bytes.max(r.stats.peak_bytes);
-            crate::exec::merge_op_times(&mut stats.op_time, &r.stats.op_time);
+            if let Some(r) = self.train.last_stats() {
+                stats.saved_for_backward = stats.saved_for_backward.max(r.saved_for_backward);
+                stats.peak_bytes = stats.peak_bytes.max(r.peak_bytes);
+                crate::exec::merge_op_times(&mut stats.op_time, &r.op_time);
+            }
         }
         stats.loss = tot / count.max(1) as f64;
         self.epoch += 1;
@@ -226,14 +260,14 @@ impl Trainer {
             return Err(msg.clone());
         }
         let finite = |t: &Tensor| t.as_f32().map(|a| a.iter().all(|x| x.is_finite())).unwrap_or(true);
-        if let Some(name) = self.store.params.iter().find(|(_, t)| !finite(t)).map(|(n, _)| n.clone()) {
+        if let Some(name) = self.host.parameters().iter().find(|(_, t)| !finite(t)).map(|(n, _)| n.clone()) {
             let what = format!("parameter '{name}' is no longer finite after epoch {}", self.epoch);
             let msg = self.divergence(&what);
             self.diverged = Some(msg.clone());
             return Err(msg);
         }
-        let r = run(&self.eval_graph, &mut self.store, &self.eval_inputs).map_err(|e| e.0)?;
-        let pred = r.outputs[0].to_f64_vec();
+        let out = self.eval.call(&self.eval_inputs).map_err(|e| e.0)?;
+        let pred = out[0].to_f64_vec();
         let acc = |mask: &[bool]| {
             let (mut ok, mut n) = (0usize, 0usize);
             for (i, &m) in mask.iter().enumerate() {
@@ -253,7 +287,7 @@ impl Trainer {
 
     /// Number of trainable scalars.
     pub fn num_params(&self) -> usize {
-        self.store.params.values().map(|t| t.numel()).sum()
+        self.host.parameters().iter().map(|(_, t)| t.numel()).sum()
     }
 }
 
@@ -261,6 +295,7 @@ impl Trainer {
 mod tests {
     use super::*;
     use crate::gnn::data::add_self_loops;
+    use crate::tensor::CsrMatrix;
 
     /// A small two-community graph: features say the class, edges mostly stay inside it.
     fn toy() -> GraphData {
@@ -333,13 +368,13 @@ mod tests {
             let cfg = TrainConfig { layers: 3, hidden: 8, parts: 2, no_rev, ..TrainConfig::default() };
             let mut t = Trainer::new(toy(), cfg).unwrap();
             let (predicted_train, predicted_eval) = (
-                crate::ir::liveness::liveness(&t.train_graph).peak(),
-                crate::ir::liveness::liveness(&t.eval_graph).peak(),
+                crate::ir::liveness::liveness(t.train_graph()).peak(),
+                crate::ir::liveness::liveness(t.eval_graph()).peak(),
             );
             let measured = t.train_epoch().unwrap().peak_bytes;
             assert_eq!(predicted_train, measured, "no_rev {no_rev}");
-            let r = run(&t.eval_graph, &mut t.store, &t.eval_inputs).unwrap();
-            assert_eq!(predicted_eval, r.stats.peak_bytes, "no_rev {no_rev}");
+            t.evaluate().unwrap();
+            assert_eq!(predicted_eval, t.eval.last_stats().unwrap().peak_bytes, "no_rev {no_rev}");
         }
     }
 
