@@ -353,6 +353,40 @@ impl PaddedCsr {
     }
 }
 
+/// Checks the three arrays of a CSR matrix given from outside before any kernel reads them:
+/// `indptr` has `rows + 1` entries, starts at 0, never decreases and ends at the number of
+/// `indices`; every column index is in `0..cols`; there are as many values as indices. The
+/// error names `what`, the array and the position.
+pub fn check_csr(
+    what: &str,
+    rows: usize,
+    cols: usize,
+    indptr: &[i32],
+    indices: &[i32],
+    n_values: usize,
+) -> Result<(), DataError> {
+    let err = |m: String| Err(DataError(format!("{what}: {m}")));
+    if indptr.len() != rows + 1 {
+        return err(format!("indptr has {} entries, a {rows}-row matrix needs {}", indptr.len(), rows + 1));
+    }
+    if indptr[0] != 0 {
+        return err(format!("indptr[0] is {}, not 0", indptr[0]));
+    }
+    if let Some(i) = indptr.windows(2).position(|w| w[1] < w[0]) {
+        return err(format!("indptr decreases at {}: {} then {}", i + 1, indptr[i], indptr[i + 1]));
+    }
+    if indptr[rows] as i64 != indices.len() as i64 {
+        return err(format!("indptr ends at {}, but there are {} indices", indptr[rows], indices.len()));
+    }
+    if n_values != indices.len() {
+        return err(format!("{n_values} values for {} indices", indices.len()));
+    }
+    if let Some(k) = indices.iter().position(|&c| c < 0 || c as i64 >= cols as i64) {
+        return err(format!("indices[{k}] = {} is not a column of a matrix of {cols} columns", indices[k]));
+    }
+    Ok(())
+}
+
 /// One batch of a loader: a part's induced subgraph, padded to the loader's fixed sizes or
 /// as it is, with the number of stored feature and adjacency entries its tensors have.
 #[derive(Clone, Debug, PartialEq)]
@@ -664,6 +698,22 @@ mod tests {
         }
         assert_eq!(s, tight);
         assert!(s.max_edges <= fixed_sizes(&g, 3).unwrap().max_edges);
+    }
+
+    #[test]
+    fn csr_arrays_from_outside_are_checked() {
+        assert!(check_csr("x", 2, 3, &[0, 1, 3], &[0, 2, 1], 3).is_ok());
+        let e = |r: Result<(), DataError>| r.unwrap_err().0;
+        assert_eq!(e(check_csr("x", 2, 3, &[0, 1], &[0], 1)), "x: indptr has 2 entries, a 2-row matrix needs 3");
+        assert_eq!(e(check_csr("x", 2, 3, &[1, 1, 1], &[0], 1)), "x: indptr[0] is 1, not 0");
+        assert_eq!(e(check_csr("x", 2, 3, &[0, 2, 1], &[0], 1)), "x: indptr decreases at 2: 2 then 1");
+        assert_eq!(e(check_csr("x", 2, 3, &[0, 1, 2], &[0], 1)), "x: indptr ends at 2, but there are 1 indices");
+        assert_eq!(e(check_csr("x", 2, 3, &[0, 1, 1], &[0], 2)), "x: 2 values for 1 indices");
+        assert_eq!(
+            e(check_csr("x", 2, 3, &[0, 1, 2], &[0, 3], 2)),
+            "x: indices[1] = 3 is not a column of a matrix of 3 columns"
+        );
+        assert!(e(check_csr("x", 1, 3, &[0, 1], &[-1], 1)).contains("indices[0] = -1"));
     }
 
     #[test]

@@ -29,9 +29,9 @@ use std::fmt;
 
 pub use dataset::{planetoid, PlanetoidOptions, Source, SplitName, Transform};
 pub use loader::{
-    fixed_sizes, fixed_sizes_for_epochs, fixed_sizes_from_parts, gcn_adjacency, induced_subgraph, induced_subgraphs,
-    max_row_nnz_sum, mean_adjacency, pad_fixed, whole_graph, FixedSizeBatch, FixedSizes, PaddedCsr, PaddedLoader, Part,
-    RandomNodeLoader, Subgraph, PADDING_NODE_ID,
+    check_csr, fixed_sizes, fixed_sizes_for_epochs, fixed_sizes_from_parts, gcn_adjacency, induced_subgraph,
+    induced_subgraphs, max_row_nnz_sum, mean_adjacency, pad_fixed, whole_graph, FixedSizeBatch, FixedSizes, PaddedCsr,
+    PaddedLoader, Part, RandomNodeLoader, Subgraph, PADDING_NODE_ID,
 };
 pub use planetoid::{
     load_planetoid_bytes, load_planetoid_dir, load_planetoid_raw, GraphData, PlanetoidRaw, Split, PLANETOID_FILES,
