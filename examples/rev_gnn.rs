@@ -125,8 +125,8 @@ fn real_main() -> Result<(), String> {
     let mut times = Vec::new();
     let mut best = (f64::NEG_INFINITY, 0.0, 0usize);
     let mut last = Default::default();
-    let mut saved = 0usize;
-    let mut peak = 0usize;
+    let mut saved = 0u64;
+    let mut peak = 0u64;
     for epoch in 1..=cfg.epochs {
         let t = Instant::now();
         let s = trainer.train_epoch()?;
@@ -162,7 +162,7 @@ fn real_main() -> Result<(), String> {
     sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let median = sorted[sorted.len() / 2];
     let rss = peak_rss_mib().map(|m| format!("{m:.0} MiB")).unwrap_or_else(|| "n/a".into());
-    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
     println!(
         "SUMMARY {} layers={} rev={}: final test {:.4} (val {:.4}), best val {:.4} @ epoch {} test {:.4}, \
          median epoch {median:.3}s, saved for backward {:.1} MiB, peak activations {:.1} MiB, peak RSS {rss}",

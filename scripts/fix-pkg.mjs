@@ -43,16 +43,24 @@ if (problems.length) {
   console.error(`fix-pkg: ${file}:\n  ${problems.join("\n  ")}`);
   process.exit(1);
 }
-// The `nn` namespace PyTorch users expect (`class Net extends nn.Module`): wasm-bindgen
-// exports classes only at the top level, so the namespace object is appended here, to the
-// JS glue and to its type declarations, naming the same classes.
-const NN = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "Embedding", "Sequential", "ModuleList"];
+// The namespaces PyTorch users expect (`class Net extends nn.Module`, `poptorch.trainingModel`):
+// wasm-bindgen exports classes and functions only at the top level, so each namespace object
+// is appended here, to the JS glue and to its type declarations, naming the same classes.
+// NAMESPACES below builds them; the GNN stack adds `datasets` and `loaders` there.
+const NN = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "Embedding", "Sequential", "ModuleList", "Parameter"];
+// Every class of `poptorch`, top-level names as the Rust code exports them.
+const POPTORCH_CLASSES = [
+  "PoptorchOptions", "PoptorchTrainingOptions", "PoptorchTensorLocations", "PoptorchTensorLocationSettings",
+  "PoptorchStage", "PoptorchPhase", "PoptorchPipelinedExecution", "PoptorchShardedExecution",
+  "PoptorchSerialPhasedExecution", "PoptorchParallelPhasedExecution", "PoptorchSGD", "PoptorchAdam", "PoptorchAdamW",
+  "PoptorchRMSprop", "PoptorchLAMB", "PoptorchVariableAttrs", "PoplarExecutor",
+];
 const entry = path.join(outDir, pkg.main ?? pkg.module);
 const dts = path.join(outDir, pkg.types);
 const glue = fs.readFileSync(entry, "utf8");
 const types = fs.readFileSync(dts, "utf8");
-for (const name of NN) {
-  if (!new RegExp(`class ${name}\\b`).test(glue)) problems.push(`${entry} defines no class ${name} for nn.${name}`);
+for (const name of [...NN, ...POPTORCH_CLASSES]) {
+  if (!new RegExp(`class ${name}\\b`).test(glue)) problems.push(`${entry} defines no class ${name}`);
 }
 if (problems.length) {
   console.error(`fix-pkg: ${file}:\n  ${problems.join("\n  ")}`);
@@ -117,13 +125,196 @@ function __ipuLivePtr(obj) {
 `;
   fs.writeFileSync(entry, patched);
 }
+// The built package itself (before the namespaces are appended: loading it runs no wasm code
+// of theirs), for the facts whose home is the Rust code: the limits and PopTorch's enums.
+async function loadPackage() {
+  if (target === "nodejs") return createRequire(import.meta.url)(path.resolve(entry));
+  const mod = await import(pathToFileURL(path.resolve(entry)).href);
+  mod.initSync({ module: fs.readFileSync(path.join(outDir, "ipu_playground_bg.wasm")) });
+  return mod;
+}
+const built = await loadPackage();
+
 const glueNow = fs.readFileSync(entry, "utf8");
-if (!glueNow.includes("/* nn namespace */")) {
-  const members = NN.map((n) => `${n}: ${target === "nodejs" ? `exports.${n}` : n}`).join(", ");
-  const line = target === "nodejs" ? `exports.nn = Object.freeze({ ${members} });` : `export const nn = Object.freeze({ ${members} });`;
-  fs.writeFileSync(entry, `${glueNow}\n/* nn namespace */\n${line}\n`);
-  const decl = NN.map((n) => `${n}: typeof ${n}`).join("; ");
-  fs.writeFileSync(dts, `${types}\n/** PyTorch-style namespace: \`class Net extends nn.Module\`. */\nexport declare const nn: { ${decl} };\n`);
+if (!glueNow.includes("/* namespaces */")) {
+  const ref = (n) => (target === "nodejs" ? `exports.${n}` : n);
+  // PopTorch's enums as literals (the Rust enums' JSON names; `_poptorchEnums()` is their source).
+  const enums = built._poptorchEnums();
+  const enumJs = Object.entries(enums).map(([name, members]) => `${name}: Object.freeze(${JSON.stringify(members)})`);
+  const js = `
+/* namespaces */
+// PopTorch's *args: the Rust constructors and methods take one array.
+class Stage extends ${ref("PoptorchStage")} { constructor(...ids) { super(ids); } }
+class Phase extends ${ref("PoptorchPhase")} {
+    constructor(...items) { super(items); }
+    ipus(...ipus) { return super.ipus(ipus.length === 1 && Array.isArray(ipus[0]) ? ipus[0] : ipus); }
+}
+class PipelinedExecution extends ${ref("PoptorchPipelinedExecution")} { constructor(...args) { super(args); } }
+class ShardedExecution extends ${ref("PoptorchShardedExecution")} { constructor(...args) { super(args); } }
+class SerialPhasedExecution extends ${ref("PoptorchSerialPhasedExecution")} { constructor(...phases) { super(phases); } }
+class ParallelPhasedExecution extends ${ref("PoptorchParallelPhasedExecution")} { constructor(...phases) { super(phases); } }
+{
+    const P = ${ref("PoplarExecutor")}.prototype;
+    P.call = function (...inputs) { return this._call(inputs); };
+    P.run = P.call;
+    P.compile = function (...inputs) { return this._compile(inputs); };
+    P.plan = function (...inputs) { return this._plan(inputs); };
+    P.returnInputGradients = function (...inputs) { return this._returnInputGradients(inputs); };
+}
+// Module state (api/state.rs) on every nn class, as PyTorch's nn.Module has it.
+for (const C of [${NN.filter((n) => n !== "Parameter").map(ref).join(", ")}]) {
+    const P = C.prototype;
+    P.namedParameters = function () { return ${ref("_namedParameters")}(this); };
+    P.parameters = function () { return ${ref("_namedParameters")}(this).map((e) => e[1]); };
+    P.namedBuffers = function () { return ${ref("_namedBuffers")}(this); };
+    P.buffers = function () { return ${ref("_namedBuffers")}(this).map((e) => e[1]); };
+    P.stateDict = function () { return ${ref("_stateDict")}(this); };
+    P.loadStateDict = function (stateDict, strict) { return ${ref("_loadStateDict")}(this, stateDict, strict); };
+    P.half = function () { return ${ref("_moduleTo")}(this, "float16"); };
+    P.float = function () { return ${ref("_moduleTo")}(this, "float32"); };
+}
+const __namespaces = {
+    nn: Object.freeze({ ${NN.map((n) => `${n}: ${ref(n)}`).join(", ")} }),
+    poptorch: Object.freeze({
+        Options: ${ref("PoptorchOptions")},
+        TensorLocationSettings: ${ref("PoptorchTensorLocationSettings")},
+        Stage, Phase, PipelinedExecution, ShardedExecution, SerialPhasedExecution, ParallelPhasedExecution,
+        ${enumJs.join(",\n        ")},
+        optim: Object.freeze({ SGD: ${ref("PoptorchSGD")}, Adam: ${ref("PoptorchAdam")}, AdamW: ${ref("PoptorchAdamW")}, RMSprop: ${ref("PoptorchRMSprop")}, LAMB: ${ref("PoptorchLAMB")} }),
+        trainingModel: ${ref("trainingModel")},
+        inferenceModel: ${ref("inferenceModel")},
+        PoplarExecutor: ${ref("PoplarExecutor")},
+        identity_loss: ${ref("identityLoss")},
+        identityLoss: ${ref("identityLoss")},
+        slice: ${ref("_poptorchSlice")},
+        dynamic_slice: ${ref("_poptorchDynamicSlice")},
+        dynamicSlice: ${ref("_poptorchDynamicSlice")},
+    }),
+    // datasets: the GNN stack's namespace (datasets.Planetoid) goes here.
+    // loaders: the GNN stack's namespace (loaders.RandomNodeLoader) goes here.
+};
+${target === "nodejs"
+    ? // Plain assignments: Node finds a CommonJS module's named exports by reading them.
+      "exports.nn = __namespaces.nn;\nexports.poptorch = __namespaces.poptorch;"
+    : "export const { nn, poptorch } = __namespaces;"}
+`;
+  fs.writeFileSync(entry, `${glueNow}\n${js}`);
+
+  // Their types. Enum types are string unions of the same values.
+  const enumTypes = Object.entries(enums).map(
+    ([name, members]) => `/** \`poptorch.${name}\` */\nexport type ${name} = ${Object.values(members).map((v) => JSON.stringify(v)).join(" | ")};`,
+  );
+  const enumDecl = Object.entries(enums).map(
+    ([name, members]) => `    readonly ${name}: { ${Object.entries(members).map(([k, v]) => `readonly ${k}: ${JSON.stringify(v)}`).join("; ")} };`,
+  );
+  const stateMethods = `    /** Own parameters first, then each submodule's, by traced name (\`encoder.layers.0.weight\`). */
+    namedParameters(): [string, Parameter][];
+    /** Live views of the parameters (for optimizers). */
+    parameters(): Parameter[];
+    namedBuffers(): [string, HostTensor][];
+    buffers(): HostTensor[];
+    /** Parameters then buffers, as host tensors (copies). */
+    stateDict(): Record<string, HostTensor>;
+    /** Writes each value into its parameter or buffer (same dtype and shape); strict (default): every key, no others. */
+    loadStateDict(stateDict: Record<string, HostTensorInput>, strict?: boolean): void;
+    /** Every float parameter and buffer cast to float16 (PyTorch's half()); returns the module. */
+    half(): this;
+    /** Every float parameter and buffer cast to float32; returns the module. */
+    float(): this;`;
+  const d = `
+/** A tensor on the host: row-major \`data\` (Float32Array for float32 and float16, Int32Array for int32, Uint8Array of 0/1 for bool). */
+export interface HostTensor {
+    shape: number[];
+    dtype: "float32" | "float16" | "int32" | "bool";
+    data: Float32Array | Int32Array | Uint8Array;
+}
+/** A host tensor given as input: \`dtype\` defaults from \`data\` (Int32Array: int32, Uint8Array: bool, else float32); \`name\` names a model input. */
+export interface HostTensorInput {
+    shape: number[];
+    data: Float32Array | Int32Array | Uint8Array | number[] | boolean[];
+    dtype?: "float32" | "float16" | "int32" | "bool";
+    name?: string;
+}
+${enumTypes.join("\n")}
+/** Any \`poptorch.optim\` optimizer. */
+export type PoptorchOptimizer = PoptorchSGD | PoptorchAdam | PoptorchAdamW | PoptorchRMSprop | PoptorchLAMB;
+${NN.filter((n) => n !== "Parameter").map((n) => `export interface ${n} {\n${stateMethods}\n}`).join("\n")}
+export interface PoptorchPhase {
+    /** One IPU per stage: \`phase.ipus(0, 2)\` (poptorch.Phase). */
+    ipus(...ipus: number[]): PoptorchPhase;
+}
+export interface PoplarExecutor {
+    /** \`model(...inputs)\`: compiles on the first call; the outputs per outputMode (an array when forward returns one). */
+    call(...inputs: HostTensorInput[]): HostTensor | HostTensor[];
+    /** The same as call. */
+    run(...inputs: HostTensorInput[]): HostTensor | HostTensor[];
+    compile(...inputs: HostTensorInput[]): void;
+    /** The planner's Plan for this model, its options and these inputs (see plan()). */
+    plan(...inputs: HostTensorInput[]): any;
+    /** Returns the gradients of these inputs (indices or names) after the outputs. */
+    returnInputGradients(...inputs: (number | string)[]): void;
+}
+/** PyTorch-style namespace: \`class Net extends nn.Module\`. */
+export declare const nn: { ${NN.map((n) => `${n}: typeof ${n}`).join("; ")} };
+${NN.map((n) => `type __nn_${n} = ${n};`).join("\n")}
+/** The classes of \`nn\` as types (\`let fc: nn.Linear\`). */
+export declare namespace nn {
+${NN.map((n) => `    type ${n} = __nn_${n};`).join("\n")}
+}
+/** PopTorch's API: Options, strategies, enums, optimizers, trainingModel and inferenceModel (see the README). */
+export declare const poptorch: {
+    Options: typeof PoptorchOptions;
+    TensorLocationSettings: typeof PoptorchTensorLocationSettings;
+    Stage: new (...blockIds: string[]) => PoptorchStage;
+    Phase: new (...items: (string | PoptorchStage)[]) => PoptorchPhase;
+    PipelinedExecution: new (...args: (AutoStage | string | string[] | PoptorchStage)[]) => PoptorchPipelinedExecution;
+    ShardedExecution: new (...args: (AutoStage | string | string[] | PoptorchStage)[]) => PoptorchShardedExecution;
+    SerialPhasedExecution: new (...phases: (PoptorchPhase | string | string[])[]) => PoptorchSerialPhasedExecution;
+    ParallelPhasedExecution: new (...phases: (PoptorchPhase | string | string[])[]) => PoptorchParallelPhasedExecution;
+${enumDecl.join("\n")}
+    optim: { SGD: typeof PoptorchSGD; Adam: typeof PoptorchAdam; AdamW: typeof PoptorchAdamW; RMSprop: typeof PoptorchRMSprop; LAMB: typeof PoptorchLAMB };
+    trainingModel: typeof trainingModel;
+    inferenceModel: typeof inferenceModel;
+    PoplarExecutor: typeof PoplarExecutor;
+    identity_loss: typeof identityLoss;
+    identityLoss: typeof identityLoss;
+    slice: typeof _poptorchSlice;
+    dynamic_slice: typeof _poptorchDynamicSlice;
+    dynamicSlice: typeof _poptorchDynamicSlice;
+};
+/** The classes of \`poptorch\` as types (\`let opts: poptorch.Options\`). */
+export declare namespace poptorch {
+    type Options = PoptorchOptions;
+    type TensorLocationSettings = PoptorchTensorLocationSettings;
+    type Stage = PoptorchStage;
+    type Phase = PoptorchPhase;
+    type PipelinedExecution = PoptorchPipelinedExecution;
+    type ShardedExecution = PoptorchShardedExecution;
+    type SerialPhasedExecution = PoptorchSerialPhasedExecution;
+    type ParallelPhasedExecution = PoptorchParallelPhasedExecution;
+    type PoplarExecutor = __poptorch_PoplarExecutor;
+${Object.keys(enums).map((n) => `    type ${n} = __poptorch_${n};`).join("\n")}
+    namespace optim {
+        type SGD = PoptorchSGD;
+        type Adam = PoptorchAdam;
+        type AdamW = PoptorchAdamW;
+        type RMSprop = PoptorchRMSprop;
+        type LAMB = PoptorchLAMB;
+        type Optimizer = PoptorchOptimizer;
+    }
+}
+type __poptorch_PoplarExecutor = PoplarExecutor;
+${Object.keys(enums).map((n) => `type __poptorch_${n} = ${n};`).join("\n")}
+// datasets, loaders: the GNN stack's namespaces are declared here.
+`;
+  // A subclass of Module defines forward with its own inputs: the base declares them all.
+  const moduleClass = types.match(/export class Module \{[\s\S]*?\n\}/);
+  if (!moduleClass || !moduleClass[0].includes("    forward(): any;")) {
+    console.error(`fix-pkg: ${dts}: class Module has no "forward(): any;" to widen: has wasm-bindgen's output changed?`);
+    process.exit(1);
+  }
+  const widened = types.replace(moduleClass[0], moduleClass[0].replace("    forward(): any;", "    forward(...inputs: any[]): any;"));
+  fs.writeFileSync(dts, `${widened}\n${d}`);
 }
 
 // The limits, as the package itself reports them (the Rust constants are their one home),
@@ -150,17 +341,11 @@ const LIMIT_TEXT = {
   "trainer.maxActivationBytes": "bytes of activations a training step or the evaluation keeps at once",
   "trainer.maxFileBytes": "bytes of one raw dataset file",
 };
-async function loadLimits() {
-  if (target === "nodejs") return createRequire(import.meta.url)(path.resolve(entry)).limits();
-  const mod = await import(pathToFileURL(path.resolve(entry)).href);
-  mod.initSync({ module: fs.readFileSync(path.join(outDir, "ipu_playground_bg.wasm")) });
-  return mod.limits();
-}
 const flat = (o, prefix = "") =>
   Object.entries(o).flatMap(([k, v]) => (typeof v === "object" ? flat(v, `${prefix}${k}.`) : [[`${prefix}${k}`, v]]));
 const typesNow = fs.readFileSync(dts, "utf8");
 if (!typesNow.includes("@limits")) {
-  const limits = flat(await loadLimits());
+  const limits = flat(built.limits());
   const unknown = limits.filter(([k]) => !LIMIT_TEXT[k]).map(([k]) => k);
   if (unknown.length) {
     console.error(`fix-pkg: limits() has ${unknown.join(", ")}, which LIMIT_TEXT does not describe`);

@@ -212,16 +212,6 @@ const COMMON_HEADERS = {
   "Cross-Origin-Resource-Policy": "same-origin",
 };
 
-// Content-Security-Policy: nothing from other origins, no eval on the page; responses under
-// /engine/ (the worker) may also run blob: scripts, as the worker imports the editor's code
-// as a blob: module.
-const CSP =
-  "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; " +
-  "img-src 'self' data: blob:; font-src 'self'; connect-src 'self'; worker-src 'self'; object-src 'none'; " +
-  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-const cspFor = (url) =>
-  typeof url === "string" && url.startsWith("/engine/") ? CSP.replace("script-src 'self'", "script-src 'self' blob:") : CSP;
-
 function sendStatus(res, status, extra = {}) {
   const body = `${status} ${http.STATUS_CODES[status] ?? ""}\n`;
   res.writeHead(status, {

@@ -61,7 +61,7 @@ struct Stack {
 
 /// Traces `depth` GroupAddRev layers (reversible or not) and a loss; returns the
 /// training graph's outputs (loss, grads…) and the executor's memory statistics.
-fn run_stack(depth: usize, disable: bool, n: usize) -> (Vec<(String, Vec<f32>)>, f32, usize, usize) {
+fn run_stack(depth: usize, disable: bool, n: usize) -> (Vec<(String, Vec<f32>)>, f32, u64, u64) {
     let mut rng = Rng::new(7);
     let width = 8;
     let stack = Stack {

@@ -13,7 +13,7 @@ use planner_support::*;
 
 /// Plans a small demo model's training graph on one IPU and runs the planned program on
 /// the executor: (predicted, measured) peak bytes of live activations.
-fn predicted_and_measured(kind: DemoKind, layers: usize) -> (usize, usize) {
+fn predicted_and_measured(kind: DemoKind, layers: usize) -> (u64, u64) {
     let demo = demo_model(kind, layers, 1, true, &DemoSizes::small(kind)).unwrap();
     let adam = OptimizerStep::adam(1e-3, 0.9, 0.999, 1e-8, 0.0, false);
     let tg =
@@ -122,7 +122,7 @@ fn memory_tile_map_spreads_the_peak_over_every_tile() {
     let m = &p.memory.ipus[0];
     let total: u64 = m.tiles.iter().map(|&t| t as u64).sum();
     // Every byte at the peak is on some tile (integer division may drop a few per tile).
-    assert!(total <= m.peak_bytes as u64 && total + 2 * 1472 >= m.peak_bytes as u64, "{total} vs {}", m.peak_bytes);
+    assert!(total <= m.peak_bytes && total + 2 * 1472 >= m.peak_bytes, "{total} vs {}", m.peak_bytes);
     assert!(m.tiles.iter().all(|&t| t > 0));
     assert!(m.max_tile_bytes <= 638_976);
 }
@@ -138,7 +138,7 @@ fn memory_temporaries_are_capped_by_the_available_memory_proportion() {
     };
     // The product's fp32 partials (256 MiB) fit under 0.6 of 897 MiB but not under 0.1.
     assert_eq!(at(0.6), 8192 * 8192 * 4);
-    assert_eq!(at(0.1), (0.1 * (1472.0 * 638_976.0)) as usize);
+    assert_eq!(at(0.1), (0.1 * (1472.0 * 638_976.0)) as u64);
 }
 
 #[test]
@@ -152,9 +152,96 @@ fn memory_steps_keep_the_peak_when_sampled_and_values_cover_it() {
     assert!(m.steps.node.contains(&m.peak_step));
     // The live values at the peak step add up to its activations and gradients.
     let v = &p.memory.values;
-    let live: usize = (0..v.len())
+    let live: u64 = (0..v.len())
         .filter(|&k| v.ipu[k] == 0 && v.birth[k] <= m.peak_step && m.peak_step <= v.death[k] && v.class[k] != "loaded")
         .map(|k| v.bytes[k])
         .sum();
     assert_eq!(live, m.peak.activations + m.peak.gradients);
+}
+
+/// A deep MLP with big activations and small parameters, traced for training: a batch of
+/// 131,072 rows of 256 features (128 MiB per activation), 256-wide layers (256 KiB of
+/// weights each). Tracing allocates only the parameters.
+fn big_mlp(layers: usize) -> ipu_playground::ir::Graph {
+    let sizes = DemoSizes { batch: 131_072, input: 256, width: 256, classes: 16, ..DemoSizes::small(DemoKind::Mlp) };
+    let demo = demo_model(DemoKind::Mlp, layers, 1, true, &sizes).unwrap();
+    training_graph(&demo.trace.graph, 0, &TrainOptions { optimizer: Some(sgd()), ..Default::default() }).unwrap().graph
+}
+
+/// The reference: live activation bytes by their definition (ir::liveness's rules), summed
+/// in 128 bits with no shared code: while node i runs, every counted value born before it
+/// and read at i or later, plus the counted values it makes that something reads.
+fn reference_peak(g: &ipu_playground::ir::Graph) -> u128 {
+    use ipu_playground::ir::{InputKind, Op};
+    let n = g.nodes.len();
+    let mut last: Vec<Option<usize>> = vec![None; g.values.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        for v in &node.inputs {
+            last[v.0 as usize] = Some(i);
+        }
+    }
+    for v in &g.outputs {
+        last[v.0 as usize] = Some(n);
+    }
+    let bytes = |v: usize| -> u128 {
+        let ty = &g.values[v].ty;
+        ty.shape.iter().map(|&d| d as u128).product::<u128>() * ty.dtype.size() as u128
+    };
+    let counted = |v: usize| match &g.nodes[g.values[v].node].op {
+        Op::Placeholder { kind, .. } => *kind == InputKind::Input,
+        Op::Constant { .. } => false,
+        _ => true,
+    };
+    (0..n)
+        .map(|i| {
+            let before: u128 = (0..g.values.len())
+                .filter(|&v| counted(v) && g.values[v].node < i && last[v].is_some_and(|d| d >= i))
+                .map(bytes)
+                .sum();
+            let born: u128 = g.nodes[i]
+                .outputs
+                .iter()
+                .map(|v| v.0 as usize)
+                .filter(|&v| counted(v) && last[v].is_some())
+                .map(bytes)
+                .sum();
+            before + born
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The 40-layer model's peak of live activations and gradients in training (10.0 GiB;
+/// tests/wasm_plan.rs checks the same number in wasm): 80 tensors of 128 MiB (the input,
+/// the Linear and ReLU outputs of the 39 hidden layers, the gradient entering the last
+/// hidden layer), the logits' gradient (131,072 × 16 floats), the last layer's weight
+/// gradient (16 × 256 floats) and the loss.
+const BIG_MLP_PEAK: u64 = 80 * (128 << 20) + 131_072 * 16 * 4 + 16 * 256 * 4 + 4;
+
+#[test]
+fn memory_bytes_are_64_bit_a_deep_model_past_4_gib_plans_exactly() {
+    let g = big_mlp(40);
+    let p = plan(&g, &Options::new());
+    assert!(p.valid, "{:#?}", p.errors);
+    let m = &p.memory.ipus[0];
+    let want = reference_peak(&p.graph);
+    assert!(want > 8 << 30, "the model keeps more than 8 GiB of activations: {want}");
+    assert_eq!(m.live_peak_bytes as u128, want);
+    assert_eq!(m.live_peak_bytes, liveness(&p.graph).peak());
+    assert_eq!(m.live_peak_bytes, BIG_MLP_PEAK);
+
+    // The peak step and the always-live memory add up, in 64 bits.
+    assert_eq!(m.peak_bytes, m.always_live.total() + m.peak.activations + m.peak.gradients + m.peak.temporaries);
+    assert!(!m.fits && !p.fits);
+    // The live values listed at the peak step add up to its activations and gradients.
+    let v = &p.memory.values;
+    let live: u128 = (0..v.len())
+        .filter(|&k| v.birth[k] <= m.peak_step && m.peak_step <= v.death[k])
+        .map(|k| v.bytes[k] as u128)
+        .sum();
+    assert_eq!(live, (m.peak.activations + m.peak.gradients) as u128);
+    // The JSON carries the exact numbers.
+    let j: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+    assert_eq!(j["memory"]["ipus"][0]["livePeakBytes"].as_u64(), Some(BIG_MLP_PEAK));
+    assert!(p.plan_line().contains(&format!("peak_bytes_max_ipu={}", m.peak_bytes)));
 }

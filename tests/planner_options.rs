@@ -73,6 +73,33 @@ fn options_json_rejects_unknown_keys_naming_them() {
 }
 
 #[test]
+fn options_json_groups_given_as_lists_by_position_are_rejected_naming_the_key() {
+    // Serde reads a struct from an array item by item: `"Training": [4]` would silently be
+    // a gradient accumulation of 4. Every nested group must be an object, like the top level.
+    for (json, key) in [
+        (r#"{"Training": [4]}"#, "`Training`"),
+        (r#"{"Training": [4, "mean", "post", false]}"#, "`Training`"),
+        (r#"{"TensorLocations": [null, {"useOnChipStorage": false}]}"#, "`TensorLocations`"),
+        (r#"{"TensorLocations": {"weight": [false]}}"#, "`TensorLocations.weight`"),
+        (r#"{"TensorLocations": {"accumulator": [true, true]}}"#, "`TensorLocations.accumulator`"),
+        (r#"{"inputReplicaGrouping": [1, "consecutive"]}"#, "`inputReplicaGrouping`"),
+        (r#"{"executionStrategy": ["pipelined"]}"#, "`executionStrategy`"),
+        (r#"{"availableMemoryProportion": [0.5]}"#, "`availableMemoryProportion`"),
+    ] {
+        let e = Options::from_json(json).unwrap_err();
+        assert_eq!(e.code, "options_json", "{json}");
+        assert!(e.message.contains(key) && e.message.contains("must be an object"), "{json}: {e}");
+    }
+    // The same options as objects parse; a null tensor location is the strategy's default.
+    let o = Options::from_json(r#"{"Training": {"gradientAccumulation": 4}, "TensorLocations": {"weight": null}}"#)
+        .unwrap();
+    assert_eq!(o.training.gradient_accumulation, 4);
+    // Through the planner's lenient entry, the plan carries the error.
+    let (o, problems) = Options::from_json_lenient(r#"{"Training": [4]}"#);
+    assert_eq!((o.training.gradient_accumulation, problems[0].code), (1, "options_json"));
+}
+
+#[test]
 fn options_json_values_are_validated_like_the_setters() {
     for (json, code) in [
         (r#"{"deviceIterations": 0}"#, "options_not_positive"),

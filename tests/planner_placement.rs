@@ -4,12 +4,12 @@
 
 mod planner_support;
 
-use ipu_playground::compile::{plan, AutoStage, ExecutionStrategy, Options, PipelinedExecution, StageSpec};
-use ipu_playground::ir::{Op, Pass};
+use ipu_playground::compile::{plan, AutoStage, ExecutionStrategy, Options, PipelinedExecution, Plan, StageSpec};
+use ipu_playground::ir::{BlockKind, Graph, Op, Pass};
 use ipu_playground::rng::Rng;
 use ipu_playground::tensor::DType;
 use ipu_playground::trace::nn::{Linear, Module};
-use ipu_playground::trace::Tracer;
+use ipu_playground::trace::{TraceResult, Tracer, Var};
 use planner_support::*;
 
 fn strategy(s: ExecutionStrategy) -> Options {
@@ -74,9 +74,64 @@ fn blocks_with_one_id_are_one_block() {
     assert_eq!(stages_of_a.len(), 1);
 }
 
+/// Ops `relu`, `exp`, `tanh`, … on a `[4, 8]` input, each recorded as its step says:
+/// `Scoped(id, ipu)` inside its own `with Block(id, ipu_id=ipu)`, `Begin(id, ipu)` after
+/// `BeginBlock`/`Block.start(id, ipu)`, `Plain` with no annotation of its own. The loss (a
+/// mean) is recorded with the last op, inside its scope when that is one.
+enum Step {
+    Scoped(&'static str, usize),
+    Begin(&'static str, usize),
+    Plain,
+}
+
+fn unary(x: &Var, k: usize) -> TraceResult<Var> {
+    match k {
+        0 => x.relu(),
+        1 => x.exp(),
+        2 => x.tanh(),
+        3 => x.sigmoid(),
+        4 => x.neg(),
+        _ => x.gelu(),
+    }
+}
+
+fn steps(list: &[Step]) -> Graph {
+    let tr = Tracer::new();
+    let x = tr.input("x", &[4, 8], DType::Float32).unwrap();
+    let mut h = x;
+    for (k, step) in list.iter().enumerate() {
+        let last = k + 1 == list.len();
+        let op = |h: &Var| -> TraceResult<Var> {
+            let y = unary(h, k)?;
+            if last {
+                y.mean(&[], false)
+            } else {
+                Ok(y)
+            }
+        };
+        h = match step {
+            Step::Scoped(id, ipu) => tr.block(id, Some(*ipu), || op(&h)).unwrap(),
+            Step::Begin(id, ipu) => {
+                tr.begin_block(id, Some(*ipu));
+                op(&h).unwrap()
+            }
+            Step::Plain => op(&h).unwrap(),
+        };
+    }
+    tr.finish(&[&h]).unwrap().graph
+}
+
+/// The IPU of the op named `name`.
+fn ipu_of(g: &Graph, p: &Plan, name: &str) -> usize {
+    p.placement.ipu[g.nodes.iter().position(|n| n.op.name() == name).unwrap()]
+}
+
 #[test]
-fn blocks_once_used_every_op_must_be_inside_one() {
-    // A `Block` context that ends before the model does: the trailing op has no block.
+fn blocks_an_op_after_a_block_scope_ends_has_no_active_block() {
+    // PopTorch's tests/pipelining_test.py `test_missing_block`: `with Block(ipu_id=0)`
+    // around the first op, a second op after it: "No active Block, all the ops must belong
+    // to a Block" (CompilerImpl.cpp setExecutionStrategyAttributes, after end_ipu_block set
+    // the active IPU to -1).
     let mut rng = Rng::new(0);
     let lin = Linear::new(8, 8, true, &mut rng).unwrap();
     let tr = Tracer::new();
@@ -86,10 +141,118 @@ fn blocks_once_used_every_op_must_be_inside_one() {
     let g = tr.finish(&[&loss]).unwrap().graph;
     let p = plan(&g, &Options::new());
     let e = error(&p, "no_active_block");
-    assert!(e.message.contains("all the ops must belong to a Block") && e.message.contains("'relu'"), "{e}");
+    assert!(e.message.starts_with("No active Block, all the ops must belong to a Block"), "{e}");
+    assert!(e.message.contains("'relu'") && e.message.contains("the Block scope 'b0' ended"), "{e}");
+    assert!(e.fix.contains("BeginBlock"), "{}", e.fix);
     let relu = g.nodes.iter().position(|n| n.op.name() == "relu").unwrap();
     assert_eq!(e.node, Some(relu));
+    assert_eq!(p.errors.iter().filter(|e| e.code == "no_active_block").count(), 1, "reported once");
     assert!(!p.valid && !p.fits);
+}
+
+#[test]
+fn blocks_scoped_blocks_on_four_ipus_as_in_poptorchs_inline_example() {
+    // docs/user_guide/pipeline_simple.py (annotations_inline): four `with Block(ipu_id=…)`
+    // scopes, every op inside one, deviceIterations(4).
+    let g = steps(&[Step::Scoped("0", 0), Step::Scoped("1", 1), Step::Scoped("2", 2), Step::Scoped("3", 3)]);
+    let p = plan_opts(&g, |o| {
+        o.device_iterations(4).unwrap();
+    });
+    assert!(p.valid, "{:#?}", p.errors);
+    assert_eq!(
+        p.blocks.iter().map(|b| (b.id.as_str(), b.ipu, b.stage)).collect::<Vec<_>>(),
+        [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3)]
+    );
+    assert!(p.blocks.iter().all(|b| b.kind == Some(BlockKind::Scoped)));
+    assert_eq!(p.stages.len(), 4);
+}
+
+#[test]
+fn blocks_ops_before_the_first_block_of_either_kind_go_on_ipu_0() {
+    // The active IPU starts at 0 (CompilerImpl.hpp: "By default, the active IPU is 0 in case
+    // setActiveIpu is never used"): ops before the first Block scope are placed, not rejected,
+    // like the layers before the first BeginBlock (the BERT example of pipeline_simple.py).
+    for first in [Step::Scoped("a", 1), Step::Begin("a", 1)] {
+        let g = steps(&[Step::Plain, first, Step::Scoped("b", 1)]);
+        let p = plan_opts(&g, |o| {
+            o.device_iterations(2).unwrap();
+        });
+        assert!(p.valid, "{:#?}", p.errors);
+        assert_eq!((ipu_of(&g, &p, "relu"), ipu_of(&g, &p, "exp"), ipu_of(&g, &p, "tanh")), (0, 1, 1));
+        assert_eq!(p.blocks[0].id, "(default)");
+        assert_eq!(p.blocks[0].kind, None);
+    }
+}
+
+#[test]
+fn blocks_a_scope_ends_every_block_even_an_enclosing_one_or_an_earlier_begin_block() {
+    // PopTorch keeps no stack of blocks: `Block.__exit__` calls end_ipu_block whatever was
+    // active before, so ops after an inner scope (inside an outer one), or after a scope
+    // that followed a BeginBlock, have no block.
+    let tr = Tracer::new();
+    let x = tr.input("x", &[4, 8], DType::Float32).unwrap();
+    let y = tr
+        .block("outer", Some(0), || {
+            let h = tr.block("inner", Some(0), || x.relu())?;
+            h.exp() // after the inner scope: no active block
+        })
+        .unwrap();
+    let g = tr.finish(&[&y.mean(&[], false).unwrap()]).unwrap().graph;
+    let p = plan(&g, &Options::new());
+    let e = error(&p, "no_active_block");
+    assert!(e.message.contains("'exp'") && e.message.contains("'inner' ended"), "{e}");
+
+    let g = steps(&[Step::Begin("begin", 0), Step::Scoped("scoped", 0), Step::Plain]);
+    let p = plan(&g, &Options::new());
+    let e = error(&p, "no_active_block");
+    assert!(e.message.contains("'tanh'"), "{e}");
+    assert_eq!(e.node, g.nodes.iter().position(|n| n.op.name() == "tanh"));
+
+    // A BeginBlock after the scope makes the later ops valid again, and they inherit it.
+    let g = steps(&[Step::Scoped("scoped", 0), Step::Begin("begin", 1), Step::Plain, Step::Plain]);
+    let p = plan_opts(&g, |o| {
+        o.device_iterations(2).unwrap();
+    });
+    assert!(p.valid, "{:#?}", p.errors);
+    assert_eq!(
+        ["relu", "exp", "tanh", "sigmoid", "mean"].map(|op| ipu_of(&g, &p, op)),
+        [0, 1, 1, 1, 1],
+        "ops after a BeginBlock inherit it"
+    );
+    assert_eq!(p.blocks.iter().map(|b| b.kind).collect::<Vec<_>>(), [Some(BlockKind::Scoped), Some(BlockKind::Begin)]);
+}
+
+#[test]
+fn blocks_kind_reaches_backward_nodes_and_a_graph_without_kinds_keeps_the_old_rule() {
+    // Autograd copies the forward node's meta, the Block kind included.
+    let g = steps(&[Step::Begin("a", 0), Step::Scoped("b", 1)]);
+    let opts = ipu_playground::autograd::TrainOptions { input_grads: vec!["x".into()], ..Default::default() };
+    let tg = ipu_playground::autograd::training_graph(&g, 0, &opts).unwrap().graph;
+    let backward: Vec<_> =
+        tg.nodes.iter().filter(|n| n.meta.pass == Pass::Backward && n.meta.block.is_some()).collect();
+    assert!(backward.iter().any(|n| n.meta.block.as_deref() == Some("a")));
+    assert!(backward.iter().any(|n| n.meta.block.as_deref() == Some("b")));
+    for n in backward {
+        let want = if n.meta.block.as_deref() == Some("a") { BlockKind::Begin } else { BlockKind::Scoped };
+        assert_eq!(n.meta.block_kind, Some(want), "{}", n.op.name());
+    }
+    // A graph made elsewhere, with blocks but no kinds: an op without a block after them
+    // is rejected (unknown kind: as a scope), and after a BeginBlock it inherits the block.
+    let mut g = steps(&[Step::Scoped("a", 0), Step::Plain]);
+    for n in g.nodes.iter_mut() {
+        if n.meta.block_kind == Some(BlockKind::Ended) || n.meta.block.is_some() {
+            n.meta.block_kind = None;
+        }
+    }
+    assert!(error(&plan(&g, &Options::new()), "no_active_block").message.contains("'exp'"));
+    let mut g = steps(&[Step::Begin("a", 1), Step::Plain]);
+    let exp = g.nodes.iter().position(|n| n.op.name() == "exp").unwrap();
+    g.nodes[exp].meta.block = None;
+    g.nodes[exp].meta.ipu = None;
+    g.nodes[exp].meta.block_kind = None;
+    let p = plan(&g, &Options::new());
+    assert!(p.valid, "{:#?}", p.errors);
+    assert_eq!(ipu_of(&g, &p, "exp"), 1);
 }
 
 #[test]
@@ -197,6 +360,16 @@ fn autostage_explicit_stage_lists_are_checked() {
     o.device_iterations(2).unwrap();
     let p = plan(&g, &o);
     assert!(p.valid && warning_codes(&p).contains(&"dead_block"), "{:#?}", p.errors);
+    // A stage list and an AutoStage: the list decides, with a warning.
+    let mut o = strategy(ExecutionStrategy::Pipelined(PipelinedExecution {
+        auto_stage: Some(AutoStage::AutoIncrement),
+        stages: Some(vec![StageSpec::new(&["a"]), StageSpec::new(&["b"])]),
+    }));
+    o.device_iterations(2).unwrap();
+    let p = plan(&g, &o);
+    assert!(p.valid, "{:#?}", p.errors);
+    assert_eq!(warning_codes(&p), ["auto_stage_ignored"]);
+    assert_eq!(p.blocks.iter().map(|b| b.stage).collect::<Vec<_>>(), [0, 1]);
 }
 
 #[test]
@@ -277,6 +450,6 @@ fn ipu_count_inter_ipu_copies_carry_values_across() {
         let prod = p.graph.values[c.value as usize].node;
         assert_eq!(p.placement.ipu[prod], c.from_ipu);
         assert_eq!(p.placement.ipu[c.node], c.to_ipu);
-        assert_eq!(c.bytes, p.graph.values[c.value as usize].ty.nbytes());
+        assert_eq!(c.bytes, p.graph.values[c.value as usize].ty.nbytes() as u64);
     }
 }

@@ -74,6 +74,23 @@ fn pipelined_training_needs_gradient_accumulation_of_at_least_the_stages() {
 }
 
 #[test]
+fn pipelined_training_without_optimizer_updates_warns_that_no_state_is_counted() {
+    let fwd = on_ipus(&[0, 1], false);
+    let tg = ipu_playground::autograd::training_graph(&fwd, 0, &Default::default()).unwrap().graph;
+    let p = plan_opts(&tg, |o| {
+        o.gradient_accumulation(3).unwrap();
+    });
+    assert!(p.valid && p.training, "{:#?}", p.errors);
+    assert_eq!(warning_codes(&p), ["no_optimizer"]);
+    assert!(p.memory.ipus.iter().all(|m| m.always_live.optimizer == 0));
+    // With the optimizer's updates: no warning.
+    let p = plan_opts(&on_ipus(&[0, 1], true), |o| {
+        o.gradient_accumulation(3).unwrap();
+    });
+    assert!(p.warnings.is_empty(), "{:#?}", p.warnings);
+}
+
+#[test]
 fn pipelined_inference_needs_device_iterations_of_at_least_the_stages() {
     let g = on_ipus(&[0, 1], false);
     let p = plan(&g, &Options::new());
@@ -303,6 +320,19 @@ fn phased_parallel_phases_alternate_even_and_odd_ipus() {
     // Serial phases may use any IPUs.
     let p = plan(&g, &phased(false, vec![two("a0", "a1", 0, 1), two("b0", "b1", 0, 1), two("c0", "c1", 0, 1)], |_| {}));
     assert!(p.valid, "{:#?}", p.errors);
+}
+
+#[test]
+fn phased_serial_phases_on_different_ipu_groups_are_a_warning() {
+    // Serial phases run one after another on the same IPUs (`phase(k).ipus(0, 1)` for
+    // every k): phases on IPU 0, then IPU 1, then IPU 0 get a warning; all on IPU 0 none.
+    let g = on_ipus(&[0, 0, 0], false);
+    let p = plan(&g, &phased(false, three_phases_on([0, 1, 0]), |_| {}));
+    assert!(p.valid, "{:#?}", p.errors);
+    assert_eq!(warning_codes(&p), ["serial_phase_ipus"]);
+    assert!(p.warnings[0].message.contains("[[0], [1], [0]]"), "{}", p.warnings[0].message);
+    let p = plan(&g, &phased(false, three_phases_on([0, 0, 0]), |_| {}));
+    assert!(p.warnings.is_empty(), "{:#?}", p.warnings);
 }
 
 #[test]

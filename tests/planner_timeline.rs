@@ -95,6 +95,110 @@ fn timeline_faster_generations_take_less_time() {
     assert!(mk1 > mk2 && mk2 > bow, "{mk1} {mk2} {bow}");
 }
 
+#[test]
+fn timeline_gradient_accumulation_mean_strategy_running_updates_each_micro_batch_post_divides_once() {
+    // PopART: with Running (and Mean reduction) each AccumulateOp keeps the running mean,
+    // accum = (1 - 1/n)·accum + (1/n)·grad, computing its two factors from a counter with
+    // three scalar ops every micro-batch (popx/op/accumulatex.cpp); with Post the sum is
+    // divided by accumulation × replicas once, folded into the optimizer's scalars
+    // (compoundscalarhelper.cpp): no extra op. One IPU, two Linear layers: 4 parameters.
+    use ipu_playground::compile::options::{MeanReductionStrategy, ReductionType};
+    let g = on_ipus(&[0, 0], true);
+    let params = g.nodes.iter().filter(|n| n.op.name() == "optimizer_update").count();
+    assert_eq!(params, 4);
+    let step = |accumulation: usize, reduction: ReductionType, strategy: MeanReductionStrategy| {
+        let p = plan_opts(&g, |o| {
+            o.gradient_accumulation(accumulation)
+                .unwrap()
+                .accumulation_and_replication_reduction_type(reduction)
+                .unwrap()
+                .set_mean_accumulation_and_replication_reduction_strategy(strategy)
+                .unwrap();
+        });
+        assert!(p.valid, "{:#?}", p.errors);
+        (p.time.iteration_time_s, p.generation.clone())
+    };
+    let (post, gen) = step(4, ReductionType::Mean, MeanReductionStrategy::Post);
+    let (running, _) = step(4, ReductionType::Mean, MeanReductionStrategy::Running);
+    let scalar_op = (gen.op_overhead_cycles + gen.sync_cycles) / gen.clock_hz;
+    let want = 4.0 * params as f64 * 3.0 * scalar_op;
+    assert!(((running - post) - want).abs() < 1e-9 * running, "Running - Post = {} s, want {want} s", running - post);
+    // Sum reduction has no mean to keep: Running is the same as Post.
+    let (sum_post, _) = step(4, ReductionType::Sum, MeanReductionStrategy::Post);
+    let (sum_running, _) = step(4, ReductionType::Sum, MeanReductionStrategy::Running);
+    assert_eq!(sum_post, sum_running);
+    assert_eq!(sum_post, post);
+    // Without accumulation there is no accumulator to update.
+    let (one_post, _) = step(1, ReductionType::Mean, MeanReductionStrategy::Post);
+    let (one_running, _) = step(1, ReductionType::Mean, MeanReductionStrategy::Running);
+    assert_eq!(one_post, one_running);
+}
+
+#[test]
+fn timeline_gradient_accumulation_adds_each_gradient_into_its_accumulator_every_micro_batch() {
+    // Per micro-batch, every weight's gradient is added into its accumulator: an
+    // elementwise pass reading the gradient and the accumulator and writing it back.
+    let g = chain_sized(&[("b0", Some(0))], true, 64, 4096);
+    let iteration = |n: usize| {
+        plan_opts(&g, |o| {
+            o.gradient_accumulation(n).unwrap();
+        })
+        .time
+        .iteration_time_s
+    };
+    let p = plan(&g, &Options::new());
+    let gen = &p.generation;
+    // 4096 × 4096 weights and 4096 biases, float32.
+    let bytes = (4096.0 * 4096.0 + 4096.0) * 4.0;
+    let per_update = (gen.op_overhead_cycles + gen.sync_cycles) / gen.clock_hz;
+    let accumulate = 2.0 * per_update + 3.0 * bytes / (gen.memory_bandwidth * gen.elementwise_efficiency);
+    // From 2 to 3 micro-batches: one more micro-batch of work and of accumulation.
+    let (two, three, four) = (iteration(2), iteration(3), iteration(4));
+    assert!(((four - three) - (three - two)).abs() < 1e-9 * four, "linear in the micro-batches");
+    let one_more = three - two;
+    let micro_batch_work = one_more - accumulate;
+    assert!(micro_batch_work > 0.0);
+    // The accumulation is in each micro-batch's share, not in the plan with one micro-batch.
+    assert!((iteration(2) - iteration(1) - one_more - accumulate).abs() < 1e-9 * four);
+}
+
+#[test]
+fn timeline_automatic_loss_scaling_histograms_every_float16_gradient() {
+    // PopART's automaticlossscaling.cpp: a histogram of each float16 gradient every
+    // micro-batch (default tracking: every non-view-changing gradient tensor), and the
+    // loss scale's update once per iteration. A float32 model has no histograms.
+    let tr = Tracer::new();
+    let x = tr.input("x", &[64, 256], DType::Float16).unwrap();
+    let w = Rc::new(Tensor::zeros(&[256, 256], DType::Float16));
+    let y = x.matmul(&tr.param("w", &w).unwrap()).unwrap().relu().unwrap();
+    let loss = y.mean(&[], false).unwrap();
+    let fwd = tr.finish(&[&loss]).unwrap().graph;
+    let tg = ipu_playground::autograd::training_graph(&fwd, 0, &Default::default()).unwrap().graph;
+    let time = |als: bool| {
+        let mut o = Options::new();
+        o.set_automatic_loss_scaling(als).unwrap();
+        let p = plan(&tg, &o);
+        (p.time.iteration_time_s, p.generation.clone())
+    };
+    let ((off, gen), (on, _)) = (time(false), time(true));
+    let op = (gen.op_overhead_cycles + gen.sync_cycles) / gen.clock_hz;
+    let rate = gen.memory_bandwidth * gen.elementwise_efficiency;
+    let mut want = op; // the loss scale's update
+    for n in tg.nodes.iter().filter(|n| n.meta.pass == ipu_playground::ir::Pass::Backward) {
+        if matches!(n.op.name(), "reshape" | "permute") {
+            continue;
+        }
+        for v in &n.outputs {
+            let ty = tg.ty(*v);
+            if ty.dtype == DType::Float16 {
+                want += op + ty.numel() as f64 * 2.0 / rate;
+            }
+        }
+    }
+    assert!(want > 2.0 * op, "some float16 gradients are tracked");
+    assert!(((on - off) - want).abs() < 1e-9 * on, "ALS adds {} s, want {want} s", on - off);
+}
+
 // ---- replicas ----
 
 #[test]

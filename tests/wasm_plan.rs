@@ -26,7 +26,7 @@ fn message(err: JsValue) -> String {
 }
 
 #[wasm_bindgen_test]
-fn a_traced_mlp_plans_on_one_ipu_with_defaults() {
+fn options_a_traced_mlp_plans_on_one_ipu_with_defaults() {
     let model = api::trace_mlp(json("[4, 16, 3]"), 8.into()).unwrap();
     let plan = api::plan::plan(model.clone(), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap();
     assert_eq!(get(&plan, "valid"), JsValue::TRUE);
@@ -43,7 +43,7 @@ fn a_traced_mlp_plans_on_one_ipu_with_defaults() {
 }
 
 #[wasm_bindgen_test]
-fn invalid_configurations_are_plans_with_errors() {
+fn ipu_count_invalid_configurations_are_plans_with_errors() {
     let m = api::plan::demo_model("mlp".into(), json(r#"{"layers": 3, "ipus": 3, "small": true}"#)).unwrap();
     let plan = api::plan::plan(m.clone(), json(r#"{"deviceIterations": 3}"#), JsValue::UNDEFINED).unwrap();
     assert_eq!(get(&plan, "valid"), JsValue::FALSE);
@@ -64,7 +64,7 @@ fn invalid_configurations_are_plans_with_errors() {
 }
 
 #[wasm_bindgen_test]
-fn training_plans_build_the_training_graph() {
+fn pipelined_training_plans_build_the_training_graph() {
     let m = api::plan::demo_model(
         "transformer".into(),
         json(r#"{"layers": 2, "ipus": 2, "small": true, "training": true}"#),
@@ -85,7 +85,7 @@ fn training_plans_build_the_training_graph() {
 }
 
 #[wasm_bindgen_test]
-fn nothing_to_plan_throws_an_error_naming_the_cause() {
+fn options_nothing_to_plan_throws_an_error_naming_the_cause() {
     let e = message(api::plan::plan(JsValue::from(42), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap_err());
     assert!(e.contains("trace()"), "{e}");
     let e = message(api::plan::plan(json(r#"{"traced": 1}"#), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap_err());
@@ -103,4 +103,33 @@ fn nothing_to_plan_throws_an_error_naming_the_cause() {
     assert!(e.contains("layers must be from 1"), "{e}");
     // Still usable afterwards.
     assert!(api::plan::plan(mlp, JsValue::UNDEFINED, JsValue::UNDEFINED).is_ok());
+}
+
+/// The planner's byte counts are 64-bit in wasm32, where `usize` is 32 bits: a deep MLP's
+/// training plan keeps 10 GiB of activations, the same exact number as natively
+/// (tests/planner_memory.rs `BIG_MLP_PEAK`), in the core's Plan and in the JSON the JS
+/// API returns.
+#[wasm_bindgen_test]
+fn memory_bytes_past_4_gib_are_exact_in_wasm32() {
+    use ipu_playground::autograd::{training_graph, TrainOptions};
+    use ipu_playground::compile::{plan, Options};
+    use ipu_playground::ir::OptimizerStep;
+    use ipu_playground::models::{demo_model, DemoKind, DemoSizes};
+    // 80 tensors of 128 MiB, the logits' gradient, the last weight gradient and the loss.
+    const PEAK: u64 = 80 * (128 << 20) + 131_072 * 16 * 4 + 16 * 256 * 4 + 4;
+    assert!(PEAK > u32::MAX as u64);
+    let sizes = DemoSizes { batch: 131_072, input: 256, width: 256, classes: 16, ..DemoSizes::small(DemoKind::Mlp) };
+    let demo = demo_model(DemoKind::Mlp, 40, 1, true, &sizes).unwrap();
+    let sgd = OptimizerStep::sgd(0.01, 0.9, 0.0);
+    let tg =
+        training_graph(&demo.trace.graph, 0, &TrainOptions { optimizer: Some(sgd), ..Default::default() }).unwrap();
+    let p = plan(&tg.graph, &Options::new());
+    let m = &p.memory.ipus[0];
+    assert_eq!(m.live_peak_bytes, PEAK);
+    assert_eq!(m.peak_bytes, m.always_live.total() + m.peak.on_chip());
+    assert!(!m.fits);
+    let j = JSON::parse(&p.to_json()).unwrap();
+    let ipu0 = get(&j, "memory.ipus").dyn_into::<Array>().unwrap().get(0);
+    assert_eq!(get(&ipu0, "livePeakBytes").as_f64(), Some(PEAK as f64));
+    assert_eq!(get(&ipu0, "peakBytes").as_f64(), Some(m.peak_bytes as f64));
 }

@@ -6,7 +6,8 @@ import { Store, presetState, PRESETS, VIEWS } from "./state.js";
 import { createEditor } from "./editor.js";
 import { EngineClient, EngineError } from "./engine/client.js";
 import { Request, Event, ErrorKind } from "./engine/protocol.js";
-import { toPlannerOptions, validateOptions } from "./options.js";
+import { toPlannerOptions } from "./options.js";
+import { fitItems, sourceOf, editorLine } from "./plan/adapter.js";
 import { presetById } from "./presets/index.js";
 import { createOptionsPanel } from "./views/options.js";
 import { createGraphView } from "./views/graph.js";
@@ -151,11 +152,9 @@ async function analyse() {
 /** Plan errors and warnings tied to a node of the editor's code, as editor diagnostics. */
 function planDiagnostics(result) {
   const out = [];
-  for (const [list, severity] of [[result.plan.errors ?? [], "error"], [result.plan.warnings ?? [], "warning"]]) {
-    for (const e of list) {
-      const m = Number.isInteger(e.node) ? /^model\.js:(\d+)$/.exec(result.graph.nodes[e.node]?.meta?.source ?? "") : null;
-      if (m) out.push({ line: Number(m[1]), message: e.fix ? `${e.message}\nFix: ${e.fix}` : e.message, severity });
-    }
+  for (const e of fitItems(result.plan, result.checks)) {
+    const line = editorLine(sourceOf(result.plan, result.graph, e.node));
+    if (line) out.push({ line, message: e.fix ? `${e.message}\nFix: ${e.fix}` : e.message, severity: e.level });
   }
   return out;
 }
@@ -168,16 +167,17 @@ function showAnalysis(result, ms) {
   $("panels").classList.remove("stale");
   for (const id of VIEWS) dirty.add(id);
   renderView(store.get().view);
-  const p = result.plan;
-  const problems = (p.errors?.length ?? 0) + (p.warnings?.length ?? 0);
-  setAnalysisState(p.errors?.length ? "warn" : "ok", p.errors?.length ? `${p.errors.length} plan error${p.errors.length > 1 ? "s" : ""}` : "traced");
-  tabs.fit.dataset.count = problems ? String(problems) : "";
+  const items = fitItems(result.plan, result.checks);
+  optionsPanel.showPlanDiagnostics(items);
+  const errors = items.filter((i) => i.level === "error").length;
+  setAnalysisState(errors ? "warn" : "ok", errors ? `${errors} plan error${errors > 1 ? "s" : ""}` : result.plan.fits ? "planned · fits" : "planned");
+  tabs.fit.dataset.count = items.length ? String(items.length) : "";
   if (result.kind === "revgnn") {
     revgnnConfig = result.revgnn;
     updateTrainingConfig();
   }
   document.body.dataset.seq = String(latest);
-  setStatus(`Traced ${result.graph.nodes.length} nodes in ${Math.round(ms)} ms · Ready`);
+  setStatus(`Traced ${result.graph.nodes.length} nodes and planned ${result.plan.numNodes} in ${Math.round(ms)} ms · Ready`);
   if (!firstRender) {
     firstRender = performance.now();
     performance.mark("first-render");
@@ -306,7 +306,6 @@ async function boot() {
   showView(s.view);
   if (store.source === "link") setStatus("Restored from the link");
   if (store.source === "bad-link") setStatus("The link could not be read; showing your last state", true);
-  for (const e of validateOptions(s.options)) optionsPanel.showFieldError(e.field, e.message);
 
   store.onForeignHash(() => location.reload()); // a pasted link: load its state
   $("share").addEventListener("click", async () => {

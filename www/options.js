@@ -1,101 +1,155 @@
-// The planner's Options JSON as the page holds it (camelCase, the shape of poptorch.Options:
-// `Training`, `TensorLocations`, `Precision` groups), its defaults, and the checks the page
-// can make before the planner sees it. Shared by the page (options panel, state.js) and the
-// worker (the placeholder plan reads it). When the planner lands, toPlannerOptions() is the
-// one place to adapt a renamed key.
+// The options the page holds, in the planner's own Options JSON (poptorch.Options in camelCase,
+// `Training` and `TensorLocations` nested: crate/src/compile/options.rs is its one definition and
+// the planner its one validator). The IPUs in the system are the page's own setting, never sent
+// in it.
+//
+// The page checks only what it needs to build the JSON (a count field holds a whole number);
+// every rule (ranges, PopTorch's combinations) is the planner's, whose diagnostics
+// fieldOfDiagnostic() ties back to the panel's fields.
 
 export const STRATEGIES = Object.freeze({
   pipelined: "Pipelined",
   sharded: "Sharded",
-  serial_phased: "Serial phased",
-  parallel_phased: "Parallel phased",
+  serialPhased: "Serial phased",
+  parallelPhased: "Parallel phased",
 });
 
-export const GENERATIONS = Object.freeze({
-  // §B of the project's reference notes: tiles and SRAM per tile.
-  mk1: { name: "Mk1 GC2", tiles: 1216, bytesPerTile: 256 * 1024 },
-  mk2: { name: "Mk2 GC200", tiles: 1472, bytesPerTile: 638976 },
-  bow: { name: "Bow", tiles: 1472, bytesPerTile: 638976 },
+export const AUTO_STAGES = Object.freeze({
+  sameAsIpu: "SameAsIpu (stage = IPU)",
+  autoIncrement: "AutoIncrement (a stage per Block)",
 });
 
-export const LOCATIONS = Object.freeze({ onChip: "On chip", offChip: "Streaming memory" });
-export const TENSOR_CLASSES = Object.freeze(["activations", "weights", "optimizer", "accumulators"]);
+/** The generations the planner knows (their numbers come back in each plan's `generation`). */
+export const GENERATIONS = Object.freeze({ mk1: "Mk1 (GC2)", mk2: "Mk2 (GC200)", bow: "Bow" });
 
+/** A tensor class's location: the strategy's default (key left out), on chip, or Streaming Memory. */
+export const LOCATIONS = Object.freeze({ default: "Strategy's default", onChip: "On chip", offChip: "Streaming Memory" });
+
+/** TensorLocations' classes (the planner's keys) and their labels. */
+export const TENSOR_CLASSES = Object.freeze({
+  activation: "Activations",
+  weight: "Weights",
+  optimizer: "Optimizer state",
+  accumulator: "Accumulators",
+});
+
+/** PopTorch's defaults for what the panel shows. */
 export function defaultOptions() {
   return {
     deviceIterations: 1,
     replicationFactor: 1,
-    autoRoundNumIpus: false,
-    executionStrategy: { type: "pipelined", autoStage: "SameAsIpu" },
-    Training: { gradientAccumulation: 1, lossScaling: 1, autoLossScaling: false },
-    TensorLocations: { activations: "onChip", weights: "onChip", optimizer: "onChip", accumulators: "onChip" },
-    Precision: { float16: false },
+    autoRoundNumIPUs: false,
+    executionStrategy: { type: "pipelined", autoStage: "sameAsIpu" },
     ipuGeneration: "mk2",
+    Training: { gradientAccumulation: 1, automaticLossScaling: false },
+    TensorLocations: {},
   };
 }
 
-/** `base` with `patch` merged in, group by group (a preset's or a link's partial options). */
+const GROUPS = new Set(["Training", "TensorLocations"]);
+
+/** `base` with `patch` merged in, the nested groups key by key (a preset's or a link's options). */
 export function mergeOptions(base, patch = {}) {
   const out = structuredClone(base);
   for (const [k, v] of Object.entries(patch ?? {})) {
-    if (v && typeof v === "object" && !Array.isArray(v) && out[k] && typeof out[k] === "object" && k !== "executionStrategy") {
-      out[k] = { ...out[k], ...v };
-    } else {
-      out[k] = structuredClone(v);
-    }
+    if (GROUPS.has(k) && v && typeof v === "object" && !Array.isArray(v)) out[k] = { ...(out[k] ?? {}), ...structuredClone(v) };
+    else out[k] = structuredClone(v);
   }
   return out;
 }
 
-const whole = (v, min, max) => Number.isInteger(v) && v >= min && v <= max;
+/** The location select's value for a TensorLocations entry. */
+export function locationOf(settings) {
+  if (!settings || typeof settings !== "object" || typeof settings.useOnChipStorage !== "boolean") return "default";
+  return settings.useOnChipStorage ? "onChip" : "offChip";
+}
+
+/** A TensorLocations entry for the select's value (undefined: leave the key out). */
+export function locationSettings(value) {
+  if (value === "onChip") return { useOnChipStorage: true };
+  if (value === "offChip") return { useOnChipStorage: false };
+  return undefined;
+}
+
+const COUNTS = {
+  deviceIterations: (o) => o.deviceIterations,
+  replicationFactor: (o) => o.replicationFactor,
+  gradientAccumulation: (o) => o.Training?.gradientAccumulation,
+};
 
 /**
- * Problems with `o`, each { field, message }: `field` is the options panel's input it
- * belongs to (its id without the "opt-" prefix).
+ * What keeps `o` from being Options JSON the planner can read, each { field, message }
+ * (`field`: the panel's input, its id without "opt-"). Ranges are the planner's to judge.
  */
-export function validateOptions(o) {
+export function typeErrors(o) {
   const errors = [];
-  const bad = (field, message) => errors.push({ field, message });
-  if (!o || typeof o !== "object") return [{ field: "strategy", message: "The options must be an object" }];
-  if (!whole(o.deviceIterations, 1, 1 << 20)) bad("deviceIterations", `Device iterations must be a whole number from 1 to ${1 << 20}, got ${show(o.deviceIterations)}`);
-  if (!whole(o.replicationFactor, 1, 64)) bad("replicationFactor", `Replication factor must be a whole number from 1 to 64, got ${show(o.replicationFactor)}`);
-  const acc = o.Training?.gradientAccumulation;
-  if (!whole(acc, 1, 1 << 20)) bad("gradientAccumulation", `Gradient accumulation must be a whole number from 1 to ${1 << 20}, got ${show(acc)}`);
-  const ls = o.Training?.lossScaling;
-  if (typeof ls !== "number" || !Number.isFinite(ls) || ls <= 0) bad("lossScaling", `Loss scaling must be a positive number, got ${show(ls)}`);
-  const s = o.executionStrategy;
-  if (!s || !Object.hasOwn(STRATEGIES, s.type)) {
-    bad("strategy", `Unknown execution strategy ${show(s?.type)}: use ${Object.keys(STRATEGIES).join(", ")}`);
-  } else if (s.type.endsWith("_phased")) {
-    if (!Array.isArray(s.phases) || s.phases.length === 0) {
-      bad("phases", "There is currently no AutoStage for PhasedExecution, please explicitly specify the phases");
-    } else {
-      s.phases.forEach((phase, p) => {
-        if (!Array.isArray(phase) || phase.length === 0) return bad("phases", `Phase ${p} must be a list of stages, e.g. [{ "blocks": ["b0"], "ipu": 0 }]`);
-        phase.forEach((st, i) => {
-          if (!st || !Array.isArray(st.blocks) || st.blocks.length === 0 || st.blocks.some((b) => typeof b !== "string")) {
-            bad("phases", `Phase ${p}, stage ${i}: "blocks" must be a list of Block ids`);
-          } else if (!whole(st.ipu, 0, 63)) {
-            bad("phases", `Phase ${p}, stage ${i}: "ipu" must be a whole number from 0 to 63, got ${show(st.ipu)}`);
-          }
-        });
-      });
-    }
-  } else if (!["SameAsIpu", "AutoIncrement"].includes(s.autoStage ?? "SameAsIpu")) {
-    bad("autoStage", `Unknown AutoStage ${show(s.autoStage)}: use SameAsIpu or AutoIncrement`);
-  }
-  if (!Object.hasOwn(GENERATIONS, o.ipuGeneration)) bad("ipuGeneration", `Unknown IPU generation ${show(o.ipuGeneration)}: use ${Object.keys(GENERATIONS).join(", ")}`);
-  for (const c of TENSOR_CLASSES) {
-    if (!Object.hasOwn(LOCATIONS, o.TensorLocations?.[c])) bad(`loc-${c}`, `Tensor location of ${c} must be onChip or offChip, got ${show(o.TensorLocations?.[c])}`);
+  for (const [field, get] of Object.entries(COUNTS)) {
+    const v = get(o);
+    if (!Number.isInteger(v) || v < 0) errors.push({ field, message: `Must be a whole number (0, 1, 2, …), got ${v === undefined ? "nothing" : JSON.stringify(v)}` });
   }
   return errors;
 }
 
-function show(v) {
-  return v === undefined ? "nothing" : JSON.stringify(v);
+/** The Options JSON to send to the planner: `o` without keys left unset. */
+export function toPlannerOptions(o) {
+  const out = structuredClone(o);
+  for (const [k, v] of Object.entries(out.TensorLocations ?? {})) if (v === undefined || v === null) delete out.TensorLocations[k];
+  return out;
 }
 
-/** The Options JSON as the planner reads it (today the same object; the one place to adapt). */
-export function toPlannerOptions(o) {
-  return structuredClone(o);
+// Which panel field a planner diagnostic is about: by its code, or (for the codes that name
+// any option) by the option its message names first.
+const FIELD_OF_CODE = {
+  pipeline_gradient_accumulation: "gradientAccumulation",
+  inference_gradient_accumulation: "gradientAccumulation",
+  pipeline_device_iterations: "deviceIterations",
+  ipu_count_not_power_of_two: "autoRound",
+  ipu_count_rounded: "autoRound",
+  too_many_ipus: "replicationFactor",
+  broadcast_buffers: "replicationFactor",
+  replicated_tensor_sharding_without_replicas: "replicationFactor",
+  inference_training_options: "automaticLossScaling",
+  same_as_ipu_without_ipu: "autoStage",
+  stage_order_conflict: "autoStage",
+  auto_stage_ignored: "autoStage",
+  phased_auto_stage: "phases",
+  unknown_block: "phases",
+  block_in_several_stages: "phases",
+  phase_ipus_mismatch: "phases",
+  parallel_phase_parity: "phases",
+  serial_phase_ipus: "phases",
+  stage_missing: "phases",
+  liveness_serial_only: "phases",
+  dead_block: "phases",
+  not_enough_ipus: "ipus",
+};
+
+const FIELD_OF_KEY = [
+  ["gradientAccumulation", "gradientAccumulation"],
+  ["deviceIterations", "deviceIterations"],
+  ["replicationFactor", "replicationFactor"],
+  ["autoRoundNumIPUs", "autoRound"],
+  ["automaticLossScaling", "automaticLossScaling"],
+  ["ipuGeneration", "ipuGeneration"],
+  ["variant `mk", "ipuGeneration"],
+  ["phase", "phases"],
+  ["stage", "phases"],
+  ["block", "phases"],
+];
+
+/** The panel field `d` (a plan error or warning) belongs to, or null. */
+export function fieldOfDiagnostic(d) {
+  if (Object.hasOwn(FIELD_OF_CODE, d.code)) return FIELD_OF_CODE[d.code];
+  if (d.code === "options_not_positive" || d.code === "options_json") {
+    // Only what the message says is wrong, not the list of what was expected.
+    const text = (d.message ?? "").split(/,? expected (one of|a|an) /)[0];
+    if (/unknown field `/.test(text)) return "options";
+    let best = null;
+    for (const [key, field] of FIELD_OF_KEY) {
+      const at = text.indexOf(key);
+      if (at >= 0 && (best === null || at < best.at)) best = { at, field };
+    }
+    return best ? best.field : "options";
+  }
+  return null;
 }

@@ -8,7 +8,9 @@ import { PRESETS, DEFAULT_PRESET, presetById } from "./presets/index.js";
 export const STORAGE_KEY = "ipu-playground.state";
 export const VIEWS = Object.freeze(["graph", "assignment", "memory", "execution", "fit", "training"]);
 export const DATASET_NAMES = Object.freeze(["PubMed", "Cora", "CiteSeer"]);
-const VERSION = 1;
+// 2: options became the planner's Options JSON (version 1 held the page's own draft of it,
+// whose options are not carried over).
+const VERSION = 2;
 
 /** The state a preset starts from. */
 export function presetState(id, base = {}) {
@@ -31,8 +33,10 @@ export function sanitize(raw) {
   if (!raw || typeof raw !== "object") return base;
   const s = { ...base };
   if (typeof raw.code === "string" && raw.code.length <= 200_000) s.code = raw.code;
-  if (raw.options && typeof raw.options === "object") s.options = mergeOptions(defaultOptions(), raw.options);
-  if (Number.isInteger(raw.ipus) && raw.ipus >= 1 && raw.ipus <= 1024) s.ipus = raw.ipus;
+  if (raw.v === VERSION) {
+    if (raw.options && typeof raw.options === "object" && !Array.isArray(raw.options)) s.options = mergeOptions(defaultOptions(), raw.options);
+    if (Number.isInteger(raw.ipus) && raw.ipus >= 1 && raw.ipus <= 1024) s.ipus = raw.ipus;
+  }
   if (VIEWS.includes(raw.view)) s.view = raw.view;
   if (["ipu", "stage", "phase"].includes(raw.colorBy)) s.colorBy = raw.colorBy;
   if (raw.train && typeof raw.train === "object") {

@@ -1,15 +1,19 @@
 //! Demo models for the planner, traced with one Block per IPU the way a PopTorch user
 //! annotates them (`BeginBlock` at each IPU's first layer): an MLP, a transformer encoder
-//! and RevGNN with PubMed-like padded sizes (no data needed). The planner's example, its
-//! tests and benchmark, and the JavaScript `demoModel` share them, with inputs the CPU
-//! executor can run ([`demo_inputs`]).
+//! and RevGNN (by default with PubMed-like padded sizes; no data needed — traced by
+//! `gnn::preview`, the one home of RevGNN without data). The planner's example, its tests
+//! and benchmark, and the JavaScript `demoModel` share them ([`DemoConfig`] is its
+//! configuration), with inputs the CPU executor can run ([`demo_inputs`]).
 
 use crate::gnn::nn::{RevGnn, RevGnnConfig};
+use crate::gnn::preview::{self, GraphSizes};
 use crate::ir::{InputKind, Reduction, TensorType};
 use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
-use crate::trace::nn::{call, Arg, Dropout, Embedding, LayerNorm, Linear, Module};
-use crate::trace::{SparseVar, Trace, TraceError, TraceResult, Tracer, Var};
+use crate::trace::check::ArgError;
+use crate::trace::nn::{call, Embedding, LayerNorm, Linear};
+use crate::trace::{Trace, TraceError, TraceResult, Tracer, Var};
+use serde::Deserialize;
 use std::rc::Rc;
 
 /// Which demo model.
@@ -55,6 +59,10 @@ pub struct DemoSizes {
     pub features: usize,
     pub hidden: usize,
     pub groups: usize,
+    /// RevGNN: the dropout probability.
+    pub dropout: f32,
+    /// The seed the parameters are drawn from.
+    pub seed: u64,
 }
 
 impl DemoSizes {
@@ -78,6 +86,8 @@ impl DemoSizes {
             features: 500,
             hidden: 160,
             groups: 2,
+            dropout: 0.5,
+            seed: 0,
         };
         match kind {
             DemoKind::Transformer => DemoSizes { batch: 8, width: 256, ..base },
@@ -103,6 +113,8 @@ impl DemoSizes {
             features: 40,
             hidden: 16,
             groups: 2,
+            dropout: 0.5,
+            seed: 0,
         };
         match kind {
             DemoKind::RevGnn => DemoSizes { classes: 3, ..base },
@@ -113,6 +125,128 @@ impl DemoSizes {
 
 /// Most parameters a demo model may have (1 GiB of float32), checked before building one.
 pub const MAX_DEMO_PARAMETERS: usize = 1 << 28;
+/// Most layers of a demo model (a 1,000-layer RevGNN is the planner's benchmark).
+pub const MAX_DEMO_LAYERS: usize = preview::MAX_LAYERS;
+
+impl DemoSizes {
+    /// RevGNN: the graph one step runs on.
+    pub fn graph_sizes(&self) -> GraphSizes {
+        GraphSizes { nodes: self.nodes, edges: self.edges, feature_nnz: self.x_nnz }
+    }
+}
+
+/// The configuration of a demo model from JSON (the JavaScript `demoModel(kind, config)`):
+/// `{layers = 4, ipus = 1, training = false, small = false, graph = true}` for every kind,
+/// and for RevGNN the model's and the graph's sizes, each defaulting to
+/// [`DemoSizes::full`] (or [`DemoSizes::small`]): `{hidden, groups, dropout, inChannels,
+/// outChannels, nodes, edges, featureNnz, seed}` (`edges` counts stored adjacency entries,
+/// self-loops included; `featureNnz` stored feature entries). Unknown keys are rejected
+/// by name.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct DemoConfig {
+    pub layers: usize,
+    pub ipus: usize,
+    /// Trace training behaviour (dropout masks).
+    pub training: bool,
+    /// Start from the test sizes.
+    pub small: bool,
+    /// Return the graph and its text (large for deep models).
+    pub graph: bool,
+    pub hidden: Option<usize>,
+    pub groups: Option<usize>,
+    pub dropout: Option<f32>,
+    pub in_channels: Option<usize>,
+    pub out_channels: Option<usize>,
+    pub nodes: Option<usize>,
+    pub edges: Option<usize>,
+    pub feature_nnz: Option<usize>,
+    pub seed: Option<u64>,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        DemoConfig {
+            layers: 4,
+            ipus: 1,
+            training: false,
+            small: false,
+            graph: true,
+            hidden: None,
+            groups: None,
+            dropout: None,
+            in_channels: None,
+            out_channels: None,
+            nodes: None,
+            edges: None,
+            feature_nnz: None,
+            seed: None,
+        }
+    }
+}
+
+impl DemoConfig {
+    /// Parses a config object (an array is not accepted in its place: its items would be
+    /// read by position). Range errors name the key; `ipus` is checked against the layers
+    /// when the model is traced ([`DemoNet::trace`]).
+    pub fn from_json(json: &str) -> Result<DemoConfig, ArgError> {
+        let v: serde_json::Value = serde_json::from_str(json).map_err(|e| ArgError::value(e.to_string()))?;
+        if !v.is_object() {
+            return Err(ArgError::type_(format!("config must be an object like {{\"layers\": 4}}, got {v}")));
+        }
+        let c: DemoConfig = serde_json::from_value(v).map_err(|e| ArgError::value(e.to_string()))?;
+        if c.layers == 0 || c.layers > MAX_DEMO_LAYERS {
+            return Err(ArgError::range(format!("layers must be from 1 to {MAX_DEMO_LAYERS}, got {}", c.layers)));
+        }
+        Ok(c)
+    }
+
+    /// The sizes of demo model `kind`: the defaults with this config's RevGNN sizes (which
+    /// only RevGNN takes), checked by `gnn::preview`.
+    pub fn sizes(&self, kind: DemoKind) -> Result<DemoSizes, ArgError> {
+        let base = if self.small { DemoSizes::small(kind) } else { DemoSizes::full(kind) };
+        let revgnn_keys = [
+            ("hidden", self.hidden.is_some()),
+            ("groups", self.groups.is_some()),
+            ("dropout", self.dropout.is_some()),
+            ("inChannels", self.in_channels.is_some()),
+            ("outChannels", self.out_channels.is_some()),
+            ("nodes", self.nodes.is_some()),
+            ("edges", self.edges.is_some()),
+            ("featureNnz", self.feature_nnz.is_some()),
+        ];
+        if kind != DemoKind::RevGnn {
+            if let Some((key, _)) = revgnn_keys.iter().find(|k| k.1) {
+                return Err(ArgError::value(format!("{key} is an option of the revgnn demo model only")));
+            }
+        }
+        let s = DemoSizes {
+            hidden: self.hidden.unwrap_or(base.hidden),
+            groups: self.groups.unwrap_or(base.groups),
+            dropout: self.dropout.unwrap_or(base.dropout),
+            features: self.in_channels.unwrap_or(base.features),
+            classes: self.out_channels.unwrap_or(base.classes),
+            nodes: self.nodes.unwrap_or(base.nodes),
+            edges: self.edges.unwrap_or(base.edges),
+            x_nnz: self.feature_nnz.unwrap_or(base.x_nnz),
+            seed: self.seed.unwrap_or(base.seed),
+            ..base
+        };
+        if kind == DemoKind::RevGnn {
+            let cfg = RevGnnConfig {
+                in_channels: s.features,
+                hidden: s.hidden,
+                out_channels: s.classes,
+                num_layers: self.layers,
+                num_groups: s.groups,
+                dropout: s.dropout,
+                disable_rev: false,
+            };
+            preview::check(&cfg, &s.graph_sizes())?;
+        }
+        Ok(s)
+    }
+}
 
 impl DemoSizes {
     /// How many parameters demo model `kind` with `layers` layers has (saturating).
@@ -241,7 +375,7 @@ impl DemoNet {
                  (1 GiB of float32) a demo model may have: use fewer layers"
             )));
         }
-        let mut rng = Rng::new(0);
+        let mut rng = Rng::new(sizes.seed);
         let s = sizes;
         let net = match kind {
             DemoKind::Mlp => Net::Mlp(
@@ -258,17 +392,18 @@ impl DemoNet {
                 layers: (0..layers).map(|_| EncoderLayer::new(s, &mut rng)).collect::<TraceResult<_>>()?,
                 head: Linear::new(s.width, s.classes, true, &mut rng)?,
             },
-            DemoKind::RevGnn => Net::RevGnn(RevGnn::new(
+            DemoKind::RevGnn => Net::RevGnn(preview::build(
                 RevGnnConfig {
                     in_channels: s.features,
                     hidden: s.hidden,
                     out_channels: s.classes,
                     num_layers: layers,
                     num_groups: s.groups,
-                    dropout: 0.5,
+                    dropout: s.dropout,
                     disable_rev: false,
                 },
-                &mut rng,
+                &s.graph_sizes(),
+                s.seed,
             )?),
         };
         Ok(DemoNet { kind, layers, sizes: sizes.clone(), net })
@@ -317,27 +452,8 @@ impl DemoNet {
                 (logits.cross_entropy(&y, None, Reduction::Mean, None)?, s.batch)
             }
             Net::RevGnn(model) => {
-                let x = SparseVar::input(&tr, "x", s.nodes, s.features, s.x_nnz)?;
-                let adj = SparseVar::input(&tr, "adj", s.nodes, s.nodes, s.edges)?;
-                let y = tr.input("y", &[s.nodes], DType::Int32)?;
-                let mask = tr.input("train_mask", &[s.nodes], DType::Bool)?;
-                // RevGnn::forward, with a BeginBlock at each IPU's first layer.
-                begin(&tr, 0, layers, ipus);
-                let h = tr.scope("lin1", || model.lin1.forward_sparse(&tr, &x))?;
-                let p = model.cfg.dropout;
-                let mut args = vec![Arg::Sparse(adj.clone())];
-                if training && p > 0.0 {
-                    args.push(Arg::Dense(tr.random_mask(h.shape(), p)?));
-                }
-                let mut h = h;
-                for (i, conv) in model.convs.iter().enumerate() {
-                    begin(&tr, i, layers, ipus);
-                    h = tr.scope("convs", || tr.scope(&i.to_string(), || conv.forward(&tr, &h, &args)))?;
-                }
-                let h = call(&tr, "norm", &model.norm, &h)?.relu()?;
-                let h = Dropout { p }.forward(&tr, &h)?;
-                let logits = call(&tr, "lin2", &model.lin2, &h)?;
-                (logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None)?, s.nodes)
+                let trace = preview::trace(model, &s.graph_sizes(), ipus, training)?;
+                return Ok(DemoModel { kind: self.kind, trace, micro_batch_size: s.nodes, sizes: s.clone() });
             }
         };
         let trace = tr.finish(&[&loss])?;

@@ -1,7 +1,7 @@
 // A user planning a model with the npm package: PopTorch's documented Block example
 // (three blocks on IPUs 0, 1, 0) traced in JavaScript, then planned under poptorch.Options
 // given as a plain object.
-import { nn, block, trace, plan, demoModel, traceMlp, manualSeed } from "ipu-playground";
+import { nn, block, beginBlock, trace, plan, demoModel, traceMlp, manualSeed } from "ipu-playground";
 
 export class ThreeBlocks extends nn.Module {
   constructor(ipus = [0, 1, 0]) {
@@ -22,6 +22,33 @@ export class ThreeBlocks extends nn.Module {
 export function traceThreeBlocks(ipus) {
   manualSeed(0);
   return trace(new ThreeBlocks(ipus), [{ name: "x", shape: [8, 16] }]);
+}
+
+/**
+ * PopTorch's two kinds of Block, mixed: `beginBlock` (BeginBlock) for the first layer, a
+ * `block(...)` scope for the second, then `tail` ops: after a scope ends no block is
+ * active, so a ReLU there is PopTorch's "No active Block" error unless `restart` starts a
+ * block again with `beginBlock`.
+ */
+export class MixedBlocks extends nn.Module {
+  constructor({ restart }) {
+    super();
+    this.restart = restart;
+    this.fc1 = new nn.Linear(16, 32);
+    this.fc2 = new nn.Linear(32, 32);
+  }
+  forward(x) {
+    beginBlock("first", 0);
+    const h = this.fc1.forward(x).relu();
+    const k = block("second", 1, () => this.fc2.forward(h));
+    if (this.restart) beginBlock("third", 1);
+    return k.relu().mean();
+  }
+}
+
+export function traceMixedBlocks(restart) {
+  manualSeed(0);
+  return trace(new MixedBlocks({ restart }), [{ name: "x", shape: [8, 16] }]);
 }
 
 export { plan, demoModel, traceMlp };

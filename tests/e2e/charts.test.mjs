@@ -1,6 +1,7 @@
-// The chart modules (pure drawing functions), the Plan adapter and the placeholder planner,
-// run in Chromium on fixtures: each module is imported by its served URL, as the page's
-// worker or bundle would load it.
+// The chart modules (pure drawing functions), the Plan adapter and the options' mapping to
+// the planner, run in Chromium on a hand-written Plan (fixtures/plan.mjs, the planner's JSON
+// layout with known figures) and on real plans from the package: each module is imported by
+// its served URL, as the page's worker or bundle would load it.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startServer, launchChromium } from "../node/helpers.mjs";
@@ -9,7 +10,7 @@ import { fixturePlan, fixtureGraph } from "./fixtures/plan.mjs";
 
 const T = { timeout: 60000 };
 
-describe("charts, the plan adapter and the placeholder planner", () => {
+describe("charts, the plan adapter and the options", () => {
   let server, browser, ctx;
 
   before(async () => {
@@ -31,40 +32,90 @@ describe("charts, the plan adapter and the placeholder planner", () => {
 
   const run = (fn, arg) => ctx.page.evaluate(fn, arg);
 
-  test("plan adapter: stages, pipeline, memory, live tensors, tiles, gantt, fit items", T, async () => {
-    const r = await run(async (plan) => {
-      const a = await import("/plan/adapter.js");
-      return {
-        ipus: a.planIpus(plan),
-        stages: a.stagesData(plan),
-        pipe: a.pipelineData(plan),
-        mem: a.memoryData(plan, 0),
-        live: a.liveTensors(plan, 0, 4).map((v) => v.name),
-        tiles: a.tilesData(plan, 1).tiles.length,
-        gantt: a.ganttData(plan),
-        fit: a.fitItems(plan).map((i) => i.level),
-        group: [a.groupOf("layers.3.attn.q"), a.groupOf("fc1"), a.groupOf("")],
-      };
-    }, fixturePlan());
+  test("plan adapter: stages, pipeline, memory, live tensors, tiles, gantt, fit items, sources", T, async () => {
+    const r = await run(
+      async ({ plan, graph }) => {
+        const a = await import("/plan/adapter.js");
+        const mem = a.memoryData(plan, 0);
+        const live = (node) => a.liveTensors(plan, 0, node);
+        // A pipeline of 3 stages over 64 micro-batches: its steady state is drawn shortened.
+        const long = structuredClone(plan);
+        const M = 64;
+        long.pipeline = { stages: 3, microBatches: M, rampUp: 2, steady: M - 2, rampDown: 2, truncated: false, schedule: [] };
+        for (let m = 0; m < M; m++) for (const s of plan.stages) long.pipeline.schedule.push({ step: m + s.id, stage: s.id, ipu: s.ipu, microBatch: m, pass: s.pass });
+        const lp = a.pipelineData(long);
+        return {
+          ipus: a.planIpus(plan),
+          summary: a.summary(plan),
+          stages: a.stagesData(plan),
+          pipe: a.pipelineData(plan),
+          long: { columns: lp.columns, gaps: lp.gaps, cells: lp.cells.length },
+          mem: { x: mem.x, weights: mem.series.weights, activations: mem.series.activations, gradients: mem.series.gradients, peakIndex: mem.peakIndex, peakBytes: mem.peakBytes, always: mem.alwaysLiveBytes, streaming: mem.streamingMax, capacity: mem.capacity },
+          live4: live(4).tensors.map((v) => `${v.name}:${v.bytes}`),
+          live8: live(8),
+          labels: [0, 2, 7, 9].map((n) => a.nodeLabel(plan, n)),
+          step: a.stepLabel(plan, mem, 8),
+          tiles: a.tilesData(plan, 1).tiles.length,
+          gantt: a.ganttData(plan),
+          fit: a.fitItems(plan, [{ level: "error", code: "not_enough_ipus", message: "m", fix: "f", node: null }]).map((i) => `${i.level}:${i.code}`),
+          sources: [6, 8, 9, 4, null].map((n) => a.sourceOf(plan, graph, n)),
+          lines: ["model.js:12", "engine.js:3", "model.js:x", null].map((s) => a.editorLine(s)),
+          graph: a.graphData(graph, plan, "stage"),
+          group: [a.groupOf("layers.3.attn.q"), a.groupOf("fc1"), a.groupOf("")],
+        };
+      },
+      { plan: fixturePlan(), graph: fixtureGraph() },
+    );
     assert.deepEqual(r.ipus, [0, 1]);
+    assert.equal(r.summary.strategy, "Pipelined");
+    assert.equal(r.summary.copyBytes, 6000);
+    assert.equal(r.summary.peakBytes, 1_909_100);
     assert.equal(r.stages.kind, "stage");
-    assert.deepEqual(r.stages.columns.map((c) => c.pass), ["forward", "forward", "backward"]);
-    assert.deepEqual(r.pipe.steps, 6);
+    assert.deepEqual(r.stages.columns.map((c) => `${c.label}/${c.sub}`), ["Stage 0/forward", "Stage 1/fwd + bwd", "Stage 2/backward"]);
+    assert.deepEqual(r.stages.cells.map((c) => `${c.ipu}:${c.column}:${c.blocks}`), ["0:0:b0", "1:1:b1", "0:2:b0"]);
+    // 3 stages × 4 micro-batches: 6 steps, 2 up, 2 steady, 2 down, drawn in full.
+    assert.equal(r.pipe.steps, 6);
     assert.deepEqual([r.pipe.rampUp, r.pipe.steady, r.pipe.rampDown], [2, 2, 2]);
-    assert.equal(r.mem.steps.length, 10);
-    assert.equal(r.mem.steps[0].values.weights, 400_000, "always-live classes on every step");
-    assert.equal(r.mem.steps[4].values.activations, 500_000);
+    assert.deepEqual(r.pipe.columns, [0, 1, 2, 3, 4, 5]);
+    assert.deepEqual(r.pipe.gaps, []);
+    // 66 steps: ramp-up 0, 1; two steady steps at each end (2, 3 and 62, 63); ramp-down 64, 65.
+    assert.deepEqual(r.long.columns, [0, 1, 2, 3, 62, 63, 64, 65]);
+    assert.deepEqual(r.long.gaps, [{ after: 3, steps: 58 }]);
+    assert.equal(r.long.cells, 3 * 8 - 6, "the cells of the drawn steps (the ramps are not full)");
+    // Memory of IPU 0: always-live classes constant, the step classes as listed.
+    assert.deepEqual(r.mem.x, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert.deepEqual(r.mem.weights, new Array(10).fill(400_000));
+    assert.deepEqual(r.mem.activations, [1000, 1000, 5000, 8000, 8000, 8000, 4000, 4000, 4000, 0]);
+    assert.deepEqual(r.mem.gradients, [0, 0, 0, 0, 0, 0, 0, 2000, 5000, 3000]);
+    assert.equal(r.mem.peakIndex, 8);
+    assert.equal(r.mem.peakBytes, 1_909_100);
+    assert.equal(r.mem.always, 1_900_000);
+    assert.equal(r.mem.streaming, 7000);
     assert.equal(r.mem.capacity, 1472 * 638976);
-    // Step node 4 on IPU 0: %3 (0..8) and %5 (2..4) are live, %7 (6..18) not yet, %11 is on IPU 1.
-    assert.deepEqual(r.live, ["%3 linear", "%5 relu"]);
+    // Live at step 4 on IPU 0: %2 (2 .. 8) and %3 (3 .. 5); %0 died at 2; the copy of %3 is on IPU 1.
+    assert.deepEqual(r.live4, ["%2 = linear fc0:4000", "%3 = relu fc0:4000"]);
+    // Step 8: the backward's gradients are named through the program table.
+    assert.deepEqual(r.live8.tensors.map((v) => v.name), ["%2 = linear fc0", "%8 = matmul_tn fc0 (backward)", "%7 = matmul fc1 (backward)"]);
+    assert.deepEqual(r.live8.step, { activations: 4000, stash: 0, gradients: 5000, temporaries: 100, loaded: 0, streaming: 7000 });
+    assert.deepEqual(r.live8.always.map((c) => `${c.class}:${c.bytes}`), ["code:200000", "exchange:100000", "weights:400000", "optimizer:800000", "accumulators:400000"]);
+    assert.deepEqual(r.labels, ["input x", "linear fc0", "matmul fc1 (backward)", "optimizer_update fc0 (optimizer)"]);
+    assert.equal(r.step, "step 8 of 10: matmul_tn fc0 (backward)");
     assert.equal(r.tiles, 1472);
     assert.deepEqual(r.gantt.rows.map((x) => x.ipu), [0, 1]);
+    assert.equal(r.gantt.end, 0.004, "one iteration is drawn");
+    assert.equal(r.gantt.stepTimeS, 0.008);
     assert.equal(r.gantt.throughput, 32000);
-    assert.deepEqual(r.fit, ["error", "warning"]);
+    assert.deepEqual(r.fit, ["error:out_of_memory", "error:not_enough_ipus", "warning:w"]);
+    // A forward node's own line; a backward or optimizer node's via its scope's first forward node.
+    // (A parameter without a source of its own is its module's first op's.)
+    assert.deepEqual(r.sources, ["model.js:12", "model.js:10", "model.js:10", "model.js:11", null]);
+    assert.deepEqual(r.lines, [12, null, null, null]);
+    assert.deepEqual(r.graph.groups.map((g) => `${g.scope}:${g.nodes.map((n) => n.key).join("")}`), [":0", "fc0:00", "fc1:11"]);
+    assert.equal(r.graph.ipus, 2);
     assert.deepEqual(r.group, ["layers.3", "fc1", ""]);
   });
 
-  test("charts draw the fixture: stages, pipeline, memory, tiles, gantt, graph", T, async () => {
+  test("charts draw the fixture: stages, pipeline, memory, tiles, gantt", T, async () => {
     const r = await run(async (plan) => {
       const a = await import("/plan/adapter.js");
       const { drawStages } = await import("/charts/stages.js");
@@ -91,140 +142,149 @@ describe("charts, the plan adapter and the placeholder planner", () => {
       const t = el("canvas");
       const tiles = drawTiles(t, { ...a.tilesData(plan, 0), width: 600 });
       const g = el("svg");
-      drawGantt(g, { ...a.ganttData(plan), width: 900 });
+      const gantt = drawGantt(g, { ...a.ganttData(plan), width: 900 });
       return {
         rows: [...s.querySelectorAll(".ipu-row")].map((e) => e.dataset.ipu),
         cells: [...s.querySelectorAll(".cell")].map((e) => `${e.dataset.ipu}:${e.dataset.blocks}`),
+        subs: [...s.querySelectorAll(".col-sub")].map((e) => e.textContent),
         mbs: p.querySelectorAll("rect.mb").length,
         bands: [...p.querySelectorAll(".phase-name")].map((e) => e.textContent),
         memPainted: painted(m),
-        stepAt: [mem.stepAt(0), mem.stepAt(64), mem.stepAt(600 - 12), mem.stepAt(2000)],
+        indexAt: [mem.indexAt(0), mem.indexAt(64), mem.indexAt(64 + ((600 - 76) * 4.4) / 9), mem.indexAt(600 - 12), mem.indexAt(2000)],
         tiles,
         tilesPainted: painted(t),
         lanes: [...g.querySelectorAll(".lane")].map((e) => e.dataset.ipu),
         intervals: g.querySelectorAll("rect.iv").length,
+        rects: gantt.rects,
         kinds: [...new Set([...g.querySelectorAll("rect.iv")].map((e) => e.classList[1]))].sort(),
       };
     }, fixturePlan());
     assert.deepEqual(r.rows, ["0", "1"]);
     assert.deepEqual(r.cells, ["0:b0", "1:b1", "0:b0"]);
+    assert.deepEqual(r.subs, ["forward", "fwd + bwd", "backward"]);
     assert.equal(r.mbs, 12, "3 stages × 4 micro-batches");
     assert.deepEqual(r.bands, ["ramp-up (2)", "steady (2)", "ramp-down (2)"]);
     assert.ok(r.memPainted > 0.2, `memory chart mostly blank (${r.memPainted})`);
-    assert.deepEqual(r.stepAt, [0, 0, 9, 9]);
+    assert.deepEqual(r.indexAt, [0, 0, 4, 9, 9]);
     assert.equal(r.tiles.over, 3, "three tiles over their 624 KiB");
     assert.ok(r.tiles.columns * r.tiles.rows >= 1472);
     assert.ok(r.tilesPainted > 0.5);
     assert.deepEqual(r.lanes, ["0", "1"]);
     assert.equal(r.intervals, 8, "idle intervals are not drawn");
+    assert.equal(r.rects, 8);
     assert.deepEqual(r.kinds, ["compute", "copy", "exchange", "stream", "sync"]);
     await screenshot(ctx.page, "charts-fixture");
+  });
+
+  test("the Gantt chart pools intervals narrower than a pixel: its drawing stays bounded", T, async () => {
+    const r = await run(async () => {
+      const { laneRects, drawGantt } = await import("/charts/gantt.js");
+      // 50,000 intervals of 20 ns over 1 ms: compute 3 parts in 4, sync 1 in 4.
+      const intervals = [];
+      for (let i = 0; i < 50_000; i++) intervals.push({ start: i * 2e-8, end: (i + 1) * 2e-8, kind: i % 4 === 3 ? "sync" : "compute", label: `op ${i}` });
+      const X = (t) => (t / 1e-3) * 500;
+      const rects = laneRects(intervals, X);
+      // Wide intervals stay as they are; touching ones of a kind merge.
+      const wide = laneRects([{ start: 0, end: 0.4e-3, kind: "compute", label: "a" }, { start: 0.4e-3, end: 0.5e-3, kind: "compute", label: "b" }, { start: 0.5e-3, end: 1e-3, kind: "copy", label: "c" }], X);
+      const svg = document.body.appendChild(document.createElementNS("http://www.w3.org/2000/svg", "svg"));
+      const drawn = drawGantt(svg, { rows: [{ ipu: 0, intervals }, { ipu: 1, intervals }], end: 1e-3, width: 600 });
+      return { rects: rects.length, kinds: [...new Set(rects.map((x) => x.kind))], count: rects.reduce((a, x) => a + x.count, 0), span: [rects[0].x0, rects.at(-1).x1], wide, drawn: drawn.rects, dom: svg.querySelectorAll("rect.iv").length };
+    });
+    assert.ok(r.rects <= 501, `${r.rects} rectangles for 500 pixels`);
+    assert.deepEqual(r.kinds, ["compute"], "each pixel is mostly compute");
+    assert.equal(r.count, 50_000, "every interval is in some rectangle");
+    assert.deepEqual(r.span, [0, 500]);
+    assert.deepEqual(r.wide.map((x) => `${x.kind}:${x.x0}-${x.x1}:${x.count}`), ["compute:0-250:2", "copy:250-500:1"]);
+    assert.ok(r.drawn <= 2 * 520, `${r.drawn} rectangles drawn`);
+    assert.equal(r.dom, r.drawn);
   });
 
   test("the memory and execution views from the fixture: a click lists the live tensors", T, async () => {
     await ctx.page.goto(server.url + "/engine/protocol.js");
     await ctx.page.addStyleTag({ url: "/style.css" });
-    await run(async (plan) => {
+    await run(async ({ plan, graph }) => {
       const { createMemoryView } = await import("/views/memory.js");
       const { createExecutionView } = await import("/views/execution.js");
+      const { createFitView } = await import("/views/fit.js");
       document.body.replaceChildren();
-      const m = document.body.appendChild(Object.assign(document.createElement("div"), { className: "view", id: "m" }));
-      const e = document.body.appendChild(Object.assign(document.createElement("div"), { className: "view", id: "e" }));
-      m.style.width = e.style.width = "900px";
-      createMemoryView(m).render({ plan });
-      createExecutionView(e).render({ plan });
-    }, fixturePlan());
+      const box = (id) => {
+        const d = document.body.appendChild(Object.assign(document.createElement("div"), { className: "view", id }));
+        d.style.width = "900px";
+        return d;
+      };
+      createMemoryView(box("m")).render({ plan });
+      createExecutionView(box("e")).render({ plan });
+      window.__lines = [];
+      createFitView(box("f"), { onGoToLine: (line) => window.__lines.push(line) }).render({ plan, graph, checks: [] });
+    }, { plan: fixturePlan(), graph: fixtureGraph() });
+    // IPU 0 does not fit: it is shown first, with its peak step listed.
+    assert.equal(await ctx.page.locator("#memory-ipu").inputValue(), "0");
+    assert.match(await ctx.page.locator("#live-tensors h4").textContent(), /^Live at step 8 of 10: matmul_tn fc0 \(backward\): 3 tensors$/);
     const canvas = ctx.page.locator("#memory-chart");
     const box = await canvas.boundingBox();
-    // Step 4 of 10 on a chart whose plot spans x = 64 .. width - 12.
+    // Step 4 of steps 0 … 9 on a chart whose plot spans x = 64 .. width - 12.
     await canvas.click({ position: { x: 64 + ((box.width - 76) * 4) / 9, y: box.height / 2 } });
-    // Step 4 is node %8 on IPU 0: %3 (born 0, dies 8) and %7 (6 .. 18) are live, %5 (2 .. 4) is gone.
-    assert.match(await ctx.page.locator("#live-tensors h4").textContent(), /^Live at step 4 \(%8 linear\): 2 tensors$/);
-    assert.deepEqual(await ctx.page.locator("#live-tensors td:first-child").allTextContents(), ["%3 linear", "%7 linear"]);
+    assert.match(await ctx.page.locator("#live-tensors h4").textContent(), /^Live at step 4 of 10: parameter fc1.weight: 2 tensors$/);
+    assert.deepEqual(await ctx.page.locator("#live-tensors td:first-child").allTextContents(), ["%2 = linear fc0", "%3 = relu fc0"]);
+    assert.match(await ctx.page.locator("#live-tensors p").first().textContent(), /This step: activations 7\.8 KiB · pipeline stash 500 B · temporaries 100 B · in Streaming Memory 6\.8 KiB\. Always live: code 195 KiB/);
     await canvas.press("ArrowRight");
-    assert.match(await ctx.page.locator("#live-tensors h4").textContent(), /^Live at step 5/);
-    assert.match(await ctx.page.locator("#e").textContent(), /32,000 samples\/s/);
-    await screenshot(ctx.page, "views-from-fixture");
+    assert.match(await ctx.page.locator("#live-tensors h4").textContent(), /^Live at step 5 of 10/);
+    // Without the always-live classes, the capacity line is what they leave.
+    await ctx.page.getByLabel(/Stack the always-live memory/).uncheck();
+    assert.deepEqual(await ctx.page.locator("#memory-legend .key").allTextContents(), ["activations", "pipeline stash", "gradients", "temporaries"]);
+    await ctx.page.locator("#memory-ipu").selectOption("1");
+    assert.match(await ctx.page.locator("#memory-stats").textContent(), /yesfits/);
+    assert.match(await ctx.page.locator("#execution-stats").textContent(), /8\.00 msstep time.*32,000 samples\/s/);
+    assert.match(await ctx.page.locator("#execution-note").textContent(), /^One iteration \(4\.00 ms\): 4 micro-batches of 32; a step \(one host call\) runs 2 iterations/);
+    assert.equal(await ctx.page.locator("#gantt-chart rect.iv").count(), 8);
+    assert.deepEqual(await ctx.page.locator("#busy-table tbody tr:first-child td").allTextContents(), ["IPU 0", "2.30 ms", "0.0 µs", "300.0 µs", "200.0 µs", "400.0 µs", "800.0 µs"]);
+    // Fit: the out-of-memory error, its line through the backward node's scope, the largest tensors.
+    assert.match(await ctx.page.locator("#fit-verdict").textContent(), /^Valid, but it does not fit: 1 IPU out of memory\./);
+    await ctx.page.getByRole("button", { name: "Go to line 10" }).click();
+    assert.deepEqual(await ctx.page.evaluate(() => window.__lines), [10]);
+    assert.deepEqual(await ctx.page.locator("#fit-largest td:first-child").allTextContents(), ["fc0.weight (optimizer state)", "fc0.weight"]);
+    await screenshot(ctx.page, "views-fixture");
   });
 
-  test("placeholder planner: PopTorch's rules on traced graphs", T, async () => {
-    const r = await run(async ({ g4, g010, g3, gNoIpu, g2 }) => {
-      const { placeholderPlan } = await import("/engine/placeholder-plan.js");
-      const { defaultOptions, mergeOptions } = await import("/options.js");
-      const o = (patch) => mergeOptions(defaultOptions(), patch);
-      const pick = (p) => ({
-        stages: p.stages.map((s) => `${s.id}@${s.ipu}:${s.pass[0]}`),
-        errors: p.errors.map((e) => e.code),
-        warnings: p.warnings.map((w) => w.code),
-        used: p.ipusUsed,
-        reserved: p.ipusReserved,
-        pipe: p.pipeline && [p.pipeline.rampUp, p.pipeline.steady, p.pipeline.rampDown, p.pipeline.schedule.length],
-        copies: p.copies.map((c) => `${c.fromIpu}>${c.toIpu}:${c.bytes}`),
-        placement: p.placement.map((x) => x.ipu),
-        msg: p.errors.map((e) => e.message).join(" | "),
-        phases: p.phases.map((x) => `${x.id}:${x.pass[0]}:${x.ipus.join("")}`),
-      });
+  test("options: the panel's JSON is what the planner accepts, and its diagnostics find their fields", T, async () => {
+    const r = await run(async () => {
+      const O = await import("/options.js");
+      const { PRESETS } = await import("/presets/index.js");
+      const pkg = await import("/pkg/ipu_playground.js");
+      await pkg.default();
+      const model = pkg.traceMlp([4, 8, 2], 4);
+      const codes = (options) => pkg.plan(model, options, {}).errors.map((e) => e.code);
+      const presets = PRESETS.map((p) => [p.id, codes(O.toPlannerOptions(O.mergeOptions(O.defaultOptions(), p.options)))]);
+      const locations = codes(O.toPlannerOptions(O.mergeOptions(O.defaultOptions(), { TensorLocations: { weight: O.locationSettings("offChip"), activation: O.locationSettings("onChip") } })));
+      const field = (options) => pkg.plan(model, options, {}).errors.map((e) => O.fieldOfDiagnostic(e));
       return {
-        inference: pick(placeholderPlan(g4, o({ deviceIterations: 4 }))),
-        inferenceShort: pick(placeholderPlan(g4, o({ deviceIterations: 2 }))),
-        training: pick(placeholderPlan(g4, o({ Training: { gradientAccumulation: 8 } }), { training: true })),
-        trainingShort: pick(placeholderPlan(g4, o({ Training: { gradientAccumulation: 4 } }), { training: true })),
-        sameAsIpu010: pick(placeholderPlan(g010, o({ deviceIterations: 8 }))),
-        autoIncrement010: pick(placeholderPlan(g010, o({ deviceIterations: 8, executionStrategy: { type: "pipelined", autoStage: "AutoIncrement" } }))),
-        three: pick(placeholderPlan(g3, o({ deviceIterations: 8 }))),
-        threeRounded: pick(placeholderPlan(g3, o({ deviceIterations: 8, autoRoundNumIpus: true }))),
-        noIpu: pick(placeholderPlan(gNoIpu, o({}))),
-        noIpuAuto: pick(placeholderPlan(gNoIpu, o({ executionStrategy: { type: "sharded", autoStage: "AutoIncrement" } }))),
-        tooMany: pick(placeholderPlan(g2, o({ replicationFactor: 64, deviceIterations: 2 }))),
-        system: pick(placeholderPlan(g2, o({ replicationFactor: 4, deviceIterations: 2 }), { available: 4 })),
-        sharded: pick(placeholderPlan(g4, o({ executionStrategy: { type: "sharded", autoStage: "SameAsIpu" } }))),
-        phasedNone: pick(placeholderPlan(g4, o({ executionStrategy: { type: "serial_phased", phases: [] } }))),
-        parallelBad: pick(placeholderPlan(g4, o({ executionStrategy: { type: "parallel_phased", phases: [[{ blocks: ["b0", "b1"], ipu: 0 }], [{ blocks: ["b2", "b3"], ipu: 0 }]] } }))),
-        serial: pick(placeholderPlan(g4, o({ executionStrategy: { type: "serial_phased", phases: [[{ blocks: ["b0"], ipu: 0 }], [{ blocks: ["b1"], ipu: 0 }], [{ blocks: ["b2", "b3"], ipu: 0 }]] } }), { training: true })),
-        unknownBlock: pick(placeholderPlan(g4, o({ executionStrategy: { type: "serial_phased", phases: [[{ blocks: ["b0", "b1", "b2", "b3", "bX"], ipu: 0 }]] } }))),
-        accInInference: pick(placeholderPlan(g2, o({ deviceIterations: 2, Training: { gradientAccumulation: 2 } }))),
+        presets,
+        locations,
+        fields: {
+          zero: field({ deviceIterations: 0 }),
+          accZero: field({ Training: { gradientAccumulation: 0 } }),
+          generation: field({ ipuGeneration: "mk3" }),
+          phases: field({ executionStrategy: { type: "serialPhased", phases: [] } }),
+          phaseJson: field({ executionStrategy: { type: "serialPhased", phases: [[{ blocks: ["a"], ipu: 0 }]] } }),
+          unknown: field({ frobnicate: 1 }),
+        },
+        typeErrors: O.typeErrors(O.mergeOptions(O.defaultOptions(), { deviceIterations: 1.5, Training: { gradientAccumulation: "x" } })),
+        roundTrip: ["default", "onChip", "offChip"].map((v) => O.locationOf(O.locationSettings(v))),
+        merged: O.mergeOptions(O.defaultOptions(), { Training: { gradientAccumulation: 8 } }).Training,
       };
-    }, { g4: fixtureGraph([0, 1, 2, 3]), g010: fixtureGraph([0, 1, 0]), g3: fixtureGraph([0, 1, 2]), gNoIpu: fixtureGraph([null, null]), g2: fixtureGraph([0, 1]) });
-
-    // Inference over 4 IPUs: 4 stages, deviceIterations ≥ stages, 4 + 4 − 1 steps.
-    assert.deepEqual(r.inference.stages, ["0@0:f", "1@1:f", "2@2:f", "3@3:f"]);
-    assert.deepEqual(r.inference.errors, []);
-    assert.deepEqual(r.inference.pipe, [3, 1, 3, 16]);
-    assert.deepEqual(r.inference.copies, ["0>1:512", "1>2:512", "2>3:512"], "8×16 f32 crossing each IPU boundary");
-    assert.deepEqual(r.inference.placement.slice(0, 5), [null, null, 0, 0, null], "placeholders have no IPU; Block 0's ops are on IPU 0");
-    assert.deepEqual(r.inferenceShort.errors, ["iterations_below_stages"]);
-    assert.match(r.inferenceShort.msg, /deviceIterations must be greater than or equal to the number of pipeline stages \(4\)/);
-    // Training: 2F − 1 = 7 stages, backward stages on the forward IPUs in reverse.
-    assert.deepEqual(r.training.stages, ["0@0:f", "1@1:f", "2@2:f", "3@3:f", "4@2:b", "5@1:b", "6@0:b"]);
-    assert.deepEqual(r.training.errors, []);
-    assert.deepEqual(r.training.pipe, [6, 2, 6, 56]);
-    assert.deepEqual(r.trainingShort.errors, ["accumulation_below_stages"]);
-    assert.match(r.trainingShort.msg, /\(7\) when using poptorch\.PipelinedExecution\. Please note that a model with 4 pipeline stages in PopTorch will have an additional 3 stages when training\./);
-    // IPUs 0, 1, 0: SameAsIpu gives stages 0, 1, 0 (fails to schedule); AutoIncrement 0, 1, 2.
-    assert.deepEqual(r.sameAsIpu010.errors, ["stage_order"]);
-    assert.deepEqual(r.autoIncrement010.errors, []);
-    assert.deepEqual(r.autoIncrement010.stages, ["0@0:f", "1@1:f", "2@0:f"]);
-    // 3 IPUs reserve 4: an error without autoRoundNumIPUs, a warning with it.
-    assert.deepEqual([r.three.used, r.three.reserved, r.three.errors], [3, 4, ["ipus_not_power_of_two"]]);
-    assert.match(r.three.msg, /PopTorch must reserve a minimum of 4 in order to allow the model to run/);
-    assert.deepEqual([r.threeRounded.errors, r.threeRounded.warnings], [[], ["ipus_rounded"]]);
-    // Blocks without an IPU: SameAsIpu refuses; AutoIncrement puts block i on IPU i.
-    assert.deepEqual(r.noIpu.errors, ["same_as_ipu_without_ipu", "same_as_ipu_without_ipu"]);
-    assert.match(r.noIpu.msg, /poptorch\.AutoStage\.SameAsIpu was selected but no IPU was specified for block b0/);
-    assert.deepEqual(r.noIpuAuto.stages, ["0@0:f", "1@1:f"]);
-    assert.deepEqual(r.noIpuAuto.pipe, null, "sharded: no pipeline");
-    // More than 64 IPUs; more than the system has.
-    assert.deepEqual([r.tooMany.used, r.tooMany.errors], [128, ["too_many_ipus"]]);
-    assert.deepEqual([r.system.used, r.system.errors], [8, ["not_enough_ipus"]]);
-    assert.equal(r.sharded.pipe, null);
-    // Phased.
-    assert.deepEqual(r.phasedNone.errors, ["invalid_option"]);
-    assert.match(r.phasedNone.msg, /There is currently no AutoStage for PhasedExecution, please explicitly specify the phases/);
-    assert.deepEqual(r.parallelBad.errors, ["phase_parity"]);
-    assert.deepEqual(r.serial.errors, []);
-    assert.deepEqual(r.serial.phases, ["0:f:0", "1:f:0", "2:f:0", "3:b:0", "4:b:0"], "forward 0, 1, 2 → backward 4, 3 (2 is shared)");
-    assert.deepEqual(r.unknownBlock.errors, ["unknown_block"]);
-    assert.match(r.unknownBlock.msg, /Unknown Block 'bX' list of expected Blocks: \['b0', 'b1', 'b2', 'b3'\]/);
-    assert.deepEqual(r.accInInference.errors, ["accumulation_in_inference"]);
+    });
+    for (const [id, errors] of r.presets) assert.deepEqual(errors.filter((c) => c.startsWith("options")), [], `${id}: ${errors}`);
+    assert.deepEqual(r.locations, []);
+    assert.deepEqual(r.fields, {
+      zero: ["deviceIterations"],
+      accZero: ["gradientAccumulation"],
+      generation: ["ipuGeneration"],
+      phases: ["phases"],
+      phaseJson: ["phases"],
+      unknown: ["options"],
+    });
+    assert.deepEqual(r.typeErrors.map((e) => e.field), ["deviceIterations", "gradientAccumulation"]);
+    assert.deepEqual(r.roundTrip, ["default", "onChip", "offChip"]);
+    assert.deepEqual(r.merged, { gradientAccumulation: 8, automaticLossScaling: false });
   });
 });

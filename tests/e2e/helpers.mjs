@@ -94,3 +94,42 @@ export function assertClean(problems, allowed = []) {
   const left = problems.filter((p) => !allowed.some((re) => re.test(p)));
   assert.deepEqual(left, []);
 }
+
+/**
+ * The memory view of `ipu`, after opening it: the share of the chart's pixels painted, the
+ * legend and the stats' text.
+ */
+export async function memoryChart(page, ipu) {
+  await page.getByRole("tab", { name: "Memory" }).click();
+  await page.locator("#memory-ipu").selectOption(String(ipu));
+  return page.evaluate(() => {
+    // Read through a copy made for reading (reading the page's canvas itself again and again
+    // makes Chromium warn, as it would for any page doing so).
+    const src = document.getElementById("memory-chart");
+    const c = Object.assign(document.createElement("canvas"), { width: src.width, height: src.height });
+    const ctx = c.getContext("2d", { willReadFrequently: true });
+    ctx.drawImage(src, 0, 0);
+    const d = ctx.getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+    return {
+      painted: n / (d.length / 4),
+      legend: [...document.querySelectorAll("#memory-legend .key")].map((k) => k.textContent),
+      stats: document.getElementById("memory-stats").textContent,
+    };
+  });
+}
+
+/** The execution view's rectangles per IPU lane and kind, after opening it: { ipu: { kind: count } }. */
+export async function ganttRects(page) {
+  await page.getByRole("tab", { name: "Execution" }).click();
+  return page.evaluate(() => {
+    const out = {};
+    for (const lane of document.querySelectorAll("#gantt-chart .lane")) {
+      const kinds = {};
+      for (const r of lane.querySelectorAll("rect.iv")) kinds[r.classList[1]] = (kinds[r.classList[1]] ?? 0) + 1;
+      out[lane.dataset.ipu] = kinds;
+    }
+    return out;
+  });
+}

@@ -8,6 +8,23 @@ import { startServer, launchChromium, REPO } from "../node/helpers.mjs";
 import { openContext, openReady, setCode, seqOf, waitAnalysis, screenshot, assertClean } from "./helpers.mjs";
 
 const T = { timeout: 180000 };
+
+/** The top-level tasks of the page's main thread in a Chromium trace: { wallMs, cpuMs, name }. */
+function mainThreadTasks(trace) {
+  const events = trace.traceEvents ?? trace;
+  const main = events.find((e) => e.name === "thread_name" && e.args?.name === "CrRendererMain");
+  if (!main) return [];
+  const runs = events
+    .filter((e) => e.pid === main.pid && e.tid === main.tid && e.ph === "X" && (e.name === "ThreadControllerImpl::RunTask" || e.name === "RunTask"))
+    .sort((a, b) => a.ts - b.ts);
+  const top = [];
+  for (const e of runs) {
+    const last = top[top.length - 1];
+    if (last && e.ts < last.ts + last.dur) continue; // nested in the previous one
+    top.push(e);
+  }
+  return top.map((e) => ({ name: e.name, wallMs: e.dur / 1000, cpuMs: e.tdur === undefined ? NaN : e.tdur / 1000 }));
+}
 const CORA = path.join(REPO, "data", "ind.cora.x");
 
 /** A small RevGNN, so the tests stay short (the page's own default is PyG's 7 × 160). */
@@ -57,7 +74,12 @@ describe("training in the page", () => {
     await page.locator("summary", { hasText: "Epoch log" }).click();
   }
 
-  test("trains two epochs on Cora: the loss falls, the main thread never blocks for 50 ms", T, async () => {
+  test("trains two epochs on Cora: the loss falls, no main-thread task does 50 ms of work, the DOM stays put", T, async () => {
+    // The long tasks Chromium reports (wall time), kept to explain a failure; the assertion
+    // is on the main thread's CPU time per task, read from a trace: on a machine whose cores
+    // are all busy (the training worker takes one), the OS may hold the main thread off a
+    // core in the middle of a 5 ms task and make it last 50 ms by the wall clock, which says
+    // nothing about the page. What the page controls, the work each task does, is measured.
     await page.addInitScript(() => {
       window.__longTasks = [];
       new PerformanceObserver((list) => {
@@ -69,18 +91,35 @@ describe("training in the page", () => {
     await page.getByLabel("Dataset").selectOption("Cora");
     await waitAnalysis(page, seq); // the graph view re-traces RevGNN for Cora's sizes
     await page.getByLabel("Epochs").fill("2");
-    const t0 = await page.evaluate(() => performance.now());
+    await browser.startTracing(page, { categories: ["devtools.timeline", "disabled-by-default-devtools.timeline"] });
     await page.getByRole("button", { name: "Train" }).click();
+    await page.waitForFunction(() => document.querySelectorAll("#train-log tbody tr").length >= 1, null, { timeout: 120000 });
+    // Elements of the view besides the epoch log's rows, after the first epoch and at the end.
+    const elements = () => page.evaluate(() => document.querySelectorAll("#view-training *").length - document.querySelectorAll("#train-log tbody *").length);
+    const afterFirst = await elements();
     await page.waitForFunction(() => /^Done: 2 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 120000 });
-    const t1 = await page.evaluate(() => performance.now());
+    const trace = JSON.parse((await browser.stopTracing()).toString("utf8"));
+    assert.equal(await elements(), afterFirst, "the view's DOM grew with the epochs");
+    const tasks = mainThreadTasks(trace);
+    assert.ok(tasks.length > 0, "no main-thread task in the trace");
+    assert.ok(tasks.every((t) => Number.isFinite(t.cpuMs)), "the trace has no thread times (tdur) to measure the tasks' work");
+    const heavy = tasks.filter((t) => t.cpuMs >= 50);
+    const longByWall = await page.evaluate(() => window.__longTasks);
+    assert.deepEqual(heavy, [], `main-thread tasks doing 50 ms of work while training (long by the wall clock: ${JSON.stringify(longByWall)})`);
     const log = await epochLog(page);
     assert.deepEqual(log.map((r) => r.epoch), [1, 2]);
     assert.ok(log[1].loss < log[0].loss, `the loss did not fall: ${log[0].loss} -> ${log[1].loss}`);
     assert.match(await page.locator("#train-progress-text").textContent(), /final test accuracy \d+\.\d %/);
-    assert.match(await page.locator("#train-stats").textContent(), /activation peak \(measured\)/);
+    // The planner's prediction for the training step the trainer runs, beside the measurement:
+    // both count activations with ir::liveness, so on one IPU they agree.
+    const stats = await page.locator("#train-stats").textContent();
+    const measured = /([\d.]+ [KMG]?i?B)measured activation peak/.exec(stats)?.[1];
+    const predicted = /([\d.]+ [KMG]?i?B)planner's prediction/.exec(stats)?.[1];
+    assert.ok(measured && predicted, stats);
+    assert.equal(predicted, measured);
+    assert.match(stats, /1\.000prediction ÷ measured/);
+    assert.match(stats, /[\d.]+ MiBIPU peak, of 897 MiB/);
     assert.equal(await page.locator("#train-progress").getAttribute("value"), "2");
-    const long = await page.evaluate(([a, b]) => window.__longTasks.filter((t) => t.start >= a && t.start <= b), [t0, t1]);
-    assert.deepEqual(long, [], "long tasks on the main thread while training");
     assert.equal(page.workers().length, 2, "the analysis worker and the training worker");
 
     // The trained weights, as safetensors with PyG's names.

@@ -72,6 +72,43 @@ describe("plan() from the npm package", () => {
     assert.match(oom.message, /1216 tiles × 256\.0 KiB/);
   });
 
+  test("blocks: block() is a scope that leaves no block active, beginBlock() lasts", () => {
+    const bad = m.traceMixedBlocks(false);
+    const kinds = bad.graph.nodes.filter((n) => n.op !== "placeholder").map((n) => [n.opname, n.meta.block, n.meta.block_kind]);
+    assert.deepEqual(kinds, [
+      ["linear", "first", "begin"],
+      ["relu", "first", "begin"],
+      ["linear", "second", "scoped"],
+      ["relu", null, "ended"],
+      ["mean", null, "ended"],
+    ]);
+    const p = m.plan(bad, { deviceIterations: 2 });
+    assert.equal(p.valid, false);
+    assert.deepEqual(codes(p.errors), ["no_active_block"]);
+    assert.match(p.errors[0].message, /^No active Block, all the ops must belong to a Block: 'relu'/);
+    assert.match(p.errors[0].message, /the Block scope 'second' ended/);
+    assert.equal(bad.graph.nodes[p.errors[0].node].opname, "relu");
+    const good = m.plan(m.traceMixedBlocks(true), { deviceIterations: 2 });
+    assert.equal(good.valid, true, JSON.stringify(good.errors));
+    assert.deepEqual(good.blocks.map((b) => [b.id, b.kind, b.ipu]), [["first", "begin", 0], ["second", "scoped", 1], ["third", "begin", 1]]);
+  });
+
+  test("demoModel('revgnn') is RevGNN without data for a dataset's sizes", () => {
+    const cora = { layers: 3, hidden: 16, groups: 2, inChannels: 1433, outChannels: 7, nodes: 2708, edges: 13264, featureNnz: 49216 };
+    const r = m.demoModel("revgnn", { ...cora, ipus: 3, training: true });
+    assert.equal(r.microBatchSize, 2708);
+    assert.equal(r.graph.nodes.filter((n) => n.opname === "call").length, 3);
+    assert.deepEqual(r.parameters.find(([name]) => name === "lin1.weight"), ["lin1.weight", [16, 1433]]);
+    assert.deepEqual([...new Set(r.graph.nodes.map((n) => n.meta.block).filter(Boolean))], ["ipu0", "ipu1", "ipu2"]);
+    const p = m.plan(r, { Training: { gradientAccumulation: 5 } }, { training: true, optimizer: "adam", microBatchSize: r.microBatchSize });
+    assert.equal(p.valid, true, JSON.stringify(p.errors));
+    assert.equal(p.stages.length, 5, "2F - 1");
+    assert.throws(() => m.demoModel("revgnn", { ...cora, hidden: 15 }), /hidden size 15 is not divisible/);
+    assert.throws(() => m.demoModel("revgnn", { ...cora, nodes: 0 }), (e) => e instanceof RangeError && /nodes must be from 1/.test(e.message));
+    assert.throws(() => m.demoModel("mlp", { nodes: 10 }), /nodes is an option of the revgnn demo model only/);
+    assert.throws(() => m.demoModel("revgnn", [3]), /config must be an object/);
+  });
+
   test("bad calls throw an Error naming the cause", () => {
     assert.throws(() => m.plan({}), /must be what trace\(\)/);
     assert.throws(() => m.plan(m.traceMlp([4, 3], 2), undefined, { training: true }), /loss must be a float scalar/);

@@ -1,27 +1,37 @@
 // The memory timeline of one IPU: bytes by class, stacked, over program steps, with the
 // IPU's capacity as a line, the peak step marked and a selected step highlighted.
 //
-//   drawMemory(canvas, { width, height, classes: [names, bottom first],
-//                        steps: [{ label, values: { class: bytes } }], capacity, peakStep, selected })
-// Returns { stepAt(x) }: the step index under a CSS-pixel x (for click handling by the caller).
-import { CLASS_COLOURS, bytes, sizeCanvas } from "./svg.js";
+//   drawMemory(canvas, { width, height, classes: [names, bottom first], x: [step of each point],
+//                        series: { class: [bytes per point] }, programSteps, capacity,
+//                        capacityLabel = "capacity", peakIndex, selected })
+// `x` may list a sample of the program's steps (in order); points are placed by their step.
+// Returns { indexAt(px) }: the index of the point nearest a CSS-pixel x (for clicks).
+import { CLASS_COLOURS, bytes, byteTicks, sizeCanvas } from "./svg.js";
 
-const PAD = { left: 64, right: 12, top: 12, bottom: 26 };
+const PAD = { left: 64, right: 12, top: 14, bottom: 26 };
 
 export function drawMemory(canvas, data) {
   const width = data.width ?? 640;
   const height = data.height ?? 220;
   const ctx = sizeCanvas(canvas, width, height);
-  const n = data.steps.length;
-  const totals = data.steps.map((s) => data.classes.reduce((a, c) => a + (s.values[c] ?? 0), 0));
+  const xs = data.x;
+  const n = xs.length;
+  const totals = new Float64Array(n);
+  for (const c of data.classes) {
+    const s = data.series[c];
+    if (s) for (let i = 0; i < n; i++) totals[i] += s[i] ?? 0;
+  }
   // The capacity line is drawn when it is within reach; far above the peak, the chart is
   // scaled to the data and the capacity is written at the top instead.
-  const peak = Math.max(...totals, 1);
+  let peak = 1;
+  for (let i = 0; i < n; i++) peak = Math.max(peak, totals[i]);
   const capacityShown = Boolean(data.capacity) && peak > data.capacity * 0.25;
-  const top = (capacityShown ? Math.max(data.capacity, peak) : peak) * 1.12;
+  const ticks = byteTicks((capacityShown ? Math.max(data.capacity, peak) : peak) * 1.08);
+  const top = ticks[ticks.length - 1];
   const w = width - PAD.left - PAD.right;
   const h = height - PAD.top - PAD.bottom;
-  const X = (i) => PAD.left + (n <= 1 ? w / 2 : (i / (n - 1)) * w);
+  const last = Math.max(1, (data.programSteps ?? (n ? xs[n - 1] + 1 : 1)) - 1);
+  const X = (i) => PAD.left + (n <= 1 ? w / 2 : (xs[i] / last) * w);
   const Y = (v) => PAD.top + h - (v / top) * h;
 
   ctx.clearRect(0, 0, width, height);
@@ -29,8 +39,7 @@ export function drawMemory(canvas, data) {
   ctx.fillStyle = "#6b7385";
   ctx.strokeStyle = "#e3e6ee";
   ctx.lineWidth = 1;
-  for (let k = 0; k <= 4; k++) {
-    const v = (top / 4) * k;
+  for (const v of ticks) {
     const y = Math.round(Y(v)) + 0.5;
     ctx.beginPath();
     ctx.moveTo(PAD.left, y);
@@ -38,24 +47,35 @@ export function drawMemory(canvas, data) {
     ctx.stroke();
     ctx.fillText(bytes(v), 4, y + 4);
   }
-  // Stacked areas, bottom class first.
-  const base = new Array(n).fill(0);
+  // Stacked areas, bottom class first (a one-step program is a bar).
+  const base = new Float64Array(n);
+  const upper = new Float64Array(n);
   for (const c of data.classes) {
-    const upper = data.steps.map((s, i) => base[i] + (s.values[c] ?? 0));
-    if (upper.every((v, i) => v === base[i])) continue;
-    ctx.beginPath();
-    data.steps.forEach((_, i) => (i ? ctx.lineTo(X(i), Y(upper[i])) : ctx.moveTo(X(i), Y(upper[i]))));
-    for (let i = n - 1; i >= 0; i--) ctx.lineTo(X(i), Y(base[i]));
-    ctx.closePath();
+    const s = data.series[c];
+    if (!s) continue;
+    let any = false;
+    for (let i = 0; i < n; i++) {
+      upper[i] = base[i] + (s[i] ?? 0);
+      if (upper[i] !== base[i]) any = true;
+    }
+    if (!any) continue;
     ctx.fillStyle = CLASS_COLOURS[c] ?? "#999";
     ctx.globalAlpha = 0.85;
-    ctx.fill();
+    if (n === 1) {
+      ctx.fillRect(PAD.left + w / 4, Y(upper[0]), w / 2, Y(base[0]) - Y(upper[0]));
+    } else {
+      ctx.beginPath();
+      for (let i = 0; i < n; i++) (i ? ctx.lineTo : ctx.moveTo).call(ctx, X(i), Y(upper[i]));
+      for (let i = n - 1; i >= 0; i--) ctx.lineTo(X(i), Y(base[i]));
+      ctx.closePath();
+      ctx.fill();
+    }
     ctx.globalAlpha = 1;
-    upper.forEach((v, i) => (base[i] = v));
+    base.set(upper);
   }
   if (data.capacity && !capacityShown) {
     ctx.fillStyle = "#d62728";
-    ctx.fillText(`capacity ${bytes(data.capacity)} (far above the chart)`, PAD.left + 6, PAD.top + 10);
+    ctx.fillText(`${data.capacityLabel ?? "capacity"} ${bytes(data.capacity)} (far above the chart)`, PAD.left + 6, PAD.top + 2);
   }
   if (capacityShown) {
     const y = Math.round(Y(data.capacity)) + 0.5;
@@ -67,14 +87,17 @@ export function drawMemory(canvas, data) {
     ctx.stroke();
     ctx.setLineDash([]);
     ctx.fillStyle = "#d62728";
-    ctx.fillText(`capacity ${bytes(data.capacity)}`, PAD.left + 6, y - 4);
+    ctx.fillText(`${data.capacityLabel ?? "capacity"} ${bytes(data.capacity)}`, PAD.left + 6, y - 4);
   }
-  if (Number.isInteger(data.peakStep) && data.peakStep < n) {
+  if (Number.isInteger(data.peakIndex) && data.peakIndex < n) {
+    const px = X(data.peakIndex);
+    const py = Y(totals[data.peakIndex]);
     ctx.fillStyle = "#1f2430";
     ctx.beginPath();
-    ctx.arc(X(data.peakStep), Y(totals[data.peakStep]), 3.5, 0, 2 * Math.PI);
+    ctx.arc(px, py, 3.5, 0, 2 * Math.PI);
     ctx.fill();
-    ctx.fillText(`peak ${bytes(totals[data.peakStep])}`, Math.min(X(data.peakStep) + 6, width - 110), Math.max(Y(totals[data.peakStep]) - 6, 12));
+    const label = `peak ${bytes(totals[data.peakIndex])}`;
+    ctx.fillText(label, Math.min(px + 6, width - PAD.right - ctx.measureText(label).width), Math.max(py - 6, 11));
   }
   if (Number.isInteger(data.selected) && data.selected < n) {
     const x = Math.round(X(data.selected)) + 0.5;
@@ -86,13 +109,24 @@ export function drawMemory(canvas, data) {
     ctx.stroke();
   }
   ctx.fillStyle = "#6b7385";
-  ctx.fillText("program step →", width - PAD.right - 90, height - 8);
-  ctx.fillText(data.steps[0]?.label ?? "", PAD.left, height - 8);
+  ctx.fillText("0", PAD.left, height - 8);
+  const end = String(last);
+  ctx.fillText(end, width - PAD.right - ctx.measureText(end).width, height - 8);
+  ctx.fillText("program step →", PAD.left + w / 2 - 40, height - 8);
   return {
-    stepAt(x) {
+    indexAt(px) {
       if (n === 0) return null;
-      const i = Math.round(((x - PAD.left) / Math.max(w, 1)) * (n - 1));
-      return Math.min(n - 1, Math.max(0, i));
+      const step = ((px - PAD.left) / Math.max(w, 1)) * last;
+      // The listed steps are in order: binary search for the nearest.
+      let lo = 0;
+      let hi = n - 1;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (xs[mid] < step) lo = mid + 1;
+        else hi = mid;
+      }
+      if (lo > 0 && Math.abs(xs[lo - 1] - step) <= Math.abs(xs[lo] - step)) lo--;
+      return lo;
     },
   };
 }

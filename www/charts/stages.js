@@ -1,20 +1,20 @@
 // Blocks → Stages → Phases per IPU: one row per IPU, one column per stage (pipelined and
 // sharded) or per phase (phased), each cell listing the Blocks that run there.
 //
-//   drawStages(svgElement, { ipus: [0, 1, …], columns: [{ id, label, pass }],
+//   drawStages(svgElement, { ipus: [0, 1, …], columns: [{ id, label, sub, pass }],
 //                            cells: [{ ipu, column, blocks: [ids], label, pass }], width })
 // Returns { width, height }.
 import { svg, clear, colour, tip } from "./svg.js";
 
 const LABEL_W = 70;
 const ROW_H = 64;
-const TOP = 30;
+const TOP = 38;
 
 export function drawStages(root, data) {
   clear(root);
   const cols = data.columns.length;
-  // Columns share the width given, between 100 and 150 px each.
-  const COL_W = Math.max(100, Math.min(150, Math.floor(((data.width ?? 900) - LABEL_W - 10) / Math.max(1, cols))));
+  // Columns share the width given, between 84 and 150 px each.
+  const COL_W = Math.max(84, Math.min(150, Math.floor(((data.width ?? 900) - LABEL_W - 10) / Math.max(1, cols))));
   const width = LABEL_W + Math.max(1, cols) * COL_W + 10;
   const height = TOP + data.ipus.length * ROW_H + 10;
   root.setAttribute("viewBox", `0 0 ${width} ${height}`);
@@ -22,7 +22,8 @@ export function drawStages(root, data) {
   root.setAttribute("height", height);
   data.columns.forEach((c, i) => {
     const x = LABEL_W + i * COL_W + COL_W / 2;
-    root.append(svg("text", { x, y: 18, "text-anchor": "middle", class: `col-head ${c.pass === "backward" ? "bwd" : ""}` }, [c.label]));
+    root.append(svg("text", { x, y: 15, "text-anchor": "middle", class: `col-head ${c.pass === "backward" ? "bwd" : ""}` }, [c.label]));
+    if (c.sub) root.append(svg("text", { x, y: 29, "text-anchor": "middle", class: `col-sub ${c.pass}` }, [c.sub]));
   });
   data.ipus.forEach((ipu, r) => {
     const y = TOP + r * ROW_H;

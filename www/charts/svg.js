@@ -40,7 +40,7 @@ export const CLASS_COLOURS = {
   stash: "#e45756",
   gradients: "#54a24b",
   temporaries: "#eeca3b",
-  streaming: "#9d755d",
+  loaded: "#9d755d",
 };
 
 export const KIND_COLOURS = {
@@ -81,4 +81,18 @@ export function sizeCanvas(canvas, width, height) {
   const ctx = canvas.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   return ctx;
+}
+
+/** Round tick values from 0 to at least `max` (about `n` steps of 1, 2, 2.5 or 5 × a power of
+ *  ten of a binary unit, so that `bytes()` prints them short). */
+export function byteTicks(max, n = 4) {
+  if (!(max > 0)) return [0, 1];
+  let unit = 1;
+  while (max / unit >= 1024) unit *= 1024;
+  const raw = max / unit / n;
+  const p = 10 ** Math.floor(Math.log10(raw));
+  const step = Math.max(1, [1, 2, 2.5, 5, 10].map((m) => m * p).find((s) => s >= raw) * unit);
+  const ticks = [];
+  for (let v = 0; v < max + step * 0.999; v += step) ticks.push(v);
+  return ticks;
 }

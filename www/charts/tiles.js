@@ -40,3 +40,12 @@ export function drawTiles(canvas, data) {
   });
   return { columns, rows, over };
 }
+
+/** The colour scale of the tile map, 0 to a full tile, as a `width` × `height` bar. */
+export function drawTileScale(canvas, width, height) {
+  const ctx = sizeCanvas(canvas, width, height);
+  for (let x = 0; x < width; x++) {
+    ctx.fillStyle = heat((x + 0.5) / width);
+    ctx.fillRect(x, 0, 1, height);
+  }
+}

@@ -3,10 +3,11 @@
 //
 // The convention (README "Writing a model in the editor"): the module imports what it
 // needs from "ipu-playground" and `export default`s either
-//   - an object { model, inputs, training? }: `model` an nn.Module, `inputs` the example
-//     inputs [{ name, shape, dtype? }] it is traced with; or
-//   - a function ({ options, ipus }) => that object (sync or async), to build the model
-//     from the page's options panel; or
+//   - an object { model, inputs, training?, optimizer?, loss? }: `model` an nn.Module,
+//     `inputs` the example inputs [{ name, shape, dtype? }] it is traced with, `training`
+//     to plan it as poptorch.trainingModel (its forward returns the loss); or
+//   - a function ({ options, ipus }) => that object (sync or async), to build the
+//     model from the page's options panel; or
 //   - { revgnn: { layers, hidden, … } }: the built-in RevGNN trainer's configuration
 //     (until the PopTorch-style API brings nn.SAGEConv and datasets into the editor).
 // The default export is the one hook: when `poptorch.trainingModel(...)` arrives, its
@@ -78,7 +79,14 @@ export async function importModule(code, packageUrl) {
   }
 }
 
-/** Turns the default export into { kind: "trace", model, inputs, training } or { kind: "revgnn", config }. */
+const OPTIMIZERS = ["sgd", "sgdMomentum", "adam", "adamW"];
+
+/**
+ * Turns the default export into { kind: "trace", model, inputs, training, optimizer, loss } or
+ * { kind: "revgnn", config }. `optimizer` (the state the training plan holds) is one of
+ * OPTIMIZERS, SGD without momentum by default as in PopTorch; `loss` the index of the
+ * forward's output that is the loss (default: its one scalar output).
+ */
 export async function normalize(exports, ctx) {
   if (!("default" in exports)) {
     throw makeError(ErrorKind.MODEL, "The code must `export default` the model: { model, inputs }, a function returning it, or { revgnn: {…} }");
@@ -94,7 +102,14 @@ export async function normalize(exports, ctx) {
   if (!Array.isArray(value.inputs) || value.inputs.length === 0) {
     throw makeError(ErrorKind.MODEL, "The default export must give `inputs`: the example inputs, e.g. [{ name: \"x\", shape: [8, 16] }]");
   }
-  return { kind: "trace", model: value.model, inputs: value.inputs, training: Boolean(value.training) };
+  const optimizer = value.optimizer ?? "sgd";
+  if (!OPTIMIZERS.includes(optimizer)) {
+    throw makeError(ErrorKind.MODEL, `\`optimizer\` must be one of ${OPTIMIZERS.map((o) => `"${o}"`).join(", ")}, got ${safeString(optimizer)}`);
+  }
+  if (value.loss !== undefined && !(Number.isInteger(value.loss) && value.loss >= 0)) {
+    throw makeError(ErrorKind.MODEL, `\`loss\` must be the index of the forward's output that is the loss (0, 1, …), got ${safeString(value.loss)}`);
+  }
+  return { kind: "trace", model: value.model, inputs: value.inputs, training: Boolean(value.training), optimizer, loss: value.loss ?? null };
 }
 
 function isModule(v) {

@@ -6,39 +6,59 @@ import * as pkg from "../pkg/ipu_playground.js";
 import { loadEngine } from "./load.js";
 import { Request, Event, ErrorKind, TrainingPhase, reply, failure, event, makeError, USER_FILE } from "./protocol.js";
 import { importModule, normalize, describe, userSources } from "./usercode.js";
-import { placeholderPlan } from "./placeholder-plan.js";
 import { DATASETS, checkName, fetchPlanetoid } from "./datasets.js";
 
 const PACKAGE_URL = new URL("../pkg/ipu_playground.js", import.meta.url).href;
 const DATA_URL = new URL("../data/", import.meta.url);
 
 /**
- * The planner of the package once it exports one (issue #9: `plan(traceResult, options)`,
- * options with `training`), else the placeholder. This is the one place to adapt when it lands.
+ * The planner: `plan(model, options, settings)` of the package (crate/src/api/plan.rs), the one
+ * hook between the analysis and the planner. `options` is the planner's Options JSON as the
+ * options panel holds it; `settings` `{training, loss, optimizer, microBatchSize}`. A
+ * configuration PopTorch rejects is a plan with `valid: false`; a throw means there was
+ * nothing to plan (e.g. training asked of a model without a scalar loss).
  */
-function makePlan(traced, options, training, available) {
-  if (typeof pkg.plan === "function") {
-    return pkg.plan(traced, { ...options, training });
-  }
-  return placeholderPlan(traced.graph, options, { training, available });
+function makePlan(traced, options, settings) {
+  return pkg.plan(traced, options, settings);
 }
 
 // ---------------------------------------------------------------- analysis of user code
 
-/** traceRevGnn, with an error about a hyper-parameter marked at the line that sets it. */
+/** demoModel("revgnn"), with an error about a hyper-parameter marked at the line that sets it. */
 function revgnnTrace(code, config) {
   try {
-    return pkg.traceRevGnn(config);
+    return pkg.demoModel("revgnn", config);
   } catch (e) {
     const message = e?.message ?? String(e);
-    const lines = code.split("\n");
-    for (const key of ["layers", "hidden", "groups", "dropout", "seed"]) {
-      if (!new RegExp(`\\b${key}\\b`, "i").test(message)) continue;
-      const line = lines.findIndex((l) => new RegExp(`\\b${key}\\s*:`).test(l));
-      if (line >= 0) throw makeError(ErrorKind.MODEL, `RevGNN: ${message}`, { line: line + 1 });
-    }
-    throw makeError(ErrorKind.MODEL, `RevGNN: ${message}`);
+    const key = ["layers", "hidden", "groups", "dropout", "seed"].find((k) => new RegExp(`\\b${k}\\b`, "i").test(message) && lineOfKey(code, k));
+    throw makeError(ErrorKind.MODEL, `RevGNN: ${message}`, key ? { line: lineOfKey(code, key) } : {});
   }
+}
+
+/** The line of `key:` in the user's code (1-based), or undefined. */
+function lineOfKey(code, key) {
+  const i = code.split("\n").findIndex((l) => new RegExp(`\\b${key}\\s*:`).test(l));
+  return i >= 0 ? i + 1 : undefined;
+}
+
+/** Which output of `graph` is the loss: `loss` if given, else its one float scalar output. */
+function lossOutput(graph, loss, code) {
+  const scalars = graph.outputs
+    .map((v, i) => ({ i, ty: graph.values[v] }))
+    .filter(({ ty }) => ty && ty.shape.length === 0 && (ty.dtype === "float32" || ty.dtype === "float16"))
+    .map(({ i }) => i);
+  const line = lineOfKey(code, "training");
+  if (loss !== null) {
+    if (loss >= graph.outputs.length) {
+      throw makeError(ErrorKind.MODEL, `\`loss: ${loss}\` names output ${loss}, but forward returns ${graph.outputs.length} output${graph.outputs.length === 1 ? "" : "s"}`, { line: lineOfKey(code, "loss") });
+    }
+    return loss;
+  }
+  if (scalars.length === 1) return scalars[0];
+  if (scalars.length === 0) {
+    throw makeError(ErrorKind.MODEL, "training: true, but forward returns no loss: a training model (poptorch.trainingModel) returns its loss, a float scalar, e.g. `return [out, out.crossEntropy(labels)]` or `out.mean()`", { line });
+  }
+  throw makeError(ErrorKind.MODEL, `forward returns ${scalars.length} scalar outputs (${scalars.join(", ")}): say which one is the loss with \`loss: <index>\` next to \`training: true\``, { line });
 }
 
 async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
@@ -48,16 +68,17 @@ async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
   const { exports, url } = await importModule(code, PACKAGE_URL);
   try {
     const spec = await normalize(exports, ctx).catch((e) => {
-      throw describe(e, url);
+      const info = describe(e, url);
+      for (const key of ["optimizer", "loss"]) if (info.line === undefined && new RegExp(`\`${key}\``).test(info.message)) info.line = lineOfKey(code, key);
+      throw info;
     });
     let traced;
     let title;
-    let training = false;
+    let settings;
     if (spec.kind === "revgnn") {
       checkName(dataset);
       const d = DATASETS[dataset];
       const c = spec.config;
-      training = true;
       traced = revgnnTrace(code, {
         layers: c.layers ?? 7,
         hidden: c.hidden ?? 160,
@@ -72,21 +93,38 @@ async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
         seed: c.seed ?? 0,
       });
       title = `RevGNN on ${dataset}: ${c.layers ?? 7} layers × ${c.hidden ?? 160} channels, ${c.groups ?? 2} groups (whole-graph pass)`;
+      // The whole-graph pass of the evaluation: every node is one sample.
+      settings = { training: false, microBatchSize: d.nodes };
     } else {
-      training = spec.training;
       try {
         traced = pkg.trace(spec.model, spec.inputs, { training: spec.training });
       } catch (e) {
         throw describe(e, url);
       }
       title = `${spec.model.constructor?.name ?? "Model"} on ${spec.inputs.map((i) => `${i.name ?? "input"} [${(i.shape ?? []).join("×")}]`).join(", ")}`;
+      settings = spec.training ? { training: true, loss: lossOutput(traced.graph, spec.loss, code), optimizer: spec.optimizer } : { training: false };
     }
     // The tracer records the blob's id as the file: show the editor's name.
     for (const n of traced.graph.nodes) {
       if (n.meta?.source) n.meta.source = userSources(n.meta.source, url);
     }
     const text = userSources(traced.text, url);
-    const plan = makePlan(traced, options, training, ipus);
+    let plan;
+    try {
+      plan = makePlan(traced, options, settings);
+    } catch (e) {
+      throw makeError(ErrorKind.MODEL, `The planner could not plan this model: ${userSources(e?.message ?? String(e), url)}`, { line: settings.training ? lineOfKey(code, "training") : undefined });
+    }
+    const checks = [];
+    if (plan.ipusReserved > ipus) {
+      checks.push({
+        level: "error",
+        code: "not_enough_ipus",
+        message: `The plan reserves ${plan.ipusReserved} IPUs (${plan.ipusPerReplica} per replica × ${plan.replicas} replica${plan.replicas === 1 ? "" : "s"}), but the system has ${ipus}.`,
+        fix: `Set "IPUs in the system" to ${plan.ipusReserved} or more, or use fewer IPUs or replicas.`,
+        node: null,
+      });
+    }
     return {
       kind: spec.kind,
       title,
@@ -95,8 +133,10 @@ async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
       parameters: traced.parameters ?? [],
       revgnn: spec.kind === "revgnn" ? spec.config : null,
       dataset: spec.kind === "revgnn" ? dataset : null,
-      training,
+      training: settings.training,
+      optimizer: settings.optimizer ?? null,
       plan,
+      checks,
       file: USER_FILE,
       ms: performance.now() - t0,
       // Each edit's module stays loaded (with the parameters its model holds in wasm
@@ -121,6 +161,20 @@ function settleParked() {
 
 function wait(ms) {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/**
+ * The planner's prediction for the training step the trainer runs (its own graph, planned on
+ * one IPU): the activation peak the executor counts, and the IPU's whole peak.
+ */
+function predict(trainer) {
+  try {
+    const p = makePlan(trainer, {}, {});
+    const m = p.memory.ipus[0];
+    return { livePeakBytes: m.livePeakBytes, peakBytes: m.peakBytes, capacityBytes: p.memory.capacityBytes, fits: p.fits, generation: p.generation.chip, steps: p.numNodes };
+  } catch (e) {
+    return { error: e?.message ?? String(e) };
+  }
 }
 
 async function train({ dataset, config = {}, epochs }) {
@@ -152,6 +206,7 @@ async function train({ dataset, config = {}, epochs }) {
     run.trainer = trainer;
     run.dataset = dataset;
     const buildSeconds = (performance.now() - t0) / 1000;
+    const prediction = predict(trainer);
     const evalEvery = epochs <= 50 ? 1 : Math.ceil(epochs / 50);
     let steps = 0;
     let acc = null;
@@ -159,7 +214,7 @@ async function train({ dataset, config = {}, epochs }) {
     let saved = 0;
     const t1 = performance.now();
     run.state = TrainingPhase.RUNNING;
-    send(TrainingPhase.RUNNING, { epoch: 0, steps: 0, params: trainer.numParams, buildSeconds });
+    send(TrainingPhase.RUNNING, { epoch: 0, steps: 0, params: trainer.numParams, buildSeconds, prediction });
     for (let e = 1; e <= epochs; e++) {
       // Yield between epochs, so pause and stop requests are read.
       await wait(0);

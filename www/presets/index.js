@@ -1,6 +1,6 @@
 // The editor's presets: code written against the package's JS API, the options each
-// starts with (merged over the defaults) and the IPUs in the system (`ipus`). `expect` is what the page tests check: the IPUs
-// the assignment view shows.
+// starts with (the planner's Options JSON, merged over the defaults) and the IPUs in the
+// system (`ipus`). `expect` is what the page tests check: the IPUs the assignment view shows.
 
 const REVGNN = `// RevGNN on a Planetoid graph: the model of PyG's
 // examples/rev_gnn.py — lin1 → layers × GroupAddRev(LayerNorm
@@ -29,9 +29,11 @@ export default {
 
 const MLP_PIPELINED = `import { nn, block } from "ipu-playground";
 
-// An MLP cut into four Blocks, one per IPU. With PopTorch's default
-// PipelinedExecution each switch of IPU starts a pipeline stage; training adds the
-// backward stages (2F − 1 in all), so gradient accumulation must be at least 7.
+// An MLP cut into four Blocks, one per IPU, trained with a
+// cross-entropy loss. With PopTorch's default PipelinedExecution
+// each switch of IPU starts a pipeline stage; training adds the
+// backward stages (2F − 1 = 7 in all), so gradient accumulation
+// must be at least 7 (try 4 in the options).
 class MLP extends nn.Module {
   constructor(width) {
     super();
@@ -41,26 +43,37 @@ class MLP extends nn.Module {
     this.head = new nn.Linear(width, 10);
   }
 
-  forward(x) {
+  forward(x, labels) {
     const h1 = block("embed", 0, () => this.fc1.forward(x).relu());
     const h2 = block("hidden1", 1, () => this.fc2.forward(h1).relu());
     const h3 = block("hidden2", 2, () => this.fc3.forward(h2).relu());
-    return block("head", 3, () => this.head.forward(h3));
+    return block("head", 3, () => {
+      const logits = this.head.forward(h3);
+      // As in PopTorch, a training model returns its loss.
+      return [logits, logits.crossEntropy(labels)];
+    });
   }
 }
 
 export default {
   model: new MLP(512),
-  inputs: [{ name: "x", shape: [32, 784] }],
-  training: true,
+  inputs: [
+    { name: "x", shape: [32, 784] },
+    { name: "labels", shape: [32], dtype: "int32" },
+  ],
+  training: true, // planned as poptorch.trainingModel: the scalar output is the loss
+  optimizer: "adam",
 };
 `;
 
 const TRANSFORMER = `import { nn, beginBlock } from "ipu-playground";
 
-// A small transformer: 4 layers of self-attention + MLP. Each layer is a Block; which
-// IPU and which execution phase runs it is set in the options panel (Execution
-// strategy → phases), as poptorch.SerialPhasedExecution / ParallelPhasedExecution take it.
+// A small transformer language model: 4 layers of self-attention
+// + MLP, then a head over the vocabulary. Each layer starts a Block
+// (beginBlock: what follows stays in it); which IPU and which
+// execution phase runs each Block is set in the options panel
+// (Execution strategy → phases), as poptorch.SerialPhasedExecution
+// and ParallelPhasedExecution take it.
 class Attention extends nn.Module {
   constructor(d) {
     super();
@@ -92,32 +105,39 @@ class Layer extends nn.Module {
 }
 
 class Transformer extends nn.Module {
-  constructor(d, n) {
+  constructor(d, n, vocab) {
     super();
+    this.d = d;
     this.layers = new nn.ModuleList(Array.from({ length: n }, () => new Layer(d)));
+    this.head = new nn.Linear(d, vocab);
   }
-  forward(x) {
+  forward(x, targets) {
     let h = x;
     for (let i = 0; i < this.layers.length; i++) {
       beginBlock(\`layer\${i}\`);
       h = this.layers.get(i).forward(h);
     }
-    return h;
+    // Next-token loss over every position (batch × sequence rows).
+    return this.head.forward(h.reshape([-1, this.d])).crossEntropy(targets);
   }
 }
 
 export default {
-  model: new Transformer(64, 4),
-  inputs: [{ name: "x", shape: [8, 32, 64] }],
+  model: new Transformer(64, 4, 1000),
+  inputs: [
+    { name: "x", shape: [8, 32, 64] },
+    { name: "targets", shape: [8 * 32], dtype: "int32" },
+  ],
   training: true,
+  optimizer: "adam",
 };
 `;
 
 const REPLICATED = `import { nn, block } from "ipu-playground";
 
-// A model on 2 IPUs, replicated 4 times (Replication factor in the options): every
-// replica holds its own copy of the weights and takes its share of each batch, so
-// 2 × 4 = 8 IPUs are used.
+// A model on 2 IPUs, replicated 4 times (Replication factor in
+// the options): every replica holds its own copy of the weights
+// and takes its share of each batch, so 2 × 4 = 8 IPUs are used.
 class Net extends nn.Module {
   constructor() {
     super();
@@ -139,9 +159,10 @@ export default ({ options }) => ({
 
 const BUFFER_COUNTER = `import { nn, constant } from "ipu-playground";
 
-// A counter kept in a registered buffer, updated in place on every call (PopTorch
-// semantics: a buffer must be changed in place; a plain tensor attribute would be
-// frozen as a constant and never count). The graph shows the buffer_update node.
+// A counter kept in a registered buffer, updated in place on
+// every call (PopTorch semantics: a buffer must be changed in
+// place; a plain tensor attribute would be frozen as a constant
+// and never count). The graph shows the buffer_update node.
 class Counter extends nn.Module {
   constructor() {
     super();
@@ -158,17 +179,20 @@ class Counter extends nn.Module {
 export default { model: new Counter(), inputs: [{ name: "x", shape: [4, 8] }] };
 `;
 
+// Two phases of two stages each, on IPUs 0 and 1 (phased execution keeps every tensor class
+// in Streaming Memory by default).
 const TRANSFORMER_SERIAL = {
-  type: "serial_phased",
+  type: "serialPhased",
   phases: [
-    [{ blocks: ["layer0"], ipu: 0 }, { blocks: ["layer1"], ipu: 1 }],
-    [{ blocks: ["layer2"], ipu: 0 }, { blocks: ["layer3"], ipu: 1 }],
+    { stages: [{ blocks: ["layer0"], ipu: 0 }, { blocks: ["layer1"], ipu: 1 }] },
+    { stages: [{ blocks: ["layer2"], ipu: 0 }, { blocks: ["layer3"], ipu: 1 }] },
   ],
 };
 
+// Parallel phases alternate between the even and the odd IPUs.
 const TRANSFORMER_PARALLEL = {
-  type: "parallel_phased",
-  phases: [[{ blocks: ["layer0"], ipu: 0 }], [{ blocks: ["layer1"], ipu: 1 }], [{ blocks: ["layer2"], ipu: 0 }], [{ blocks: ["layer3"], ipu: 1 }]],
+  type: "parallelPhased",
+  phases: [0, 1, 2, 3].map((i) => ({ stages: [{ blocks: [`layer${i}`], ipu: i % 2 }] })),
 };
 
 export const PRESETS = Object.freeze([
@@ -185,7 +209,7 @@ export const PRESETS = Object.freeze([
     id: "transformer-serial",
     title: "Transformer, serial phased",
     code: TRANSFORMER,
-    options: { executionStrategy: TRANSFORMER_SERIAL, TensorLocations: { weights: "offChip", activations: "offChip", optimizer: "offChip", accumulators: "offChip" } },
+    options: { executionStrategy: TRANSFORMER_SERIAL },
     ipus: 2,
     expect: { ipus: [0, 1] },
   },
@@ -193,7 +217,7 @@ export const PRESETS = Object.freeze([
     id: "transformer-parallel",
     title: "Transformer, parallel phased",
     code: TRANSFORMER,
-    options: { executionStrategy: TRANSFORMER_PARALLEL, TensorLocations: { weights: "offChip", activations: "offChip", optimizer: "offChip", accumulators: "offChip" } },
+    options: { executionStrategy: TRANSFORMER_PARALLEL },
     ipus: 2,
     expect: { ipus: [0, 1] },
   },

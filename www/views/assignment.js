@@ -3,8 +3,7 @@
 import { h, stat, contentWidth } from "./dom.js";
 import { drawStages } from "../charts/stages.js";
 import { drawPipeline } from "../charts/pipeline.js";
-import { summary, stagesData, pipelineData } from "../plan/adapter.js";
-import { STRATEGIES } from "../options.js";
+import { summary, stagesData, pipelineData, nodeLabel } from "../plan/adapter.js";
 import { bytes } from "../charts/svg.js";
 
 const svgEl = (id, label) => {
@@ -23,10 +22,8 @@ export function createAssignmentView(root) {
   const pipe = svgEl("pipeline-chart", "Pipeline schedule: stages over time steps");
   const pipeBox = h("section", { class: "pipeline" }, [pipeHead, pipeNote, h("div", { class: "chart-scroll" }, [pipe])]);
   const copies = h("div", { class: "copies" });
-  const note = h("p", { class: "notice", role: "note" });
   root.append(
     stats,
-    note,
     h("h3", { text: "Blocks → stages → phases, per IPU" }),
     h("div", { class: "chart-scroll" }, [stages]),
     pipeBox,
@@ -37,24 +34,22 @@ export function createAssignmentView(root) {
       const plan = a.plan;
       const s = summary(plan);
       stats.replaceChildren(
-        stat("strategy", STRATEGIES[s.strategy] ?? s.strategy),
+        stat("strategy", s.strategy),
         stat("IPUs used", s.ipusUsed, "ipus-used"),
         stat("IPUs reserved", s.ipusReserved),
         stat("per replica × replicas", `${s.ipusPerReplica} × ${s.replicas}`),
         stat("blocks", s.blocks),
-        stat(s.phases ? "phases" : "stages", s.phases || s.stages),
+        stat(s.phases ? "phases" : "stages", s.phases || s.stages, "stage-count"),
         stat("inter-IPU copies", s.copies ? `${s.copies} · ${bytes(s.copyBytes)}` : "0"),
         stat("plan", s.valid ? "valid" : "invalid", s.valid ? "ok" : "bad"),
       );
-      note.hidden = !s.placeholder;
-      note.textContent = s.placeholder
-        ? "Derived from the traced graph by the page's placeholder planner (Blocks, stages, phases, IPU count, copies and pipeline depth follow PopTorch's rules); the planner of issue #9 will replace it."
-        : "";
       drawStages(stages, { ...stagesData(plan), width: contentWidth(root, 480) });
       const p = pipelineData(plan);
       pipeBox.hidden = !p;
       if (p) {
-        pipeNote.textContent = `${p.stages.length} stages × ${p.microBatches} micro-batches (${plan.training ? "gradient accumulation" : "device iterations"}): ramp-up ${p.rampUp} step${p.rampUp === 1 ? "" : "s"}, steady ${p.steady}, ramp-down ${p.rampDown}.`;
+        pipeNote.textContent =
+          `${p.stages.length} stages × ${p.microBatches} micro-batches (${plan.training ? "gradient accumulation" : "device iterations"}): ramp-up ${p.rampUp} step${p.rampUp === 1 ? "" : "s"}, steady ${p.steady}, ramp-down ${p.rampDown}.` +
+          (p.gaps.length ? " The steady state is drawn shortened (…)." : "");
         drawPipeline(pipe, { ...p, width: contentWidth(root, 480) });
       }
       const list = plan.copies ?? [];
@@ -64,9 +59,10 @@ export function createAssignmentView(root) {
           h("h3", { text: "Copies between IPUs" }),
           h("table", { class: "table" }, [
             h("thead", {}, [h("tr", {}, ["value", "from", "to", "bytes", "read by"].map((t) => h("th", { text: t, scope: "col" })))]),
-            h("tbody", {}, list.slice(0, 50).map((c) => h("tr", {}, [`%${c.value}`, `IPU ${c.fromIpu}`, `IPU ${c.toIpu}`, bytes(c.bytes), `%${a.graph.nodes[c.node]?.outputs?.[0] ?? c.node} ${a.graph.nodes[c.node]?.opname ?? ""}`].map((t) => h("td", { text: t }))))),
+            h("tbody", {}, list.slice(0, 50).map((c) => h("tr", {}, [`%${c.value}`, `IPU ${c.fromIpu}`, `IPU ${c.toIpu}`, bytes(c.bytes), `step ${c.node}: ${nodeLabel(plan, c.node)}`].map((t) => h("td", { text: t }))))),
           ]),
         );
+        if (list.length > 50) copies.append(h("p", { class: "muted", text: `… and ${list.length - 50} more.` }));
       }
     },
   };

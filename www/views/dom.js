@@ -10,15 +10,6 @@ export function h(tag, attrs = {}, children = []) {
   return e;
 }
 
-/** A notice that a part needs the planner (issue #9), which this build does not have. */
-export function plannerMissing(what) {
-  return h("div", { class: "notice planner-missing", role: "note" }, [
-    h("strong", { text: "Planner not available in this build. " }),
-    `${what} needs the IPU planner's memory and cost model (issue #9), which is not built into this package yet. ` +
-      "The Assignment view is derived from the traced graph by a placeholder that computes only what the graph and PopTorch's rules determine.",
-  ]);
-}
-
 export function stat(label, value, cls = "") {
   return h("div", { class: `stat ${cls}` }, [h("span", { class: "stat-value", text: String(value) }), h("span", { class: "stat-label", text: label })]);
 }

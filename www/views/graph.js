@@ -28,8 +28,9 @@ export function createGraphView(root, { onColorBy }) {
       colorBy.value = state.colorBy;
       const data = graphData(a.graph, a.plan, state.colorBy);
       title.textContent = a.title;
-      const ipus = new Set((a.plan?.placement ?? []).map((p) => p.ipu).filter((i) => i !== null && i !== undefined));
-      stats.textContent = `${data.ops} ops in ${data.groups.length} scope groups · ${ipus.size || 1} IPU${ipus.size > 1 ? "s" : ""} · ${a.parameters.length} parameter tensors`;
+      const ipus = data.ipus || 1;
+      const program = a.plan?.numNodes > a.graph.nodes.length ? ` · the planned ${a.training ? "training step" : "program"} has ${a.plan.numNodes} nodes` : "";
+      stats.textContent = `${data.ops} ops in ${data.groups.length} scope groups · ${ipus} IPU${ipus > 1 ? "s" : ""} · ${a.parameters.length} parameter tensors${program}`;
       chart.setAttribute("aria-label", `Graph of ${data.ops} ops grouped by module scope, coloured by ${state.colorBy}`);
       drawGraph(chart, { ...data, width: contentWidth(root, 560) });
       text.textContent = a.text;

@@ -1,7 +1,8 @@
-// The options panel: what users change most, as the planner's Options JSON (options.js),
-// plus the IPUs in the system. Each field shows its own error; onChange(options, ipus)
-// after every edit that parses.
-import { STRATEGIES, GENERATIONS, LOCATIONS, TENSOR_CLASSES, validateOptions } from "../options.js";
+// The options panel: what users change most, as the planner's Options JSON (options.js), plus
+// the IPUs in the system (the page's own setting). onChange(options, ipus) after every edit. A field shows the page's own complaint (a count that is not a whole number,
+// phases that are not JSON) at once, and the planner's diagnostics about it after each plan
+// (showPlanDiagnostics).
+import { STRATEGIES, AUTO_STAGES, GENERATIONS, LOCATIONS, TENSOR_CLASSES, typeErrors, locationOf, locationSettings, fieldOfDiagnostic } from "../options.js";
 import { h } from "./dom.js";
 
 function field(id, label, input, help) {
@@ -17,54 +18,59 @@ const select = (entries) => h("select", {}, Object.entries(entries).map(([v, t])
 const number = (min) => h("input", { type: "number", min, step: 1, inputmode: "numeric" });
 const checkbox = () => h("input", { type: "checkbox" });
 
+/** The phases as the textarea shows them: the planner's JSON, one phase per line. */
+function phasesText(phases) {
+  return Array.isArray(phases) ? `[\n  ${phases.map((p) => JSON.stringify(p)).join(",\n  ")}\n]` : "";
+}
+
 export function createOptionsPanel(root, { onChange }) {
   const inputs = {
     strategy: select(STRATEGIES),
-    autoStage: select({ SameAsIpu: "SameAsIpu (stage = IPU)", AutoIncrement: "AutoIncrement (a stage per Block)" }),
-    phases: h("textarea", { rows: 5, spellcheck: "false" }),
+    autoStage: select(AUTO_STAGES),
+    phases: h("textarea", { rows: 6, spellcheck: "false" }),
     ipus: number(1),
+    ipuGeneration: select(GENERATIONS),
     replicationFactor: number(1),
     autoRound: checkbox(),
     gradientAccumulation: number(1),
     deviceIterations: number(1),
-    float16: checkbox(),
-    lossScaling: h("input", { type: "number", min: 0, step: "any" }),
-    autoLossScaling: checkbox(),
-    ipuGeneration: select(Object.fromEntries(Object.entries(GENERATIONS).map(([k, g]) => [k, g.name]))),
+    automaticLossScaling: checkbox(),
   };
-  for (const c of TENSOR_CLASSES) inputs[`loc-${c}`] = select(LOCATIONS);
+  for (const c of Object.keys(TENSOR_CLASSES)) inputs[`loc-${c}`] = select(LOCATIONS);
 
-  const check = (id, label) => {
-    const f = field(id, label, inputs[id]);
+  const check = (id, label, help) => {
+    const f = field(id, label, inputs[id], help);
     f.classList.add("check");
     f.prepend(inputs[id]);
     return f;
   };
+  const general = h("p", { class: "field-error", id: "err-options", role: "status", "aria-live": "polite" });
   const form = h("form", { class: "options", novalidate: true, "aria-label": "Options" }, [
+    general,
     h("fieldset", {}, [
       h("legend", { text: "Execution" }),
       field("strategy", "Execution strategy", inputs.strategy),
       field("autoStage", "AutoStage", inputs.autoStage),
-      field("phases", "Phases (JSON: per phase, its stages { blocks, ipu })", inputs.phases),
+      field("phases", "Phases (JSON, as SerialPhasedExecution / ParallelPhasedExecution take them)", inputs.phases,
+        'A phase: ["blockA", "blockB"] (one stage), or { "stages": [{ "blocks": ["a"], "ipu": 0 }, …] }.'),
       field("ipus", "IPUs in the system", inputs.ipus, "Passed to your code as `ipus`; the plan must fit in it."),
       field("ipuGeneration", "IPU generation", inputs.ipuGeneration),
     ]),
     h("fieldset", {}, [
       h("legend", { text: "Batching" }),
       field("replicationFactor", "Replication factor", inputs.replicationFactor),
-      check("autoRound", "Round the IPU count up to a power of two"),
+      check("autoRound", "Round the IPU count up to a power of two (autoRoundNumIPUs)"),
       field("gradientAccumulation", "Gradient accumulation", inputs.gradientAccumulation),
       field("deviceIterations", "Device iterations", inputs.deviceIterations),
     ]),
     h("fieldset", {}, [
       h("legend", { text: "Precision" }),
-      check("float16", "Half precision (float16)"),
-      field("lossScaling", "Loss scaling", inputs.lossScaling),
-      check("autoLossScaling", "Automatic loss scaling"),
+      check("automaticLossScaling", "Automatic loss scaling (Training.setAutomaticLossScaling)"),
+      h("p", { class: "help", text: "Half precision is the model's, not an option (PopTorch: model.half()): the plan counts each tensor in the dtype your code traces it in." }),
     ]),
     h("fieldset", {}, [
       h("legend", { text: "Tensor locations" }),
-      ...TENSOR_CLASSES.map((c) => field(`loc-${c}`, c[0].toUpperCase() + c.slice(1), inputs[`loc-${c}`])),
+      ...Object.entries(TENSOR_CLASSES).map(([c, label]) => field(`loc-${c}`, label, inputs[`loc-${c}`])),
     ]),
   ]);
   form.addEventListener("submit", (e) => e.preventDefault());
@@ -72,20 +78,26 @@ export function createOptionsPanel(root, { onChange }) {
 
   let current = null;
   let currentIpus = 1;
+  /** The page's own complaints, by field (shown until the field is fixed). */
+  let mine = {};
+  /** The planner's diagnostics, by field (replaced after every plan). */
+  let planners = {};
 
-  const whole = (input) => {
+  const count = (input) => {
     const t = input.value.trim();
-    return /^-?\d+$/.test(t) ? Number(t) : t === "" ? undefined : Number.isFinite(Number(t)) ? Number(t) : t;
+    if (t === "") return undefined;
+    const n = Number(t);
+    return Number.isFinite(n) ? n : t;
   };
 
   function read() {
     const o = structuredClone(current);
     const type = inputs.strategy.value;
     const errors = {};
-    if (type.endsWith("_phased")) {
+    if (type.endsWith("Phased")) {
       let phases;
       try {
-        phases = JSON.parse(inputs.phases.value || "[]");
+        phases = JSON.parse(inputs.phases.value.trim() || "[]");
       } catch (e) {
         errors.phases = `Not valid JSON: ${e.message}`;
         phases = current.executionStrategy.phases ?? [];
@@ -94,45 +106,46 @@ export function createOptionsPanel(root, { onChange }) {
     } else {
       o.executionStrategy = { type, autoStage: inputs.autoStage.value };
     }
-    o.replicationFactor = whole(inputs.replicationFactor);
-    o.autoRoundNumIpus = inputs.autoRound.checked;
-    o.Training = { ...o.Training, gradientAccumulation: whole(inputs.gradientAccumulation), autoLossScaling: inputs.autoLossScaling.checked };
-    const ls = inputs.lossScaling.value.trim();
-    o.Training.lossScaling = ls === "" ? undefined : Number(ls);
-    o.deviceIterations = whole(inputs.deviceIterations);
-    o.Precision = { ...o.Precision, float16: inputs.float16.checked };
+    o.replicationFactor = count(inputs.replicationFactor);
+    o.autoRoundNumIPUs = inputs.autoRound.checked;
+    o.Training = { ...o.Training, gradientAccumulation: count(inputs.gradientAccumulation), automaticLossScaling: inputs.automaticLossScaling.checked };
+    o.deviceIterations = count(inputs.deviceIterations);
     o.ipuGeneration = inputs.ipuGeneration.value;
-    o.TensorLocations = Object.fromEntries(TENSOR_CLASSES.map((c) => [c, inputs[`loc-${c}`].value]));
-    const ipus = whole(inputs.ipus);
-    if (!(Number.isInteger(ipus) && ipus >= 1 && ipus <= 1024)) errors.ipus = `IPUs in the system must be a whole number from 1 to 1024, got ${inputs.ipus.value || "nothing"}`;
-    return { options: o, ipus: Number.isInteger(ipus) && ipus >= 1 && ipus <= 1024 ? ipus : currentIpus, errors };
+    o.TensorLocations = {};
+    for (const c of Object.keys(TENSOR_CLASSES)) {
+      const s = locationSettings(inputs[`loc-${c}`].value);
+      if (s) o.TensorLocations[c] = s;
+    }
+    for (const e of typeErrors(o)) errors[e.field] ??= e.message;
+    const ipus = count(inputs.ipus);
+    const ipusOk = Number.isInteger(ipus) && ipus >= 1 && ipus <= 1024;
+    if (!ipusOk) errors.ipus = `IPUs in the system must be a whole number from 1 to 1024, got ${inputs.ipus.value || "nothing"}`;
+    return { options: o, ipus: ipusOk ? ipus : currentIpus, errors };
   }
 
-  function showErrors(options, extra = {}) {
-    const errs = { ...extra };
-    for (const e of validateOptions(options)) errs[e.field] ??= e.message;
-    for (const id of Object.keys(inputs)) {
+  function paint() {
+    for (const id of [...Object.keys(inputs), "options"]) {
       const p = form.querySelector(`#err-${id}`);
-      const msg = errs[id] ?? "";
-      p.textContent = msg;
-      inputs[id].setAttribute("aria-invalid", msg ? "true" : "false");
+      const msg = [mine[id], planners[id]].filter(Boolean).join(" ");
+      if (p.textContent !== msg) p.textContent = msg;
+      if (inputs[id]) inputs[id].setAttribute("aria-invalid", msg ? "true" : "false");
     }
-    return Object.keys(errs).length;
   }
 
   function sync() {
-    const phased = inputs.strategy.value.endsWith("_phased");
+    const phased = inputs.strategy.value.endsWith("Phased");
     form.querySelector(".field-phases").hidden = !phased;
     form.querySelector(".field-autoStage").hidden = phased;
   }
 
   form.addEventListener("input", (e) => {
-    if (e.target === inputs.strategy && inputs.strategy.value.endsWith("_phased") && !inputs.phases.value.trim()) {
+    if (e.target === inputs.strategy && inputs.strategy.value.endsWith("Phased") && !inputs.phases.value.trim()) {
       inputs.phases.value = "[]";
     }
     sync();
     const { options, ipus, errors } = read();
-    showErrors(options, errors);
+    mine = errors;
+    paint();
     current = options;
     currentIpus = ipus;
     onChange(options, ipus);
@@ -144,26 +157,36 @@ export function createOptionsPanel(root, { onChange }) {
       current = structuredClone(options);
       currentIpus = ipus;
       const s = options.executionStrategy ?? {};
-      inputs.strategy.value = s.type ?? "pipelined";
-      inputs.autoStage.value = s.autoStage ?? "SameAsIpu";
-      inputs.phases.value = s.phases ? `[\n  ${s.phases.map((p) => JSON.stringify(p)).join(",\n  ")}\n]` : "";
+      inputs.strategy.value = Object.hasOwn(STRATEGIES, s.type) ? s.type : "pipelined";
+      inputs.autoStage.value = Object.hasOwn(AUTO_STAGES, s.autoStage) ? s.autoStage : "sameAsIpu";
+      inputs.phases.value = phasesText(s.phases);
       inputs.ipus.value = String(ipus);
       inputs.replicationFactor.value = String(options.replicationFactor ?? "");
-      inputs.autoRound.checked = Boolean(options.autoRoundNumIpus);
+      inputs.autoRound.checked = Boolean(options.autoRoundNumIPUs);
       inputs.gradientAccumulation.value = String(options.Training?.gradientAccumulation ?? "");
       inputs.deviceIterations.value = String(options.deviceIterations ?? "");
-      inputs.float16.checked = Boolean(options.Precision?.float16);
-      inputs.lossScaling.value = String(options.Training?.lossScaling ?? "");
-      inputs.autoLossScaling.checked = Boolean(options.Training?.autoLossScaling);
-      inputs.ipuGeneration.value = options.ipuGeneration ?? "mk2";
-      for (const c of TENSOR_CLASSES) inputs[`loc-${c}`].value = options.TensorLocations?.[c] ?? "onChip";
+      inputs.automaticLossScaling.checked = Boolean(options.Training?.automaticLossScaling);
+      inputs.ipuGeneration.value = Object.hasOwn(GENERATIONS, options.ipuGeneration) ? options.ipuGeneration : "mk2";
+      for (const c of Object.keys(TENSOR_CLASSES)) inputs[`loc-${c}`].value = locationOf(options.TensorLocations?.[c]);
       sync();
-      showErrors(options);
+      mine = Object.fromEntries(typeErrors(options).map((e) => [e.field, e.message]));
+      planners = {};
+      paint();
     },
-    /** Shows an error the engine reported for an option field. */
-    showFieldError(fieldId, message) {
-      const p = form.querySelector(`#err-${fieldId}`);
-      if (p) p.textContent = message;
+    /**
+     * Shows the planner's errors and warnings about options at their fields (replacing the
+     * last plan's); those about no field of the panel stay in the Fit view only.
+     */
+    showPlanDiagnostics(diagnostics) {
+      planners = {};
+      for (const d of diagnostics) {
+        let f = fieldOfDiagnostic(d);
+        if (f === "autoStage" && inputs.strategy.value.endsWith("Phased")) f = "phases";
+        if (!f || (f === "options" && Object.keys(mine).length)) continue;
+        const text = d.level === "warning" ? `Warning: ${d.message}` : d.message;
+        planners[f] = planners[f] ? `${planners[f]} ${text}` : text;
+      }
+      paint();
     },
   };
 }

@@ -1,6 +1,14 @@
 // Training view: RevGNN trained in its own worker (engine/worker.js), with a progress bar
 // (epoch, steps, ETA), live loss and accuracy charts (uPlot), pause / resume / stop, the
-// final test accuracy, the measured activation peak and the trained weights as safetensors.
+// final test accuracy, the measured activation peak beside the planner's prediction, and the
+// trained weights as safetensors.
+//
+// The main thread's work per epoch is small and bounded: a training event only records its
+// numbers; at most once per animation frame the view writes them out — text into a fixed
+// set of elements (only what changed), one setData per chart, the new rows of the epoch log
+// when it is open — so a fast run never queues more than one redraw, the DOM does not grow
+// with the epochs (the log aside, in its own contained box), and nothing outside the
+// view's fixed-size, contained boxes is laid out again.
 import uPlot from "uplot";
 import { h, stat } from "./dom.js";
 import { bytes } from "../charts/svg.js";
@@ -46,21 +54,47 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
   const progress = h("progress", { id: "train-progress", max: 1, value: 0, "aria-label": "Training progress" });
   const progressText = h("p", { class: "progress-text", id: "train-progress-text", role: "status", "aria-live": "polite", text: "Not started." });
   const error = h("div", { class: "error", id: "train-error", role: "alert", hidden: true });
-  const stats = h("div", { class: "stats", id: "train-stats" });
+  // The stats: a fixed set of elements, filled in place.
+  const STATS = [
+    ["testAcc", "test accuracy", "test-acc", "Accuracy on the test nodes, at the last evaluation"],
+    ["valAcc", "val accuracy", "", "Accuracy on the validation nodes, at the last evaluation"],
+    ["measured", "measured activation peak", "peak", "The most activation bytes the executor held at once in a training step"],
+    ["predicted", "planner's prediction", "predicted", "The activation peak the IPU planner predicts for the same training step (ir::liveness, as the executor counts)"],
+    ["ratio", "prediction ÷ measured", "ratio", "The planner's prediction over the measurement"],
+    ["ipu", "IPU peak", "ipu-peak", "Everything the planner puts on one IPU at the step's peak (code, exchange, weights, optimizer state, activations, …) against its memory"],
+    ["kept", "kept for backward", "", "Bytes the forward pass keeps for the backward pass (reversible layers keep almost none)"],
+  ];
+  const statEls = {};
+  const stats = h(
+    "div",
+    { class: "stats", id: "train-stats" },
+    STATS.map(([key, label, cls, title]) => {
+      const el = stat(label, "", cls);
+      el.title = title;
+      el.hidden = true;
+      statEls[key] = { el, value: el.querySelector(".stat-value"), label: el.querySelector(".stat-label") };
+      return el;
+    }),
+  );
+  const predictionNote = h("p", { class: "muted", id: "train-prediction" });
   const charts = h("div", { class: "train-charts" });
   const logBody = h("tbody");
   const log = h("details", { class: "printed" }, [
     h("summary", { text: "Epoch log" }),
-    h("table", { class: "table", id: "train-log" }, [
-      h("thead", {}, [h("tr", {}, ["epoch", "loss", "train", "val", "test", "seconds"].map((t) => h("th", { text: t, scope: "col" })))]),
-      logBody,
+    h("div", { class: "train-log-box" }, [
+      h("table", { class: "table", id: "train-log" }, [
+        h("thead", {}, [h("tr", {}, ["epoch", "loss", "train", "val", "test", "seconds"].map((t) => h("th", { text: t, scope: "col" })))]),
+        logBody,
+      ]),
     ]),
   ]);
   const logRows = [];
+  let logShown = 0;
   const logRow = (cells) => h("tr", {}, cells.map((t) => h("td", { text: String(t) })));
   log.addEventListener("toggle", () => {
-    if (log.open) logBody.replaceChildren(...logRows.map(logRow));
-    else logBody.replaceChildren();
+    logBody.replaceChildren();
+    logShown = 0;
+    if (log.open) showLog();
   });
   root.append(
     h("form", { class: "train-controls", novalidate: true, onsubmit: (e) => e.preventDefault() }, [
@@ -72,6 +106,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     h("div", { class: "progress" }, [progress, progressText]),
     error,
     stats,
+    predictionNote,
     charts,
     log,
   );
@@ -84,7 +119,81 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
   let series = { epoch: [], loss: [], train: [], val: [], test: [] };
   let state = "idle";
   let paused = false;
-  const times = [];
+  let prediction = null;
+  /** What the next frame writes out: the latest numbers, and whether the charts changed. */
+  const pending = { frame: 0, text: null, stats: null, charts: false, progress: null };
+  /** Counts of what the view wrote, for the page tests (chart redraws, frames). */
+  const counters = { frames: 0, chartUpdates: 0, events: 0 };
+
+  const setText = (el, text) => {
+    if (el.textContent !== text) el.textContent = text;
+  };
+
+  function showLog() {
+    if (!log.open || logShown >= logRows.length) return;
+    const frag = document.createDocumentFragment();
+    for (; logShown < logRows.length; logShown++) frag.append(logRow(logRows[logShown]));
+    logBody.append(frag);
+  }
+
+  function writeStats(d) {
+    const v = {};
+    if (d.acc) Object.assign(v, { testAcc: `${(d.acc.test * 100).toFixed(1)} %`, valAcc: `${(d.acc.val * 100).toFixed(1)} %` });
+    if (d.peakBytes) v.measured = bytes(d.peakBytes);
+    if (prediction?.livePeakBytes !== undefined) {
+      v.predicted = bytes(prediction.livePeakBytes);
+      if (d.peakBytes) v.ratio = (prediction.livePeakBytes / d.peakBytes).toFixed(3);
+      v.ipu = bytes(prediction.peakBytes);
+    } else if (prediction?.error) {
+      v.predicted = "could not plan";
+    }
+    if (d.savedForBackward) v.kept = bytes(d.savedForBackward);
+    for (const [key] of STATS) {
+      const s = statEls[key];
+      const text = v[key] ?? "";
+      if (s.el.hidden !== !text) s.el.hidden = !text;
+      setText(s.value, text);
+    }
+    if (prediction?.capacityBytes) setText(statEls.ipu.label, `IPU peak, of ${bytes(prediction.capacityBytes)}`);
+    if (prediction?.generation) statEls.ipu.el.title = `${STATS[5][3]}: one ${prediction.generation}.`;
+    const ratio = d.peakBytes && prediction?.livePeakBytes !== undefined ? prediction.livePeakBytes / d.peakBytes : null;
+    statEls.ratio.el.classList.toggle("ok", ratio !== null && Math.abs(ratio - 1) < 0.05);
+    statEls.ipu.el.classList.toggle("ok", prediction?.fits === true);
+    statEls.ipu.el.classList.toggle("bad", prediction?.fits === false);
+  }
+
+  /** Writes out what the events since the last frame recorded. */
+  function flush() {
+    pending.frame = 0;
+    counters.frames++;
+    if (pending.progress) {
+      progress.max = pending.progress.max;
+      progress.value = pending.progress.value;
+    }
+    if (pending.text !== null) setText(progressText, pending.text);
+    if (pending.stats) writeStats(pending.stats);
+    if (pending.charts && series.epoch.length) {
+      lossChart.setData([series.epoch, series.loss]);
+      accChart.setData([series.epoch, series.train, series.val, series.test]);
+      counters.chartUpdates++;
+    } else if (pending.charts) {
+      // Empty: keep the axes laid out (see resize), so the first epoch's draw stays cheap.
+      lossChart.setData([[0, 1], [null, null]]);
+      accChart.setData([[0, 1], [null, null], [null, null], [null, null]]);
+    }
+    showLog();
+    Object.assign(pending, { text: null, stats: null, charts: false, progress: null });
+  }
+
+  /** Asks for a write-out at the next frame (once however many events come first), or now. */
+  function schedule(now = false) {
+    if (now) {
+      if (pending.frame) cancelAnimationFrame(pending.frame);
+      flush();
+    } else if (!pending.frame) {
+      pending.frame = requestAnimationFrame(flush);
+    }
+  }
 
   const setBusy = (running) => {
     start.disabled = running;
@@ -105,12 +214,13 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     epochs.setAttribute("aria-invalid", "false");
     error.hidden = true;
     series = { epoch: [], loss: [], train: [], val: [], test: [] };
-    times.length = 0;
-    lossChart.setData([[], []]);
-    accChart.setData([[], [], [], []]);
-    logBody.replaceChildren();
     logRows.length = 0;
-    stats.replaceChildren();
+    logShown = 0;
+    logBody.replaceChildren();
+    prediction = null;
+    predictionNote.textContent = "";
+    Object.assign(pending, { text: null, stats: {}, charts: true, progress: { max: n, value: 0 } });
+    schedule(true);
     download.disabled = true;
     setBusy(true);
     paused = false;
@@ -126,15 +236,6 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     if (Number.isInteger(n) && n >= 1 && n <= 10000) onSettings({ epochs: n });
   });
 
-  function statsFor(d) {
-    const items = [];
-    if (d.acc) items.push(stat("test accuracy", `${(d.acc.test * 100).toFixed(1)} %`, "test-acc"), stat("val accuracy", `${(d.acc.val * 100).toFixed(1)} %`));
-    if (d.peakBytes) items.push(stat("activation peak (measured)", bytes(d.peakBytes), "peak"));
-    if (d.savedForBackward) items.push(stat("kept for backward", bytes(d.savedForBackward)));
-    items.push(stat("planner's prediction", "needs the planner (#9)", "muted"));
-    return items;
-  }
-
   return {
     setSettings({ dataset: d, epochs: e }) {
       dataset.value = d;
@@ -146,38 +247,50 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     setPaused(p, epoch) {
       paused = p;
       pause.textContent = p ? "Resume" : "Pause";
-      if (p) progressText.textContent = `Paused after epoch ${epoch ?? series.epoch.at(-1) ?? 0}.`;
+      if (p) {
+        pending.text = `Paused after epoch ${epoch ?? series.epoch.at(-1) ?? 0}.`;
+        schedule(true);
+      }
     },
     showError(message) {
       error.hidden = false;
       error.textContent = message;
       setBusy(false);
     },
-    /** A training event from the worker (see engine/protocol.js TrainingPhase). */
+    /** A training event from the worker (see engine/protocol.js TrainingPhase): recorded now, written at the next frame. */
     update(d) {
       state = d.phase;
-      progress.max = d.epochs;
+      counters.events++;
       if (d.phase === P.BUILDING) {
-        progress.value = 0;
-        progressText.textContent = `Loading ${d.dataset} and compiling the training graph…`;
+        pending.progress = { max: d.epochs, value: 0 };
+        pending.text = `Loading ${d.dataset} and compiling the training graph…`;
+        schedule(true);
         return;
       }
       if (d.phase === P.ERROR) {
-        progress.value = 0;
-        progressText.textContent = "Training failed.";
+        pending.progress = { max: d.epochs, value: 0 };
+        pending.text = "Training failed.";
+        schedule(true);
         this.showError(d.message);
         return;
       }
       if (d.phase === P.RUNNING || d.phase === P.PAUSED) {
-        progress.value = d.epoch ?? 0;
+        pending.progress = { max: d.epochs, value: d.epoch ?? 0 };
         if (!d.epoch) {
-          progressText.textContent = `Epoch 0 / ${d.epochs} · ${d.params?.toLocaleString("en") ?? "?"} parameters, compiled in ${(d.buildSeconds ?? 0).toFixed(1)} s`;
+          if (d.prediction) {
+            prediction = d.prediction;
+            pending.stats = d;
+            if (prediction.error) predictionNote.textContent = `The planner could not plan this training step: ${prediction.error}`;
+          }
+          pending.text = `Epoch 0 / ${d.epochs} · ${d.params?.toLocaleString("en") ?? "?"} parameters, compiled in ${(d.buildSeconds ?? 0).toFixed(1)} s`;
+          schedule(true);
           return;
         }
-        times.push(d.epochSeconds + (d.evalSeconds ?? 0));
-        const mean = d.elapsedSeconds / d.epoch;
-        const eta = mean * (d.epochs - d.epoch);
-        progressText.textContent = `Epoch ${d.epoch} / ${d.epochs} · step ${d.steps} (${d.stepsPerEpoch} per epoch) · loss ${d.loss.toFixed(4)} · ${d.epochSeconds.toFixed(2)} s/epoch · ETA ${duration(eta)}`;
+        const eta = (d.elapsedSeconds / d.epoch) * (d.epochs - d.epoch);
+        pending.text =
+          paused && d.phase === P.PAUSED
+            ? `Paused after epoch ${d.epoch}.`
+            : `Epoch ${d.epoch} / ${d.epochs} · step ${d.steps} (${d.stepsPerEpoch} per epoch) · loss ${d.loss.toFixed(4)} · ${d.epochSeconds.toFixed(2)} s/epoch · ETA ${duration(eta)}`;
         series.epoch.push(d.epoch);
         series.loss.push(d.loss);
         series.train.push(d.evaluated ? d.acc.train : null);
@@ -185,14 +298,10 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
         series.test.push(d.evaluated ? d.acc.test : null);
         const pct = (v) => (d.evaluated ? (v * 100).toFixed(1) : "");
         logRows.push([d.epoch, d.loss.toFixed(4), pct(d.acc?.train), pct(d.acc?.val), pct(d.acc?.test), d.epochSeconds.toFixed(2)]);
-        // Rows are added to the page only while the log is open: a row added to a closed
-        // <details> still costs a layout of the whole page.
-        if (log.open) logBody.append(logRow(logRows.at(-1)));
-        lossChart.setData([series.epoch, series.loss]);
-        accChart.setData([series.epoch, series.train, series.val, series.test]);
-        stats.replaceChildren(...statsFor(d));
+        pending.charts = true;
+        pending.stats = d;
         download.disabled = false;
-        if (paused && d.phase === P.PAUSED) progressText.textContent = `Paused after epoch ${d.epoch}.`;
+        schedule(d.phase === P.PAUSED);
         return;
       }
       if (d.phase === P.DONE || d.phase === P.STOPPED) {
@@ -200,26 +309,31 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
         paused = false;
         pause.textContent = "Pause";
         const last = series.epoch.at(-1) ?? 0;
-        progressText.textContent =
+        pending.text =
           d.phase === P.DONE
             ? `Done: ${last} epochs in ${duration(d.elapsedSeconds)}${d.acc ? ` · final test accuracy ${(d.acc.test * 100).toFixed(1)} %` : ""}`
             : `Stopped after epoch ${last}${d.acc ? ` · test accuracy ${(d.acc.test * 100).toFixed(1)} %` : ""}`;
         if (d.acc) {
-          stats.replaceChildren(...statsFor(d));
+          pending.stats = d;
           // A run stopped between evaluations is evaluated once more: show that point too.
           const i = series.epoch.length - 1;
           if (i >= 0 && series.test[i] === null) {
             series.train[i] = d.acc.train;
             series.val[i] = d.acc.val;
             series.test[i] = d.acc.test;
-            accChart.setData([series.epoch, series.train, series.val, series.test]);
+            pending.charts = true;
           }
         }
+        schedule(true);
         download.disabled = last === 0;
       }
     },
     get state() {
       return state;
+    },
+    /** What the view has written so far (frames, chart updates, events received). */
+    get counters() {
+      return { ...counters };
     },
     resize(width) {
       // Two charts side by side: the panel's padding (32), the gap (12), each box's padding and border (14).

@@ -6,10 +6,12 @@
 //! input, and the module keeps working after any number of rejected calls.
 
 pub mod args;
-mod gnn;
+pub mod host_tensor;
 pub mod modules;
 pub mod nn;
 pub mod plan;
+pub mod poptorch;
+pub mod state;
 pub mod tensor;
 pub mod train;
 mod weights;

@@ -7,7 +7,9 @@
 //! succeeds, so a rejected call neither holds it nor advances it.
 
 use super::args::{self, js_err, JsResult};
+use super::host_tensor;
 use super::nn::{at_js_caller, current, is_tracing};
+use super::state::{replacement, Kind};
 use super::tensor::{tensor_arg, wrap};
 use crate::rng::Rng;
 use crate::tensor::alloc::check_shape;
@@ -159,13 +161,95 @@ impl Module {
         let tr = current()?;
         at_js_caller(&tr, || tr.buffer_update(&name, &v)).map_err(js_err)
     }
+    /// The names of this module's own parameters or buffers (`kind`: "parameter" or
+    /// "buffer"); see `state.rs`.
+    #[wasm_bindgen(js_name = _stateNames)]
+    pub fn state_names(&self, kind: JsValue) -> JsResult<Vec<String>> {
+        let list = self.list(Kind::parse(&kind, "_stateNames: kind")?);
+        let names = list.borrow().iter().map(|(n, _)| n.clone()).collect();
+        Ok(names)
+    }
+    /// The value of one of this module's own parameters or buffers, as a host tensor.
+    #[wasm_bindgen(js_name = _getState)]
+    pub fn get_state(&self, kind: JsValue, name: JsValue) -> JsResult<JsValue> {
+        let kind = Kind::parse(&kind, "_getState: kind")?;
+        let (_, t) = lookup(self.list(kind), kind.as_str(), &name)?;
+        host_tensor::to_js(&t)
+    }
+    /// Replaces the value of one of this module's own parameters or buffers (same shape, and
+    /// same dtype unless `any_dtype`; not while a trace runs).
+    #[wasm_bindgen(js_name = _setState)]
+    pub fn set_state(&self, kind: JsValue, name: JsValue, value: JsValue, any_dtype: JsValue) -> JsResult<()> {
+        let kind = Kind::parse(&kind, "_setState: kind")?;
+        let any_dtype = args::opt_bool(&any_dtype, "_setState: any_dtype", false)?;
+        let list = self.list(kind);
+        let (name, old) = lookup(list, kind.as_str(), &name)?;
+        let t = host_tensor::from_js(&value, &format!("the new value of {} '{name}'", kind.as_str()))?;
+        let t = replacement(kind, &name, &old, t, any_dtype)?;
+        no_trace(kind, &name)?;
+        for slot in list.borrow_mut().iter_mut().filter(|(n, _)| *n == name) {
+            slot.1 = Rc::new(t.clone());
+        }
+        Ok(())
+    }
 }
+
+impl Module {
+    fn list(&self, kind: Kind) -> &Registered {
+        match kind {
+            Kind::Parameter => &self.params,
+            Kind::Buffer => &self.buffers,
+        }
+    }
+}
+
+/// Module state changes only between traces (inside one it would be a reassignment).
+fn no_trace(kind: Kind, name: &str) -> JsResult<()> {
+    if is_tracing() {
+        return Err(args::error(&format!(
+            "{} '{name}' cannot be replaced while a trace runs: PopTorch does not allow replacing a parameter or \
+             buffer in forward",
+            kind.as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// The parameters of a built-in module, for `_setState` (`local_parameters`, mutable).
+trait ParamsMut {
+    fn params_mut(&mut self) -> Vec<(&'static str, &mut Rc<HostTensor>)> {
+        Vec::new()
+    }
+}
+
+impl ParamsMut for rnn::Linear {
+    fn params_mut(&mut self) -> Vec<(&'static str, &mut Rc<HostTensor>)> {
+        let mut v = vec![("weight", &mut self.weight)];
+        if let Some(b) = &mut self.bias {
+            v.push(("bias", b));
+        }
+        v
+    }
+}
+impl ParamsMut for rnn::LayerNorm {
+    fn params_mut(&mut self) -> Vec<(&'static str, &mut Rc<HostTensor>)> {
+        vec![("weight", &mut self.weight), ("bias", &mut self.bias)]
+    }
+}
+impl ParamsMut for rnn::Embedding {
+    fn params_mut(&mut self) -> Vec<(&'static str, &mut Rc<HostTensor>)> {
+        vec![("weight", &mut self.weight)]
+    }
+}
+impl ParamsMut for rnn::Dropout {}
+impl ParamsMut for rnn::ReLU {}
+impl ParamsMut for rnn::GELU {}
 
 macro_rules! builtin {
     ($name:ident, $inner:ty) => {
         #[wasm_bindgen]
         pub struct $name {
-            inner: $inner,
+            inner: RefCell<$inner>,
         }
         #[wasm_bindgen]
         impl $name {
@@ -174,8 +258,58 @@ macro_rules! builtin {
             pub fn forward(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] x: JsValue) -> JsResult<JsValue> {
                 let x = tensor_arg(&x, concat!(stringify!($name), ".forward: x"))?;
                 let tr = current()?;
-                let inner = &self.inner;
+                let inner = self.inner.borrow();
                 at_js_caller(&tr, || inner.forward(&tr, &x)).map_err(js_err).and_then(wrap)
+            }
+            /// The names of its own parameters (a built-in module has no buffers).
+            #[wasm_bindgen(js_name = _stateNames)]
+            pub fn state_names(&self, kind: JsValue) -> JsResult<Vec<String>> {
+                Ok(match Kind::parse(&kind, "_stateNames: kind")? {
+                    Kind::Parameter => {
+                        self.inner.borrow().local_parameters().iter().map(|(n, _)| n.to_string()).collect()
+                    }
+                    Kind::Buffer => Vec::new(),
+                })
+            }
+            /// One of its parameters, as a host tensor.
+            #[wasm_bindgen(js_name = _getState)]
+            pub fn get_state(&self, kind: JsValue, name: JsValue) -> JsResult<JsValue> {
+                let kind = Kind::parse(&kind, "_getState: kind")?;
+                let name = args::string(&name, "_getState: name", check::MAX_NAME_BYTES)?;
+                let inner = self.inner.borrow();
+                let params = if kind == Kind::Parameter { inner.local_parameters() } else { Vec::new() };
+                match params.iter().find(|(n, _)| *n == name) {
+                    Some((_, t)) => host_tensor::to_js(t),
+                    None => Err(args::error(&format!(
+                        concat!(stringify!($name), " has no {} named {:?}"),
+                        kind.as_str(),
+                        name
+                    ))),
+                }
+            }
+            /// Replaces one of its parameters (same shape, and same dtype unless `any_dtype`;
+            /// not while a trace runs).
+            #[wasm_bindgen(js_name = _setState)]
+            pub fn set_state(&self, kind: JsValue, name: JsValue, value: JsValue, any_dtype: JsValue) -> JsResult<()> {
+                let kind = Kind::parse(&kind, "_setState: kind")?;
+                let any_dtype = args::opt_bool(&any_dtype, "_setState: any_dtype", false)?;
+                let name = args::string(&name, "_setState: name", check::MAX_NAME_BYTES)?;
+                let t = host_tensor::from_js(&value, &format!("the new value of {} '{name}'", kind.as_str()))?;
+                no_trace(kind, &name)?;
+                let mut inner = self.inner.borrow_mut();
+                let mut params = if kind == Kind::Parameter { inner.params_mut() } else { Vec::new() };
+                match params.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, slot)) => {
+                        let t = replacement(kind, &name, slot, t, any_dtype)?;
+                        **slot = Rc::new(t);
+                        Ok(())
+                    }
+                    None => Err(args::error(&format!(
+                        concat!(stringify!($name), " has no {} named {:?}"),
+                        kind.as_str(),
+                        name
+                    ))),
+                }
             }
         }
     };
@@ -201,7 +335,7 @@ impl Linear {
         let i = positive_size(&in_features, "Linear: in_features")?;
         let o = positive_size(&out_features, "Linear: out_features")?;
         let bias = args::opt_bool(&bias, "Linear: bias", true)?;
-        Ok(Linear { inner: with_rng(|r| rnn::Linear::new(i, o, bias, r))? })
+        Ok(Linear { inner: RefCell::new(with_rng(|r| rnn::Linear::new(i, o, bias, r))?) })
     }
 }
 
@@ -211,7 +345,7 @@ impl LayerNorm {
     #[wasm_bindgen(constructor)]
     pub fn new(#[wasm_bindgen(unchecked_param_type = "number")] size: JsValue) -> JsResult<LayerNorm> {
         let n = positive_size(&size, "LayerNorm: size")?;
-        Ok(LayerNorm { inner: rnn::LayerNorm::try_new(n).map_err(js_err)? })
+        Ok(LayerNorm { inner: RefCell::new(rnn::LayerNorm::try_new(n).map_err(js_err)?) })
     }
 }
 
@@ -224,7 +358,7 @@ impl Dropout {
         if !(0.0..1.0).contains(&p) {
             return Err(args::range_error(&format!("Dropout: p must be in [0, 1), got {}", check::js_number(p))));
         }
-        Ok(Dropout { inner: rnn::Dropout { p: p as f32 } })
+        Ok(Dropout { inner: RefCell::new(rnn::Dropout { p: p as f32 }) })
     }
 }
 
@@ -244,7 +378,7 @@ impl Default for GELU {
 impl ReLU {
     #[wasm_bindgen(constructor)]
     pub fn new() -> ReLU {
-        ReLU { inner: rnn::ReLU }
+        ReLU { inner: RefCell::new(rnn::ReLU) }
     }
 }
 
@@ -252,7 +386,7 @@ impl ReLU {
 impl GELU {
     #[wasm_bindgen(constructor)]
     pub fn new() -> GELU {
-        GELU { inner: rnn::GELU }
+        GELU { inner: RefCell::new(rnn::GELU) }
     }
 }
 
@@ -267,7 +401,7 @@ impl Embedding {
     ) -> JsResult<Embedding> {
         let n = positive_size(&num_embeddings, "Embedding: num_embeddings")?;
         let d = positive_size(&embedding_dim, "Embedding: embedding_dim")?;
-        Ok(Embedding { inner: with_rng(|r| rnn::Embedding::try_new(n, d, r))? })
+        Ok(Embedding { inner: RefCell::new(with_rng(|r| rnn::Embedding::try_new(n, d, r))?) })
     }
 }
 

@@ -139,14 +139,24 @@ pub(super) fn at_js_caller<T>(tr: &Tracer, f: impl FnOnce() -> T) -> T {
 
 /// A tensor of `values` (row-major numbers or a Float32Array) and `shape` captured by the
 /// model: frozen into the graph as a constant `_tensor_constant<i>` (listed in the trace's
-/// `constants`). Within the tensor limits (`limits()`).
+/// `constants`). Within the tensor limits (`limits()`). `dtype` (default "float32"):
+/// "float32", "float16", "int32" (whole numbers, e.g. a slice offset) or "bool".
 #[wasm_bindgen(unchecked_return_type = "Tensor")]
 pub fn constant(
-    #[wasm_bindgen(unchecked_param_type = "number[] | Float32Array")] values: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number[] | Float32Array | Int32Array")] values: JsValue,
     #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "string")] dtype: JsValue,
 ) -> JsResult<JsValue> {
     let tr = current()?;
-    let t = host_tensor(&values, &shape, "constant")?;
+    let t = if args::is_absent(&dtype) {
+        host_tensor(&values, &shape, "constant")?
+    } else {
+        let spec = Object::new();
+        for (k, v) in [("shape", &shape), ("data", &values), ("dtype", &dtype)] {
+            Reflect::set(&spec, &JsValue::from_str(k), v)?;
+        }
+        super::host_tensor::from_js(&spec, "constant")?
+    };
     at_js_caller(&tr, || tr.constant(t)).map_err(js_err).and_then(wrap)
 }
 
@@ -157,8 +167,11 @@ fn block_args(id: &JsValue, ipu: &JsValue, what: &str) -> JsResult<(String, Opti
     Ok((id, ipu))
 }
 
-/// Runs `fn()` with ops recorded in Block `id` on `ipu` (PopTorch `poptorch.Block`) and
-/// returns its result. `ipu`: a whole number from 0 to 65535, or omitted.
+/// Runs `fn()` with ops recorded in Block `id` on `ipu` (PopTorch `with poptorch.Block`)
+/// and returns its result. `ipu`: a whole number from 0 to 65535, or omitted. As in
+/// PopTorch, when `fn` returns no block is active — not an enclosing `block`, not an
+/// earlier `beginBlock` — so ops after it need a block of their own (the planner reports
+/// PopTorch's "No active Block" otherwise). Each op's `meta.block_kind` records the kind.
 #[wasm_bindgen]
 pub fn block(
     #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
@@ -177,7 +190,9 @@ pub fn block(
     out
 }
 
-/// Starts Block `id` on `ipu` for every op recorded from now on (PopTorch `BeginBlock`).
+/// Starts Block `id` on `ipu` for every op recorded from now on, until the next block
+/// starts (PopTorch `BeginBlock` / `Block.start`). Ops before the first block of either
+/// kind go on IPU 0.
 #[wasm_bindgen(js_name = beginBlock)]
 pub fn begin_block(
     #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
@@ -216,7 +231,7 @@ fn children(obj: &JsValue) -> JsResult<Vec<(String, JsValue)>> {
 }
 
 /// Every submodule below `obj`, by dotted attribute path (each object once).
-fn walk(
+pub(crate) fn walk(
     obj: &JsValue,
     prefix: &str,
     depth: usize,
@@ -370,6 +385,74 @@ fn training_option(options: &JsValue) -> JsResult<bool> {
     Ok(training)
 }
 
+/// What one trace of a JS model gives: the core trace, the module paths, and whether
+/// `forward` returned an array (a list of outputs) rather than one Tensor.
+pub(crate) struct TracedModule {
+    pub trace: crate::trace::Trace,
+    pub modules: Vec<String>,
+    pub returned_list: bool,
+}
+
+/// Traces `model.forward(...inputs)` once, with the inputs `make_inputs` declares on the
+/// tracer (in the running session, so it may make handles). One trace runs at a time.
+pub(crate) fn trace_module(
+    model: &JsValue,
+    training: bool,
+    make_inputs: impl FnOnce(&Tracer) -> JsResult<Vec<Var>>,
+) -> JsResult<TracedModule> {
+    if is_tracing() {
+        return Err(args::error(
+            "trace: a trace is already running (trace was called from inside a model's forward): traces do not nest",
+        ));
+    }
+    if !is_module(model)? {
+        return Err(args::type_error(&format!(
+            "trace: the model must be an object with a forward method (extend Module), got {}",
+            args::describe(model)
+        )));
+    }
+    let tr = Tracer::new();
+    tr.set_training(training);
+    let id = TRACES.with(|t| {
+        let id = t.get().wrapping_add(1);
+        t.set(id);
+        id
+    });
+    SESSION.with(|s| *s.borrow_mut() = Some(Session { id, tracer: tr.clone(), vars: Vec::new() }));
+    // From here on the guard ends the trace on every path out of this function.
+    let mut guard = TraceGuard { wrapped: Vec::new() };
+
+    let call_args = Array::new();
+    for v in make_inputs(&tr)? {
+        call_args.push(&wrap(v)?);
+    }
+    // Wrap every submodule's forward so its ops are recorded under its path.
+    let mut mods = Vec::new();
+    walk(model, "", 0, &js_sys::Set::new(&JsValue::UNDEFINED), &mut mods)?;
+    for (path, obj) in &mods {
+        guard.wrapped.push(wrap_forward(&tr, path, obj)?);
+    }
+    let forward = args::function(&args::get(model, "forward")?, "trace: model.forward")?;
+    let result = Reflect::apply(&forward, model, &call_args)?;
+    let returned_list = result.is_instance_of::<Array>();
+    let list = if returned_list { args::list(&result, "forward's result", MAX_LIST)? } else { vec![result] };
+    let outputs = list
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            tensor_arg(
+                v,
+                &if list.len() == 1 { "forward's result".to_string() } else { format!("forward's result[{i}]") },
+            )
+        })
+        .collect::<JsResult<Vec<_>>>()?;
+    drop(guard);
+
+    let refs: Vec<&Var> = outputs.iter().collect();
+    let trace = tr.finish(&refs).map_err(js_err)?;
+    Ok(TracedModule { trace, modules: mods.into_iter().map(|m| m.0).collect(), returned_list })
+}
+
 /// Traces `model.forward(...inputs)` once. `inputs`: at most 1024 of
 /// `{ name, shape, dtype = "float32" }`; `options`: `{ training: false }`. Returns
 /// `{ text, graph, modules, parameters, constants }`. One trace runs at a time: calling
@@ -394,51 +477,11 @@ pub fn trace(
     }
     let specs = args::list(&inputs, "trace: inputs", MAX_INPUTS)?;
     let training = training_option(&options)?;
-
-    let tr = Tracer::new();
-    tr.set_training(training);
-    let id = TRACES.with(|t| {
-        let id = t.get().wrapping_add(1);
-        t.set(id);
-        id
-    });
-    SESSION.with(|s| *s.borrow_mut() = Some(Session { id, tracer: tr.clone(), vars: Vec::new() }));
-    // From here on the guard ends the trace on every path out of this function.
-    let mut guard = TraceGuard { wrapped: Vec::new() };
-
-    let call_args = Array::new();
-    for (i, spec) in specs.iter().enumerate() {
-        call_args.push(&wrap(input(&tr, spec, i)?)?);
-    }
-    // Wrap every submodule's forward so its ops are recorded under its path.
-    let mut mods = Vec::new();
-    walk(&model, "", 0, &js_sys::Set::new(&JsValue::UNDEFINED), &mut mods)?;
-    for (path, obj) in &mods {
-        guard.wrapped.push(wrap_forward(&tr, path, obj)?);
-    }
-    let forward = args::function(&args::get(&model, "forward")?, "trace: model.forward")?;
-    let result = Reflect::apply(&forward, &model, &call_args)?;
-    let list = if result.is_instance_of::<Array>() {
-        args::list(&result, "forward's result", MAX_LIST)?
-    } else {
-        vec![result]
-    };
-    let outputs = list
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            tensor_arg(
-                v,
-                &if list.len() == 1 { "forward's result".to_string() } else { format!("forward's result[{i}]") },
-            )
-        })
-        .collect::<JsResult<Vec<_>>>()?;
-    drop(guard);
-
-    let refs: Vec<&Var> = outputs.iter().collect();
-    let t = tr.finish(&refs).map_err(js_err)?;
+    // Weights a poptorch model trained since reach the modules before they are read.
+    super::state::flush()?;
+    let TracedModule { trace: t, modules, .. } =
+        trace_module(&model, training, |tr| specs.iter().enumerate().map(|(i, spec)| input(tr, spec, i)).collect())?;
     let parameters = t.params.iter().map(|(n, p)| (n.clone(), p.shape().to_vec())).collect();
-    let modules: Vec<String> = mods.into_iter().map(|m| m.0).collect();
     let result = to_js(&Traced {
         text: crate::ir::print::print_graph(&t.graph),
         graph: &t.graph,

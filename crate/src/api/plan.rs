@@ -1,5 +1,6 @@
 //! The IPU planner for JavaScript: `plan(model, options, settings)` and `demoModel(kind,
-//! config)`. A thin edge: parsing and validation live in `compile::plan`.
+//! config)`. A thin edge: parsing and validation live in `compile::plan` and
+//! `crate::models::DemoConfig`.
 //!
 //! `model` is what `trace(...)`, `traceMlp(...)`, `defaultModel()` or `demoModel(...)`
 //! returns (its `traced` member, a [`TracedGraph`], holds the graph), or that `TracedGraph`
@@ -19,9 +20,10 @@
 use super::args::{self, error, js_err, type_error, JsResult};
 use crate::compile::plan::plan_json_timed;
 use crate::ir::Graph;
-use crate::models::{DemoKind, DemoNet, DemoSizes};
+use crate::models::{DemoConfig, DemoKind, DemoNet};
+use crate::trace::check::ArgError;
 use js_sys::{Function, Reflect, JSON};
-use serde::Deserialize;
+use serde::Serialize;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -109,32 +111,17 @@ pub fn plan(model: JsValue, options: JsValue, settings: JsValue) -> JsResult<JsV
     method.call2(&traced, &options, &settings)
 }
 
-/// `demoModel`'s config: `{layers, ipus, training, small, graph}`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-struct DemoConfig {
-    layers: usize,
-    ipus: usize,
-    training: bool,
-    small: bool,
-    graph: bool,
-}
-
-impl Default for DemoConfig {
-    fn default() -> Self {
-        DemoConfig { layers: 4, ipus: 1, training: false, small: false, graph: true }
-    }
-}
-
-/// Most layers `demoModel` builds (a 1,000-layer RevGNN is the planner's benchmark).
-const MAX_DEMO_LAYERS: usize = 4096;
-
-/// Traces a demo model for the planner: `kind` is `"mlp"`, `"transformer"` or `"revgnn"`
-/// (PubMed-like sizes); `config` is `{layers = 4, ipus = 1, training = false, small =
-/// false, graph = true}`: the layers are split evenly over `ipus` IPUs, one Block per IPU;
-/// `training` traces training behaviour (dropout masks); `small` uses the test sizes;
-/// `graph: false` leaves out `text` and `graph` (large for deep models). Returns `{text,
-/// graph, traced, microBatchSize, timings: {parametersMs, traceMs}}`, ready for `plan`.
+/// Traces a demo model for the planner: `kind` is `"mlp"`, `"transformer"` or `"revgnn"`;
+/// `config` is `{layers = 4, ipus = 1, training = false, small = false, graph = true}`:
+/// the layers are split evenly over `ipus` IPUs, one Block per IPU; `training` traces
+/// training behaviour (dropout masks); `small` uses the test sizes; `graph: false` leaves
+/// out `text`, `graph` and `parameters` (large for deep models). RevGNN — the one entry
+/// point for RevGNN without data, e.g. the page's views of a dataset — also takes the
+/// model's and the graph's sizes `{hidden, groups, dropout, inChannels, outChannels, nodes,
+/// edges, featureNnz, seed}` (PubMed-like padded parts by default; see
+/// `crate::models::DemoConfig`); its graph is one training step ending in the masked
+/// cross-entropy. Returns `{text, graph, parameters, traced, microBatchSize, timings:
+/// {parametersMs, traceMs}}`, ready for `plan`.
 #[wasm_bindgen(js_name = demoModel)]
 pub fn demo_model(
     #[wasm_bindgen(unchecked_param_type = "string")] kind: JsValue,
@@ -142,29 +129,27 @@ pub fn demo_model(
 ) -> JsResult<JsValue> {
     let kind = args::string(&kind, "demoModel: kind", 32)?;
     let kind = DemoKind::parse(&kind).map_err(|e| error(&format!("demoModel: {e}")))?;
-    let cfg: DemoConfig = match json_arg(&config, "demoModel: config")? {
-        Some(j) => serde_json::from_str(&j).map_err(|e| error(&format!("demoModel: {e}")))?,
+    let prefix = |e: ArgError| ArgError { message: format!("demoModel: {}", e.message), ..e };
+    let cfg = match json_arg(&config, "demoModel: config")? {
+        Some(j) => DemoConfig::from_json(&j).map_err(|e| args::arg_err(prefix(e)))?,
         None => DemoConfig::default(),
     };
-    if cfg.layers == 0 || cfg.layers > MAX_DEMO_LAYERS {
-        return Err(args::range_error(&format!(
-            "demoModel: layers must be from 1 to {MAX_DEMO_LAYERS}, got {}",
-            cfg.layers
-        )));
-    }
-    let sizes = if cfg.small { DemoSizes::small(kind) } else { DemoSizes::full(kind) };
+    let sizes = cfg.sizes(kind).map_err(|e| args::arg_err(prefix(e)))?;
     let t0 = now_ms();
     let net = DemoNet::new(kind, cfg.layers, &sizes).map_err(js_err)?;
     let t1 = now_ms();
     let m = net.trace(cfg.ipus, cfg.training).map_err(js_err)?;
     let t2 = now_ms();
     let out: JsValue = if cfg.graph {
-        super::traced(&m.trace.graph)?
+        super::to_js(&Traced {
+            text: crate::ir::print::print_graph(&m.trace.graph),
+            graph: &m.trace.graph,
+            parameters: m.trace.params.iter().map(|(n, p)| (n.clone(), p.shape().to_vec())).collect(),
+        })?
     } else {
-        let o: JsValue = js_sys::Object::new().into();
-        TracedGraph::attach(&o, &m.trace.graph)?;
-        o
+        js_sys::Object::new().into()
     };
+    TracedGraph::attach(&out, &m.trace.graph)?;
     let timings = js_sys::Object::new();
     let set = |o: &JsValue, k: &str, v: f64| {
         Reflect::set(o, &k.into(), &JsValue::from(v)).map_err(|_| error("demoModel: could not build the result"))
@@ -174,4 +159,12 @@ pub fn demo_model(
     set(&out, "microBatchSize", m.micro_batch_size as f64)?;
     Reflect::set(&out, &"timings".into(), &timings).map_err(|_| error("demoModel: could not build the result"))?;
     Ok(out)
+}
+
+/// A traced model as `trace` returns it (without `modules` and `constants`).
+#[derive(Serialize)]
+struct Traced<'a> {
+    text: String,
+    graph: &'a Graph,
+    parameters: Vec<(String, Vec<usize>)>,
 }

@@ -54,8 +54,8 @@ struct EpochOut {
     epoch: usize,
     loss: f64,
     steps: usize,
-    saved_for_backward: usize,
-    peak_bytes: usize,
+    saved_for_backward: u64,
+    peak_bytes: u64,
     /// Per op name: [calls, seconds], when `setProfiling(true)` is on.
     op_time: std::collections::BTreeMap<&'static str, (usize, f64)>,
 }
@@ -127,5 +127,12 @@ impl RevGnnTrainer {
     #[wasm_bindgen(js_name = trainingGraphText)]
     pub fn training_graph_text(&self) -> String {
         crate::ir::print::print_graph(self.inner.train_graph())
+    }
+
+    /// The training step as `trainEpoch` runs it, for `plan(trainer, options)`: the planner's
+    /// prediction of what the executor measures (the page shows both).
+    #[wasm_bindgen(getter)]
+    pub fn traced(&self) -> super::plan::TracedGraph {
+        super::plan::TracedGraph::new(&self.inner.train_graph)
     }
 }

@@ -101,8 +101,8 @@ pub struct Generation {
 
 impl Generation {
     /// In-Processor Memory per IPU.
-    pub fn capacity_bytes(&self) -> usize {
-        self.tiles * self.bytes_per_tile
+    pub fn capacity_bytes(&self) -> u64 {
+        self.tiles as u64 * self.bytes_per_tile as u64
     }
 
     /// Peak FLOP rate for an op computing in `half` or single precision.
@@ -257,7 +257,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mk2_capacity_is_1472_tiles_of_624_kib() {
+    fn memory_mk2_capacity_is_1472_tiles_of_624_kib() {
         let g = IpuGeneration::Mk2.spec();
         assert_eq!(g.capacity_bytes(), 1472 * 624 * 1024);
         assert_eq!(IpuGeneration::Mk1.spec().tiles, 1216);
@@ -265,7 +265,7 @@ mod tests {
     }
 
     #[test]
-    fn every_number_names_its_source() {
+    fn timeline_every_hardware_number_names_its_source() {
         for gen in [IpuGeneration::Mk1, IpuGeneration::Mk2, IpuGeneration::Bow] {
             let g = gen.spec();
             let json = serde_json::to_value(&g).unwrap();

@@ -13,6 +13,10 @@
 //! * Streaming Memory contents per step are reported apart (`streaming`), not counted
 //!   against the IPU.
 //!
+//! Every byte count is `u64` (from `ir::liveness::value_bytes`, sums saturating): a
+//! deep model's activations, a stash over micro-batches or a model over many IPUs pass
+//! 4 GiB, which a 32-bit `usize` (wasm32) would wrap.
+//!
 //! `live_peak_bytes` is the executor's quantity (activations, gradients and sub-graph
 //! peaks, nothing else): for a one-IPU plan it equals `ir::liveness::liveness(g).peak()`
 //! and the executor's measured peak.
@@ -23,7 +27,7 @@ use super::options::{Options, Recomputation, TensorClass};
 use super::placement::{is_source, Placement};
 use super::strategy::ExecutionStrategy;
 use super::strategy::PhaseLiveness;
-use crate::ir::liveness::{timeline, Interval, Liveness};
+use crate::ir::liveness::{timeline, value_bytes, value_elements as elements, Interval, Liveness};
 use crate::ir::{Graph, InputKind, Op, OptimizerStep, Pass};
 use serde::Serialize;
 
@@ -37,17 +41,19 @@ pub const LARGEST_LISTED: usize = 8;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AlwaysLive {
-    pub code: usize,
-    pub exchange: usize,
-    pub weights: usize,
-    pub optimizer: usize,
-    pub accumulators: usize,
-    pub buffers: usize,
+    pub code: u64,
+    pub exchange: u64,
+    pub weights: u64,
+    pub optimizer: u64,
+    pub accumulators: u64,
+    pub buffers: u64,
 }
 
 impl AlwaysLive {
-    pub fn total(&self) -> usize {
-        self.code + self.exchange + self.weights + self.optimizer + self.accumulators + self.buffers
+    pub fn total(&self) -> u64 {
+        [self.code, self.exchange, self.weights, self.optimizer, self.accumulators, self.buffers]
+            .into_iter()
+            .fold(0, u64::saturating_add)
     }
 }
 
@@ -56,20 +62,22 @@ impl AlwaysLive {
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     pub node: usize,
-    pub activations: usize,
-    pub stash: usize,
-    pub gradients: usize,
-    pub temporaries: usize,
+    pub activations: u64,
+    pub stash: u64,
+    pub gradients: u64,
+    pub temporaries: u64,
     /// Weights, optimizer state and accumulators brought on chip from Streaming Memory.
-    pub loaded: usize,
+    pub loaded: u64,
     /// Bytes of this IPU's tensors held in Streaming Memory (not on chip).
-    pub streaming: usize,
+    pub streaming: u64,
 }
 
 impl Step {
     /// On-chip bytes of the step (Streaming Memory excluded).
-    pub fn on_chip(&self) -> usize {
-        self.activations + self.stash + self.gradients + self.temporaries + self.loaded
+    pub fn on_chip(&self) -> u64 {
+        [self.activations, self.stash, self.gradients, self.temporaries, self.loaded]
+            .into_iter()
+            .fold(0, u64::saturating_add)
     }
 }
 
@@ -78,12 +86,12 @@ impl Step {
 #[serde(rename_all = "camelCase")]
 pub struct StepColumns {
     pub node: Vec<usize>,
-    pub activations: Vec<usize>,
-    pub stash: Vec<usize>,
-    pub gradients: Vec<usize>,
-    pub temporaries: Vec<usize>,
-    pub loaded: Vec<usize>,
-    pub streaming: Vec<usize>,
+    pub activations: Vec<u64>,
+    pub stash: Vec<u64>,
+    pub gradients: Vec<u64>,
+    pub temporaries: Vec<u64>,
+    pub loaded: Vec<u64>,
+    pub streaming: Vec<u64>,
 }
 
 impl StepColumns {
@@ -125,7 +133,7 @@ impl StepColumns {
 #[serde(rename_all = "camelCase")]
 pub struct Largest {
     pub name: String,
-    pub bytes: usize,
+    pub bytes: u64,
     pub class: &'static str,
 }
 
@@ -142,17 +150,17 @@ pub struct IpuMemory {
     /// The step at the peak.
     pub peak: Step,
     /// Always-live plus the largest step.
-    pub peak_bytes: usize,
+    pub peak_bytes: u64,
     /// The node of the largest step.
     pub peak_step: usize,
     /// The executor's quantity: peak of activations, gradients and sub-graph peaks.
-    pub live_peak_bytes: usize,
+    pub live_peak_bytes: u64,
     pub fits: bool,
     pub largest: Vec<Largest>,
     /// Bytes per tile at the peak.
     pub tiles: Vec<u32>,
     /// The fullest tile at the peak.
-    pub max_tile_bytes: usize,
+    pub max_tile_bytes: u64,
 }
 
 /// Values' stays in IPU memory (for "live tensors at step"), one array per field: value
@@ -166,7 +174,7 @@ pub struct ValueColumns {
     pub ipu: Vec<usize>,
     /// `activation`, `gradient` or `loaded`.
     pub class: Vec<&'static str>,
-    pub bytes: Vec<usize>,
+    pub bytes: Vec<u64>,
     pub birth: Vec<usize>,
     pub death: Vec<usize>,
 }
@@ -187,7 +195,7 @@ impl ValueColumns {
 pub struct Transfer {
     pub ipu: usize,
     pub node: usize,
-    pub bytes: usize,
+    pub bytes: u64,
     pub once: bool,
 }
 
@@ -195,7 +203,7 @@ pub struct Transfer {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Memory {
-    pub capacity_bytes: usize,
+    pub capacity_bytes: u64,
     pub ipus: Vec<IpuMemory>,
     pub values: ValueColumns,
     /// Streaming Memory loads and stores, for the time model.
@@ -239,7 +247,7 @@ fn value_name(g: &Graph, v: usize) -> String {
 
 /// Bytes of optimizer state for a parameter of `elements` elements, each state tensor in
 /// its own dtype (PopTorch's accumulation types: float32 or float16).
-fn optimizer_state_bytes(step: &OptimizerStep, elements: usize) -> usize {
+fn optimizer_state_bytes(step: &OptimizerStep, elements: u64) -> u64 {
     let per_element = match step {
         OptimizerStep::Sgd { momentum, velocity_dtype, .. } if *momentum != 0.0 => velocity_dtype.size(),
         OptimizerStep::Sgd { .. } => 0,
@@ -254,12 +262,12 @@ fn optimizer_state_bytes(step: &OptimizerStep, elements: usize) -> usize {
                 + if *momentum > 0.0 { 4 } else { 0 }
         }
     };
-    per_element * elements
+    (per_element as u64).saturating_mul(elements)
 }
 
 /// Scratch of an op beyond its outputs: dense products keep fp32 partials of their output,
 /// at most the available memory proportion of the IPU.
-fn op_temporaries(g: &Graph, i: usize, cap: usize) -> usize {
+fn op_temporaries(g: &Graph, i: usize, cap: u64) -> u64 {
     let n = &g.nodes[i];
     match n.op {
         Op::MatMul
@@ -268,7 +276,8 @@ fn op_temporaries(g: &Graph, i: usize, cap: usize) -> usize {
         | Op::LinearAdd { .. }
         | Op::SpMM { .. }
         | Op::SpMMTransposed { .. } => {
-            let out: usize = n.outputs.iter().map(|v| g.ty(*v).numel() * 4).sum();
+            // fp32 partials: 4 bytes per output element, whatever the output's dtype.
+            let out = n.outputs.iter().map(|v| elements(g.ty(*v)).saturating_mul(4)).fold(0, u64::saturating_add);
             out.min(cap)
         }
         _ => 0,
@@ -335,9 +344,9 @@ pub fn memory(
     let mut transfers: Vec<Transfer> = Vec::new();
     let mut always: Vec<AlwaysLive> = vec![AlwaysLive::default(); nipus];
     // (ipu, name, bytes, class) of always-live tensors, for the largest list and tile map.
-    let mut fixed: Vec<(usize, String, usize, &'static str)> = Vec::new();
+    let mut fixed: Vec<(usize, String, u64, &'static str)> = Vec::new();
     // Stash per IPU (bytes), and per IPU what it holds.
-    let mut stash = vec![0usize; nipus];
+    let mut stash = vec![0u64; nipus];
 
     // ---- activations and gradients ----
     #[allow(clippy::needless_range_loop)] // `v` indexes several tables
@@ -390,7 +399,8 @@ pub fn memory(
                 let stage_input = is_input || *ipu != home;
                 if recompute && stage_input {
                     if let Some(f) = fwd_first {
-                        stash[*ipu] += depth(place.nodes[f].pipeline_stage) * bytes;
+                        let add = (depth(place.nodes[f].pipeline_stage) as u64).saturating_mul(bytes);
+                        stash[*ipu] = stash[*ipu].saturating_add(add);
                     }
                     push(*ipu, start, end, class);
                 } else if let Some(bf) = bwd_first {
@@ -402,7 +412,7 @@ pub fn memory(
                         push(*ipu, stage_first[bs].min(bf).max(fwd_end + 1), end, class);
                     } else {
                         push(*ipu, start, end, class);
-                        stash[*ipu] += bs.saturating_sub(fs) * bytes;
+                        stash[*ipu] = stash[*ipu].saturating_add((bs.saturating_sub(fs) as u64).saturating_mul(bytes));
                     }
                 } else {
                     push(*ipu, start, end, class);
@@ -413,7 +423,7 @@ pub fn memory(
         if let (Some(liveness), Some(kp)) = (phased, place.nodes[birth].phase) {
             // Phased: a value goes through Streaming Memory to the readers the liveness mode
             // says (another phase, after the forward pass or after each phase).
-            let off = opts.off_chip(TensorClass::Activation, g.values[v].ty.numel()) && !is_output;
+            let off = opts.off_chip(TensorClass::Activation, elements(&g.values[v].ty)) && !is_output;
             let split = |r: usize| -> bool {
                 off && place.nodes[r].phase != Some(kp)
                     && match liveness {
@@ -485,20 +495,21 @@ pub fn memory(
         let v = node.outputs[0].0 as usize;
         let ty = &g.values[v].ty;
         let ipu = place.nodes[i].ipu;
-        let elements = ty.numel();
+        let elements = elements(ty);
+        let bytes = value_bytes(ty);
         if *kind == InputKind::Buffer {
-            always[ipu].buffers += ty.nbytes();
-            fixed.push((ipu, name.clone(), ty.nbytes(), "buffer"));
+            always[ipu].buffers = always[ipu].buffers.saturating_add(bytes);
+            fixed.push((ipu, name.clone(), bytes, "buffer"));
             continue;
         }
-        let shard = |class: TensorClass, bytes: usize| {
+        let shard = |class: TensorClass, bytes: u64| {
             if opts.sharded_across_replicas(class, elements) {
-                bytes.div_ceil(replicas)
+                bytes.div_ceil(replicas as u64)
             } else {
                 bytes
             }
         };
-        let wbytes = shard(TensorClass::Weight, ty.nbytes());
+        let wbytes = shard(TensorClass::Weight, bytes);
         let update = updates.get(name.as_str()).copied();
         if opts.off_chip(TensorClass::Weight, elements) && !readers[v].is_empty() {
             // Brought on chip for the phases (or the stretch) that read it.
@@ -547,14 +558,14 @@ pub fn memory(
                 transfers.push(Transfer { ipu: place.nodes[u].ipu, node: u, bytes: wbytes, once: true });
             }
         } else {
-            always[ipu].weights += wbytes;
+            always[ipu].weights = always[ipu].weights.saturating_add(wbytes);
             fixed.push((ipu, name.clone(), wbytes, "weight"));
         }
         let Some((step, update)) = update else { continue };
         let upd_ipu = place.nodes[update].ipu;
         // Optimizer state and accumulators: on chip for good, or loaded for the update and
         // stored back after it, once per iteration.
-        let mut state = |class: TensorClass, bytes: usize, what: &str, label: &'static str| {
+        let mut state = |class: TensorClass, bytes: u64, what: &str, label: &'static str| {
             if bytes == 0 {
                 return;
             }
@@ -569,12 +580,13 @@ pub fn memory(
                     add(0, update - 1, Class::Streaming);
                 }
                 add(update + 1, n, Class::Streaming);
-                transfers.push(Transfer { ipu: upd_ipu, node: update, bytes: 2 * bytes, once: true });
+                transfers.push(Transfer { ipu: upd_ipu, node: update, bytes: bytes.saturating_mul(2), once: true });
             } else {
-                match class {
-                    TensorClass::Optimizer => always[upd_ipu].optimizer += bytes,
-                    _ => always[upd_ipu].accumulators += bytes,
-                }
+                let slot = match class {
+                    TensorClass::Optimizer => &mut always[upd_ipu].optimizer,
+                    _ => &mut always[upd_ipu].accumulators,
+                };
+                *slot = slot.saturating_add(bytes);
                 fixed.push((upd_ipu, format!("{name} ({what})"), bytes, label));
             }
         };
@@ -587,7 +599,7 @@ pub fn memory(
         if accumulate {
             state(
                 TensorClass::Accumulator,
-                shard(TensorClass::Accumulator, ty.nbytes()),
+                shard(TensorClass::Accumulator, bytes),
                 "gradient accumulator",
                 "accumulator",
             );
@@ -604,9 +616,11 @@ pub fn memory(
             }
         }
     }
+    let tiles = gen.tiles as u64;
     for (ipu, a) in always.iter_mut().enumerate() {
-        a.code = gen.tiles * (gen.code_bytes_per_tile + kinds[ipu].len() * gen.code_bytes_per_op_kind_per_tile);
-        a.exchange = gen.tiles * gen.exchange_bytes_per_tile;
+        let per_tile = gen.code_bytes_per_tile as u64 + (kinds[ipu].len() * gen.code_bytes_per_op_kind_per_tile) as u64;
+        a.code = tiles * per_tile;
+        a.exchange = tiles * gen.exchange_bytes_per_tile as u64;
     }
 
     // ---- per IPU timelines ----
@@ -617,10 +631,9 @@ pub fn memory(
         let act = pick(Class::Activation);
         let grad = pick(Class::Gradient);
         let live: Vec<Interval> = act.iter().chain(&grad).copied().collect();
-        let inner: Vec<usize> =
-            (0..n).map(|i| if place.nodes[i].ipu == ipu { life.inner_peak[i] } else { 0 }).collect();
-        let amp_cap = (opts.available_memory_proportion_for(ipu) * capacity as f64) as usize;
-        let scratch: Vec<usize> =
+        let inner: Vec<u64> = (0..n).map(|i| if place.nodes[i].ipu == ipu { life.inner_peak[i] } else { 0 }).collect();
+        let amp_cap = (opts.available_memory_proportion_for(ipu) * capacity as f64) as u64;
+        let scratch: Vec<u64> =
             (0..n).map(|i| if place.nodes[i].ipu == ipu { op_temporaries(g, i, amp_cap) } else { 0 }).collect();
         let t_live = timeline(n, &live, &inner);
         let t_act = timeline(n, &act, &[]);
@@ -632,11 +645,14 @@ pub fn memory(
             activations: t_act.during[i],
             stash: stash[ipu],
             gradients: t_grad.during[i],
-            temporaries: t_live.during[i] - t_act.during[i] - t_grad.during[i] + scratch[i],
+            temporaries: t_live.during[i]
+                .saturating_sub(t_act.during[i])
+                .saturating_sub(t_grad.during[i])
+                .saturating_add(scratch[i]),
             loaded: t_loaded.during[i],
             streaming: t_stream.during[i],
         };
-        let (mut peak_i, mut peak_v) = (0usize, 0usize);
+        let (mut peak_i, mut peak_v) = (0usize, 0u64);
         for i in 0..n {
             let v = mk(i).on_chip();
             if v > peak_v || i == 0 {
@@ -659,9 +675,9 @@ pub fn memory(
             i = end;
         }
         let al = always[ipu].clone();
-        let peak_bytes = al.total() + peak_v;
+        let peak_bytes = al.total().saturating_add(peak_v);
         // Largest tensors at the peak.
-        let mut at_peak: Vec<(String, usize, &'static str)> = res
+        let mut at_peak: Vec<(String, u64, &'static str)> = res
             .iter()
             .filter(|r| r.ipu == ipu && r.class != Class::Streaming && r.iv.start <= peak_i && peak_i <= r.iv.end)
             .map(|r| {
@@ -677,7 +693,7 @@ pub fn memory(
         at_peak.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let peak_step = if n == 0 { Step::default() } else { mk(peak_i) };
         let tiles = tile_map(gen, &al, &at_peak, peak_step.stash + peak_step.temporaries);
-        let max_tile = tiles.iter().copied().max().unwrap_or(0) as usize;
+        let max_tile = tiles.iter().copied().max().unwrap_or(0) as u64;
         let largest: Vec<Largest> = at_peak
             .iter()
             .take(LARGEST_LISTED)
@@ -698,7 +714,7 @@ pub fn memory(
                         node_label(g, peak_i),
                         human(capacity),
                         gen.tiles,
-                        human(gen.bytes_per_tile),
+                        human(gen.bytes_per_tile as u64),
                         human(al.total()),
                         human(al.code),
                         human(al.weights),
@@ -715,13 +731,13 @@ pub fn memory(
                 )
                 .at(peak_i),
             );
-        } else if max_tile > gen.bytes_per_tile {
+        } else if max_tile > gen.bytes_per_tile as u64 {
             warnings.push(Diagnostic::new(
                 "tile_out_of_memory",
                 format!(
                     "IPU {ipu} fits in total but its fullest tile needs {} of {} at step {peak_i}.",
                     human(max_tile),
-                    human(gen.bytes_per_tile)
+                    human(gen.bytes_per_tile as u64)
                 ),
                 "Lower availableMemoryProportion or split the largest tensors.",
             ));
@@ -763,30 +779,32 @@ pub fn memory(
 /// Bytes per tile at the peak: code and exchange on every tile; each tensor spread over as
 /// many tiles as its grain allows, starting where the previous one ended (Poplar's linear
 /// mapping); stash and temporaries spread evenly.
-fn tile_map(gen: &Generation, al: &AlwaysLive, tensors: &[(String, usize, &'static str)], spread: usize) -> Vec<u32> {
+fn tile_map(gen: &Generation, al: &AlwaysLive, tensors: &[(String, u64, &'static str)], spread: u64) -> Vec<u32> {
     let t = gen.tiles;
-    let mut tiles = vec![((al.code + al.exchange) / t) as u64; t];
+    let t64 = t as u64;
+    let mut tiles = vec![al.code.saturating_add(al.exchange) / t64; t];
     let mut cursor = 0usize;
-    let mut add_range = |tiles: &mut Vec<u64>, bytes: usize| {
-        let k = bytes.div_ceil(gen.tile_grain_bytes).clamp(1, t);
+    let mut add_range = |tiles: &mut Vec<u64>, bytes: u64| {
+        let k = bytes.div_ceil(gen.tile_grain_bytes as u64).clamp(1, t64);
         let per = bytes / k;
         let rem = bytes - per * k;
         for j in 0..k {
-            tiles[(cursor + j) % t] += (per + usize::from(j < rem)) as u64;
+            let tile = &mut tiles[(cursor + j as usize) % t];
+            *tile = tile.saturating_add(per + u64::from(j < rem));
         }
-        cursor = (cursor + k) % t;
+        cursor = (cursor + k as usize) % t;
     };
     for (_, bytes, _) in tensors {
         add_range(&mut tiles, *bytes);
     }
     for tile in tiles.iter_mut() {
-        *tile += (spread / t) as u64;
+        *tile = tile.saturating_add(spread / t64);
     }
     tiles.into_iter().map(|b| b.min(u32::MAX as u64) as u32).collect()
 }
 
 /// Bytes for people: `1.5 MiB`.
-pub fn human(bytes: usize) -> String {
+pub fn human(bytes: u64) -> String {
     let b = bytes as f64;
     if b >= 1024.0 * 1024.0 * 1024.0 {
         format!("{:.2} GiB", b / (1024.0 * 1024.0 * 1024.0))

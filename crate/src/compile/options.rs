@@ -342,6 +342,35 @@ fn check_io_tiles(n: Option<usize>) -> Result<(), Diagnostic> {
     Ok(())
 }
 
+/// Option groups that are JSON objects, by path, with an example. Serde would also read an
+/// array into them, item by item in field order (`"Training": [4]` as a gradient
+/// accumulation of 4), so arrays are rejected here by name, as at the top level.
+const OPTION_GROUPS: &[(&[&str], &str)] = &[
+    (&["inputReplicaGrouping"], r#"{"size": 2, "type": "consecutive"}"#),
+    (&["executionStrategy"], r#"{"type": "pipelined", "autoStage": "autoIncrement"}"#),
+    (&["availableMemoryProportion"], r#"{"IPU0": 0.5}"#),
+    (&["Training"], r#"{"gradientAccumulation": 4}"#),
+    (&["TensorLocations"], r#"{"weight": {"useOnChipStorage": false}}"#),
+    (&["TensorLocations", "activation"], r#"{"useOnChipStorage": false}"#),
+    (&["TensorLocations", "weight"], r#"{"useOnChipStorage": false}"#),
+    (&["TensorLocations", "optimizer"], r#"{"useOnChipStorage": false}"#),
+    (&["TensorLocations", "accumulator"], r#"{"useOnChipStorage": false}"#),
+];
+
+/// The first option group of `value` given as an array (see [`OPTION_GROUPS`]).
+fn reject_positional_groups(value: &serde_json::Value) -> Result<(), String> {
+    for (path, example) in OPTION_GROUPS {
+        let found = path.iter().try_fold(value, |v, key| v.get(key));
+        if let Some(v @ serde_json::Value::Array(_)) = found {
+            return Err(format!(
+                "`{}` must be an object like {example}, not a list of values by position: got {v}",
+                path.join(".")
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn frozen_error() -> Diagnostic {
     Diagnostic::new(
         "options_frozen",
@@ -550,6 +579,7 @@ impl Options {
         if !value.is_object() {
             return Err(bad(format!("expected a JSON object of options, got {value}")));
         }
+        reject_positional_groups(&value).map_err(bad)?;
         let mut o: Options = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
         if let Some(e) = o.validate().into_iter().next() {
             return Err(e);
@@ -603,18 +633,18 @@ impl Options {
 
     /// Whether tensors of `class` with `elements` elements live in Streaming Memory
     /// (`minElementsForOffChip` keeps smaller ones on chip).
-    pub fn off_chip(&self, class: TensorClass, elements: usize) -> bool {
+    pub fn off_chip(&self, class: TensorClass, elements: u64) -> bool {
         let s = self.location(class);
-        s.use_on_chip_storage == Some(false) && elements >= s.min_elements_for_off_chip
+        s.use_on_chip_storage == Some(false) && elements >= s.min_elements_for_off_chip as u64
     }
 
     /// Whether a tensor of `class` with `elements` elements is sharded across replicas
     /// (replicated tensor sharding: each replica holds 1/replicationFactor of it).
-    pub fn sharded_across_replicas(&self, class: TensorClass, elements: usize) -> bool {
+    pub fn sharded_across_replicas(&self, class: TensorClass, elements: u64) -> bool {
         let s = self.location(class);
         self.replication_factor > 1
             && s.use_replicated_tensor_sharding
-            && elements >= s.min_elements_for_replicated_tensor_sharding
+            && elements >= s.min_elements_for_replicated_tensor_sharding as u64
     }
 
     /// The output mode in effect (`Default` resolved: All for inference, Final for training).
@@ -632,7 +662,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_are_poptorchs() {
+    fn options_defaults_are_poptorchs() {
         let o = Options::new();
         assert_eq!((o.device_iterations, o.replication_factor, o.training.gradient_accumulation), (1, 1, 1));
         assert!(o.broadcast_buffers && !o.auto_round_num_ipus);
@@ -643,7 +673,7 @@ mod tests {
     }
 
     #[test]
-    fn json_round_trips_and_empty_json_is_the_defaults() {
+    fn options_json_round_trips_and_empty_json_is_the_defaults() {
         let mut o = Options::new();
         o.replication_factor(4).unwrap().input_replica_grouping(2, CommGroupType::Orthogonal).unwrap();
         o.gradient_accumulation(8).unwrap();

@@ -1,9 +1,21 @@
 //! Placement: the traced Blocks → Stages → Phases → IPUs, PopTorch's rules, as a side
 //! table keyed by node index (the graph's `NodeMeta` is read, never extended).
 //!
-//! * Blocks come from `meta.block`/`meta.ipu`. Ops before the first block go to an implicit
-//!   block on IPU 0 ("the first layers go on IPU 0"); once blocks are used, an op after a
-//!   block with no block of its own is an error ("all the ops must belong to a Block").
+//! * Blocks come from `meta.block`/`meta.ipu`/`meta.block_kind`, as PopTorch's compiler
+//!   reads its `begin_ipu_block`/`end_ipu_block` markers (popart_compiler/source/
+//!   CompilerImpl.cpp `setExecutionStrategyAttributes`, Compiler.cpp `setActiveIpu` /
+//!   `clearActiveIpu`, CompilerImpl.hpp `active_ipu{0}`):
+//!   - ops before the first block of either kind go to an implicit block on IPU 0, stage 0
+//!     (the active IPU starts at 0: "the first layers go on IPU 0");
+//!   - a `BeginBlock` (or `Block.start`) stays in effect until the next block starts:
+//!     later ops inherit it;
+//!   - a `Block` scope, when it ends, leaves no block active — not an enclosing `Block`,
+//!     not an earlier `BeginBlock` (`end_ipu_block` sets the active IPU to -1). An op
+//!     recorded then, before another block starts, is PopTorch's error "No active Block,
+//!     all the ops must belong to a Block" (tests/pipelining_test.py `test_missing_block`).
+//!     So the rule "with Block every op must be inside a block" binds once a Block scope
+//!     has ended: ops before the first block are still placed on IPU 0.
+//!
 //!   Blocks with one id are one block. Backward nodes carry their forward node's block;
 //!   an optimizer update goes with its gradient; placeholders and constants go with their
 //!   first reader.
@@ -22,7 +34,8 @@ use super::error::Diagnostic;
 use super::options::Options;
 use super::schedule::StagePass;
 use super::strategy::{AutoStage, ExecutionStrategy, PhaseLiveness, PhasedExecution, PipelinedExecution, StageSpec};
-use crate::ir::{Graph, InputKind, Op, Pass};
+use crate::ir::liveness::value_bytes;
+use crate::ir::{BlockKind, Graph, InputKind, Op, Pass};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -35,6 +48,9 @@ pub const DEFAULT_BLOCK: &str = "(default)";
 #[serde(rename_all = "camelCase")]
 pub struct BlockInfo {
     pub id: String,
+    /// The annotation that started it (`scoped` or `begin`; `null` for the implicit block
+    /// of the ops before the first one).
+    pub kind: Option<BlockKind>,
     pub ipu: usize,
     /// The user-level stage id (`Stage`, AutoStage).
     pub stage: usize,
@@ -86,7 +102,7 @@ pub struct IpuCopy {
     pub value: u32,
     pub from_ipu: usize,
     pub to_ipu: usize,
-    pub bytes: usize,
+    pub bytes: u64,
     pub node: usize,
 }
 
@@ -116,6 +132,7 @@ pub fn is_source(op: &Op) -> bool {
 struct RawBlock {
     id: String,
     ipu: Option<usize>,
+    kind: Option<BlockKind>,
 }
 
 /// Places `g` (a forward or training graph, in program order) under `opts`.
@@ -154,6 +171,7 @@ pub fn place(g: &Graph, opts: &Options) -> Placement {
         .enumerate()
         .map(|(b, r)| BlockInfo {
             id: r.id.clone(),
+            kind: r.kind,
             ipu: ipu_of[b],
             stage: stage_of[b],
             phase: phase_of[b],
@@ -198,12 +216,13 @@ fn find_blocks(g: &Graph, p: &mut Placement) -> (Vec<RawBlock>, Vec<usize>) {
     let n = g.nodes.len();
     let mut block_of: Vec<Option<usize>> = vec![None; n];
     let mut default_block: Option<usize> = None;
-    let mut seen_block = false;
+    // The block of the last forward op that had one, and the annotation behind it.
+    let mut last_block: Option<(usize, Option<BlockKind>)> = None;
     let mut reported_outside = false;
     let mut conflicts: Vec<String> = Vec::new();
     let mut default_of = |raw: &mut Vec<RawBlock>| -> usize {
         *default_block.get_or_insert_with(|| {
-            raw.push(RawBlock { id: DEFAULT_BLOCK.into(), ipu: Some(0) });
+            raw.push(RawBlock { id: DEFAULT_BLOCK.into(), ipu: Some(0), kind: None });
             raw.len() - 1
         })
     };
@@ -213,7 +232,7 @@ fn find_blocks(g: &Graph, p: &mut Placement) -> (Vec<RawBlock>, Vec<usize>) {
         }
         let named = node.meta.block.as_deref().map(|id| {
             let b = *index.entry(id).or_insert_with(|| {
-                raw.push(RawBlock { id: id.to_string(), ipu: None });
+                raw.push(RawBlock { id: id.to_string(), ipu: None, kind: node.meta.block_kind });
                 raw.len() - 1
             });
             if let Some(ipu) = node.meta.ipu {
@@ -241,22 +260,38 @@ fn find_blocks(g: &Graph, p: &mut Placement) -> (Vec<RawBlock>, Vec<usize>) {
                 block_of[g.values[node.inputs[0].0 as usize].node].unwrap_or_else(|| default_of(&mut raw))
             }
             (Some(b), Pass::Forward, _) => {
-                seen_block = true;
+                last_block = Some((b, node.meta.block_kind));
                 b
             }
             (Some(b), _, _) => b,
-            (None, Pass::Forward, _) if seen_block => {
+            // No block of its own after a BeginBlock: it inherits the block (graphs from the
+            // tracer record the BeginBlock's block on every later op; this is for others).
+            (None, Pass::Forward, _)
+                if node.meta.block_kind.is_none() && matches!(last_block, Some((_, Some(BlockKind::Begin)))) =>
+            {
+                last_block.expect("matched").0
+            }
+            // No block after a Block scope ended (or after blocks of unknown kind).
+            (None, Pass::Forward, _) if node.meta.block_kind == Some(BlockKind::Ended) || last_block.is_some() => {
                 if !reported_outside {
                     reported_outside = true;
+                    let after = match last_block {
+                        Some((b, Some(BlockKind::Scoped))) => format!("the Block scope '{}' ended", raw[b].id),
+                        _ => "a Block scope ended".to_string(),
+                    };
                     p.errors.push(
                         Diagnostic::new(
                             "no_active_block",
                             format!(
-                                "No active Block for {}: once blocks are used, all the ops must belong to a Block \
-                                 (ops before the first block go on IPU 0; this one comes after a block has ended).",
+                                "No active Block, all the ops must belong to a Block: {} comes after {after}, and \
+                                 when a Block scope ends no block is active (PopTorch does not go back to an \
+                                 enclosing Block or to an earlier BeginBlock; only ops before the first block go \
+                                 to IPU 0).",
                                 crate::ir::describe_site(&node.op, &node.meta)
                             ),
-                            "Put the op inside a block (poptorch.Block / BeginBlock), or extend the enclosing block to cover it.",
+                            "Put the op inside a Block (poptorch.Block, JS block(id, ipu, fn)), or start a block \
+                             before it with BeginBlock (JS beginBlock(id, ipu)), which stays in effect for the ops \
+                             after it.",
                         )
                         .at(i),
                     );
@@ -860,7 +895,7 @@ fn find_copies(g: &Graph, opts: &Options, p: &mut Placement) {
                 _ => {}
             }
             if done.insert((v.0, to), ()).is_none() {
-                p.copies.push(IpuCopy { value: v.0, from_ipu: from, to_ipu: to, bytes: g.ty(v).nbytes(), node: i });
+                p.copies.push(IpuCopy { value: v.0, from_ipu: from, to_ipu: to, bytes: value_bytes(g.ty(v)), node: i });
             }
         }
     }

@@ -9,7 +9,7 @@
 //!   ipusUsed, ipusReserved, ipusPerReplica, replicas, numNodes,
 //!   program: {op: [..], ops: [names], scope: [..], scopes: [names], pass: [0|1|2 ..],
 //!             names: {"<node>": placeholder or constant name}},
-//!   blocks: [{id, ipu, stage, phase|null, firstNode, lastNode, nodes}],
+//!   blocks: [{id, kind: "scoped"|"begin"|null, ipu, stage, phase|null, firstNode, lastNode, nodes}],
 //!   stages: [{id, ipu, blocks, pass: "forward"|"forward_backward"|"backward", phase|null}],
 //!   phases: [{id, ipus, stages, pass}],
 //!   placement: {ipu: [..], stage: [..], phase: [..|null], pipelineStage: [..], block: [..]},
@@ -41,7 +41,10 @@
 //!   [`super::time::MAX_INTERVALS`] are listed (`truncated`).
 //!
 //! Additions: `steps.loaded` (tensors brought back from Streaming Memory), `livePeakBytes`
-//! (the executor's quantity), `maxTileBytes`, `time.busy`, `stages[].phase`.
+//! (the executor's quantity), `maxTileBytes`, `time.busy`, `stages[].phase`,
+//! `blocks[].kind` (the annotation that started the block; `null` for the implicit block of
+//! the ops before the first one). Byte counts are 64-bit integers (exact in JSON and in a
+//! JavaScript number up to 2^53).
 //! Node indices refer to the planned program: the given graph with its optimizer updates
 //! moved early (a training graph from `autograd::training_graph`); the forward graph's
 //! nodes keep their indices in it.
@@ -477,7 +480,7 @@ fn check_modes(g: &Graph, o: &Options, p: &Placement, errors: &mut Vec<Diagnosti
 
 impl Plan {
     /// The largest peak over IPUs.
-    pub fn peak_bytes_max_ipu(&self) -> usize {
+    pub fn peak_bytes_max_ipu(&self) -> u64 {
         self.memory.ipus.iter().map(|m| m.peak_bytes).max().unwrap_or(0)
     }
 
@@ -507,7 +510,7 @@ impl Plan {
             if self.training { "training" } else { "inference" },
             g.chip,
             g.tiles,
-            human(g.bytes_per_tile),
+            human(g.bytes_per_tile as u64),
             human(g.capacity_bytes()),
             self.num_nodes
         ));
@@ -535,7 +538,7 @@ impl Plan {
             ));
         }
         if !self.copies.is_empty() {
-            let bytes: usize = self.copies.iter().map(|c| c.bytes).sum();
+            let bytes = self.copies.iter().map(|c| c.bytes).fold(0, u64::saturating_add);
             s.push_str(&format!("inter-IPU copies: {} ({} per micro-batch)\n", self.copies.len(), human(bytes)));
         }
         s.push_str("memory:\n");
@@ -599,7 +602,7 @@ mod tests {
     }
 
     #[test]
-    fn json_entry_puts_bad_options_in_the_plan_and_rejects_bad_settings() {
+    fn options_json_entry_puts_bad_options_in_the_plan_and_rejects_bad_settings() {
         let g = tiny();
         let p = plan_json(&g, Some(r#"{"deviceIteration": 2}"#), None).unwrap();
         assert!(!p.valid && !p.fits);
@@ -612,7 +615,7 @@ mod tests {
     }
 
     #[test]
-    fn training_requests_plan_the_training_graph_with_the_optimizers_state() {
+    fn memory_training_requests_plan_the_training_graph_with_the_optimizers_state() {
         let g = tiny();
         let p = plan_json(&g, None, Some(r#"{"training": true, "optimizer": "adam"}"#)).unwrap();
         assert!(p.valid && p.training, "{:?}", p.errors);
@@ -626,7 +629,7 @@ mod tests {
     }
 
     #[test]
-    fn degenerate_graphs_plan_without_panicking() {
+    fn options_every_strategy_plans_degenerate_graphs_without_panicking() {
         let empty = Graph::new();
         let p = plan(&empty, &Options::new());
         assert!(p.valid && p.fits && p.num_nodes == 0);
@@ -644,7 +647,7 @@ mod tests {
     }
 
     #[test]
-    fn the_plan_line_comes_last_in_the_summary() {
+    fn timeline_the_plan_line_comes_last_in_the_summary() {
         let p = plan(&tiny(), &Options::new());
         let text = p.summary();
         let last = text.lines().last().unwrap();

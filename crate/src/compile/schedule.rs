@@ -144,7 +144,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn four_micro_batches_through_three_stages() {
+    fn pipelined_four_micro_batches_through_three_stages() {
         let p = Pipeline::new(4, &[0, 1, 0], &[StagePass::Forward, StagePass::ForwardBackward, StagePass::Backward]);
         assert_eq!((p.ramp_up, p.steady, p.ramp_down, p.steps()), (2, 2, 2, 6));
         // Step 2: every stage busy, stage s on micro-batch 2 - s.
@@ -156,7 +156,7 @@ mod tests {
     }
 
     #[test]
-    fn long_steady_states_are_elided_but_counted() {
+    fn pipelined_long_steady_states_are_elided_but_counted() {
         let p = Pipeline::new(100_000, &[0, 1], &[StagePass::Forward, StagePass::Forward]);
         assert_eq!((p.ramp_up, p.steady, p.ramp_down), (1, 99_999, 1));
         assert!(p.truncated && p.schedule.len() < 20);

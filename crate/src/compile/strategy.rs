@@ -260,7 +260,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stages_and_phases_parse_in_every_documented_form() {
+    fn options_stages_and_phases_parse_in_every_documented_form() {
         let s: ExecutionStrategy =
             serde_json::from_str(r#"{"type":"pipelined","stages":["a",["b","c"],{"blocks":["d"],"ipu":1}]}"#).unwrap();
         let ExecutionStrategy::Pipelined(p) = s else { panic!() };
@@ -278,7 +278,7 @@ mod tests {
     }
 
     #[test]
-    fn bad_stage_json_names_the_problem() {
+    fn options_bad_stage_json_names_the_problem() {
         let e = serde_json::from_str::<ExecutionStrategy>(r#"{"type":"pipelined","stages":[[1]]}"#).unwrap_err();
         assert!(e.to_string().contains("must be strings"), "{e}");
         let e = serde_json::from_str::<ExecutionStrategy>(r#"{"type":"pipelined","stagez":[]}"#).unwrap_err();

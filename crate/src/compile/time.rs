@@ -17,15 +17,27 @@
 //!   `OffChipAfterFwdNoOverlap`; parallel phases load the next phase on the other group).
 //! * Training ends each iteration with the gradient all-reduce across replicas and the
 //!   weight updates.
+//! * Gradient accumulation (PopART's `AccumulateOp`, willow/src/patterns/
+//!   optimizerdecompose.cpp `gradAccum`, popx/op/accumulatex.cpp): each micro-batch adds
+//!   every weight's gradient into its accumulator, an elementwise pass where the gradient
+//!   is made. With the mean strategy `Running` (and Mean reduction) the accumulator is kept
+//!   as the running mean, `accum = (1 − 1/n)·accum + (1/n)·grad`, whose factors cost three
+//!   scalar ops per accumulator per micro-batch; with `Post` it is a plain sum and the
+//!   division by accumulation × replicas is folded into the optimizer's scalars
+//!   (compoundscalarhelper.cpp), so it costs nothing apart; `PostAndLoss` adds one scalar
+//!   op per micro-batch (the loss divided by the replicas before the backward pass).
+//! * Automatic loss scaling (PopART's automaticlossscaling.cpp, default tracking
+//!   `AllNonViewChangingGradientTensors`): a histogram of every float16 gradient each
+//!   micro-batch, and one loss-scale update per iteration.
 
 use super::hardware::Generation;
 use super::memory::Transfer;
-use super::options::{Options, OutputMode, Recomputation};
+use super::options::{MeanReductionStrategy, Options, OutputMode, Recomputation, ReductionType};
 use super::placement::{is_source, Placement};
 use super::schedule::{Pipeline, StagePass};
 use super::strategy::ExecutionStrategy;
 use super::strategy::PhaseLiveness;
-use crate::ir::liveness::sub_graph;
+use crate::ir::liveness::{sub_graph, value_bytes, value_elements};
 use crate::ir::{Graph, InputKind, Op};
 use crate::tensor::DType;
 use serde::Serialize;
@@ -76,7 +88,7 @@ pub struct Time {
     pub iterations_per_step: usize,
     pub micro_batches_per_iteration: usize,
     pub micro_batch_size: usize,
-    pub samples_per_step: usize,
+    pub samples_per_step: u64,
     /// Samples per second, all replicas together.
     pub throughput: f64,
     pub ipus: Vec<IpuTime>,
@@ -111,28 +123,34 @@ enum Class {
     Elementwise,
 }
 
+/// Ops that only change a view (free, and not gradients PopART tracks for loss scaling).
+fn is_view(op: &Op) -> bool {
+    matches!(op, Op::Reshape { .. } | Op::Permute { .. })
+}
+
 /// FLOPs and bytes of node `i` of `g` and the kind of kernel it needs.
 fn flops_bytes(g: &Graph, i: usize) -> (f64, f64, f64, Class) {
     let n = &g.nodes[i];
     let ty = |k: usize| g.ty(n.inputs[k]);
-    let in_bytes: f64 = n.inputs.iter().map(|v| g.ty(*v).nbytes() as f64).sum();
-    let out_bytes: f64 = n.outputs.iter().map(|v| g.ty(*v).nbytes() as f64).sum();
-    let out_numel: f64 = n.outputs.iter().map(|v| g.ty(*v).numel() as f64).sum();
+    let in_bytes: f64 = n.inputs.iter().map(|v| value_bytes(g.ty(*v)) as f64).sum();
+    let out_bytes: f64 = n.outputs.iter().map(|v| value_bytes(g.ty(*v)) as f64).sum();
+    let out_numel: f64 = n.outputs.iter().map(|v| value_elements(g.ty(*v)) as f64).sum();
     let (flops, class) = match &n.op {
-        Op::Placeholder { .. } | Op::Constant { .. } | Op::Reshape { .. } | Op::Permute { .. } => (0.0, Class::Free),
+        Op::Placeholder { .. } | Op::Constant { .. } => (0.0, Class::Free),
+        op if is_view(op) => (0.0, Class::Free),
         Op::MatMul => {
             let k = *ty(0).shape.last().unwrap_or(&1) as f64;
             (2.0 * out_numel * k, Class::Dense)
         }
-        Op::MatMulTN => (2.0 * out_numel * ty(0).shape[0] as f64, Class::Dense),
+        Op::MatMulTN => (2.0 * out_numel * ty(0).shape.first().copied().unwrap_or(1) as f64, Class::Dense),
         Op::Linear { .. } | Op::LinearAdd { .. } => (2.0 * out_numel * ty(1).shape[1] as f64, Class::Dense),
         Op::SpMM { .. } | Op::SpMMTransposed { .. } => {
-            let nnz = ty(1).numel() as f64;
+            let nnz = value_elements(ty(1)) as f64;
             let f = *g.ty(n.outputs[0]).shape.last().unwrap_or(&1) as f64;
             return (2.0 * nnz * f, nnz * f * 4.0 + out_bytes, in_bytes, Class::Gather);
         }
         Op::SpMMValuesGrad { .. } => {
-            let nnz = ty(1).numel() as f64;
+            let nnz = value_elements(ty(1)) as f64;
             let f = *ty(2).shape.last().unwrap_or(&1) as f64;
             return (2.0 * nnz * f, 2.0 * nnz * f * 4.0, in_bytes, Class::Gather);
         }
@@ -157,6 +175,44 @@ pub struct CostModel<'a> {
 impl<'a> CostModel<'a> {
     pub fn new(gen: &'a Generation) -> CostModel<'a> {
         CostModel { gen, memo: HashMap::new() }
+    }
+
+    /// A small op on scalars: its fixed overhead and a sync.
+    pub fn scalar_op(&self) -> Cost {
+        Cost { compute: self.gen.op_overhead_cycles / self.gen.clock_hz, exchange: 0.0, sync: self.sync() }
+    }
+
+    fn sync(&self) -> f64 {
+        self.gen.sync_cycles / self.gen.clock_hz
+    }
+
+    /// An elementwise pass over `bytes` (read and written) as one op.
+    fn elementwise(&self, bytes: f64) -> Cost {
+        let gen = self.gen;
+        Cost {
+            compute: gen.op_overhead_cycles / gen.clock_hz
+                + bytes / (gen.memory_bandwidth * gen.elementwise_efficiency),
+            exchange: 0.0,
+            sync: self.sync(),
+        }
+    }
+
+    /// Adding a gradient of `grad_bytes` into its accumulator (read both, write the
+    /// accumulator), with the running mean's factors when `running`.
+    pub fn accumulate(&self, grad_bytes: f64, running: bool) -> Cost {
+        let mut c = self.elementwise(3.0 * grad_bytes);
+        if running {
+            // counter + 1, b = 1 / (counter + 1), a = 1 − b (accumulatex.cpp).
+            for _ in 0..3 {
+                c.add(self.scalar_op());
+            }
+        }
+        c
+    }
+
+    /// A histogram of a float16 gradient of `bytes` (automatic loss scaling).
+    pub fn histogram(&self, bytes: f64) -> Cost {
+        self.elementwise(bytes)
     }
 
     /// The cost of node `i` of `g` (a node running a sub-graph costs the sub-graph).
@@ -273,19 +329,49 @@ pub fn time(
     let mut update_cost = vec![Cost::default(); nipus];
     let mut grad_bytes = vec![0f64; nipus];
     let mut input_bytes = vec![0f64; ns];
+    let accumulate = training && opts.training.gradient_accumulation > 1;
+    let mean = opts.training.accumulation_and_replication_reduction_type == ReductionType::Mean;
+    let strategy = opts.training.mean_accumulation_and_replication_reduction_strategy;
+    let running = mean && strategy == MeanReductionStrategy::Running;
+    let loss_scaling = training && opts.training.automatic_loss_scaling;
     for (i, node) in g.nodes.iter().enumerate() {
         let np = place.nodes[i];
+        if loss_scaling && node.meta.pass == crate::ir::Pass::Backward && !is_view(&node.op) {
+            for v in &node.outputs {
+                let ty = g.ty(*v);
+                if ty.dtype == DType::Float16 {
+                    stage_cost[np.pipeline_stage].add(cm.histogram(value_bytes(ty) as f64));
+                }
+            }
+        }
         match &node.op {
             Op::OptimizerUpdate { .. } => {
                 update_cost[np.ipu].add(cm.node(g, i));
-                grad_bytes[np.ipu] += g.ty(node.inputs[0]).nbytes() as f64;
+                let gb = value_bytes(g.ty(node.inputs[0])) as f64;
+                grad_bytes[np.ipu] += gb;
+                if accumulate {
+                    // Where the gradient is made, every micro-batch.
+                    let made = place.nodes[g.values[node.inputs[0].0 as usize].node].pipeline_stage;
+                    stage_cost[made].add(cm.accumulate(gb, running));
+                }
             }
             Op::Placeholder { kind: InputKind::Input, .. } => {
-                input_bytes[np.pipeline_stage] += g.ty(node.outputs[0]).nbytes() as f64
+                input_bytes[np.pipeline_stage] += value_bytes(g.ty(node.outputs[0])) as f64
             }
             op if is_source(op) => {}
             _ => stage_cost[np.pipeline_stage].add(cm.node(g, i)),
         }
+    }
+    let last_ipu = place.stages.last().map(|s| s.ipu).unwrap_or(0);
+    if training && mean && strategy == MeanReductionStrategy::PostAndLoss && opts.replication_factor > 1 {
+        // The loss divided by the replicas before the backward pass, each micro-batch.
+        if let Some(s) = place.stages.iter().position(|s| s.pass != StagePass::Forward) {
+            stage_cost[s].add(cm.scalar_op());
+        }
+    }
+    if loss_scaling {
+        // The loss scale's update, once per iteration.
+        update_cost[last_ipu].add(cm.scalar_op());
     }
     let mut copy_out = vec![0f64; ns];
     let mut copy_ipus: Vec<Vec<usize>> = vec![Vec::new(); ns];
@@ -309,7 +395,7 @@ pub fn time(
             stage_stream[place.nodes[t.node.min(g.nodes.len().saturating_sub(1))].pipeline_stage] += t.bytes as f64;
         }
     }
-    let out_bytes: f64 = g.outputs.iter().map(|v| g.ty(*v).nbytes() as f64).sum();
+    let out_bytes: f64 = g.outputs.iter().map(|v| value_bytes(g.ty(*v)) as f64).sum();
     // Backward stages recompute their forward stage in pipelined training.
     let recompute = training
         && opts.auto_recomputation == Recomputation::Pipeline
@@ -478,7 +564,6 @@ pub fn time(
         _ => 1,
     };
     let outs = out_bytes * returned as f64;
-    let last_ipu = place.stages.last().map(|s| s.ipu).unwrap_or(0);
     if outs > 0.0 {
         let d = host(outs);
         for ipu in 0..nipus {
@@ -524,7 +609,10 @@ pub fn time(
     let iteration = t;
     let step = iteration * iterations_per_step as f64;
     let groups = opts.input_replica_grouping.size.max(1);
-    let samples = micro_batch_size * mbs * iterations_per_step * opts.replication_factor.max(1) / groups;
+    let samples = [micro_batch_size, mbs, iterations_per_step, opts.replication_factor.max(1)]
+        .into_iter()
+        .fold(1u64, |acc, k| acc.saturating_mul(k as u64))
+        / groups as u64;
     Time {
         step_time_s: step,
         iteration_time_s: iteration,

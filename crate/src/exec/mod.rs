@@ -73,13 +73,14 @@ impl Store {
 /// parameters, buffers and constants are counted apart, in the store).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunStats {
-    /// The most bytes live at once, including inside nested regions.
-    pub peak_bytes: usize,
+    /// The most bytes live at once, including inside nested regions (64-bit, as every
+    /// byte count of `ir::liveness` and the planner).
+    pub peak_bytes: u64,
     /// Bytes live after each node of the top-level graph.
-    pub live_after: Vec<usize>,
+    pub live_after: Vec<u64>,
     /// Bytes live when the first backward node starts: what the forward pass keeps for
     /// the backward pass (0 for a graph with no backward).
-    pub saved_for_backward: usize,
+    pub saved_for_backward: u64,
     /// Nodes run, including those inside regions.
     pub nodes_run: usize,
     /// With [`set_profiling`] on: seconds and calls per op name.
@@ -181,7 +182,7 @@ fn run_graph(
             seen_backward = true;
             stats.saved_for_backward = meter.live;
         }
-        let mut inner_peak = 0usize;
+        let mut inner_peak = 0u64;
         let t0 = now();
         let outs: Vec<Rc<Tensor>> = match &node.op {
             Op::Placeholder { kind, name } => vec![match kind {
@@ -254,12 +255,12 @@ fn run_graph(
         }
         // Outputs nothing reads are dropped at once; the others are kept, and counted
         // when they are activations, as measured here (the tensors' own bytes).
-        let mut born = 0;
+        let mut born = 0u64;
         for (&v, t) in node.outputs.iter().zip(outs) {
             let vi = v.0 as usize;
             if life.death[vi].is_some() {
                 if life.counted[vi] {
-                    born += t.nbytes();
+                    born += t.nbytes() as u64;
                 }
                 vals[vi] = Some(t);
             }
@@ -270,7 +271,7 @@ fn run_graph(
             if life.death[vi] == Some(i) {
                 if let Some(t) = vals[vi].take() {
                     if life.counted[vi] {
-                        meter.free(t.nbytes());
+                        meter.free(t.nbytes() as u64);
                     }
                 }
             }
@@ -303,7 +304,7 @@ fn run_sub(
     args: &[Rc<Tensor>],
     stats: &mut RunStats,
     what: impl FnOnce() -> String,
-) -> Result<(Vec<Rc<Tensor>>, usize), ExecError> {
+) -> Result<(Vec<Rc<Tensor>>, u64), ExecError> {
     let mut sub = RunStats::default();
     let out =
         run_graph(sub_graph, store, args, &mut sub, false).map_err(|e| ExecError(format!("in {}: {e}", what())))?;

@@ -28,9 +28,9 @@ pub struct EpochStats {
     pub loss: f64,
     pub steps: usize,
     /// Largest bytes the forward pass kept for the backward pass, over the steps.
-    pub saved_for_backward: usize,
+    pub saved_for_backward: u64,
     /// Largest peak of live activation bytes during a step.
-    pub peak_bytes: usize,
+    pub peak_bytes: u64,
     /// Per-op calls and seconds, when the executor's profiling is on.
     pub op_time: std::collections::HashMap<&'static str, (usize, f64)>,
 }

@@ -25,6 +25,22 @@ pub enum Pass {
     Optimizer,
 }
 
+/// Which Block annotation decided a node's block. PopTorch's two kinds differ in how they
+/// end: a `Block` scope ends with its `with` statement, after which no block is active (the
+/// enclosing block is not restored: `end_ipu_block` clears the active IPU), while a
+/// `BeginBlock` stays in effect until the next block starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockKind {
+    /// `poptorch.Block` / `BlockFunction` (the tracer's `block`, JS `block(id, ipu, fn)`).
+    Scoped,
+    /// `poptorch.BeginBlock` / `Block.start` (the tracer's `begin_block`, JS `beginBlock`).
+    Begin,
+    /// No block: a `Block` scope ended before this op and no block started since (PopTorch
+    /// rejects such an op: "No active Block, all the ops must belong to a Block").
+    Ended,
+}
+
 /// Where a node came from: module scope, Block/IPU annotation, user source location.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeMeta {
@@ -34,6 +50,10 @@ pub struct NodeMeta {
     pub block: Option<String>,
     /// The IPU the active Block asked for, if any.
     pub ipu: Option<usize>,
+    /// Which annotation made `block` active (`Ended` with no block: a Block scope ended
+    /// before the op); `None` before any block annotation, when ops go to IPU 0.
+    #[serde(default)]
+    pub block_kind: Option<BlockKind>,
     /// Where in the user's code the op was called (`file:line`), when known.
     pub source: Option<String>,
     /// Forward, backward or optimizer.

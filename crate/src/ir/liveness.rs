@@ -15,8 +15,24 @@
 //!   outputs and, for a node that runs a sub-graph (`Call` bodies, `InvertibleBackward` VJP
 //!   graphs), that sub-graph's own peak (its inputs count again inside it, as the executor
 //!   hands them over as the sub-graph's inputs).
+//!
+//! Bytes are `u64` everywhere, here and in the planner built on it: in wasm32 `usize` is
+//! 32 bits, and the activations of a deep model (or its stash over micro-batches) pass
+//! 4 GiB. A value's bytes are computed with saturating arithmetic ([`value_bytes`]), and
+//! sums saturate rather than wrap.
 
-use super::{Graph, InputKind, Op};
+use super::{Graph, InputKind, Op, TensorType};
+
+/// Elements of a value of type `ty` in 64 bits, saturating at `u64::MAX` rather than
+/// wrapping for a shape no tensor could have.
+pub fn value_elements(ty: &TensorType) -> u64 {
+    ty.shape.iter().fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
+}
+
+/// Bytes of a value of type `ty` (shape × dtype size) in 64 bits, saturating.
+pub fn value_bytes(ty: &TensorType) -> u64 {
+    value_elements(ty).saturating_mul(ty.dtype.size() as u64)
+}
 
 /// Whether a node's outputs count as activation memory: model inputs and computed values
 /// do; parameters, buffers and constants do not.
@@ -46,8 +62,8 @@ pub struct Lifetimes {
     /// The last node that reads it; `nodes.len()` for a graph output; `None` when nothing
     /// reads it (then it is never live).
     pub death: Vec<Option<usize>>,
-    /// Bytes of the value (static shape × dtype size).
-    pub bytes: Vec<usize>,
+    /// Bytes of the value (static shape × dtype size, [`value_bytes`]).
+    pub bytes: Vec<u64>,
     /// Whether it counts as activation memory ([`counts_as_activation`] of its producer).
     pub counted: Vec<bool>,
 }
@@ -66,7 +82,7 @@ impl Lifetimes {
             death[v.0 as usize] = Some(g.nodes.len());
         }
         let birth: Vec<usize> = g.values.iter().map(|v| v.node).collect();
-        let bytes = g.values.iter().map(|v| v.ty.nbytes()).collect();
+        let bytes = g.values.iter().map(|v| value_bytes(&v.ty)).collect();
         let counted = birth.iter().map(|&b| counts_as_activation(&g.nodes[b].op)).collect();
         Lifetimes { birth, death, bytes, counted }
     }
@@ -82,9 +98,9 @@ impl Lifetimes {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Meter {
     /// Bytes live now.
-    pub live: usize,
+    pub live: u64,
     /// The most bytes live at once so far.
-    pub peak: usize,
+    pub peak: u64,
     /// The node at which `peak` was reached.
     pub peak_node: Option<usize>,
 }
@@ -92,9 +108,9 @@ pub struct Meter {
 impl Meter {
     /// Node `i` runs: a sub-graph peak of `inner` bytes on top of what is live, then its
     /// outputs (`born` bytes) join the live set. Returns the most bytes live while it ran.
-    pub fn run(&mut self, i: usize, inner: usize, born: usize) -> usize {
-        let during = self.live + inner.max(born);
-        self.live += born;
+    pub fn run(&mut self, i: usize, inner: u64, born: u64) -> u64 {
+        let during = self.live.saturating_add(inner.max(born));
+        self.live = self.live.saturating_add(born);
         if during > self.peak || self.peak_node.is_none() {
             self.peak = self.peak.max(during);
             self.peak_node = Some(i);
@@ -103,8 +119,8 @@ impl Meter {
     }
 
     /// A value of `bytes` dies.
-    pub fn free(&mut self, bytes: usize) {
-        self.live -= bytes;
+    pub fn free(&mut self, bytes: u64) {
+        self.live = self.live.saturating_sub(bytes);
     }
 }
 
@@ -114,32 +130,32 @@ impl Meter {
 pub struct Interval {
     pub start: usize,
     pub end: usize,
-    pub bytes: usize,
+    pub bytes: u64,
 }
 
 /// Live bytes over a program of `n` nodes.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Timeline {
     /// Bytes live after each node (its dead inputs freed).
-    pub live_after: Vec<usize>,
+    pub live_after: Vec<u64>,
     /// The most bytes live while each node runs.
-    pub during: Vec<usize>,
+    pub during: Vec<u64>,
     /// The most bytes live at once, and the node where that happens (`None` for no nodes).
-    pub peak: usize,
+    pub peak: u64,
     pub peak_node: Option<usize>,
 }
 
 /// Sweeps a program of `n` nodes with values held over `intervals` and a sub-graph peak
 /// `inner[i]` while node `i` runs (an empty slice: none).
-pub fn timeline(n: usize, intervals: &[Interval], inner: &[usize]) -> Timeline {
-    let mut born = vec![0usize; n];
-    let mut freed = vec![0usize; n];
+pub fn timeline(n: usize, intervals: &[Interval], inner: &[u64]) -> Timeline {
+    let mut born = vec![0u64; n];
+    let mut freed = vec![0u64; n];
     for iv in intervals {
         if iv.start < n {
-            born[iv.start] += iv.bytes;
+            born[iv.start] = born[iv.start].saturating_add(iv.bytes);
         }
         if iv.end < n {
-            freed[iv.end] += iv.bytes;
+            freed[iv.end] = freed[iv.end].saturating_add(iv.bytes);
         }
     }
     let mut m = Meter::default();
@@ -159,7 +175,7 @@ pub fn timeline(n: usize, intervals: &[Interval], inner: &[usize]) -> Timeline {
 pub struct Liveness {
     pub lifetimes: Lifetimes,
     /// The peak of the sub-graph each node runs (0 for ordinary nodes).
-    pub inner_peak: Vec<usize>,
+    pub inner_peak: Vec<u64>,
     pub timeline: Timeline,
 }
 
@@ -173,7 +189,7 @@ impl Liveness {
     }
 
     /// The peak bytes of activations while `g` runs, nested sub-graphs included.
-    pub fn peak(&self) -> usize {
+    pub fn peak(&self) -> u64 {
         self.timeline.peak
     }
 }
@@ -185,9 +201,9 @@ pub fn liveness(g: &Graph) -> Liveness {
     liveness_memo(g, &mut memo)
 }
 
-fn liveness_memo(g: &Graph, memo: &mut std::collections::HashMap<*const Graph, usize>) -> Liveness {
+fn liveness_memo(g: &Graph, memo: &mut std::collections::HashMap<*const Graph, u64>) -> Liveness {
     let lifetimes = Lifetimes::of(g);
-    let inner_peak: Vec<usize> = g
+    let inner_peak: Vec<u64> = g
         .nodes
         .iter()
         .map(|n| match sub_graph(&n.op) {
@@ -246,6 +262,24 @@ mod tests {
         assert!(!lt.is_live(2), "exp's result is never read");
         // x (16) + y (16) while mul runs; exp's output never counts.
         assert_eq!(l.peak(), 32);
+    }
+
+    #[test]
+    fn bytes_are_64_bit_and_saturate_instead_of_wrapping() {
+        use crate::tensor::DType;
+        // 2^31 floats: 8 GiB, past what a 32-bit usize holds.
+        assert_eq!(value_bytes(&TensorType::new(&[1 << 16, 1 << 15], DType::Float32)), 8 << 30);
+        assert_eq!(value_bytes(&TensorType::new(&[usize::MAX, 4], DType::Float32)), u64::MAX);
+        assert_eq!(value_bytes(&TensorType::new(&[], DType::Float16)), 2);
+        // Five values of 3 GiB live at once: 15 GiB, counted exactly.
+        let gib3 = 3u64 << 30;
+        let ivs: Vec<Interval> = (0..5).map(|i| Interval { start: i, end: 5, bytes: gib3 }).collect();
+        let t = timeline(6, &ivs, &[]);
+        assert_eq!(t.peak, 5 * gib3);
+        assert_eq!(t.live_after[4], 5 * gib3);
+        let mut m = Meter::default();
+        m.run(0, u64::MAX, 1);
+        assert_eq!(m.peak, u64::MAX, "saturates");
     }
 
     #[test]

@@ -109,6 +109,23 @@ impl Batching {
         ))
     }
 
+    /// The micro-batch shape of an input of `shape` (combined batch): dim 0 divided by
+    /// `factor()`, or PopTorch's batch-dimension error.
+    pub fn micro_shape(&self, shape: &[usize]) -> Result<Vec<usize>, PoptorchError> {
+        let f = self.factor();
+        if f == 1 {
+            return Ok(shape.to_vec());
+        }
+        match shape.first() {
+            Some(&b) if b.is_multiple_of(f) => {
+                let mut s = shape.to_vec();
+                s[0] = b / f;
+                Ok(s)
+            }
+            _ => Err(self.batch_error(shape)),
+        }
+    }
+
     /// Cuts an input into its `factor()` slices along dim 0 (checking the batch dim).
     pub fn split(&self, t: &Tensor) -> Result<Vec<Tensor>, PoptorchError> {
         let f = self.factor();

@@ -34,6 +34,7 @@ use crate::compile::{plan_with, Options, Plan, PlanSettings};
 use crate::exec::{optimizer_update, run, RunStats, Store};
 use crate::ir::{Graph, InputKind, Op, TensorType};
 use crate::tensor::{DType, Tensor};
+use crate::trace::Trace;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -64,6 +65,19 @@ struct Executable {
     max_loss_scaling: f32,
     /// The host model's trained version these device weights correspond to.
     uploaded_version: u64,
+    plan: Plan,
+}
+
+/// The step graph of a micro-batch and what the executable needs to run it.
+struct Step {
+    graph: Graph,
+    n_user_outputs: usize,
+    grads: Vec<(String, usize)>,
+    input_grads: Vec<(String, usize)>,
+    stats: Option<(usize, usize)>,
+    loss_scaling: f32,
+    max_loss_scaling: f32,
+    batching: Batching,
     plan: Plan,
 }
 
@@ -231,6 +245,11 @@ impl PoplarExecutor {
         Ok(())
     }
 
+    /// The replica grouping of parameter `param`, if one was set.
+    pub fn grouping(&self, param: &str) -> Option<&ReplicaGrouping> {
+        self.groupings.get(param)
+    }
+
     /// Asks for the gradients of model inputs `names` (float inputs), returned after the
     /// model's outputs on every call. Training models, before compilation.
     pub fn return_input_gradients(&mut self, names: &[&str]) -> Result<(), PoptorchError> {
@@ -259,7 +278,16 @@ impl PoplarExecutor {
         Ok(())
     }
 
-    fn build(&mut self, inputs: &[Rc<Tensor>]) -> Result<Executable, PoptorchError> {
+    /// Checks a compiling call's inputs against the trace (micro-batch shapes) and builds
+    /// the step graph: the forward, and for training the backward seeded with the loss
+    /// scaling factor, returning the gradients (and the automatic loss scaling statistics).
+    fn step(&mut self, inputs: &[Rc<Tensor>]) -> Result<Step, PoptorchError> {
+        if !self.model.is_traced() {
+            return Err(PoptorchError(
+                "the model has not been traced yet: attach its trace (traced with one micro-batch) before compiling"
+                    .into(),
+            ));
+        }
         let o = &self.options;
         let batching = Batching::from_options(o);
         let fwd = self.model.graph();
@@ -274,8 +302,7 @@ impl PoplarExecutor {
             )));
         }
         for ((name, want), t) in traced.iter().zip(inputs) {
-            let parts = batching.split(t)?;
-            let got = TensorType { shape: parts[0].shape().to_vec(), dtype: t.dtype() };
+            let got = TensorType { shape: batching.micro_shape(t.shape())?, dtype: t.dtype() };
             if &got != want {
                 return Err(PoptorchError(format!(
                     "input '{name}': the model was traced for micro-batches of {want}, but {} cut into {} \
@@ -297,7 +324,7 @@ impl PoplarExecutor {
         }
         let n_user_outputs = fwd.outputs.len();
         let mut max_loss_scaling = f32::MAX;
-        let (step, grads, input_grads, stats, loss_scaling) = if self.training {
+        let (graph, grads, input_grads, stats, loss_scaling) = if self.training {
             let opt = self.optimizer.as_mut().expect("training models have an optimizer");
             if o.training.automatic_loss_scaling {
                 opt.mark_as_variable("loss_scaling")?;
@@ -324,18 +351,24 @@ impl PoplarExecutor {
             (fwd.clone(), Vec::new(), Vec::new(), None, 1.0)
         };
         let micro = traced.first().and_then(|(_, t)| t.shape.first().copied()).unwrap_or(1);
-        let plan = plan_with(&step, o, &PlanSettings { micro_batch_size: Some(micro) });
+        let plan = plan_with(&graph, o, &PlanSettings { micro_batch_size: Some(micro) });
         if let Some(e) = plan.errors.iter().find(|e| e.code != "out_of_memory") {
             return Err(PoptorchError(e.message.clone()));
         }
-        self.warnings.extend(plan.warnings.iter().map(|w| w.message.clone()));
-        if !plan.fits {
+        Ok(Step { graph, n_user_outputs, grads, input_grads, stats, loss_scaling, max_loss_scaling, batching, plan })
+    }
+
+    fn build(&mut self, inputs: &[Rc<Tensor>]) -> Result<Executable, PoptorchError> {
+        let s = self.step(inputs)?;
+        self.warnings.extend(s.plan.warnings.iter().map(|w| w.message.clone()));
+        if !s.plan.fits {
             self.warnings.push(format!(
                 "the model does not fit in IPU memory ({} bytes at the peak of the fullest IPU); it runs here anyway",
-                plan.peak_bytes_max_ipu()
+                s.plan.peak_bytes_max_ipu()
             ));
         }
-        let step = crate::exec::fuse::fuse(&step)?;
+        let replicas = self.options.replication_factor;
+        let step = crate::exec::fuse::fuse(&s.graph)?;
         let mut groups = BTreeMap::new();
         for (name, _) in self.model.parameters() {
             let g = match self.groupings.get(&name) {
@@ -344,28 +377,66 @@ impl PoplarExecutor {
             };
             groups.insert(name, g);
         }
-        let seed = o.random_seed.unwrap_or(0);
+        let seed = self.options.random_seed.unwrap_or(0);
         let stores = (0..replicas).map(|r| Store::new(&[], &[], seed.wrapping_add(r as u64))).collect();
-        let inputs = traced
-            .iter()
+        let fwd = self.model.graph();
+        let inputs = fwd
+            .placeholders(InputKind::Input)
+            .into_iter()
             .zip(inputs)
-            .map(|((n, _), t)| (n.clone(), TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }))
+            .map(|((n, _), t)| (n.to_string(), TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }))
             .collect();
         Ok(Executable {
             step,
-            n_user_outputs,
-            grads,
-            input_grads,
-            stats,
+            n_user_outputs: s.n_user_outputs,
+            grads: s.grads,
+            input_grads: s.input_grads,
+            stats: s.stats,
             inputs,
-            batching,
+            batching: s.batching,
             replicas: stores,
             groups,
-            loss_scaling,
-            max_loss_scaling,
+            loss_scaling: s.loss_scaling,
+            max_loss_scaling: s.max_loss_scaling,
             uploaded_version: self.model.trained_version(),
-            plan,
+            plan: s.plan,
         })
+    }
+
+    /// The planner's plan of this model for a call with `inputs` (combined batch), without
+    /// compiling: the compiled plan once compiled (the inputs must then match the compiled
+    /// ones), otherwise the plan of the step graph these inputs would compile.
+    pub fn plan_for(&mut self, inputs: &[Rc<Tensor>]) -> Result<Plan, PoptorchError> {
+        if let Some(exe) = &self.exe {
+            Self::validate_inputs(exe, inputs)?;
+            return Ok(exe.plan.clone());
+        }
+        Ok(self.step(inputs)?.plan)
+    }
+
+    /// The model inputs' micro-batch types for a call with inputs of `types` (combined
+    /// batch): each dim 0 divided by the combined batch factor, or PopTorch's batch-dimension
+    /// error. A caller that traces on the first call traces with these.
+    pub fn micro_batch_types(&self, types: &[TensorType]) -> Result<Vec<TensorType>, PoptorchError> {
+        let b = Batching::from_options(&self.options);
+        types.iter().map(|t| Ok(TensorType { shape: b.micro_shape(&t.shape)?, dtype: t.dtype })).collect()
+    }
+
+    /// Gives an untraced (or not yet compiled) model its trace: `trace`'s graph over the
+    /// model's shared weights ([`HostModel::adopt_trace`]). Before compilation only.
+    pub fn attach_trace(&mut self, trace: &Trace) -> Result<(), PoptorchError> {
+        if self.exe.is_some() {
+            return Err(PoptorchError(
+                "the model is already compiled: its trace cannot change (shapes are static after compilation)".into(),
+            ));
+        }
+        let model = self.model.adopt_trace(trace);
+        if let Some(opt) = &self.optimizer {
+            let names: Vec<String> = model.parameters().into_iter().map(|(n, _)| n).collect();
+            opt.check_params(&names)?;
+        }
+        self.model = model;
+        Ok(())
     }
 
     /// `copyWeightsToDevice()`: uploads the host parameters and buffers to every replica

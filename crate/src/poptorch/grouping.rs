@@ -16,8 +16,9 @@ use super::PoptorchError;
 pub use crate::compile::options::CommGroupType;
 use crate::tensor::Tensor;
 
-/// `poptorch.VariableRetrievalMode`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// `poptorch.VariableRetrievalMode` (JSON: `onePerGroup`, `allReplicas`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum VariableRetrievalMode {
     /// The value of the first replica of each group.
     #[default]

@@ -3,13 +3,17 @@
 //! buffers. Clones share the weights, as the PyTorch module object a PopTorch wrapper
 //! keeps a reference to: a training wrapper writes the weights it trained back here, an
 //! inference wrapper of the same model picks them up.
+//!
+//! A model may be wrapped before it is traced ([`HostModel::untraced`]: PopTorch traces on
+//! the first call, with that call's micro-batch shapes); the wrapper then takes the trace
+//! ([`super::PoplarExecutor::attach_trace`]) before it compiles.
 
 use super::PoptorchError;
 use crate::ir::{Graph, InputKind};
 use crate::tensor::Tensor;
 use crate::trace::Trace;
 use std::cell::RefCell;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 #[derive(Debug, Default)]
 struct Weights {
@@ -26,7 +30,21 @@ struct Weights {
 #[derive(Clone, Debug)]
 pub struct HostModel {
     graph: Rc<Graph>,
+    /// False for a model known only by its weights so far ([`HostModel::untraced`]).
+    traced: bool,
     weights: Rc<RefCell<Weights>>,
+}
+
+/// A [`HostModel`]'s weights, held without keeping them alive (a registry of the models a
+/// caller has wrapped uses it to find the shared weights of a model wrapped again).
+#[derive(Clone, Debug)]
+pub struct WeakHostModel(Weak<RefCell<Weights>>);
+
+impl WeakHostModel {
+    /// The model (untraced, sharing the weights) if some wrapper still holds its weights.
+    pub fn upgrade(&self) -> Option<HostModel> {
+        self.0.upgrade().map(|weights| HostModel { graph: Rc::new(Graph::new()), traced: false, weights })
+    }
 }
 
 fn upsert(list: &mut Vec<(String, Rc<Tensor>)>, name: &str, value: Rc<Tensor>) {
@@ -41,12 +59,60 @@ impl HostModel {
     pub fn new(trace: &Trace) -> HostModel {
         HostModel {
             graph: Rc::new(trace.graph.clone()),
+            traced: true,
             weights: Rc::new(RefCell::new(Weights {
                 params: trace.params.clone(),
                 buffers: trace.buffers.clone(),
                 ..Weights::default()
             })),
         }
+    }
+
+    /// A model known by its parameters and buffers (full names, host values) before it is
+    /// traced: wrappers can be made, and check what needs only the weights (wrapping twice,
+    /// the optimizer's parameter groups); a wrapper attaches the trace before it compiles.
+    pub fn untraced(params: Vec<(String, Rc<Tensor>)>, buffers: Vec<(String, Rc<Tensor>)>) -> HostModel {
+        HostModel {
+            graph: Rc::new(Graph::new()),
+            traced: false,
+            weights: Rc::new(RefCell::new(Weights { params, buffers, ..Weights::default() })),
+        }
+    }
+
+    /// Whether the model has a traced graph.
+    pub fn is_traced(&self) -> bool {
+        self.traced
+    }
+
+    /// A handle on the weights that does not keep them alive.
+    pub fn downgrade(&self) -> WeakHostModel {
+        WeakHostModel(Rc::downgrade(&self.weights))
+    }
+
+    /// Whether `other` shares these weights (a wrapper or trace of the same model).
+    pub fn same_weights(&self, other: &HostModel) -> bool {
+        Rc::ptr_eq(&self.weights, &other.weights)
+    }
+
+    /// This model traced: `trace`'s graph over these weights, for a caller whose trace read
+    /// the model's current host values (a JS module traced as it is). Parameters and buffers
+    /// the weights do not have yet are added with their traced values; the others keep the
+    /// host values.
+    pub fn adopt_trace(&self, trace: &Trace) -> HostModel {
+        {
+            let mut w = self.weights.borrow_mut();
+            for (name, t) in &trace.params {
+                if !w.params.iter().any(|(n, _)| n == name) {
+                    w.params.push((name.clone(), t.clone()));
+                }
+            }
+            for (name, t) in &trace.buffers {
+                if !w.buffers.iter().any(|(n, _)| n == name) {
+                    w.buffers.push((name.clone(), t.clone()));
+                }
+            }
+        }
+        HostModel { graph: Rc::new(trace.graph.clone()), traced: true, weights: self.weights.clone() }
     }
 
     /// Another trace of the same model (e.g. an inference-mode trace next to the training
@@ -62,7 +128,7 @@ impl HostModel {
                 }
             }
         }
-        Ok(HostModel { graph: Rc::new(trace.graph.clone()), weights: self.weights.clone() })
+        Ok(HostModel { graph: Rc::new(trace.graph.clone()), traced: true, weights: self.weights.clone() })
     }
 
     /// The traced forward graph (one micro-batch).
@@ -120,6 +186,18 @@ impl HostModel {
         }
         upsert(list, name, Rc::new(value));
         Ok(())
+    }
+
+    /// Replaces (or adds) parameter `name`'s host value whatever its dtype and shape: for a
+    /// caller whose module is the source of the values (the JS API) before a wrapper
+    /// compiles, when the module may have been cast (`half()`) or changed since it was wrapped.
+    pub fn reload_parameter(&self, name: &str, value: Rc<Tensor>) {
+        upsert(&mut self.weights.borrow_mut().params, name, value);
+    }
+
+    /// [`HostModel::reload_parameter`] for a buffer.
+    pub fn reload_buffer(&self, name: &str, value: Rc<Tensor>) {
+        upsert(&mut self.weights.borrow_mut().buffers, name, value);
     }
 
     /// Whether a training wrapper currently holds this model.

@@ -2,7 +2,8 @@
 //! it calls is recorded as a node of a [`Graph`], the way PopTorch records a model.
 //!
 //! Each node carries its module scope (`convs.3.blocks.1.conv.lin_l`), the active Block and
-//! IPU, and the `file:line` of the call (Rust: `#[track_caller]`; JS: the caller's stack).
+//! IPU with the annotation that made it active ([`BlockKind`]: a `Block` scope, a
+//! `BeginBlock`, or none after a scope ended), and the `file:line` of the call (Rust: `#[track_caller]`; JS: the caller's stack).
 //! Parameters, buffers and model inputs become named placeholders; any other tensor the
 //! model captures is frozen as a constant named `_tensor_constant<i>` and listed in
 //! [`Trace::constants`]. Buffers may be updated in place ([`Tracer::buffer_update`]);
@@ -17,8 +18,8 @@ pub mod nn;
 pub mod slice;
 
 use crate::ir::{
-    verify::verify, BinaryKind, Graph, InputKind, IrError, NodeMeta, Op, ReduceKind, Reduction, Region, TensorType,
-    UnaryKind, ValueId,
+    verify::verify, BinaryKind, BlockKind, Graph, InputKind, IrError, NodeMeta, Op, ReduceKind, Reduction, Region,
+    TensorType, UnaryKind, ValueId,
 };
 use crate::tensor::{DType, Tensor};
 use std::cell::RefCell;
@@ -58,7 +59,13 @@ struct Frame {
 struct State {
     frames: Vec<Frame>,
     scope: Vec<String>,
+    /// The active Block (id, IPU) and the annotation that made it so (`Ended`: a Block
+    /// scope ended and none started since).
     block: Option<(String, Option<usize>)>,
+    block_kind: Option<BlockKind>,
+    /// BeginBlocks on modules: (module path, block id, IPU), applied when the module's
+    /// scope is entered ([`Tracer::begin_block_at`]).
+    block_hooks: Vec<(String, String, Option<usize>)>,
     /// Placeholders of the model graph (frame 0) by full name, with their initial tensors.
     params: Vec<(String, Rc<Tensor>)>,
     buffers: Vec<(String, Rc<Tensor>)>,
@@ -172,6 +179,7 @@ impl Tracer {
             scope: st.scope.join("."),
             block: st.block.as_ref().map(|b| b.0.clone()),
             ipu: st.block.as_ref().and_then(|b| b.1),
+            block_kind: st.block_kind,
             source: Some(source),
             ..NodeMeta::default()
         }
@@ -391,7 +399,17 @@ impl Tracer {
     /// Runs `f` inside the module scope `name` (nested scopes join with dots).
     pub fn scope<T>(&self, name: &str, f: impl FnOnce() -> TraceResult<T>) -> TraceResult<T> {
         check::name("a module's name", name)?;
-        self.st.borrow_mut().scope.push(name.to_string());
+        {
+            let mut st = self.st.borrow_mut();
+            st.scope.push(name.to_string());
+            if !st.block_hooks.is_empty() {
+                let path = st.scope.join(".");
+                if let Some((_, id, ipu)) = st.block_hooks.iter().find(|h| h.0 == path).cloned() {
+                    st.block = Some((id, ipu));
+                    st.block_kind = Some(BlockKind::Begin);
+                }
+            }
+        }
         let r = f();
         self.st.borrow_mut().scope.pop();
         r
@@ -415,18 +433,29 @@ impl Tracer {
         self.st.borrow().scope.join(".")
     }
 
-    /// Runs `f` inside Block `id` placed on `ipu` (PopTorch `poptorch.Block`).
+    /// Runs `f` inside Block `id` placed on `ipu` (PopTorch `with poptorch.Block(id, ipu)`).
+    /// As in PopTorch, when the scope ends no block is active: not the block that was
+    /// active before it (PopTorch's `Block.__exit__` calls `end_ipu_block`, which clears the
+    /// active IPU rather than restoring it), so an op recorded afterwards without a new
+    /// block is marked [`BlockKind::Ended`] and the planner rejects it.
     pub fn block<T>(&self, id: &str, ipu: Option<usize>, f: impl FnOnce() -> TraceResult<T>) -> TraceResult<T> {
         check_block(id, ipu)?;
-        let saved = self.st.borrow_mut().block.replace((id.to_string(), ipu));
+        self.set_block(Some((id.to_string(), ipu)), BlockKind::Scoped);
         let r = f();
-        self.st.borrow_mut().block = saved;
+        self.set_block(None, BlockKind::Ended);
         r
     }
 
-    /// Starts Block `id` for every op recorded from now on (PopTorch `BeginBlock`). An id
-    /// or IPU the checks reject makes [`Tracer::finish`] fail (as PopTorch reports Block
-    /// errors when it compiles); [`Tracer::try_begin_block`] reports it at once.
+    fn set_block(&self, block: Option<(String, Option<usize>)>, kind: BlockKind) {
+        let mut st = self.st.borrow_mut();
+        st.block = block;
+        st.block_kind = Some(kind);
+    }
+
+    /// Starts Block `id` for every op recorded from now on, until the next block starts
+    /// (PopTorch `BeginBlock` and `Block.start`). An id or IPU the checks reject makes
+    /// [`Tracer::finish`] fail (as PopTorch reports Block errors when it compiles);
+    /// [`Tracer::try_begin_block`] reports it at once.
     pub fn begin_block(&self, id: &str, ipu: Option<usize>) {
         if let Err(e) = self.try_begin_block(id, ipu) {
             self.st.borrow_mut().deferred.get_or_insert(e);
@@ -436,7 +465,22 @@ impl Tracer {
     /// [`Tracer::begin_block`], failing at once for an id or IPU the checks reject.
     pub fn try_begin_block(&self, id: &str, ipu: Option<usize>) -> TraceResult<()> {
         check_block(id, ipu)?;
-        self.st.borrow_mut().block = Some((id.to_string(), ipu));
+        self.set_block(Some((id.to_string(), ipu)), BlockKind::Begin);
+        Ok(())
+    }
+
+    /// `poptorch.BeginBlock(module, id, ipu)`: Block `id` starts each time the module at
+    /// `module_path` (a scope path such as `convs.3`) is entered, and stays in effect after
+    /// it, until the next block starts. The model's own `forward` needs no change.
+    pub fn begin_block_at(&self, module_path: &str, id: &str, ipu: Option<usize>) -> TraceResult<()> {
+        check::name("a module's path", module_path)?;
+        check_block(id, ipu)?;
+        let mut st = self.st.borrow_mut();
+        if st.block_hooks.iter().any(|h| h.0 == module_path) {
+            // PopTorch: "module has already been assigned to a block."
+            return Err(TraceError(format!("module '{module_path}' has already been assigned to a block")));
+        }
+        st.block_hooks.push((module_path.to_string(), id.to_string(), ipu));
         Ok(())
     }
 
@@ -1037,6 +1081,72 @@ mod tests {
         tr.begin_block("ipu\n9", Some(0));
         let y = x.relu().unwrap();
         assert!(tr.finish(&[&y]).unwrap_err().0.contains("Block's id"));
+    }
+
+    /// The kind of block of each op, by op name (each name used once).
+    fn kinds(g: &Graph) -> Vec<(&'static str, Option<&str>, Option<BlockKind>)> {
+        g.nodes
+            .iter()
+            .filter(|n| !matches!(n.op, Op::Placeholder { .. }))
+            .map(|n| (n.op.name(), n.meta.block.as_deref(), n.meta.block_kind))
+            .collect()
+    }
+
+    #[test]
+    fn blocks_record_which_annotation_placed_each_op_and_a_scope_restores_nothing() {
+        // PopTorch: ops before any block have none (IPU 0); `with Block` ends with no active
+        // block, even inside an enclosing Block or after a BeginBlock (end_ipu_block clears
+        // the active IPU); a BeginBlock lasts until the next block starts.
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2], DType::Float32).unwrap();
+        let a = x.relu().unwrap();
+        tr.begin_block("begin", Some(1));
+        let b = a.exp().unwrap();
+        let c = tr.block("outer", Some(2), || tr.block("inner", Some(3), || b.tanh())?.sigmoid()).unwrap();
+        let d = c.neg().unwrap();
+        tr.begin_block("again", Some(0));
+        let e = d.gelu().unwrap();
+        let g = tr.finish(&[&e]).unwrap().graph;
+        use BlockKind::*;
+        assert_eq!(
+            kinds(&g),
+            [
+                ("relu", None, None),
+                ("exp", Some("begin"), Some(Begin)),
+                ("tanh", Some("inner"), Some(Scoped)),
+                ("sigmoid", None, Some(Ended)),
+                ("neg", None, Some(Ended)),
+                ("gelu", Some("again"), Some(Begin)),
+            ]
+        );
+    }
+
+    #[test]
+    fn begin_block_on_a_module_starts_when_its_scope_is_entered_and_stays() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2], DType::Float32).unwrap();
+        tr.begin_block_at("layers.1", "second", Some(1)).unwrap();
+        let e = tr.begin_block_at("layers.1", "again", None).unwrap_err().0;
+        assert!(e.contains("already been assigned to a block"), "{e}");
+        let mut h = x;
+        for (i, op) in ["relu", "exp", "tanh"].iter().enumerate() {
+            h = tr
+                .scope("layers", || {
+                    tr.scope(&i.to_string(), || match *op {
+                        "relu" => h.relu(),
+                        "exp" => h.exp(),
+                        _ => h.tanh(),
+                    })
+                })
+                .unwrap();
+        }
+        let g = tr.finish(&[&h]).unwrap().graph;
+        use BlockKind::*;
+        assert_eq!(
+            kinds(&g),
+            [("relu", None, None), ("exp", Some("second"), Some(Begin)), ("tanh", Some("second"), Some(Begin))]
+        );
+        assert_eq!(g.nodes.iter().find(|n| n.op.name() == "exp").unwrap().meta.ipu, Some(1));
     }
 
     #[test]

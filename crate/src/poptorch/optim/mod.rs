@@ -18,7 +18,10 @@
 //! * Parameters not listed in any group are trained with the constructor's values
 //!   (PopART applies the default optimizer values to every weight without a specific one).
 
+mod parse;
 mod replace;
+
+pub use parse::{attribute_name, ArgValue};
 
 use super::PoptorchError;
 use crate::ir::OptimizerStep;
@@ -499,9 +502,17 @@ impl Optimizer {
         &self.groups
     }
 
-    /// True when `attr` is constant (PopTorch's `variable_attrs.isConstant`).
+    /// True when `attr` is constant (PopTorch's `variable_attrs.isConstant`; the name in
+    /// snake_case or camelCase).
     pub fn is_constant(&self, attr: &str) -> bool {
-        !self.variable.iter().any(|v| v == attr)
+        let attr = attribute_name(attr);
+        !self.variable.contains(&attr)
+    }
+
+    /// The variable attributes (PopTorch's `variable_attrs`), in the order they became
+    /// variable.
+    pub fn variable_attributes(&self) -> &[String] {
+        &self.variable
     }
 
     /// Attributes [`Optimizer::mark_as_constant`] accepts.
@@ -509,26 +520,28 @@ impl Optimizer {
         Self::markable(self.ty, self.combined())
     }
 
-    fn check_known(&self, attr: &str) -> Result<(), PoptorchError> {
+    /// `attr` in snake_case, if it is one of [`Optimizer::allowed_attributes`].
+    fn check_known(&self, attr: &str) -> Result<String, PoptorchError> {
         let allowed = self.allowed_attributes();
-        if !allowed.contains(&attr) {
+        let name = attribute_name(attr);
+        if !allowed.contains(&name.as_str()) {
             return Err(err(format!("Unknown attribute {attr}, allowed values: {}", py_list(&allowed))));
         }
-        Ok(())
+        Ok(name)
     }
 
-    /// `variable_attrs.markAsConstant(attr)`.
+    /// `variable_attrs.markAsConstant(attr)` (the name in snake_case or camelCase).
     pub fn mark_as_constant(&mut self, attr: &str) -> Result<(), PoptorchError> {
-        self.check_known(attr)?;
-        self.variable.retain(|v| v != attr);
+        let attr = self.check_known(attr)?;
+        self.variable.retain(|v| *v != attr);
         Ok(())
     }
 
-    /// `variable_attrs.markAsVariable(attr)`.
+    /// `variable_attrs.markAsVariable(attr)` (the name in snake_case or camelCase).
     pub fn mark_as_variable(&mut self, attr: &str) -> Result<(), PoptorchError> {
-        self.check_known(attr)?;
-        if self.is_constant(attr) {
-            self.variable.push(attr.to_string());
+        let attr = self.check_known(attr)?;
+        if self.is_constant(&attr) {
+            self.variable.push(attr);
         }
         Ok(())
     }

@@ -1,0 +1,194 @@
+//! Host tensors in JavaScript: the values model wrappers return and accept, and the values
+//! of parameters and buffers. One form everywhere, a plain object:
+//!
+//! ```js
+//! { shape: [2, 3], dtype: "float32", data: Float32Array(6) }   // row-major
+//! ```
+//!
+//! `dtype` is `"float32"`, `"float16"`, `"int32"` or `"bool"`; `data` is a `Float32Array`
+//! for the float types (a float16 value is the exact value of the half), an `Int32Array`
+//! for int32 and a `Uint8Array` of 0 and 1 for bool. Inputs take the same object, or
+//! `{ shape, data }` with the dtype read from `data` (`Int32Array` → int32, `Uint8Array` →
+//! bool, a `Float32Array` or an array of numbers → float32), and an optional `name` (a
+//! model input's name). A `dtype` given with the data converts numbers to it (float16
+//! rounds each to the nearest half); int32 data must be whole numbers in the int32 range,
+//! bool data 0/1 or booleans. The shape is checked against the tensor limits before the
+//! data is read, and the data's length against the shape.
+
+use super::args::{self, js_err, range_error, type_error, JsResult};
+use crate::tensor::alloc::{check_shape, try_with_capacity};
+use crate::tensor::{DType, Tensor};
+use crate::trace::check;
+use js_sys::{Array, ArrayBuffer, Function, Int32Array, Object, Reflect, Uint8Array};
+use wasm_bindgen::{JsCast, JsValue};
+
+/// The dtype's name in a host tensor.
+pub(crate) fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::Float32 => "float32",
+        DType::Float16 => "float16",
+        DType::Int32 => "int32",
+        DType::Bool => "bool",
+    }
+}
+
+fn set(obj: &Object, key: &str, v: &JsValue) -> JsResult<()> {
+    Reflect::set(obj, &JsValue::from_str(key), v)?;
+    Ok(())
+}
+
+/// `t` as a host tensor object (its data copied out of wasm memory).
+pub(crate) fn to_js(t: &Tensor) -> JsResult<JsValue> {
+    let obj = Object::new();
+    let shape = Array::new();
+    for &d in t.shape() {
+        shape.push(&JsValue::from(d as f64));
+    }
+    set(&obj, "shape", &shape)?;
+    set(&obj, "dtype", &JsValue::from_str(dtype_name(t.dtype())))?;
+    let data: JsValue = match t {
+        Tensor::F32(_) | Tensor::F16(_) => {
+            let v = t.to_f32_vec();
+            js_sys::Float32Array::from(v.as_slice()).into()
+        }
+        Tensor::I32(a) => {
+            let v: Vec<i32> = a.iter().copied().collect();
+            Int32Array::from(v.as_slice()).into()
+        }
+        Tensor::Bool(a) => {
+            let v: Vec<u8> = a.iter().map(|&b| b as u8).collect();
+            Uint8Array::from(v.as_slice()).into()
+        }
+    };
+    set(&obj, "data", &data)?;
+    Ok(obj.into())
+}
+
+/// A fresh typed array of class `ctor` made from the caller's typed array `v` by the engine
+/// (its length and contents are then genuine, whatever getters `v` has).
+fn typed_copy(v: &JsValue, ctor: &str) -> JsResult<JsValue> {
+    let c: Function = args::get(&js_sys::global(), ctor)?.unchecked_into();
+    Reflect::construct(&c, &Array::of1(v))
+}
+
+fn length_mismatch(what: &str, n: usize, len: f64) -> JsValue {
+    range_error(&format!("{what} must hold {n} values (the shape's element count), got {}", check::js_number(len)))
+}
+
+fn is_typed(v: &JsValue) -> bool {
+    ArrayBuffer::is_view(v) && !v.is_instance_of::<js_sys::DataView>()
+}
+
+/// Exactly `n` int32 values: an `Int32Array`, or an array of whole numbers in range.
+fn i32_values(v: &JsValue, what: &str, n: usize) -> JsResult<Vec<i32>> {
+    if v.is_instance_of::<Int32Array>() {
+        let copy: Int32Array = typed_copy(v, "Int32Array")?.unchecked_into();
+        if copy.length() as usize != n {
+            return Err(length_mismatch(what, n, copy.length() as f64));
+        }
+        let mut out = try_with_capacity(what, n).map_err(js_err)?;
+        out.resize(n, 0);
+        copy.copy_to(&mut out);
+        return Ok(out);
+    }
+    if !v.is_instance_of::<Array>() {
+        return Err(type_error(&format!(
+            "{what} must be an Int32Array or an array of whole numbers, got {}",
+            args::describe(v)
+        )));
+    }
+    let len = args::number(&args::get(v, "length")?, &format!("{what}.length"))?;
+    if len != n as f64 {
+        return Err(length_mismatch(what, n, len));
+    }
+    let mut out = try_with_capacity(what, n).map_err(js_err)?;
+    for i in 0..n {
+        let item = Reflect::get_u32(v, i as u32)?;
+        out.push(args::integer(&item, &format!("{what}[{i}]"), i32::MIN as i64, i32::MAX as i64)? as i32);
+    }
+    Ok(out)
+}
+
+/// Exactly `n` booleans: a `Uint8Array` of 0 and 1, or an array of booleans.
+fn bool_values(v: &JsValue, what: &str, n: usize) -> JsResult<Vec<bool>> {
+    if v.is_instance_of::<Uint8Array>() {
+        let copy: Uint8Array = typed_copy(v, "Uint8Array")?.unchecked_into();
+        if copy.length() as usize != n {
+            return Err(length_mismatch(what, n, copy.length() as f64));
+        }
+        let mut bytes = try_with_capacity(what, n).map_err(js_err)?;
+        bytes.resize(n, 0u8);
+        copy.copy_to(&mut bytes);
+        if let Some(i) = bytes.iter().position(|&b| b > 1) {
+            return Err(range_error(&format!("{what}[{i}] must be 0 or 1 for a bool tensor, got {}", bytes[i])));
+        }
+        return Ok(bytes.into_iter().map(|b| b == 1).collect());
+    }
+    if !v.is_instance_of::<Array>() {
+        return Err(type_error(&format!(
+            "{what} must be a Uint8Array of 0 and 1 or an array of booleans, got {}",
+            args::describe(v)
+        )));
+    }
+    let len = args::number(&args::get(v, "length")?, &format!("{what}.length"))?;
+    if len != n as f64 {
+        return Err(length_mismatch(what, n, len));
+    }
+    let mut out = try_with_capacity(what, n).map_err(js_err)?;
+    for i in 0..n {
+        let item = Reflect::get_u32(v, i as u32)?;
+        out.push(
+            item.as_bool()
+                .ok_or_else(|| type_error(&format!("{what}[{i}] must be a boolean, got {}", args::describe(&item))))?,
+        );
+    }
+    Ok(out)
+}
+
+/// A host tensor from `v` (see the module docs), with its optional `name`. `what` names
+/// the argument in errors.
+pub(crate) fn from_js_named(v: &JsValue, what: &str) -> JsResult<(Option<String>, Tensor)> {
+    if !v.is_object() || v.is_instance_of::<Array>() || is_typed(v) {
+        return Err(type_error(&format!(
+            "{what} must be a host tensor {{ shape, data, dtype? }}, got {}",
+            args::describe(v)
+        )));
+    }
+    let name = args::get(v, "name")?;
+    let name = if args::is_absent(&name) { None } else { Some(args::name(&name, &format!("{what}.name"))?) };
+    let shape = args::get(v, "shape")?;
+    if args::is_absent(&shape) {
+        return Err(type_error(&format!("{what} needs a shape, an array of sizes ({what}.shape)")));
+    }
+    let dims = args::shape(&shape, &format!("{what}.shape"))?;
+    let data = args::get(v, "data")?;
+    let dtype = args::get(v, "dtype")?;
+    let dtype = if args::is_absent(&dtype) {
+        if data.is_instance_of::<Int32Array>() {
+            DType::Int32
+        } else if data.is_instance_of::<Uint8Array>() {
+            DType::Bool
+        } else {
+            DType::Float32
+        }
+    } else {
+        let s = args::string(&dtype, &format!("{what}.dtype"), 16)?;
+        DType::parse(&s).map_err(|e| args::error(&format!("{what}.dtype: {e}")))?
+    };
+    let dims = check_shape(what, &dims, dtype).map_err(js_err)?;
+    let n: usize = dims.iter().product();
+    let data_what = format!("{what}.data");
+    let t = match dtype {
+        DType::Float32 => Tensor::from_f32(&dims, args::f32_values(&data, &data_what, n)?),
+        DType::Float16 => Tensor::from_f32_as_f16(&dims, &args::f32_values(&data, &data_what, n)?),
+        DType::Int32 => Tensor::from_i32(&dims, i32_values(&data, &data_what, n)?),
+        DType::Bool => Tensor::from_bool(&dims, bool_values(&data, &data_what, n)?),
+    }
+    .map_err(|e| args::error(&format!("{what}: {e}")))?;
+    Ok((name, t))
+}
+
+/// A host tensor from `v` (its `name`, if any, ignored).
+pub(crate) fn from_js(v: &JsValue, what: &str) -> JsResult<Tensor> {
+    from_js_named(v, what).map(|(_, t)| t)
+}

@@ -1,0 +1,108 @@
+//! The `poptorch` namespace of the JavaScript API (PopTorch's names in camelCase; one
+//! implementation, the Rust core in `crate::poptorch` and `crate::compile`):
+//!
+//! * [`options`]: `poptorch.Options` with `Training` and `TensorLocations`,
+//!   `TensorLocationSettings`;
+//! * [`strategy`]: `PipelinedExecution`, `ShardedExecution`, `SerialPhasedExecution`,
+//!   `ParallelPhasedExecution`, `Stage`, `Phase`;
+//! * [`enums`]: `OutputMode`, `ReductionType`, `MeanReductionStrategy`, `CommGroupType`,
+//!   `VariableRetrievalMode`, `Liveness`, `AutoStage` (strings: the core's JSON names);
+//! * [`optim`]: `poptorch.optim.{SGD, Adam, AdamW, RMSprop, LAMB}`;
+//! * [`model`]: `trainingModel`, `inferenceModel` and the `PoplarExecutor` they return;
+//! * `identity_loss` (here) and the slicing helpers.
+//!
+//! wasm-bindgen exports classes at the top level only, under `Poptorch…` names;
+//! `scripts/fix-pkg.mjs` builds the `poptorch` namespace from them (and gives the
+//! constructors and methods that take `*args` in PopTorch their variadic form).
+
+pub mod enums;
+pub(crate) mod handles;
+pub mod model;
+pub mod optim;
+pub mod options;
+pub mod strategy;
+
+use super::args::{self, js_err, JsResult};
+use super::nn::at_js_caller;
+use super::tensor::{tensor_arg, wrap};
+use crate::ir::Reduction;
+use crate::trace::check::{MAX_RANK, MAX_TENSOR_BYTES};
+use crate::trace::slice::Bound;
+use wasm_bindgen::prelude::*;
+
+/// `poptorch.identity_loss(x, reduction)`: marks `x` as the model's loss (`"sum"`, `"mean"`
+/// or `"none"`: PopART reduces it so, and seeds a `"none"` loss with ones). Inside a
+/// trace; the one independent loss of a training model's forward.
+#[wasm_bindgen(js_name = identityLoss, unchecked_return_type = "Tensor")]
+pub fn identity_loss(
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] x: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "\"sum\" | \"mean\" | \"none\"")] reduction: JsValue,
+) -> JsResult<JsValue> {
+    let v = tensor_arg(&x, "identity_loss: x")?;
+    let r = match args::string(&reduction, "identity_loss: reduction", 8)?.as_str() {
+        "sum" => Reduction::Sum,
+        "mean" => Reduction::Mean,
+        "none" => Reduction::None,
+        other => {
+            return Err(args::error(&format!(
+                "identity_loss: reduction must be \"sum\", \"mean\" or \"none\", got {other:?}"
+            )))
+        }
+    };
+    at_js_caller(v.tracer(), || v.identity_loss(r)).map_err(js_err).and_then(wrap)
+}
+
+/// A slice bound: a whole number (constant) or an int32 scalar Tensor of the trace.
+fn bound(v: &JsValue, what: &str) -> JsResult<Option<i64>> {
+    if v.as_f64().is_some() {
+        return args::integer(v, what, -(MAX_TENSOR_BYTES as i64), MAX_TENSOR_BYTES as i64).map(Some);
+    }
+    Ok(None)
+}
+
+/// `x[start:end:step]` along `dim` with the IPU's slicing rules: `start` and `end` whole
+/// numbers (constants), or int32 scalar Tensors that differ by a constant (`t[x:x+4]`:
+/// `end = x.add(c)` with `c` an int32 constant), which wraps round past the end of the dim.
+/// PopTorch's errors otherwise (a float offset, a size that does not divide the dim, …).
+#[wasm_bindgen(js_name = _poptorchSlice, unchecked_return_type = "Tensor")]
+pub fn slice(
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] x: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number | Tensor")] start: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number | Tensor")] end: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "number")] step: JsValue,
+) -> JsResult<JsValue> {
+    let v = tensor_arg(&x, "slice: x")?;
+    let d = args::integer(&dim, "slice: dim", -(MAX_RANK as i64), MAX_RANK as i64 - 1)? as isize;
+    let step =
+        if args::is_absent(&step) { 1 } else { args::integer(&step, "slice: step", 1, MAX_TENSOR_BYTES as i64)? };
+    let s = bound(&start, "slice: start")?;
+    let e = bound(&end, "slice: end")?;
+    let sv = if s.is_none() { Some(tensor_arg(&start, "slice: start")?) } else { None };
+    let ev = if e.is_none() { Some(tensor_arg(&end, "slice: end")?) } else { None };
+    let sb = sv.as_ref().map_or(Bound::Const(s.unwrap_or(0)), Bound::Var);
+    let eb = ev.as_ref().map_or(Bound::Const(e.unwrap_or(0)), Bound::Var);
+    at_js_caller(v.tracer(), || v.slice_bounds(d, sb, eb, step)).map_err(js_err).and_then(wrap)
+}
+
+/// `poptorch.dynamic_slice(x, dim, start, size, step)`: `size` entries of `dim` from the
+/// int32 scalar Tensor `start`, wrapping round past the end, then every `step`-th.
+#[wasm_bindgen(js_name = _poptorchDynamicSlice, unchecked_return_type = "Tensor")]
+pub fn dynamic_slice(
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] x: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] start: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] size: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "number")] step: JsValue,
+) -> JsResult<JsValue> {
+    let v = tensor_arg(&x, "dynamicSlice: x")?;
+    let d = args::integer(&dim, "dynamicSlice: dim", -(MAX_RANK as i64), MAX_RANK as i64 - 1)? as isize;
+    let s = tensor_arg(&start, "dynamicSlice: start")?;
+    let size = args::integer(&size, "dynamicSlice: size", -(MAX_TENSOR_BYTES as i64), MAX_TENSOR_BYTES as i64)?;
+    let step = if args::is_absent(&step) {
+        1
+    } else {
+        args::integer(&step, "dynamicSlice: step", 1, MAX_TENSOR_BYTES as i64)?
+    };
+    at_js_caller(v.tracer(), || v.dynamic_slice(d, &s, size, step)).map_err(js_err).and_then(wrap)
+}

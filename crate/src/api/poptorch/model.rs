@@ -1,0 +1,558 @@
+//! `poptorch.trainingModel(model, options, optimizer)` and `poptorch.inferenceModel(model,
+//! options)` over a JavaScript `nn.Module`: the core's `PoplarExecutor` does the work
+//! (PopTorch's checks, batching, replicas, accumulation, reduction, output modes, replica
+//! grouping, buffers, loss scaling, the optimizer); this file converts arguments, traces
+//! the module and keeps the module's parameters and the host copy in step.
+//!
+//! ```js
+//! const model = poptorch.trainingModel(net, opts, new poptorch.optim.Adam(net.parameters(), { lr: 0.003 }));
+//! const [out, loss] = model.call(x, y);      // host tensors in, host tensors out
+//! ```
+//!
+//! * Tracing: on the first `call` (or `compile`, or `plan` before compiling) the module is
+//!   traced with the micro-batch shapes of the inputs (each dim 0 divided by
+//!   `deviceIterations × replicas / inputGroupSize × gradientAccumulation`, or PopTorch's
+//!   batch-dimension error), in training mode for `trainingModel` (Dropout draws masks).
+//!   Shapes and dtypes are then static: a later call with others is PopTorch's error.
+//! * Weights: one host copy per module object, shared by its wrappers (the core's
+//!   `HostModel`): wrapping it again for training before `destroy()` is PopTorch's error,
+//!   and an inference wrapper of the same module uploads what a training wrapper trained.
+//!   The host copy is read from the module's parameters and buffers when the model compiles
+//!   and on `copyWeightsToDevice()`. Trained values (and, for an inference model, buffers
+//!   after `copyWeightsToHost()`) are written back into the module lazily, as PopTorch
+//!   copies them to the host when the model's parameters are next accessed: before
+//!   `namedParameters()`, `parameters()`' values, `stateDict()`, a trace, … read them. A
+//!   replica-grouped weight's host value (one slice per group) is read and set with
+//!   `model.getParameter(name)` / `model.setParameter(name, value)`; its module keeps the
+//!   traced (one-replica) shape and is not written back.
+//! * Outputs: host tensors (`host_tensor.rs`) per `Options.outputMode`; an array when
+//!   `forward` returned one (and with input gradients, which follow the outputs).
+
+use super::super::args::{self, js_err, JsResult};
+use super::super::host_tensor;
+use super::super::nn::{trace_module, TracedModule};
+use super::super::state::{self, Entry, Kind};
+use super::enums;
+use super::optim::optimizer_arg;
+use super::options::options_arg;
+use crate::compile::options::CommGroupType;
+use crate::compile::Options;
+use crate::ir::TensorType;
+use crate::poptorch::grouping::{ReplicaGrouping, VariableRetrievalMode};
+use crate::poptorch::model::WeakHostModel;
+use crate::poptorch::{HostModel, Optimizer, PoplarExecutor};
+use crate::tensor::Tensor;
+use crate::trace::check::{self, MAX_INPUTS};
+use js_sys::{Array, Object, WeakMap, JSON};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+thread_local! {
+    /// A number for each module object a wrapper was made of …
+    static MODEL_IDS: WeakMap = WeakMap::new();
+    static NEXT_MODEL: Cell<u32> = const { Cell::new(0) };
+    /// … and the host copy its wrappers share, while one holds it.
+    static HOSTS: RefCell<HashMap<u32, WeakHostModel>> = RefCell::new(HashMap::new());
+}
+
+/// The host copy of module `module`: the one its live wrappers share, or a new one read
+/// from the module's parameters and buffers.
+fn host_model(module: &JsValue) -> JsResult<HostModel> {
+    let obj: &Object = module.unchecked_ref();
+    let id = MODEL_IDS.with(|ids| match ids.get(obj).as_f64() {
+        Some(id) => id as u32,
+        None => {
+            let id = NEXT_MODEL.with(|n| {
+                n.set(n.get().wrapping_add(1));
+                n.get()
+            });
+            ids.set(obj, &JsValue::from(id));
+            id
+        }
+    });
+    if let Some(h) = HOSTS.with(|h| h.borrow().get(&id).and_then(WeakHostModel::upgrade)) {
+        return Ok(h);
+    }
+    let host = HostModel::untraced(state::values(module, Kind::Parameter)?, state::values(module, Kind::Buffer)?);
+    HOSTS.with(|h| {
+        let mut h = h.borrow_mut();
+        h.retain(|_, w| w.upgrade().is_some());
+        h.insert(id, host.downgrade());
+    });
+    Ok(host)
+}
+
+/// The traced name of each parameter key (`state::key`) of `module`.
+fn parameter_names(module: &JsValue) -> JsResult<HashMap<String, String>> {
+    Ok(state::entries(module, Kind::Parameter)?
+        .into_iter()
+        .map(|e| (state::key(&e.module, &e.local), e.full))
+        .collect())
+}
+
+/// `opt` with its groups' parameter keys resolved to `module`'s traced names.
+fn resolve(opt: &Optimizer, module: &JsValue) -> JsResult<Optimizer> {
+    if opt.param_groups().is_empty() {
+        return Ok(opt.clone());
+    }
+    let names = parameter_names(module)?;
+    opt.map_params(|k| {
+        names.get(k).cloned().ok_or_else(|| {
+            crate::poptorch::PoptorchError(
+                "a parameter group of the optimizer lists a Parameter that is not one of this model's parameters \
+                 (pass model.parameters() of the model you wrap)"
+                    .into(),
+            )
+        })
+    })
+    .map_err(js_err)
+}
+
+struct Wrapped {
+    module: JsValue,
+    exec: PoplarExecutor,
+    training: bool,
+    /// Set at compilation: the module's parameters and buffers, and what `forward` returns.
+    params: Vec<Entry>,
+    buffers: Vec<Entry>,
+    returned_list: bool,
+    /// Inputs (indices or names) whose gradients the model returns.
+    input_grads: Vec<InputRef>,
+}
+
+#[derive(Clone, Debug)]
+enum InputRef {
+    Index(usize),
+    Name(String),
+}
+
+/// `poptorch.PoplarExecutor`: a module wrapped by `trainingModel` or `inferenceModel`.
+#[wasm_bindgen(js_name = PoplarExecutor)]
+pub struct PoplarExecutorJs {
+    state: RefCell<Wrapped>,
+}
+
+/// A call's inputs (host tensors), with their names (`input<i>` unless given).
+fn inputs_arg(v: &JsValue, what: &str) -> JsResult<Vec<(String, Rc<Tensor>)>> {
+    let items = if args::is_absent(v) { Vec::new() } else { args::list(v, what, MAX_INPUTS)? };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let (name, t) = host_tensor::from_js_named(x, &format!("{what}[{i}]"))?;
+            Ok((name.unwrap_or_else(|| format!("input{i}")), Rc::new(t)))
+        })
+        .collect()
+}
+
+fn wrap(module: JsValue, options: &JsValue, optimizer: &JsValue, training: bool) -> JsResult<PoplarExecutorJs> {
+    let what = if training { "trainingModel" } else { "inferenceModel" };
+    if !super::super::modules::is_module(&module)? {
+        return Err(args::type_error(&format!(
+            "{what}: the model must be a module (an object with a forward method; extend nn.Module), got {}",
+            args::describe(&module)
+        )));
+    }
+    let shared = options_arg(options)?;
+    let mut opts = match &shared {
+        Some(s) => {
+            let o = s.borrow();
+            Options::from_json(&o.to_json()).map_err(js_err)?
+        }
+        None => Options::new(),
+    };
+    let opt = match optimizer_arg(optimizer)? {
+        Some(o) => Some(resolve(&o.borrow(), &module)?),
+        None => None,
+    };
+    let host = host_model(&module)?;
+    let exec = PoplarExecutor::new(&host, &mut opts, training, opt).map_err(js_err)?;
+    if let Some(s) = shared {
+        s.borrow_mut().freeze();
+    }
+    Ok(PoplarExecutorJs {
+        state: RefCell::new(Wrapped {
+            module,
+            exec,
+            training,
+            params: Vec::new(),
+            buffers: Vec::new(),
+            returned_list: false,
+            input_grads: Vec::new(),
+        }),
+    })
+}
+
+/// `poptorch.trainingModel(model, options, optimizer)`: `model` a JS module whose forward
+/// returns a loss (PopTorch's loss rules: one independent `identity_loss` or cross-entropy);
+/// `options` a `poptorch.Options` (frozen from then on; the model keeps a copy); no
+/// optimizer means SGD with lr 0.01.
+#[wasm_bindgen(js_name = trainingModel)]
+pub fn training_model(
+    #[wasm_bindgen(unchecked_param_type = "Module | { forward: (...inputs: Tensor[]) => Tensor | Tensor[] }")]
+    model: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "PoptorchOptions")] options: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "PoptorchOptimizer")] optimizer: JsValue,
+) -> JsResult<PoplarExecutorJs> {
+    wrap(model, &options, &optimizer, true)
+}
+
+/// `poptorch.inferenceModel(model, options)`: gradient accumulation must be 1; an optimizer
+/// is PopTorch's error.
+#[wasm_bindgen(js_name = inferenceModel)]
+pub fn inference_model(
+    #[wasm_bindgen(unchecked_param_type = "Module | { forward: (...inputs: Tensor[]) => Tensor | Tensor[] }")]
+    model: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "PoptorchOptions")] options: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "undefined")] optimizer: JsValue,
+) -> JsResult<PoplarExecutorJs> {
+    wrap(model, &options, &optimizer, false)
+}
+
+impl Wrapped {
+    /// Reads the module's parameters and buffers into the host copy. Before compilation they
+    /// replace the host values as they are (the module may have been cast or changed since it
+    /// was wrapped); once compiled they keep the compiled dtypes (a float value is cast, as
+    /// PyTorch's `copy_` does). A replica-grouped weight whose host value holds one slice per
+    /// group keeps it.
+    fn refresh_host(&mut self) -> JsResult<()> {
+        let host = self.exec.model().clone();
+        let compiled = self.exec.is_compiled();
+        for (name, t) in state::values(&self.module, Kind::Parameter)? {
+            let old = host.parameter(&name);
+            let per_group = self.exec.grouping(&name).is_some() && old.as_ref().is_some_and(|h| h.shape() != t.shape());
+            if per_group {
+                continue;
+            }
+            match old {
+                Some(h) if compiled => {
+                    let v = state::replacement(Kind::Parameter, &name, &h, (*t).clone(), false)?;
+                    host.set_parameter(&name, v).map_err(js_err)?;
+                }
+                _ => host.reload_parameter(&name, t),
+            }
+        }
+        for (name, t) in state::values(&self.module, Kind::Buffer)? {
+            match host.buffer(&name) {
+                Some(h) if compiled => {
+                    let v = state::replacement(Kind::Buffer, &name, &h, (*t).clone(), false)?;
+                    host.set_buffer(&name, v).map_err(js_err)?;
+                }
+                _ => host.reload_buffer(&name, t),
+            }
+        }
+        Ok(())
+    }
+
+    /// Traces the module for a call with `inputs` (combined batch) and gives the executor
+    /// the trace (before compilation).
+    fn attach(&mut self, inputs: &[(String, Rc<Tensor>)]) -> JsResult<()> {
+        self.refresh_host()?;
+        let types: Vec<TensorType> =
+            inputs.iter().map(|(_, t)| TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }).collect();
+        let micro = self.exec.micro_batch_types(&types).map_err(js_err)?;
+        let TracedModule { trace, returned_list, .. } = trace_module(&self.module, self.training, |tr| {
+            inputs.iter().zip(&micro).map(|((name, _), t)| tr.input(name, &t.shape, t.dtype).map_err(js_err)).collect()
+        })?;
+        self.exec.attach_trace(&trace).map_err(js_err)?;
+        self.returned_list = returned_list;
+        self.params = state::entries(&self.module, Kind::Parameter)?;
+        self.buffers = state::entries(&self.module, Kind::Buffer)?;
+        if !self.input_grads.is_empty() {
+            let names = self
+                .input_grads
+                .iter()
+                .map(|r| match r {
+                    InputRef::Index(i) => inputs.get(*i).map(|(n, _)| n.clone()).ok_or_else(|| {
+                        args::range_error(&format!(
+                            "returnInputGradients: input {i} does not exist: the call has {} inputs",
+                            inputs.len()
+                        ))
+                    }),
+                    InputRef::Name(n) => Ok(n.clone()),
+                })
+                .collect::<JsResult<Vec<_>>>()?;
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            self.exec.return_input_gradients(&refs).map_err(js_err)?;
+        }
+        Ok(())
+    }
+
+    fn compile(&mut self, inputs: &[(String, Rc<Tensor>)]) -> JsResult<()> {
+        let tensors: Vec<Rc<Tensor>> = inputs.iter().map(|(_, t)| t.clone()).collect();
+        if !self.exec.is_compiled() {
+            self.attach(inputs)?;
+        }
+        self.exec.compile(&tensors).map_err(js_err)
+    }
+
+    /// Queues the host values for the module (see the module docs): every buffer and every
+    /// parameter whose host value has the module's shape.
+    fn write_back_later(&self) {
+        let host = self.exec.model();
+        let params = self
+            .params
+            .iter()
+            .filter(|e| match self.exec.grouping(&e.full) {
+                None => true,
+                Some(g) => g.kind == CommGroupType::All && g.retrieval == VariableRetrievalMode::OnePerGroup,
+            })
+            .cloned()
+            .collect();
+        state::mark_dirty(host, params, self.buffers.clone());
+    }
+
+    fn outputs(&self, outs: Vec<Tensor>) -> JsResult<JsValue> {
+        if outs.len() == 1 && !self.returned_list {
+            return host_tensor::to_js(&outs[0]);
+        }
+        let a = Array::new();
+        for t in &outs {
+            a.push(&host_tensor::to_js(t)?);
+        }
+        Ok(a.into())
+    }
+}
+
+impl PoplarExecutorJs {
+    fn with<T>(&self, f: impl FnOnce(&mut Wrapped) -> JsResult<T>) -> JsResult<T> {
+        let mut w = self.state.try_borrow_mut().map_err(|_| {
+            args::error(
+                "this model is busy: it was used from inside its own forward (or from code its call runs); \
+                 a model runs one call at a time",
+            )
+        })?;
+        f(&mut w)
+    }
+}
+
+#[wasm_bindgen(js_class = PoplarExecutor)]
+impl PoplarExecutorJs {
+    /// `model(...inputs)`: compiles on the first call, then runs every micro-batch of one
+    /// host call; returns the outputs per `outputMode` (see the module docs). The namespace
+    /// method `call(...inputs)` (alias `run`) passes the inputs as one array.
+    #[wasm_bindgen(js_name = _call)]
+    pub fn call(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "HostTensorInput[]")] inputs: JsValue,
+    ) -> JsResult<JsValue> {
+        let inputs = inputs_arg(&inputs, "call: inputs")?;
+        self.with(|w| {
+            if !w.exec.is_compiled() {
+                w.compile(&inputs)?;
+            }
+            let tensors: Vec<Rc<Tensor>> = inputs.iter().map(|(_, t)| t.clone()).collect();
+            let outs = w.exec.call(&tensors).map_err(js_err)?;
+            if w.training {
+                w.write_back_later();
+            }
+            w.outputs(outs)
+        })
+    }
+
+    /// `compile(...inputs)`: traces and compiles for these inputs without running; again
+    /// once compiled, PopTorch's warning ("Call to compile() ignored") joins `warnings`.
+    #[wasm_bindgen(js_name = _compile)]
+    pub fn compile(&self, #[wasm_bindgen(unchecked_param_type = "HostTensorInput[]")] inputs: JsValue) -> JsResult<()> {
+        let inputs = inputs_arg(&inputs, "compile: inputs")?;
+        self.with(|w| w.compile(&inputs))
+    }
+
+    /// `plan(...inputs)`: the planner's Plan of this model and options for a call with these
+    /// inputs (the compiled plan once compiled), as `plan()` returns it.
+    #[wasm_bindgen(js_name = _plan)]
+    pub fn plan(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "HostTensorInput[]")] inputs: JsValue,
+    ) -> JsResult<JsValue> {
+        let inputs = inputs_arg(&inputs, "plan: inputs")?;
+        self.with(|w| {
+            if !w.exec.is_compiled() {
+                w.attach(&inputs)?;
+            }
+            let tensors: Vec<Rc<Tensor>> = inputs.iter().map(|(_, t)| t.clone()).collect();
+            let p = w.exec.plan_for(&tensors).map_err(js_err)?;
+            JSON::parse(&p.to_json())
+        })
+    }
+
+    /// `copyWeightsToHost()`: the device weights (and buffers) into the host copy, and from
+    /// there into the module (lazily, see the module docs).
+    #[wasm_bindgen(js_name = copyWeightsToHost)]
+    pub fn copy_weights_to_host(&self) -> JsResult<()> {
+        self.with(|w| {
+            w.exec.copy_weights_to_host().map_err(js_err)?;
+            w.write_back_later();
+            Ok(())
+        })
+    }
+
+    /// `copyWeightsToDevice()`: the module's parameters and buffers (a grouped weight: its
+    /// host value) to every replica.
+    #[wasm_bindgen(js_name = copyWeightsToDevice)]
+    pub fn copy_weights_to_device(&self) -> JsResult<()> {
+        self.with(|w| {
+            w.refresh_host()?;
+            w.exec.copy_weights_to_device().map_err(js_err)
+        })
+    }
+
+    /// `setOptimizer(optimizer)`: before compilation any optimizer; after, one that changes
+    /// only variable attributes (PopART's replacement rules). On error nothing changes.
+    #[wasm_bindgen(js_name = setOptimizer)]
+    pub fn set_optimizer(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "PoptorchOptimizer")] optimizer: JsValue,
+    ) -> JsResult<()> {
+        let opt = optimizer_arg(&optimizer)?.ok_or_else(|| {
+            args::type_error("setOptimizer: optimizer must be a poptorch.optim optimizer, got nothing")
+        })?;
+        self.with(|w| {
+            let o = resolve(&opt.borrow(), &w.module)?;
+            w.exec.set_optimizer(o).map_err(js_err)
+        })
+    }
+
+    /// `destroy()`: a training model copies its weights to the host and unwraps the module
+    /// (it may be wrapped for training again); the executable is released.
+    pub fn destroy(&self) -> JsResult<()> {
+        self.with(|w| {
+            let was = w.exec.is_compiled();
+            w.exec.destroy().map_err(js_err)?;
+            if was && w.training {
+                w.write_back_later();
+            }
+            Ok(())
+        })
+    }
+
+    /// `isCompiled()`.
+    #[wasm_bindgen(js_name = isCompiled)]
+    pub fn is_compiled(&self) -> JsResult<bool> {
+        self.with(|w| Ok(w.exec.is_compiled()))
+    }
+
+    /// True for a `trainingModel`.
+    #[wasm_bindgen(getter)]
+    pub fn training(&self) -> JsResult<bool> {
+        self.with(|w| Ok(w.training))
+    }
+
+    /// The wrapped module.
+    #[wasm_bindgen(getter)]
+    pub fn model(&self) -> JsResult<JsValue> {
+        self.with(|w| Ok(w.module.clone()))
+    }
+
+    /// The options the model runs with (its frozen copy), as JSON.
+    #[wasm_bindgen(getter)]
+    pub fn options(&self) -> JsResult<JsValue> {
+        self.with(|w| JSON::parse(&w.exec.options().to_json()))
+    }
+
+    /// Warnings PopTorch would have logged (compile called twice, a plan that does not fit, …).
+    #[wasm_bindgen(getter)]
+    pub fn warnings(&self) -> JsResult<Vec<String>> {
+        self.with(|w| Ok(w.exec.warnings().to_vec()))
+    }
+
+    /// The loss scaling factor the next step uses (it changes with automatic loss scaling);
+    /// `undefined` before compilation.
+    #[wasm_bindgen(getter, js_name = lossScaling)]
+    pub fn loss_scaling(&self) -> JsResult<Option<f64>> {
+        self.with(|w| Ok(w.exec.loss_scaling().map(f64::from)))
+    }
+
+    /// `poptorch_model.W.replicaGrouping(commGroupType, groupSize, variableRetrievalMode)`:
+    /// parameter `name` (its traced name) gets one value per replica group. Before
+    /// compilation.
+    #[wasm_bindgen(js_name = replicaGrouping)]
+    pub fn replica_grouping(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "CommGroupType")] comm_group_type: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] group_size: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "VariableRetrievalMode")] retrieval: JsValue,
+    ) -> JsResult<()> {
+        let name = args::string(&name, "replicaGrouping: name", check::MAX_NAME_BYTES * 8)?;
+        let kind: CommGroupType =
+            enums::parse(&comm_group_type, "replicaGrouping: comm_group_type", &enums::comm_group_type())?;
+        let size = args::opt_count(&group_size, "replicaGrouping: shards", u32::MAX as usize)?.unwrap_or(0);
+        let retrieval: VariableRetrievalMode = if args::is_absent(&retrieval) {
+            VariableRetrievalMode::OnePerGroup
+        } else {
+            enums::parse(&retrieval, "replicaGrouping: variable_retrieval_mode", &enums::variable_retrieval_mode())?
+        };
+        self.with(|w| {
+            w.exec.replica_grouping(&name, ReplicaGrouping { kind, group_size: size, retrieval }).map_err(js_err)
+        })
+    }
+
+    /// Asks for the gradients of model inputs (indices or input names, float inputs): they
+    /// follow the outputs on every call. Training models, before compilation.
+    #[wasm_bindgen(js_name = _returnInputGradients)]
+    pub fn return_input_gradients(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "(number | string)[]")] which: JsValue,
+    ) -> JsResult<()> {
+        let items = args::list(&which, "returnInputGradients: inputs", MAX_INPUTS)?;
+        let refs = items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                if v.is_string() {
+                    args::name(v, &format!("returnInputGradients: inputs[{i}]")).map(InputRef::Name)
+                } else {
+                    args::count(v, &format!("returnInputGradients: inputs[{i}]"), MAX_INPUTS).map(InputRef::Index)
+                }
+            })
+            .collect::<JsResult<Vec<_>>>()?;
+        self.with(|w| {
+            // The core checks training and compilation state now; names are checked at compile.
+            w.exec.return_input_gradients(&[]).map_err(js_err)?;
+            w.input_grads = refs;
+            Ok(())
+        })
+    }
+
+    /// The host value of parameter `name` (a replica-grouped weight: one slice per group, or
+    /// per replica with `AllReplicas`), as a host tensor.
+    #[wasm_bindgen(js_name = getParameter, unchecked_return_type = "HostTensor")]
+    pub fn get_parameter(&self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> JsResult<JsValue> {
+        let name = args::string(&name, "getParameter: name", check::MAX_NAME_BYTES * 8)?;
+        self.with(|w| {
+            let t = w
+                .exec
+                .model()
+                .parameter(&name)
+                .ok_or_else(|| args::error(&format!("getParameter: the model has no parameter '{name}'")))?;
+            host_tensor::to_js(&t)
+        })
+    }
+
+    /// Sets the host value of parameter `name`: a value of the module's shape is written into
+    /// the module too; another (a replica-grouped weight's one slice per group, `[groups, …]`)
+    /// only into the host copy. The device sees it at compilation or after
+    /// `copyWeightsToDevice()`.
+    #[wasm_bindgen(js_name = setParameter)]
+    pub fn set_parameter(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "HostTensorInput")] value: JsValue,
+    ) -> JsResult<()> {
+        let name = args::string(&name, "setParameter: name", check::MAX_NAME_BYTES * 8)?;
+        let t = host_tensor::from_js(&value, "setParameter: value")?;
+        self.with(|w| {
+            let entry = state::entries(&w.module, Kind::Parameter)?.into_iter().find(|e| e.full == name);
+            if let Some(e) = entry {
+                if state::own_value(&e.module, Kind::Parameter, &e.local)?.shape() == t.shape() {
+                    state::set_own(&e.module, Kind::Parameter, &e.local, &t)?;
+                }
+            }
+            w.exec.model().set_parameter(&name, t).map_err(js_err)
+        })
+    }
+}

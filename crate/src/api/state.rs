@@ -1,0 +1,395 @@
+//! The parameters and buffers of JavaScript modules, read and written from outside a trace:
+//! `namedParameters()`, `parameters()`, `namedBuffers()`, `buffers()`, `stateDict()` and
+//! `loadStateDict()` on every `nn` module (the namespace puts them on the classes'
+//! prototypes, calling the functions here with the module), and the `Parameter` handles
+//! optimizers take.
+//!
+//! Each module class answers three hidden methods for its *own* state (not its
+//! submodules'): `_stateNames(kind)`, `_getState(kind, name)` (a host tensor, see
+//! `host_tensor.rs`) and `_setState(kind, name, value)` (same dtype and shape; not while a
+//! trace runs), with `kind` `"parameter"` or `"buffer"`. A module without them (ReLU,
+//! Sequential, a plain object with a `forward`) has no state of its own. Submodules are
+//! found as the tracer finds them (`nn::walk`), so full names are the traced names
+//! (`encoder.layers.0.weight`), in PyTorch's order: a module's own first, then each
+//! submodule's.
+
+use super::args::{self, JsResult};
+use super::host_tensor;
+use super::modules::is_module;
+use super::nn::{is_tracing, walk};
+use crate::poptorch::HostModel;
+use crate::tensor::Tensor;
+use crate::trace::check::MAX_LIST;
+use js_sys::{Array, Function, Object, Reflect, WeakMap};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+/// Parameters or buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Parameter,
+    Buffer,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Parameter => "parameter",
+            Kind::Buffer => "buffer",
+        }
+    }
+    /// The `kind` argument of the hidden methods.
+    pub fn parse(v: &JsValue, what: &str) -> JsResult<Kind> {
+        match v.as_string().as_deref() {
+            Some("parameter") => Ok(Kind::Parameter),
+            Some("buffer") => Ok(Kind::Buffer),
+            _ => {
+                Err(args::type_error(&format!("{what} must be \"parameter\" or \"buffer\", got {}", args::describe(v))))
+            }
+        }
+    }
+}
+
+/// The module's hidden method `name`, if it has one.
+fn method(m: &JsValue, name: &str) -> JsResult<Option<Function>> {
+    let f = args::get(m, name)?;
+    Ok(if f.is_function() { Some(f.unchecked_into()) } else { None })
+}
+
+/// Names of `m`'s own state of `kind`.
+pub(crate) fn own_names(m: &JsValue, kind: Kind) -> JsResult<Vec<String>> {
+    let Some(f) = method(m, "_stateNames")? else {
+        return Ok(Vec::new());
+    };
+    let list = f.call1(m, &JsValue::from_str(kind.as_str()))?;
+    args::list(&list, "_stateNames()", MAX_LIST)?.iter().map(|n| args::name(n, "a state name")).collect()
+}
+
+/// The value of `m`'s own state `name`.
+pub(crate) fn own_value(m: &JsValue, kind: Kind, name: &str) -> JsResult<Tensor> {
+    flush()?;
+    let f =
+        method(m, "_getState")?.ok_or_else(|| args::error(&format!("the module has no {} '{name}'", kind.as_str())))?;
+    let v = f.call2(m, &JsValue::from_str(kind.as_str()), &JsValue::from_str(name))?;
+    host_tensor::from_js(&v, &format!("the {} '{name}'", kind.as_str()))
+}
+
+/// Writes `value` into `m`'s own state `name` (of the same dtype, unless `any_dtype`).
+fn set_own_as(m: &JsValue, kind: Kind, name: &str, value: &Tensor, any_dtype: bool) -> JsResult<()> {
+    let f =
+        method(m, "_setState")?.ok_or_else(|| args::error(&format!("the module has no {} '{name}'", kind.as_str())))?;
+    let v = host_tensor::to_js(value)?;
+    let a = Array::of4(&JsValue::from_str(kind.as_str()), &JsValue::from_str(name), &v, &JsValue::from(any_dtype));
+    Reflect::apply(&f, m, &a)?;
+    Ok(())
+}
+
+/// Writes `value` into `m`'s own state `name` (same dtype and shape).
+pub(crate) fn set_own(m: &JsValue, kind: Kind, name: &str, value: &Tensor) -> JsResult<()> {
+    set_own_as(m, kind, name, value, false)
+}
+
+/// The value to store when `new` replaces `old` in a module's state: the shape must be the
+/// old one; a float value of another float dtype is cast to the old dtype (as PyTorch's
+/// `copy_` and `load_state_dict` do), or kept as it is with `any_dtype` (a cast of the whole
+/// module, `half()` / `float()`); other dtype changes are errors.
+pub(crate) fn replacement(kind: Kind, name: &str, old: &Tensor, new: Tensor, any_dtype: bool) -> JsResult<Tensor> {
+    let floats = old.dtype().is_float() && new.dtype().is_float();
+    if old.shape() != new.shape() || (old.dtype() != new.dtype() && !floats) {
+        return Err(args::error(&format!(
+            "{} '{name}' is {}{:?}; a {}{:?} cannot replace it (the same shape, and dtype or another float dtype)",
+            kind.as_str(),
+            host_tensor::dtype_name(old.dtype()),
+            old.shape(),
+            host_tensor::dtype_name(new.dtype()),
+            new.shape()
+        )));
+    }
+    Ok(if any_dtype || new.dtype() == old.dtype() { new } else { new.cast(old.dtype()) })
+}
+
+/// One piece of state of a module tree.
+#[derive(Clone)]
+pub(crate) struct Entry {
+    /// The full (traced) name.
+    pub full: String,
+    /// The module that owns it, and its name there.
+    pub module: JsValue,
+    pub local: String,
+}
+
+/// The modules of the tree at `root` (the root as ""), each object once, in the tracer's
+/// order.
+pub(crate) fn modules(root: &JsValue) -> JsResult<Vec<(String, JsValue)>> {
+    if !is_module(root)? {
+        return Err(args::type_error(&format!(
+            "the model must be a module (an object with a forward method; extend nn.Module), got {}",
+            args::describe(root)
+        )));
+    }
+    flush()?;
+    let seen = js_sys::Set::new(&JsValue::UNDEFINED);
+    seen.add(root);
+    let mut out = vec![(String::new(), root.clone())];
+    walk(root, "", 0, &seen, &mut out)?;
+    Ok(out)
+}
+
+/// Every parameter (or buffer) of the tree at `root`, by full name.
+pub(crate) fn entries(root: &JsValue, kind: Kind) -> JsResult<Vec<Entry>> {
+    let mut out = Vec::new();
+    for (path, m) in modules(root)? {
+        for local in own_names(&m, kind)? {
+            let full = if path.is_empty() { local.clone() } else { format!("{path}.{local}") };
+            out.push(Entry { full, module: m.clone(), local });
+        }
+    }
+    Ok(out)
+}
+
+/// Every parameter (or buffer) of the tree at `root` with its value.
+pub(crate) fn values(root: &JsValue, kind: Kind) -> JsResult<Vec<(String, Rc<Tensor>)>> {
+    entries(root, kind)?.into_iter().map(|e| Ok((e.full, Rc::new(own_value(&e.module, kind, &e.local)?)))).collect()
+}
+
+/// Host values a model wrapper holds that its JS modules have not been given yet.
+struct Pending {
+    host: HostModel,
+    params: Vec<Entry>,
+    buffers: Vec<Entry>,
+}
+
+thread_local! {
+    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records that `host` holds newer values than the modules of `params` and `buffers`
+/// (after a training call, `copyWeightsToHost`, `destroy`). They are copied into the
+/// modules lazily, as PopTorch copies trained weights to the host when the model's
+/// parameters, buffers or forward are next used: before any read of module state through
+/// this file, and before a trace.
+pub(crate) fn mark_dirty(host: &HostModel, params: Vec<Entry>, buffers: Vec<Entry>) {
+    PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        p.retain(|q| !q.host.same_weights(host));
+        p.push(Pending { host: host.clone(), params, buffers });
+    });
+}
+
+/// Copies every pending host value into its module (see [`mark_dirty`]). Not while a
+/// trace runs (a module's state cannot change then; the values stay pending). A value the
+/// module no longer takes (its parameter was registered again with another shape since the
+/// model was wrapped) is left out: the module holds what its user put there last.
+pub(crate) fn flush() -> JsResult<()> {
+    if is_tracing() || PENDING.with(|p| p.borrow().is_empty()) {
+        return Ok(());
+    }
+    let list = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    for p in &list {
+        for e in &p.params {
+            if let Some(v) = p.host.parameter(&e.full) {
+                let _ = set_own(&e.module, Kind::Parameter, &e.local, &v);
+            }
+        }
+        for e in &p.buffers {
+            if let Some(v) = p.host.buffer(&e.full) {
+                let _ = set_own(&e.module, Kind::Buffer, &e.local, &v);
+            }
+        }
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// A number for each module object a key was asked for (parameter identity).
+    static MODULE_IDS: WeakMap = WeakMap::new();
+    static NEXT_ID: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The identity of parameter `local` of module object `m`: the same module object and
+/// name always give the same key, whatever path reaches the module.
+pub(crate) fn key(m: &JsValue, local: &str) -> String {
+    let obj: &Object = m.unchecked_ref();
+    let id = MODULE_IDS.with(|ids| match ids.get(obj).as_f64() {
+        Some(id) => id as u32,
+        None => {
+            let id = NEXT_ID.with(|n| {
+                let id = n.get().wrapping_add(1);
+                n.set(id);
+                id
+            });
+            ids.set(obj, &JsValue::from(id));
+            id
+        }
+    });
+    // A control character: no traced name (which has none) can look like a key.
+    format!("\u{1}{id}\u{1}{local}")
+}
+
+/// A parameter of a module: a live view (its value is read from the module on each access)
+/// and an identity for optimizers' parameter groups.
+#[wasm_bindgen]
+pub struct Parameter {
+    module: JsValue,
+    local: String,
+    name: String,
+}
+
+#[wasm_bindgen]
+impl Parameter {
+    /// The name, relative to the module `parameters()` was called on.
+    #[wasm_bindgen(getter)]
+    pub fn name(&self) -> String {
+        self.name.clone()
+    }
+    /// The value now: `{ shape, dtype, data }`.
+    #[wasm_bindgen(getter, unchecked_return_type = "HostTensor")]
+    pub fn value(&self) -> JsResult<JsValue> {
+        host_tensor::to_js(&own_value(&self.module, Kind::Parameter, &self.local)?)
+    }
+    /// The shape (an array of sizes).
+    #[wasm_bindgen(getter, unchecked_return_type = "number[]")]
+    pub fn shape(&self) -> JsResult<JsValue> {
+        args::get(&self.value()?, "shape")
+    }
+    /// `"float32"`, `"float16"`, `"int32"` or `"bool"`.
+    #[wasm_bindgen(getter)]
+    pub fn dtype(&self) -> JsResult<String> {
+        Ok(host_tensor::dtype_name(own_value(&self.module, Kind::Parameter, &self.local)?.dtype()).into())
+    }
+    /// The values now, row-major (a copy).
+    #[wasm_bindgen(getter, unchecked_return_type = "Float32Array | Int32Array | Uint8Array")]
+    pub fn data(&self) -> JsResult<JsValue> {
+        args::get(&self.value()?, "data")
+    }
+    #[wasm_bindgen(js_name = _key)]
+    pub fn key(&self) -> String {
+        key(&self.module, &self.local)
+    }
+}
+
+/// The key of a `Parameter` (for optimizers), or an error naming `what`.
+pub(crate) fn parameter_key(v: &JsValue, what: &str) -> JsResult<String> {
+    let not = || {
+        args::type_error(&format!("{what} must be a Parameter (from module.parameters()), got {}", args::describe(v)))
+    };
+    if !v.is_object() {
+        return Err(not());
+    }
+    let f = args::get(v, "_key")?;
+    if !f.is_function() {
+        return Err(not());
+    }
+    let k = f.unchecked_ref::<Function>().call0(v)?;
+    k.as_string().filter(|s| s.starts_with('\u{1}')).ok_or_else(not)
+}
+
+/// `module.namedParameters()`: `[name, Parameter]` pairs.
+#[wasm_bindgen(js_name = _namedParameters, unchecked_return_type = "[string, Parameter][]")]
+pub fn named_parameters(module: JsValue) -> JsResult<JsValue> {
+    let out = Array::new();
+    for e in entries(&module, Kind::Parameter)? {
+        let p = Parameter { module: e.module, local: e.local, name: e.full.clone() };
+        out.push(&Array::of2(&JsValue::from_str(&e.full), &JsValue::from(p)));
+    }
+    Ok(out.into())
+}
+
+/// `module.namedBuffers()`: `[name, HostTensor]` pairs (copies of the values now).
+#[wasm_bindgen(js_name = _namedBuffers, unchecked_return_type = "[string, HostTensor][]")]
+pub fn named_buffers(module: JsValue) -> JsResult<JsValue> {
+    let out = Array::new();
+    for (name, t) in values(&module, Kind::Buffer)? {
+        out.push(&Array::of2(&JsValue::from_str(&name), &host_tensor::to_js(&t)?));
+    }
+    Ok(out.into())
+}
+
+/// `module.stateDict()`: `{ name: HostTensor }`, parameters then buffers (copies).
+#[wasm_bindgen(js_name = _stateDict, unchecked_return_type = "Record<string, HostTensor>")]
+pub fn state_dict(module: JsValue) -> JsResult<JsValue> {
+    let out = Object::new();
+    for kind in [Kind::Parameter, Kind::Buffer] {
+        for (name, t) in values(&module, kind)? {
+            Reflect::set(&out, &JsValue::from_str(&name), &host_tensor::to_js(&t)?)?;
+        }
+    }
+    Ok(out.into())
+}
+
+/// `module.loadStateDict(dict, strict = true)`: writes each `dict[name]` (a host tensor of
+/// the same dtype and shape) into the module's parameter or buffer `name`. With `strict`,
+/// a missing or unexpected key is an error (PyTorch's check), and nothing is written.
+#[wasm_bindgen(js_name = _loadStateDict)]
+pub fn load_state_dict(module: JsValue, dict: JsValue, strict: JsValue) -> JsResult<()> {
+    let strict = args::opt_bool(&strict, "loadStateDict: strict", true)?;
+    args::object(&dict, "loadStateDict: state_dict")?;
+    let mut all: Vec<(Kind, Entry)> = Vec::new();
+    for kind in [Kind::Parameter, Kind::Buffer] {
+        all.extend(entries(&module, kind)?.into_iter().map(|e| (kind, e)));
+    }
+    let given = args::entries(&dict, "loadStateDict: state_dict", 4 * MAX_LIST)?;
+    let mut writes = Vec::new();
+    let mut unexpected = Vec::new();
+    for (k, v) in &given {
+        let k = args::string(k, "loadStateDict: a key", crate::trace::check::MAX_NAME_BYTES * 8)?;
+        match all.iter().find(|(_, e)| e.full == k) {
+            Some((kind, e)) => {
+                let t = host_tensor::from_js(v, &format!("loadStateDict: state_dict[{k:?}]"))?;
+                replacement(*kind, &k, &own_value(&e.module, *kind, &e.local)?, t.clone(), false)?;
+                writes.push((*kind, e.clone(), t));
+            }
+            None => unexpected.push(k),
+        }
+    }
+    if strict {
+        let missing: Vec<&str> = all
+            .iter()
+            .filter(|(_, e)| !writes.iter().any(|(_, w, _)| w.full == e.full))
+            .map(|(_, e)| e.full.as_str())
+            .collect();
+        if !missing.is_empty() || !unexpected.is_empty() {
+            let q = |v: &[&str]| v.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ");
+            let mut msg = "Error(s) in loading state_dict:".to_string();
+            if !missing.is_empty() {
+                msg.push_str(&format!(" Missing key(s) in state_dict: {}.", q(&missing)));
+            }
+            if !unexpected.is_empty() {
+                let u: Vec<&str> = unexpected.iter().map(String::as_str).collect();
+                msg.push_str(&format!(" Unexpected key(s) in state_dict: {}.", q(&u)));
+            }
+            return Err(args::error(&msg));
+        }
+    }
+    for (kind, e, t) in writes {
+        set_own(&e.module, kind, &e.local, &t)?;
+    }
+    Ok(())
+}
+
+/// `module.half()` / `module.float()`: every float parameter and buffer of the tree cast to
+/// `dtype` ("float16" or "float32"), as PyTorch's `Module.half()`; the module is returned.
+#[wasm_bindgen(js_name = _moduleTo)]
+pub fn module_to(module: JsValue, dtype: JsValue) -> JsResult<JsValue> {
+    let to = match dtype.as_string().as_deref() {
+        Some("float16") => crate::tensor::DType::Float16,
+        Some("float32") => crate::tensor::DType::Float32,
+        _ => {
+            return Err(args::type_error(&format!(
+                "dtype must be \"float16\" or \"float32\", got {}",
+                args::describe(&dtype)
+            )))
+        }
+    };
+    for kind in [Kind::Parameter, Kind::Buffer] {
+        for e in entries(&module, kind)? {
+            let t = own_value(&e.module, kind, &e.local)?;
+            if t.dtype().is_float() && t.dtype() != to {
+                set_own_as(&e.module, kind, &e.local, &t.cast(to), true)?;
+            }
+        }
+    }
+    Ok(module)
+}

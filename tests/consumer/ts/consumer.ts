@@ -1,0 +1,110 @@
+// A TypeScript user of the npm package: every namespace and the main exports, typed. It is
+// only type-checked (tsc --noEmit), never run; the Node tests run the same calls.
+import {
+  nn, poptorch, trace, plan, traceMlp, defaultModel, demoModel, limits, version, block, beginBlock, constant, manualSeed,
+  type HostTensor, type HostTensorInput, type Tensor, type OutputMode, type PoptorchOptimizer, type Parameter,
+} from "ipu-playground";
+
+class Net extends nn.Module {
+  fc1: nn.Linear;
+  fc2: InstanceType<typeof nn.Linear>;
+  norm = new nn.LayerNorm(8);
+  layers = new nn.ModuleList([new nn.Linear(8, 8), new nn.ReLU()]);
+  constructor() {
+    super();
+    this.fc1 = new nn.Linear(4, 8);
+    this.fc2 = new nn.Linear(8, 3);
+    this.registerBuffer("steps", [0], [1]);
+  }
+  override forward(x: Tensor, y: Tensor): Tensor[] {
+    const h: Tensor = block("b0", 0, () => this.norm.forward(this.fc1.forward(x).relu()));
+    beginBlock("b1", 1);
+    this.updateBuffer("steps", this.buffer("steps").add(constant([1], [1])));
+    const out = this.fc2.forward(h);
+    return [out, poptorch.identity_loss(out.crossEntropy(y), "mean")];
+  }
+}
+
+manualSeed(0);
+const net = new Net();
+const params: Parameter[] = net.parameters();
+const named: [string, Parameter][] = net.namedParameters();
+const state: Record<string, HostTensor> = net.stateDict();
+net.loadStateDict(state, true);
+const first: number[] = named[0][1].shape;
+const same: Net = net.half().float();
+
+// Options, strategies, enums.
+const opts = new poptorch.Options().deviceIterations(2).replicationFactor(2);
+opts.Training.gradientAccumulation(4).setAutomaticLossScaling(false);
+opts.Training.accumulationAndReplicationReductionType(poptorch.ReductionType.Mean);
+opts.Training.setMeanAccumulationAndReplicationReductionStrategy(poptorch.MeanReductionStrategy.Post);
+opts.setExecutionStrategy(new poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement));
+opts.setExecutionStrategy(new poptorch.ShardedExecution("b0", ["b1"], new poptorch.Stage("b2").ipu(1)));
+opts.setExecutionStrategy(
+  new poptorch.SerialPhasedExecution(new poptorch.Phase("b0"), new poptorch.Phase(new poptorch.Stage("b1")).ipus(0))
+    .setTensorsLiveness(poptorch.Liveness.OffChipAfterFwd),
+);
+opts.setExecutionStrategy(new poptorch.ParallelPhasedExecution(["b0"], ["b1"]).sendTensorsOffChipAfterFwd(true));
+const mode: OutputMode = poptorch.OutputMode.All;
+opts.outputMode(mode).inputReplicaGrouping(1, poptorch.CommGroupType.Consecutive).broadcastBuffers(false);
+opts.setAvailableMemoryProportion({ IPU0: 0.5 }).randomSeed(1).autoRoundNumIPUs(true).ipuGeneration("mk2");
+opts.TensorLocations.setActivationLocation(new poptorch.TensorLocationSettings().useOnChipStorage(false));
+const json: unknown = opts.toJSON();
+const again = poptorch.Options.fromJSON(json);
+const frozen: boolean = again.clone().frozen;
+
+// Optimizers.
+const adam = new poptorch.optim.Adam(net.parameters(), { lr: 0.003, weightDecay: 0.01 });
+adam.variableAttrs.markAsConstant("weightDecay");
+const constantEps: boolean = adam.variableAttrs.isConstant("eps");
+const sgd: PoptorchOptimizer = new poptorch.optim.SGD([{ params: net.fc1.parameters(), lr: 0.1 }], { lr: 0.01, momentum: 0.9 });
+const others: PoptorchOptimizer[] = [
+  new poptorch.optim.AdamW(params), new poptorch.optim.RMSprop(params), new poptorch.optim.LAMB(params, { biasCorrection: false }),
+];
+
+// The wrapped model.
+const model = poptorch.trainingModel(net, opts, adam);
+const x: HostTensorInput = { shape: [64, 4], data: new Float32Array(256) };
+const y: HostTensorInput = { shape: [64], data: new Int32Array(64), name: "labels" };
+const p = model.plan(x, y);
+const outs = model.call(x, y) as HostTensor[];
+const loss: Float32Array | Int32Array | Uint8Array = outs[1].data;
+model.run(x, y);
+model.compile(x, y);
+model.setOptimizer(sgd);
+model.copyWeightsToHost();
+model.copyWeightsToDevice();
+const compiled: boolean = model.isCompiled();
+const scale: number | undefined = model.lossScaling;
+const warnings: string[] = model.warnings;
+model.replicaGrouping("fc1.weight", poptorch.CommGroupType.Orthogonal, 2, poptorch.VariableRetrievalMode.OnePerGroup);
+model.returnInputGradients(0, "labels");
+const w: HostTensor = model.getParameter("fc1.weight");
+model.setParameter("fc1.weight", w);
+model.destroy();
+const inference = poptorch.inferenceModel(net, new poptorch.Options());
+const out = inference.call(x, y);
+
+// Slicing with the IPU's rules (inside a forward).
+class Window extends nn.Module {
+  override forward(t: Tensor, s: Tensor): Tensor {
+    return poptorch.slice(t, 0, s, s.add(constant([4], [], "int32")));
+  }
+}
+const windowed = poptorch.dynamicSlice;
+
+// Tracing and planning.
+const traced = trace(new Window(), [{ name: "t", shape: [8] }, { name: "s", shape: [], dtype: "int32" }]);
+const planned = plan(traceMlp([4, 8, 2], 2), { deviceIterations: 2 }, { training: true });
+const demo = demoModel("mlp", { layers: 2 });
+const d = defaultModel();
+const maxBytes: number = limits().maxTensorBytes;
+const v: string = version();
+
+// datasets and loaders: the GNN stack's namespaces are checked here once they exist.
+
+export {
+  first, same, json, frozen, constantEps, others, p, loss, compiled, scale, warnings, out, windowed, traced, planned, demo,
+  d, maxBytes, v,
+};

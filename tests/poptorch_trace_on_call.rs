@@ -1,0 +1,147 @@
+//! PopTorch traces a model on its first call, with that call's micro-batch shapes: a wrapper
+//! can be made of a model known only by its weights (`HostModel::untraced`), which gets its
+//! trace before it compiles (`PoplarExecutor::attach_trace`). This is how the JS API wraps
+//! a JS module; the results must be those of wrapping a traced model.
+
+use ipu_playground::ir::{Reduction, TensorType};
+use ipu_playground::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, Options};
+use ipu_playground::rng::Rng;
+use ipu_playground::tensor::{DType, Tensor};
+use ipu_playground::trace::nn::{call, Linear, Module};
+use ipu_playground::trace::{Trace, Tracer};
+use std::rc::Rc;
+
+/// `fc` then a mean squared loss against `y`, traced for `batch` rows.
+fn traced(fc: &Linear, batch: usize) -> Trace {
+    let tr = Tracer::new();
+    let x = tr.input("x", &[batch, 3], DType::Float32).unwrap();
+    let y = tr.input("y", &[batch, 2], DType::Float32).unwrap();
+    let out = call(&tr, "fc", fc, &x).unwrap();
+    let d = out.sub(&y).unwrap();
+    let loss = d.mul(&d).unwrap().mean(&[], false).unwrap().identity_loss(Reduction::Mean).unwrap();
+    tr.finish(&[&out, &loss]).unwrap()
+}
+
+fn weights(fc: &Linear) -> Vec<(String, Rc<Tensor>)> {
+    fc.named_parameters().into_iter().map(|(n, t)| (format!("fc.{n}"), t)).collect()
+}
+
+fn data(n: usize) -> (Rc<Tensor>, Rc<Tensor>) {
+    let mut rng = Rng::new(3);
+    let x: Vec<f32> = (0..n * 3).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
+    let y: Vec<f32> = (0..n * 2).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
+    (Rc::new(Tensor::from_f32(&[n, 3], x).unwrap()), Rc::new(Tensor::from_f32(&[n, 2], y).unwrap()))
+}
+
+fn sgd() -> Optimizer {
+    Optimizer::sgd(OptimizerArgs { lr: Some(0.1), momentum: Some(0.9), ..OptimizerArgs::default() }).unwrap()
+}
+
+fn opts() -> Options {
+    let mut o = Options::new();
+    o.device_iterations(2).unwrap().replication_factor(2).unwrap().gradient_accumulation(2).unwrap();
+    o
+}
+
+#[test]
+fn a_model_traced_on_its_first_call_trains_as_one_traced_up_front() {
+    let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
+    let (x, y) = data(16);
+
+    let eager = HostModel::new(&traced(&fc, 2));
+    let mut a = training_model(&eager, &mut opts(), Some(sgd())).unwrap();
+    let out_a = a.call(&[x.clone(), y.clone()]).unwrap();
+
+    let lazy = HostModel::untraced(weights(&fc), Vec::new());
+    assert!(!lazy.is_traced());
+    let mut b = training_model(&lazy, &mut opts(), Some(sgd())).unwrap();
+    let e = training_model(&lazy, &mut Options::new(), None).err().unwrap().0;
+    assert!(e.starts_with("Model has already been wrapped"), "wrapping twice is caught before tracing: {e}");
+    // The micro-batch types of the first call: 16 rows over 2 × 2 × 2 micro-batches.
+    let types = [TensorType { shape: vec![16, 3], dtype: DType::Float32 }];
+    assert_eq!(b.micro_batch_types(&types).unwrap()[0].shape, vec![2, 3]);
+    let e = b.call(&[x.clone(), y.clone()]).unwrap_err().0;
+    assert!(e.contains("not been traced"), "{e}");
+    b.attach_trace(&traced(&fc, 2)).unwrap();
+    assert!(b.model().is_traced() && b.model().same_weights(&lazy));
+    let out_b = b.call(&[x, y]).unwrap();
+    assert_eq!(out_a, out_b);
+    for (n, t) in eager.parameters() {
+        assert_eq!(lazy.parameter(&n).unwrap(), t, "{n} trained the same");
+    }
+    let e = b.attach_trace(&traced(&fc, 2)).unwrap_err().0;
+    assert!(e.contains("already compiled"), "{e}");
+}
+
+#[test]
+fn the_micro_batch_of_a_call_is_poptorchs_batch_dimension_rule() {
+    let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
+    let m = training_model(&HostModel::untraced(weights(&fc), Vec::new()), &mut opts(), None).unwrap();
+    let e = m.micro_batch_types(&[TensorType { shape: vec![12, 3], dtype: DType::Float32 }]).unwrap_err().0;
+    assert!(
+        e.starts_with("Invalid batch dimension: In the input torch.Size([12, 3]), the batch dimension (12)"),
+        "{e}"
+    );
+    assert!(e.contains("= 8 because"), "{e}");
+}
+
+#[test]
+fn a_plan_needs_no_compilation_and_then_is_the_compiled_plan() {
+    let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
+    let (x, y) = data(16);
+    let model = HostModel::untraced(weights(&fc), Vec::new());
+    let mut m = training_model(&model, &mut opts(), None).unwrap();
+    m.attach_trace(&traced(&fc, 2)).unwrap();
+    let before = m.plan_for(&[x.clone(), y.clone()]).unwrap();
+    assert!(!m.is_compiled(), "planning does not compile");
+    assert!(before.valid, "{:?}", before.errors);
+    m.compile(&[x.clone(), y.clone()]).unwrap();
+    let after = m.plan_for(&[x, y.clone()]).unwrap();
+    assert_eq!(before.to_json(), after.to_json());
+    let (x8, y8) = data(8);
+    let e = m.plan_for(&[x8, y8]).unwrap_err().0;
+    assert!(e.starts_with("Shape mismatch for x: expected torch.Size([16, 3]) but got torch.Size([8, 3])"), "{e}");
+}
+
+#[test]
+fn adopting_a_trace_keeps_host_values_and_adds_what_is_new() {
+    let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
+    let trained = Tensor::from_f32(&[2, 3], vec![9.0; 6]).unwrap();
+    // The host knows the weight (with a newer value) but not the bias.
+    let model = HostModel::untraced(vec![("fc.weight".into(), Rc::new(trained.clone()))], Vec::new());
+    let m = model.adopt_trace(&traced(&fc, 2));
+    assert!(m.is_traced() && m.same_weights(&model));
+    assert_eq!(*model.parameter("fc.weight").unwrap(), trained, "the host value stays");
+    assert_eq!(model.parameter("fc.bias").unwrap(), fc.bias.clone().unwrap(), "the traced value is added");
+    // An inference wrapper of an untraced model compiles once traced.
+    let mut inf = inference_model(&model, &mut Options::new()).unwrap();
+    inf.attach_trace(&traced(&fc, 4)).unwrap();
+    let (x, y) = data(4);
+    let out = inf.call(&[x, y]).unwrap();
+    assert_eq!(out[0].shape(), &[4, 2]);
+}
+
+#[test]
+fn reloading_host_values_before_compiling_takes_any_dtype() {
+    // The module was cast to float16 after it was wrapped: its values replace the host's.
+    let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
+    let model = HostModel::untraced(weights(&fc), Vec::new());
+    let mut m = inference_model(&model, &mut Options::new()).unwrap();
+    let half = Linear {
+        weight: Rc::new(fc.weight.cast(DType::Float16)),
+        bias: fc.bias.as_ref().map(|b| Rc::new(b.cast(DType::Float16))),
+        ..fc
+    };
+    for (n, t) in weights(&half) {
+        model.reload_parameter(&n, t);
+    }
+    assert_eq!(model.parameter("fc.weight").unwrap().dtype(), DType::Float16);
+    let tr = Tracer::new();
+    let x = tr.input("x", &[2, 3], DType::Float16).unwrap();
+    let out = call(&tr, "fc", &half, &x).unwrap();
+    m.attach_trace(&tr.finish(&[&out]).unwrap()).unwrap();
+    let y = m.call(&[Rc::new(Tensor::full(&[2, 3], DType::Float16, 1.0))]).unwrap();
+    assert_eq!(y[0].dtype(), DType::Float16);
+    // Once set, a value of another dtype cannot replace it through set_parameter.
+    assert!(model.set_parameter("fc.weight", Tensor::zeros(&[2, 3], DType::Float32)).is_err());
+}
