@@ -133,6 +133,6 @@ impl RevGnnTrainer {
     /// prediction of what the executor measures (the page shows both).
     #[wasm_bindgen(getter)]
     pub fn traced(&self) -> super::plan::TracedGraph {
-        super::plan::TracedGraph::new(&self.inner.train_graph)
+        super::plan::TracedGraph::new(self.inner.train_graph())
     }
 }
