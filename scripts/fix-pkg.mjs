@@ -279,12 +279,12 @@ export interface PoptorchPhase {
 }
 export interface PoplarExecutor {
     /** \`model(...inputs)\`: compiles on the first call; the outputs per outputMode (an array when forward returns one). */
-    call(...inputs: HostTensorInput[]): HostTensor | HostTensor[];
+    call(...inputs: (HostTensorInput | HostSparse)[]): HostTensor | HostTensor[];
     /** The same as call. */
-    run(...inputs: HostTensorInput[]): HostTensor | HostTensor[];
-    compile(...inputs: HostTensorInput[]): void;
+    run(...inputs: (HostTensorInput | HostSparse)[]): HostTensor | HostTensor[];
+    compile(...inputs: (HostTensorInput | HostSparse)[]): void;
     /** The planner's Plan for this model, its options and these inputs (see plan()). */
-    plan(...inputs: HostTensorInput[]): any;
+    plan(...inputs: (HostTensorInput | HostSparse)[]): any;
     /** Returns the gradients of these inputs (indices or names) after the outputs. */
     returnInputGradients(...inputs: (number | string)[]): void;
 }
@@ -357,14 +357,22 @@ export interface PlanetoidOptions {
     seed?: number;
     transform?: ("AddSelfLoops" | "NormalizeFeatures" | "ToUndirected")[];
 }
+/** \`loaders.RandomNodeLoader\`'s options: \`fixedSize\` pads every part to one size (exact for \`epochs\` epochs, else a bound). */
+export interface RandomNodeLoaderOptions {
+    numParts: number;
+    shuffle?: boolean;
+    seed?: number;
+    fixedSize?: boolean;
+    epochs?: number;
+}
 export interface RandomNodeLoader {
     /** One epoch: the next epoch's parts. */
     [Symbol.iterator](): Iterator<Batch>;
 }
 /** PyG's datasets: \`await datasets.Planetoid("PubMed", files | baseUrl, { split: "full", transform: ["AddSelfLoops"] })\`. */
 export declare const datasets: {
-    /** The eight raw files as bytes (\`{ "ind.cora.x": Uint8Array, … }\` or keyed \`x\`, \`tx\`, …), or a base URL to fetch them from. */
-    Planetoid(name: string, source: string | URL | Record<string, Uint8Array>, options?: PlanetoidOptions): Promise<PlanetoidDataset>;
+    /** The eight raw files as bytes (\`{ "ind.cora.x": Uint8Array, … }\` or keyed \`x\`, \`tx\`, …), or a base URL (a string, or a URL object) to fetch them from. */
+    Planetoid(name: string, source: string | Record<string, Uint8Array>, options?: PlanetoidOptions): Promise<PlanetoidDataset>;
     PlanetoidDataset: typeof PlanetoidDataset;
     GraphData: typeof GraphData;
 };

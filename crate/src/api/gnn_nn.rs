@@ -379,7 +379,7 @@ fn method(obj: &JsValue, name: &str) -> JsResult<Option<Function>> {
 /// limits; `0 <= p < 1`.
 #[wasm_bindgen(js_name = randomMask, unchecked_return_type = "Tensor")]
 pub fn random_mask(
-    #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number[] | Uint32Array")] shape: JsValue,
     #[wasm_bindgen(unchecked_param_type = "number")] p: JsValue,
 ) -> JsResult<JsValue> {
     // A Tensor's `shape` (a typed array) or an array of sizes.
