@@ -100,8 +100,12 @@ describe("plan() from the npm package", () => {
     assert.equal(r.graph.nodes.filter((n) => n.opname === "call").length, 3);
     assert.deepEqual(r.parameters.find(([name]) => name === "lin1.weight"), ["lin1.weight", [16, 1433]]);
     assert.deepEqual([...new Set(r.graph.nodes.map((n) => n.meta.block).filter(Boolean))], ["ipu0", "ipu1", "ipu2"]);
-    const p = m.plan(r, { Training: { gradientAccumulation: 5 } }, { training: true, optimizer: "adam", microBatchSize: r.microBatchSize });
+    const settings = { training: true, optimizer: "adam", microBatchSize: r.microBatchSize };
+    const three = m.plan(r, { Training: { gradientAccumulation: 5 } }, settings);
+    assert.deepEqual(three.errors.map((e) => e.code), ["ipu_count_not_power_of_two"], "3 IPUs reserve 4");
+    const p = m.plan(r, { autoRoundNumIPUs: true, Training: { gradientAccumulation: 5 } }, settings);
     assert.equal(p.valid, true, JSON.stringify(p.errors));
+    assert.ok(p.warnings.some((w) => w.code === "ipu_count_rounded"));
     assert.equal(p.stages.length, 5, "2F - 1");
     assert.throws(() => m.demoModel("revgnn", { ...cora, hidden: 15 }), /hidden size 15 is not divisible/);
     assert.throws(() => m.demoModel("revgnn", { ...cora, nodes: 0 }), (e) => e instanceof RangeError && /nodes must be from 1/.test(e.message));
