@@ -205,8 +205,34 @@ async function __planetoid(name, source, options) {
     }
     return new ${ref("PlanetoidDataset")}(name, files, options);
 }
-// A loader is iterable: each for … of draws the next epoch's parts.
-${ref("RandomNodeLoader")}.prototype[Symbol.iterator] = function () { return this._epoch()[Symbol.iterator](); };
+// A loader is iterable: each for … of draws the next epoch's parts. Each part is yielded as
+// a plain object (Batch._toHost()) and its Rust batch freed at once: the garbage collector
+// does not see the wasm memory a batch holds, and would let epochs of them pile up.
+${ref("RandomNodeLoader")}.prototype[Symbol.iterator] = function () {
+    const batches = this._epoch();
+    let i = 0;
+    return {
+        next() {
+            if (i >= batches.length) return { done: true, value: undefined };
+            const b = batches[i];
+            batches[i++] = null;
+            try {
+                const h = b._toHost();
+                const [mean, gcn] = [h.meanAdjacency, h.gcnAdjacency];
+                h.meanAdjacency = () => mean;
+                h.gcnAdjacency = () => gcn;
+                return { done: false, value: h };
+            } finally {
+                b.free();
+            }
+        },
+        return(value) {
+            for (; i < batches.length; i++) batches[i]?.free();
+            return { done: true, value };
+        },
+        [Symbol.iterator]() { return this; },
+    };
+};
 const __namespaces = {
     nn: Object.freeze({ ${NN.map((n) => `${n}: ${ref(n)}`).join(", ")} }),
     poptorch: Object.freeze({
@@ -365,9 +391,11 @@ export interface RandomNodeLoaderOptions {
     fixedSize?: boolean;
     epochs?: number;
 }
+/** A part as a loader's iterator yields it: a Batch's members as plain values. */
+export type LoaderBatch = Omit<Batch, "free" | "_toHost" | typeof Symbol.dispose>;
 export interface RandomNodeLoader {
     /** One epoch: the next epoch's parts. */
-    [Symbol.iterator](): Iterator<Batch>;
+    [Symbol.iterator](): Iterator<LoaderBatch>;
 }
 /** PyG's datasets: \`await datasets.Planetoid("PubMed", files | baseUrl, { split: "full", transform: ["AddSelfLoops"] })\`. */
 export declare const datasets: {
@@ -384,7 +412,7 @@ export declare namespace datasets {
 /** PyG's loaders: \`new loaders.RandomNodeLoader(data, { numParts, shuffle, seed, fixedSize, epochs })\`. */
 export declare const loaders: { RandomNodeLoader: typeof RandomNodeLoader; Batch: typeof Batch };
 type __loaders_RandomNodeLoader = RandomNodeLoader;
-type __loaders_Batch = Batch;
+type __loaders_Batch = LoaderBatch;
 export declare namespace loaders {
     type RandomNodeLoader = __loaders_RandomNodeLoader;
     type Batch = __loaders_Batch;

@@ -188,6 +188,18 @@ describe("loaders.RandomNodeLoader", () => {
     assert.throws(() => [...loader], /computed for 3 epochs/);
   });
 
+  test("the iterator yields plain objects, freeing each Rust batch at once (also when the loop breaks)", () => {
+    const loader = new loaders.RandomNodeLoader(data, { numParts: 3, shuffle: true, seed: 5 });
+    for (const b of loader) {
+      assert.ok(!(b instanceof loaders.Batch), "a plain object: nothing of it waits in wasm memory for the GC");
+      assert.equal(typeof b.free, "undefined");
+      assert.equal(b.meanAdjacency(), b.meanAdjacency(), "computed once");
+      assert.equal(b.gcnAdjacency().indptr.length, b.numNodes + 1);
+      break; // the two parts left are freed by the iterator's return()
+    }
+    assert.equal([...loader].length, 3, "the next epoch is whole");
+  });
+
   test("bad options are named", () => {
     assert.throws(() => new loaders.RandomNodeLoader(data, {}), { name: "TypeError", message: /numParts is required/ });
     assert.throws(() => new loaders.RandomNodeLoader(data, { numParts: 0 }), RangeError);
