@@ -167,20 +167,20 @@ fn main_inner() -> Result<ExitCode, String> {
     let sizes = if a.small { DemoSizes::small(a.model) } else { DemoSizes::full(a.model) };
     let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
     let t = std::time::Instant::now();
-    let net = DemoNet::new(a.model, a.layers, &sizes).map_err(|e| e.0)?;
+    let net = DemoNet::new(a.model, a.layers, &sizes).map_err(|e| e.to_string())?;
     let parameters_ms = ms(t);
     // Trace, training graph, plan (and the plan's JSON), `--repeat` times.
     let mut times: [Vec<f64>; 4] = Default::default();
     let mut last = None;
     for _ in 0..a.repeat.max(1) {
         let t = std::time::Instant::now();
-        let demo = net.trace(a.ipus, a.train).map_err(|e| e.0)?;
+        let demo = net.trace(a.ipus, a.train).map_err(|e| e.to_string())?;
         times[0].push(ms(t));
         let t = std::time::Instant::now();
         let graph = if a.train {
             let adam = OptimizerStep::adam(1e-3, 0.9, 0.999, 1e-8, 0.0, false);
             training_graph(&demo.trace.graph, 0, &TrainOptions { optimizer: Some(adam), ..Default::default() })
-                .map_err(|e| e.0)?
+                .map_err(|e| e.to_string())?
                 .graph
         } else {
             demo.trace.graph.clone()
@@ -230,15 +230,15 @@ fn main_inner() -> Result<ExitCode, String> {
         }
         let inputs = demo_inputs(&demo, 1)?;
         let mut store = Store::new(&demo.trace.params, &demo.trace.buffers, 0);
-        let measured = run(&plan.graph, &mut store, &inputs).map_err(|e| e.0)?.stats.peak_bytes;
+        let measured = run(&plan.graph, &mut store, &inputs).map_err(|e| e.to_string())?.stats.peak_bytes;
         let predicted = plan.memory.ipus[0].live_peak_bytes;
         println!(
             "executor check: predicted peak of live activation bytes {predicted}, measured {measured}, ratio {:.4}",
             predicted as f64 / measured.max(1) as f64
         );
-        let fused = ipu_playground::exec::fuse::fuse(&plan.graph).map_err(|e| e.0)?;
+        let fused = ipu_playground::exec::fuse::fuse(&plan.graph).map_err(|e| e.to_string())?;
         let mut store = Store::new(&demo.trace.params, &demo.trace.buffers, 0);
-        let measured_fused = run(&fused, &mut store, &inputs).map_err(|e| e.0)?.stats.peak_bytes;
+        let measured_fused = run(&fused, &mut store, &inputs).map_err(|e| e.to_string())?.stats.peak_bytes;
         println!(
             "executor check (the trainer's fused program, Linear+Add merged): measured {measured_fused}, ratio {:.4}",
             predicted as f64 / measured_fused.max(1) as f64

@@ -89,12 +89,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn real_main() -> Result<(), String> {
+fn real_main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse()?;
     let dir = data_dir(&args.data_dir);
     let t0 = Instant::now();
     // The protocol of PyG's example: split "full", AddSelfLoops.
-    let data = planetoid(&args.dataset, Source::Dir(&dir), &PlanetoidOptions::rev_gnn()).map_err(|e| e.to_string())?;
+    let data = planetoid(&args.dataset, Source::Dir(&dir), &PlanetoidOptions::rev_gnn())?;
     let (tr, va, te) = data.split_sizes();
     println!(
         "{}: nodes={} edges(with self-loops)={} features={} classes={} train/val/test={tr}/{va}/{te} ({:.2}s to load)",

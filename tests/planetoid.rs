@@ -275,20 +275,20 @@ fn bytes_path_equals_dir_path_and_reports_corruption() {
     let x = files.get("allx").unwrap().clone();
     files.insert("allx".into(), x[..x.len() / 2].to_vec());
     let e = load_planetoid_bytes("cora", &files, Split::Public).unwrap_err();
-    assert!(e.0.starts_with("ind.cora.allx: truncated pickle"), "{e}");
+    assert!(e.to_string().starts_with("ind.cora.allx: truncated pickle"), "{e}");
     // Corrupt label file: first opcode replaced.
     files.insert("allx".into(), x);
     let mut y = files.get("ally").unwrap().clone();
     y[2] = 0x95;
     files.insert("ally".into(), y);
     let e = load_planetoid_bytes("cora", &files, Split::Public).unwrap_err();
-    assert_eq!(e.0, "ind.cora.ally: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
+    assert_eq!(e.to_string(), "ind.cora.ally: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
     // Missing file.
     files.remove("ty");
     let e = load_planetoid_bytes("cora", &files, Split::Public).unwrap_err();
-    assert!(e.0.contains("missing file ind.cora.ty"), "{e}");
+    assert!(e.to_string().contains("missing file ind.cora.ty"), "{e}");
     let e = load_planetoid_dir(&dir, "Reddit", Split::Public).unwrap_err();
-    assert!(e.0.contains("Cora, CiteSeer, PubMed"), "{e}");
+    assert!(e.to_string().contains("Cora, CiteSeer, PubMed"), "{e}");
 }
 
 /// The raw files of `name` as bytes, keyed by suffix.
@@ -314,18 +314,18 @@ fn a_test_index_out_of_range_is_named_with_its_file_and_line() {
     // Cora: 1,708 rows in allx and 1,000 in tx; an index of 99999 used to grow the graph.
     let mut files = raw_files(&dir, "cora");
     with_test_index(&mut files, 1000, "99999");
-    let e = planetoid("Cora", Source::Files(&files), &opts).unwrap_err().0;
+    let e = planetoid("Cora", Source::Files(&files), &opts).unwrap_err().to_string();
     assert_eq!(
         e,
         "ind.cora.test.index: line 1000: test index 99999 is out of range for the 2708 nodes (1708 in \
          ind.cora.allx + 1000 in ind.cora.tx)"
     );
     with_test_index(&mut files, 3, "2708");
-    let e = planetoid("cora", Source::Files(&files), &opts).unwrap_err().0;
+    let e = planetoid("cora", Source::Files(&files), &opts).unwrap_err().to_string();
     assert!(e.starts_with("ind.cora.test.index: line 1000: test index 99999"), "{e}");
     let mut files = raw_files(&dir, "pubmed");
     with_test_index(&mut files, 7, "19717");
-    let e = planetoid("PubMed", Source::Files(&files), &opts).unwrap_err().0;
+    let e = planetoid("PubMed", Source::Files(&files), &opts).unwrap_err().to_string();
     assert!(
         e.starts_with("ind.pubmed.test.index: line 7: test index 19717 is out of range for the 19717 nodes"),
         "{e}"
@@ -333,7 +333,7 @@ fn a_test_index_out_of_range_is_named_with_its_file_and_line() {
     // CiteSeer widens its test range (PyG does, for CiteSeer only), but not without bound.
     let mut files = raw_files(&dir, "citeseer");
     with_test_index(&mut files, 10, "99999");
-    let e = planetoid("CiteSeer", Source::Files(&files), &opts).unwrap_err().0;
+    let e = planetoid("CiteSeer", Source::Files(&files), &opts).unwrap_err().to_string();
     assert!(
         e.starts_with("ind.citeseer.test.index: line 10: test index 99999 would widen the test range 2312..=99999"),
         "{e}"

@@ -9,7 +9,8 @@ use ipu_playground::ir::{BlockKind, Graph, Op, Pass};
 use ipu_playground::rng::Rng;
 use ipu_playground::tensor::DType;
 use ipu_playground::trace::nn::{Linear, Module};
-use ipu_playground::trace::{TraceResult, Tracer, Var};
+use ipu_playground::trace::{Tracer, Var};
+use ipu_playground::Result;
 use planner_support::*;
 
 fn strategy(s: ExecutionStrategy) -> Options {
@@ -84,7 +85,7 @@ enum Step {
     Plain,
 }
 
-fn unary(x: &Var, k: usize) -> TraceResult<Var> {
+fn unary(x: &Var, k: usize) -> Result<Var> {
     match k {
         0 => x.relu(),
         1 => x.exp(),
@@ -101,7 +102,7 @@ fn steps(list: &[Step]) -> Graph {
     let mut h = x;
     for (k, step) in list.iter().enumerate() {
         let last = k + 1 == list.len();
-        let op = |h: &Var| -> TraceResult<Var> {
+        let op = |h: &Var| -> Result<Var> {
             let y = unary(h, k)?;
             if last {
                 y.mean(&[], false)

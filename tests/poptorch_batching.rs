@@ -37,7 +37,7 @@ fn batching_a_batch_dim_that_does_not_divide_is_poptorchs_error() {
     let mut o = Options::new();
     o.device_iterations(2).unwrap().replication_factor(2).unwrap();
     let mut m = inference_model(&model, &mut o).unwrap();
-    let e = m.call(&[t(&[6, 4], vec![0.0; 24])]).unwrap_err().0;
+    let e = m.call(&[t(&[6, 4], vec![0.0; 24])]).unwrap_err().to_string();
     assert_eq!(
         e,
         "Invalid batch dimension: In the input torch.Size([6, 4]), the batch dimension (6) must be a multiple of \
@@ -315,8 +315,8 @@ fn replica_grouping_host_tensor_holds_one_slice_per_group() {
     let out = m.call(&[t(&[4, 2], vec![1.0; 8])]).unwrap().remove(0);
     // Orthogonal groups {0,2} and {1,3}: sums 3, 7, 3, 7.
     assert_eq!(out.to_f32_vec(), vec![3.0, 7.0, 3.0, 7.0]);
-    assert!(m.replica_grouping("w", g).unwrap_err().0.contains("before the model is compiled"));
-    let e = grouped_model().set_parameter("w", Tensor::zeros(&[2], DType::Int32)).unwrap_err().0;
+    assert!(m.replica_grouping("w", g).unwrap_err().to_string().contains("before the model is compiled"));
+    let e = grouped_model().set_parameter("w", Tensor::zeros(&[2], DType::Int32)).unwrap_err().to_string();
     assert!(e.contains("'w'"), "{e}");
     // A scalar weight cannot have one value per group.
     let tr = Tracer::new();
@@ -332,7 +332,7 @@ fn replica_grouping_host_tensor_holds_one_slice_per_group() {
         retrieval: VariableRetrievalMode::OnePerGroup,
     };
     m.replica_grouping("s", g).unwrap();
-    let e = m.call(&[t(&[2], vec![1.0, 2.0])]).unwrap_err().0;
+    let e = m.call(&[t(&[2], vec![1.0, 2.0])]).unwrap_err().to_string();
     assert_eq!(e, "Scalars cannot be passed as per-replica weight tensor values");
 }
 
@@ -373,7 +373,7 @@ fn buffers_counter_example_of_the_docs() {
 fn buffers_with_replicas_need_broadcast_buffers_off() {
     let mut o = Options::new();
     o.replication_factor(2).unwrap();
-    let e = inference_model(&counter(true), &mut o).unwrap().call(&[]).unwrap_err().0;
+    let e = inference_model(&counter(true), &mut o).unwrap().call(&[]).unwrap_err().to_string();
     assert_eq!(
         e,
         "PopTorch does not support broadcasting buffers. If your model is able to tolerate buffers becoming out of \
@@ -406,7 +406,7 @@ fn buffers_of_a_training_model_reach_the_host_and_reassigning_is_an_error() {
     // Registering another tensor under a buffer's name is PopTorch's reassignment error.
     let tr = Tracer::new();
     tr.buffer("b", &Rc::new(Tensor::zeros(&[1], DType::Float32))).unwrap();
-    let e = tr.buffer("b", &Rc::new(Tensor::zeros(&[1], DType::Float32))).unwrap_err().0;
+    let e = tr.buffer("b", &Rc::new(Tensor::zeros(&[1], DType::Float32))).unwrap_err().to_string();
     assert!(e.contains("reassigned"), "{e}");
 }
 

@@ -55,12 +55,12 @@ fn a_model_traced_on_its_first_call_trains_as_one_traced_up_front() {
     let lazy = HostModel::untraced(weights(&fc), Vec::new());
     assert!(!lazy.is_traced());
     let mut b = training_model(&lazy, &mut opts(), Some(sgd())).unwrap();
-    let e = training_model(&lazy, &mut Options::new(), None).err().unwrap().0;
+    let e = training_model(&lazy, &mut Options::new(), None).err().unwrap().to_string();
     assert!(e.starts_with("Model has already been wrapped"), "wrapping twice is caught before tracing: {e}");
     // The micro-batch types of the first call: 16 rows over 2 × 2 × 2 micro-batches.
     let types = [TensorType { shape: vec![16, 3], dtype: DType::Float32 }];
     assert_eq!(b.micro_batch_types(&types).unwrap()[0].shape, vec![2, 3]);
-    let e = b.call(&[x.clone(), y.clone()]).unwrap_err().0;
+    let e = b.call(&[x.clone(), y.clone()]).unwrap_err().to_string();
     assert!(e.contains("not been traced"), "{e}");
     b.attach_trace(&traced(&fc, 2)).unwrap();
     assert!(b.model().is_traced() && b.model().same_weights(&lazy));
@@ -69,7 +69,7 @@ fn a_model_traced_on_its_first_call_trains_as_one_traced_up_front() {
     for (n, t) in eager.parameters() {
         assert_eq!(lazy.parameter(&n).unwrap(), t, "{n} trained the same");
     }
-    let e = b.attach_trace(&traced(&fc, 2)).unwrap_err().0;
+    let e = b.attach_trace(&traced(&fc, 2)).unwrap_err().to_string();
     assert!(e.contains("already compiled"), "{e}");
 }
 
@@ -77,7 +77,7 @@ fn a_model_traced_on_its_first_call_trains_as_one_traced_up_front() {
 fn the_micro_batch_of_a_call_is_poptorchs_batch_dimension_rule() {
     let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
     let m = training_model(&HostModel::untraced(weights(&fc), Vec::new()), &mut opts(), None).unwrap();
-    let e = m.micro_batch_types(&[TensorType { shape: vec![12, 3], dtype: DType::Float32 }]).unwrap_err().0;
+    let e = m.micro_batch_types(&[TensorType { shape: vec![12, 3], dtype: DType::Float32 }]).unwrap_err().to_string();
     assert!(
         e.starts_with("Invalid batch dimension: In the input torch.Size([12, 3]), the batch dimension (12)"),
         "{e}"
@@ -99,7 +99,7 @@ fn a_plan_needs_no_compilation_and_then_is_the_compiled_plan() {
     let after = m.plan_for(&[x, y.clone()]).unwrap();
     assert_eq!(before.to_json(), after.to_json());
     let (x8, y8) = data(8);
-    let e = m.plan_for(&[x8, y8]).unwrap_err().0;
+    let e = m.plan_for(&[x8, y8]).unwrap_err().to_string();
     assert!(e.starts_with("Shape mismatch for x: expected torch.Size([16, 3]) but got torch.Size([8, 3])"), "{e}");
 }
 

@@ -112,7 +112,7 @@ fn options(d: usize, r: usize, a: usize) -> Options {
 fn wrapping_twice_is_poptorchs_error_until_destroy() {
     let model = HostModel::new(&classifier(2, DType::Float32));
     let mut m = training_model(&model, &mut Options::new(), None).unwrap();
-    let e = training_model(&model, &mut Options::new(), None).err().unwrap().0;
+    let e = training_model(&model, &mut Options::new(), None).err().unwrap().to_string();
     assert_eq!(
         e,
         "Model has already been wrapped in 'poptorch.trainingModel'. Call model.destroy() on the model to unwrap \
@@ -128,7 +128,7 @@ fn wrapping_twice_is_poptorchs_error_until_destroy() {
 fn wrapping_inference_with_accumulation_or_an_optimizer_fails() {
     let model = HostModel::new(&classifier(2, DType::Float32));
     let mut o = options(1, 1, 2);
-    let e = inference_model(&model, &mut o).err().unwrap().0;
+    let e = inference_model(&model, &mut o).err().unwrap().to_string();
     assert_eq!(
         e,
         "You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its default value (1) \
@@ -137,12 +137,12 @@ fn wrapping_inference_with_accumulation_or_an_optimizer_fails() {
     );
     let mut o = options(1, 1, 2);
     o.set_execution_strategy(ExecutionStrategy::parse("sharded").unwrap()).unwrap();
-    let e = inference_model(&model, &mut o).err().unwrap().0;
+    let e = inference_model(&model, &mut o).err().unwrap().to_string();
     assert!(e.ends_with("when running a poptorch.inferenceModel()."), "no pipelining hint when sharded: {e}");
-    let e = PoplarExecutor::new(&model, &mut Options::new(), false, Some(sgd(0.1))).err().unwrap().0;
+    let e = PoplarExecutor::new(&model, &mut Options::new(), false, Some(sgd(0.1))).err().unwrap().to_string();
     assert_eq!(e, "Optimizer should be None for inference");
     let mut inf = inference_model(&model, &mut Options::new()).unwrap();
-    assert_eq!(inf.set_optimizer(sgd(0.1)).unwrap_err().0, "Optimizer should be None for inference");
+    assert_eq!(inf.set_optimizer(sgd(0.1)).unwrap_err().to_string(), "Optimizer should be None for inference");
 }
 
 #[test]
@@ -163,8 +163,11 @@ fn wrapping_freezes_options_and_the_default_optimizer_is_sgd_lr_0_01() {
 fn wrapping_compile_copies_and_static_input_shapes() {
     let model = HostModel::new(&classifier(2, DType::Float32));
     let mut m = training_model(&model, &mut options(1, 2, 2), None).unwrap();
-    assert_eq!(m.copy_weights_to_host().unwrap_err().0, "Model has not been compiled or has been destroyed.");
-    assert_eq!(m.copy_weights_to_device().unwrap_err().0, "Model has not been compiled or has been destroyed.");
+    assert_eq!(m.copy_weights_to_host().unwrap_err().to_string(), "Model has not been compiled or has been destroyed.");
+    assert_eq!(
+        m.copy_weights_to_device().unwrap_err().to_string(),
+        "Model has not been compiled or has been destroyed."
+    );
     let (x, y) = data(8, 1, DType::Float32);
     m.compile(&[x.clone(), y.clone()]).unwrap();
     assert!(m.is_compiled() && m.warnings().is_empty());
@@ -175,22 +178,22 @@ fn wrapping_compile_copies_and_static_input_shapes() {
                model.\nTo recompile the model for the new inputs create a new inferenceModel / trainingModel wrapper \
                or call destroy() on the curent one and try again.";
     let (x4, y4) = data(4, 1, DType::Float32);
-    let e = m.call(&[x4, y4]).unwrap_err().0;
+    let e = m.call(&[x4, y4]).unwrap_err().to_string();
     assert_eq!(e, format!("Shape mismatch for x: expected torch.Size([8, 3]) but got torch.Size([4, 3]).{end}"));
     let xi = Rc::new(x.cast(DType::Int32));
-    let e = m.call(&[xi, y.clone()]).unwrap_err().0;
+    let e = m.call(&[xi, y.clone()]).unwrap_err().to_string();
     assert_eq!(e, format!("Data type mismatch for x: expected torch.float32 but got torch.int32.{end}"));
-    let e = m.call(std::slice::from_ref(&x)).unwrap_err().0;
+    let e = m.call(std::slice::from_ref(&x)).unwrap_err().to_string();
     assert_eq!(e, format!("Number of positional arguments mismatch: expected 2 arguments but got 1.{end}"));
     // The combined batch must cut into the traced micro-batch.
     let model = HostModel::new(&classifier(2, DType::Float32));
     let mut m = training_model(&model, &mut options(1, 2, 2), None).unwrap();
     let (x, y) = data(12, 1, DType::Float32);
-    let e = m.call(&[x, y]).unwrap_err().0;
+    let e = m.call(&[x, y]).unwrap_err().to_string();
     assert!(e.contains("'x'") && e.contains("f32[2,3]") && e.contains("f32[3,3]"), "{e}");
     // Destroyed: the executable is gone.
     m.destroy().unwrap();
-    assert_eq!(m.copy_weights_to_host().unwrap_err().0, "Model has not been compiled or has been destroyed.");
+    assert_eq!(m.copy_weights_to_host().unwrap_err().to_string(), "Model has not been compiled or has been destroyed.");
 }
 
 // ---- losses ----
@@ -200,7 +203,7 @@ fn loss_no_loss_and_several_losses_are_poptorchs_errors() {
     let (x, y) = data(2, 1, DType::Float32);
     let no_loss = classifier_with(2, 1, DType::Float32, |l, _| l.mean(&[], false).unwrap());
     let mut m = training_model(&HostModel::new(&no_loss), &mut Options::new(), None).unwrap();
-    assert_eq!(m.call(&[x.clone(), y.clone()]).unwrap_err().0, "Couldn't find a loss in graph!");
+    assert_eq!(m.call(&[x.clone(), y.clone()]).unwrap_err().to_string(), "Couldn't find a loss in graph!");
     let two = classifier_with(2, 1, DType::Float32, |l, y| {
         let a = l.cross_entropy(y, None, Reduction::Mean, None).unwrap();
         let b = l.identity_loss(Reduction::Mean).unwrap();
@@ -208,7 +211,7 @@ fn loss_no_loss_and_several_losses_are_poptorchs_errors() {
     });
     let mut m = training_model(&HostModel::new(&two), &mut Options::new(), None).unwrap();
     assert_eq!(
-        m.call(&[x.clone(), y.clone()]).unwrap_err().0,
+        m.call(&[x.clone(), y.clone()]).unwrap_err().to_string(),
         "Multiple independent losses found in graph. Graph must have one final loss. Wrap final graph loss in \
          poptorch.identity_loss."
     );
@@ -278,18 +281,18 @@ fn set_optimizer_changing_a_constant_fails_and_the_old_one_keeps_working() {
     // momentum was not passed: a constant 0; passing it makes it variable.
     let with_momentum =
         Optimizer::sgd(OptimizerArgs { lr: Some(0.1), momentum: Some(0.9), ..Default::default() }).unwrap();
-    let e = m.set_optimizer(with_momentum).unwrap_err().0;
+    let e = m.set_optimizer(with_momentum).unwrap_err().to_string();
     assert_eq!(
         e,
         "New optimizer is not a valid replacement. Problem with momentums. Default value is not a valid replacement. \
          Can not replace a constant value with a non constant value."
     );
-    let e = m.set_optimizer(Optimizer::adam(OptimizerArgs::default()).unwrap()).unwrap_err().0;
+    let e = m.set_optimizer(Optimizer::adam(OptimizerArgs::default()).unwrap()).unwrap_err().to_string();
     assert_eq!(e, "New optimizer is not a valid replacement. Can not replace optimizer of type SGD with new optimizer of type Adam");
     let mut wd =
         Optimizer::sgd(OptimizerArgs { lr: Some(0.1), weight_decay: Some(0.5), ..Default::default() }).unwrap();
     wd.mark_as_constant("weight_decay").unwrap();
-    assert!(m.set_optimizer(wd).unwrap_err().0.contains("Problem with weight decays"));
+    assert!(m.set_optimizer(wd).unwrap_err().to_string().contains("Problem with weight decays"));
     // Nothing half-applied: the old optimizer goes on exactly as the twin's.
     assert_eq!(m.optimizer().unwrap(), &sgd(0.1));
     m.call(&[x.clone(), y.clone()]).unwrap();
@@ -313,7 +316,7 @@ fn set_optimizer_float16_accumulation_needs_the_running_mean() {
         training_model(&model, &mut Options::new(), Some(Optimizer::adam(OptimizerArgs::default()).unwrap())).unwrap();
     let (x, y) = data(2, 1, DType::Float32);
     m.call(&[x, y]).unwrap();
-    let e = m.set_optimizer(f16acc()).unwrap_err().0;
+    let e = m.set_optimizer(f16acc()).unwrap_err().to_string();
     assert_eq!(
         e,
         "Invalid optimizer: the new optimizer would require changing options.Training.\
@@ -491,7 +494,7 @@ fn loss_scaling_automatic_needs_float16_gradients() {
     o.set_automatic_loss_scaling(true).unwrap();
     let mut m = training_model(&HostModel::new(&classifier(2, DType::Float32)), &mut o, None).unwrap();
     let (x, y) = data(2, 1, DType::Float32);
-    let e = m.call(&[x, y]).unwrap_err().0;
+    let e = m.call(&[x, y]).unwrap_err().to_string();
     assert_eq!(e, "[AutomaticLossScale transform] No tracked gradient tensors of type fp16 were found.");
 }
 

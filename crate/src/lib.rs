@@ -8,6 +8,7 @@
 
 pub mod autograd;
 pub mod compile;
+pub mod error;
 pub mod exec;
 pub mod gnn;
 pub mod ir;
@@ -20,3 +21,5 @@ pub mod trace;
 
 #[cfg(target_arch = "wasm32")]
 pub mod api;
+
+pub use error::{Error, ErrorKind, Result};

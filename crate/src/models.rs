@@ -12,7 +12,8 @@ use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
 use crate::trace::check::ArgError;
 use crate::trace::nn::{call, Embedding, LayerNorm, Linear};
-use crate::trace::{Trace, TraceError, TraceResult, Tracer, Var};
+use crate::trace::{Trace, Tracer, Var};
+use crate::{Error, Result};
 use serde::Deserialize;
 use std::rc::Rc;
 
@@ -25,7 +26,7 @@ pub enum DemoKind {
 }
 
 impl DemoKind {
-    pub fn parse(s: &str) -> Result<DemoKind, String> {
+    pub fn parse(s: &str) -> std::result::Result<DemoKind, String> {
         match s.to_ascii_lowercase().as_str() {
             "mlp" => Ok(DemoKind::Mlp),
             "transformer" => Ok(DemoKind::Transformer),
@@ -189,7 +190,7 @@ impl DemoConfig {
     /// Parses a config object (an array is not accepted in its place: its items would be
     /// read by position). Range errors name the key; `ipus` is checked against the layers
     /// when the model is traced ([`DemoNet::trace`]).
-    pub fn from_json(json: &str) -> Result<DemoConfig, ArgError> {
+    pub fn from_json(json: &str) -> std::result::Result<DemoConfig, ArgError> {
         let v: serde_json::Value = serde_json::from_str(json).map_err(|e| ArgError::value(e.to_string()))?;
         if !v.is_object() {
             return Err(ArgError::type_(format!("config must be an object like {{\"layers\": 4}}, got {v}")));
@@ -203,7 +204,7 @@ impl DemoConfig {
 
     /// The sizes of demo model `kind`: the defaults with this config's RevGNN sizes (which
     /// only RevGNN takes), checked by `gnn::preview`.
-    pub fn sizes(&self, kind: DemoKind) -> Result<DemoSizes, ArgError> {
+    pub fn sizes(&self, kind: DemoKind) -> std::result::Result<DemoSizes, ArgError> {
         let base = if self.small { DemoSizes::small(kind) } else { DemoSizes::full(kind) };
         let revgnn_keys = [
             ("hidden", self.hidden.is_some()),
@@ -316,10 +317,10 @@ pub struct EncoderLayer {
 }
 
 impl EncoderLayer {
-    fn new(s: &DemoSizes, rng: &mut Rng) -> TraceResult<EncoderLayer> {
+    fn new(s: &DemoSizes, rng: &mut Rng) -> Result<EncoderLayer> {
         let d = s.width;
         if s.heads == 0 || !d.is_multiple_of(s.heads) {
-            return Err(TraceError(format!("width {d} is not divisible by {} heads", s.heads)));
+            return Err(Error::trace(format!("width {d} is not divisible by {} heads", s.heads)));
         }
         Ok(EncoderLayer {
             ln1: LayerNorm::new(d),
@@ -332,12 +333,12 @@ impl EncoderLayer {
     }
 
     /// x + attention(LN(x)), then + FF(LN(·)) with GELU.
-    fn forward(&self, tr: &Tracer, x: &Var, s: &DemoSizes) -> TraceResult<Var> {
+    fn forward(&self, tr: &Tracer, x: &Var, s: &DemoSizes) -> Result<Var> {
         let (b, t, d, h) = (s.batch as isize, s.seq as isize, s.width, s.heads);
         let dh = (d / h) as isize;
         let a = call(tr, "ln1", &self.ln1, x)?;
         let parts = call(tr, "qkv", &self.qkv, &a)?.chunk(3, -1)?;
-        let heads = |v: &Var| -> TraceResult<Var> { v.reshape(&[b, t, h as isize, dh])?.permute(&[0, 2, 1, 3]) };
+        let heads = |v: &Var| -> Result<Var> { v.reshape(&[b, t, h as isize, dh])?.permute(&[0, 2, 1, 3]) };
         let (q, k, v) = (heads(&parts[0])?, heads(&parts[1])?, heads(&parts[2])?);
         let scores = q.matmul(&k.transpose(-2, -1)?)?.scale(1.0 / (dh as f64).sqrt())?.softmax(-1)?;
         let ctx = scores.matmul(&v)?.permute(&[0, 2, 1, 3])?.reshape(&[b, t, d as isize])?;
@@ -364,13 +365,13 @@ pub struct DemoNet {
 
 impl DemoNet {
     /// Builds demo model `kind` with `layers` layers (parameters drawn from a fixed seed).
-    pub fn new(kind: DemoKind, layers: usize, sizes: &DemoSizes) -> TraceResult<DemoNet> {
+    pub fn new(kind: DemoKind, layers: usize, sizes: &DemoSizes) -> Result<DemoNet> {
         if layers == 0 {
-            return Err(TraceError("the number of layers must be positive".into()));
+            return Err(Error::trace("the number of layers must be positive"));
         }
         let n = sizes.parameters(kind, layers);
         if n > MAX_DEMO_PARAMETERS {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "a {kind:?} of {layers} layers would have about {n} parameters, more than the {MAX_DEMO_PARAMETERS} \
                  (1 GiB of float32) a demo model may have: use fewer layers"
             )));
@@ -385,11 +386,11 @@ impl DemoNet {
                         let fan_out = if i + 1 == layers { s.classes } else { s.width };
                         Linear::new(fan_in, fan_out, true, &mut rng)
                     })
-                    .collect::<TraceResult<_>>()?,
+                    .collect::<Result<_>>()?,
             ),
             DemoKind::Transformer => Net::Transformer {
                 embed: Embedding::new(s.vocab, s.width, &mut rng),
-                layers: (0..layers).map(|_| EncoderLayer::new(s, &mut rng)).collect::<TraceResult<_>>()?,
+                layers: (0..layers).map(|_| EncoderLayer::new(s, &mut rng)).collect::<Result<_>>()?,
                 head: Linear::new(s.width, s.classes, true, &mut rng)?,
             },
             DemoKind::RevGnn => Net::RevGnn(preview::build(
@@ -411,10 +412,10 @@ impl DemoNet {
 
     /// Traces the model with its layers split evenly over `ipus` IPUs (one Block per IPU);
     /// `training` traces training behaviour (dropout masks).
-    pub fn trace(&self, ipus: usize, training: bool) -> TraceResult<DemoModel> {
+    pub fn trace(&self, ipus: usize, training: bool) -> Result<DemoModel> {
         let layers = self.layers;
         if ipus == 0 || ipus > layers {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "{ipus} IPUs for {layers} layers: give each IPU at least one layer (1 <= ipus <= layers)"
             )));
         }
@@ -462,19 +463,13 @@ impl DemoNet {
 }
 
 /// Builds and traces demo model `kind` ([`DemoNet::new`], then [`DemoNet::trace`]).
-pub fn demo_model(
-    kind: DemoKind,
-    layers: usize,
-    ipus: usize,
-    training: bool,
-    sizes: &DemoSizes,
-) -> TraceResult<DemoModel> {
+pub fn demo_model(kind: DemoKind, layers: usize, ipus: usize, training: bool, sizes: &DemoSizes) -> Result<DemoModel> {
     DemoNet::new(kind, layers, sizes)?.trace(ipus, training)
 }
 
 /// Inputs the CPU executor can run the demo's graph on (valid class labels, token ids and
 /// CSR matrices), drawn from `seed`.
-pub fn demo_inputs(m: &DemoModel, seed: u64) -> Result<Vec<Rc<Tensor>>, String> {
+pub fn demo_inputs(m: &DemoModel, seed: u64) -> std::result::Result<Vec<Rc<Tensor>>, String> {
     let mut rng = Rng::new(seed);
     let s = &m.sizes;
     let inputs: Vec<(String, TensorType)> = m
@@ -546,7 +541,7 @@ mod tests {
         }
         assert!(demo_model(DemoKind::Mlp, 2, 3, false, &DemoSizes::small(DemoKind::Mlp)).is_err());
         let e = DemoNet::new(DemoKind::Transformer, 4096, &DemoSizes::full(DemoKind::Transformer)).err().unwrap();
-        assert!(e.0.contains("parameters") && e.0.contains("fewer layers"), "{}", e.0);
+        assert!(e.to_string().contains("parameters") && e.to_string().contains("fewer layers"), "{}", e.to_string());
         assert!(DemoKind::parse("cnn").unwrap_err().contains("mlp"));
     }
 }

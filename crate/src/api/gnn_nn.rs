@@ -33,7 +33,8 @@ use crate::tensor::alloc::check_shape;
 use crate::tensor::DType;
 use crate::trace::check::{self, MAX_LIST, MAX_TENSOR_BYTES};
 use crate::trace::nn::{Arg, Module as RustModule};
-use crate::trace::{TraceError, TraceResult, Tracer, Var};
+use crate::trace::{Tracer, Var};
+use crate::{Error, Result};
 use js_sys::{Array, Function, Map, Object, Reflect};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -110,7 +111,7 @@ struct JsGroup {
 }
 
 impl RustModule for JsGroup {
-    fn forward_args(&self, _tr: &Tracer, a: &[Arg]) -> TraceResult<Var> {
+    fn forward_args(&self, _tr: &Tracer, a: &[Arg]) -> Result<Var> {
         let call = || -> JsResult<Var> {
             let items = Array::new();
             for x in a {
@@ -126,7 +127,7 @@ impl RustModule for JsGroup {
                 .map(|x| String::from(x.message()))
                 .unwrap_or_else(|| "a GroupAddRev group threw".to_string());
             *self.thrown.borrow_mut() = Some(e);
-            TraceError(msg)
+            Error::trace(msg)
         })
     }
 }

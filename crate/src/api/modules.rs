@@ -16,7 +16,7 @@ use crate::tensor::alloc::check_shape;
 use crate::tensor::{DType, Tensor as HostTensor};
 use crate::trace::check::{self, MAX_LIST, MAX_TENSOR_BYTES};
 use crate::trace::nn as rnn;
-use crate::trace::TraceResult;
+use crate::Result;
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
@@ -36,7 +36,7 @@ pub fn manual_seed(#[wasm_bindgen(unchecked_param_type = "number")] seed: JsValu
 
 /// Runs an initialisation on a copy of the init generator, kept only if it succeeds: no
 /// borrow is held while `f` allocates, and a failure draws nothing.
-pub(super) fn with_rng<T>(f: impl FnOnce(&mut Rng) -> TraceResult<T>) -> JsResult<T> {
+pub(super) fn with_rng<T>(f: impl FnOnce(&mut Rng) -> Result<T>) -> JsResult<T> {
     let mut rng = INIT_RNG.with(|r| r.borrow().clone());
     let out = f(&mut rng).map_err(js_err)?;
     INIT_RNG.with(|r| *r.borrow_mut() = rng);

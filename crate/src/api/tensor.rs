@@ -10,7 +10,7 @@ use super::args::{self, js_err, JsResult};
 use super::nn::{at_js_caller, lookup_var, register_var};
 use crate::tensor::DType;
 use crate::trace::check::{MAX_LIST, MAX_RANK, MAX_TENSOR_BYTES};
-use crate::trace::{concat as rconcat, TraceResult, Var};
+use crate::trace::{concat as rconcat, Var};
 use js_sys::{Object, WeakMap};
 use wasm_bindgen::prelude::*;
 
@@ -89,12 +89,12 @@ impl Tensor {
     }
 
     /// Records `f` on this tensor, at the JS caller's line.
-    fn op(&self, f: impl FnOnce(&Var) -> TraceResult<Var>) -> JsResult<JsValue> {
+    fn op(&self, f: impl FnOnce(&Var) -> crate::Result<Var>) -> JsResult<JsValue> {
         let v = self.var()?;
         at_js_caller(v.tracer(), || f(&v)).map_err(js_err).and_then(wrap)
     }
 
-    fn binary(&self, o: &JsValue, what: &str, f: impl FnOnce(&Var, &Var) -> TraceResult<Var>) -> JsResult<JsValue> {
+    fn binary(&self, o: &JsValue, what: &str, f: impl FnOnce(&Var, &Var) -> crate::Result<Var>) -> JsResult<JsValue> {
         let o = tensor_arg(o, &format!("Tensor.{what}: other"))?;
         self.op(|v| f(v, &o))
     }

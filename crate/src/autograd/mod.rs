@@ -14,10 +14,10 @@
 
 use crate::ir::simplify::{inline, simplify};
 use crate::ir::{
-    BinaryKind, Graph, InputKind, IrError, NodeMeta, Op, OptimizerStep, Pass, ReduceKind, Reduction, TensorType,
-    ValueId,
+    BinaryKind, Graph, InputKind, NodeMeta, Op, OptimizerStep, Pass, ReduceKind, Reduction, TensorType, ValueId,
 };
 use crate::tensor::DType;
+use crate::{Error, Result};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -60,7 +60,7 @@ pub struct TrainOptions {
 /// The graph's loss by PopTorch's rules (`RemoveSurplusIdentityLosses`): loss ops are
 /// `identity_loss` and `cross_entropy`; a loss whose value flows into another loss is part
 /// of it, and exactly one independent loss must remain.
-pub fn find_loss(fwd: &Graph) -> Result<ValueId, IrError> {
+pub fn find_loss(fwd: &Graph) -> Result<ValueId> {
     let is_loss = |op: &Op| matches!(op, Op::IdentityLoss { .. } | Op::CrossEntropy { .. });
     // For every value: does it flow into a loss op (later in the graph)?
     let mut feeds_loss = vec![false; fwd.values.len()];
@@ -74,23 +74,22 @@ pub fn find_loss(fwd: &Graph) -> Result<ValueId, IrError> {
     }
     let losses: Vec<&crate::ir::Node> = fwd.nodes.iter().filter(|n| is_loss(&n.op)).collect();
     if losses.is_empty() {
-        return Err(IrError("Couldn't find a loss in graph!".into()));
+        return Err(Error::ir("Couldn't find a loss in graph!"));
     }
     let independent: Vec<ValueId> = losses.iter().map(|n| n.outputs[0]).filter(|o| !feeds_loss[o.0 as usize]).collect();
     match independent.as_slice() {
         [one] => Ok(*one),
-        _ => Err(IrError(
+        _ => Err(Error::ir(
             "Multiple independent losses found in graph. Graph must have one final loss. Wrap final graph loss in \
-             poptorch.identity_loss."
-                .into(),
+             poptorch.identity_loss.",
         )),
     }
 }
 
 /// Builds the training graph of `fwd` for the loss `fwd.outputs[loss_output]`.
-pub fn training_graph(fwd: &Graph, loss_output: usize, opts: &TrainOptions) -> Result<TrainingGraph, IrError> {
+pub fn training_graph(fwd: &Graph, loss_output: usize, opts: &TrainOptions) -> Result<TrainingGraph> {
     let loss = *fwd.outputs.get(loss_output).ok_or_else(|| {
-        IrError(format!("the graph has {} outputs, no output {loss_output} to use as loss", fwd.outputs.len()))
+        Error::ir(format!("the graph has {} outputs, no output {loss_output} to use as loss", fwd.outputs.len()))
     })?;
     training_graph_at(fwd, loss, opts)
 }
@@ -99,9 +98,9 @@ pub fn training_graph(fwd: &Graph, loss_output: usize, opts: &TrainOptions) -> R
 /// e.g. [`find_loss`]'s). The loss must be a float scalar, or the unreduced output of a
 /// loss op with `reduction: none` (then every element is seeded with 1, as PopART seeds a
 /// `none` loss).
-pub fn training_graph_at(fwd: &Graph, loss: ValueId, opts: &TrainOptions) -> Result<TrainingGraph, IrError> {
+pub fn training_graph_at(fwd: &Graph, loss: ValueId, opts: &TrainOptions) -> Result<TrainingGraph> {
     if loss.0 as usize >= fwd.values.len() {
-        return Err(IrError(format!("the loss {loss} is not a value of the graph")));
+        return Err(Error::ir(format!("the loss {loss} is not a value of the graph")));
     }
     let lt = fwd.ty(loss).clone();
     let unreduced = matches!(
@@ -109,7 +108,7 @@ pub fn training_graph_at(fwd: &Graph, loss: ValueId, opts: &TrainOptions) -> Res
         Op::IdentityLoss { reduction: Reduction::None } | Op::CrossEntropy { reduction: Reduction::None, .. }
     );
     if !lt.dtype.is_float() || (!lt.shape.is_empty() && !unreduced) {
-        return Err(IrError(format!(
+        return Err(Error::ir(format!(
             "the loss must be a float scalar to differentiate, got {lt}: reduce it first (sum, mean or identity_loss)"
         )));
     }
@@ -124,10 +123,12 @@ pub fn training_graph_at(fwd: &Graph, loss: ValueId, opts: &TrainOptions) -> Res
     for name in &opts.input_grads {
         let Some(&(_, v)) = model_inputs.iter().find(|(n, _)| n == name) else {
             let known: Vec<&str> = model_inputs.iter().map(|(n, _)| *n).collect();
-            return Err(IrError(format!("input_grads names '{name}', which is not a model input (inputs: {known:?})")));
+            return Err(Error::ir(format!(
+                "input_grads names '{name}', which is not a model input (inputs: {known:?})"
+            )));
         };
         if !fwd.ty(v).dtype.is_float() {
-            return Err(IrError(format!("input '{name}' is {}: only float inputs have gradients", fwd.ty(v))));
+            return Err(Error::ir(format!("input '{name}' is {}: only float inputs have gradients", fwd.ty(v))));
         }
         inputs.push((name.clone(), v));
     }
@@ -135,7 +136,7 @@ pub fn training_graph_at(fwd: &Graph, loss: ValueId, opts: &TrainOptions) -> Res
     let meta = NodeMeta { pass: Pass::Backward, ..g.producer(loss).meta.clone() };
     let seed = if opts.loss_scale_input {
         if model_inputs.iter().any(|(n, _)| *n == LOSS_SCALING_INPUT) {
-            return Err(IrError(format!(
+            return Err(Error::ir(format!(
                 "a model input is named '{LOSS_SCALING_INPUT}', the name of the loss scaling input: rename it"
             )));
         }
@@ -181,7 +182,7 @@ pub fn training_graph_at(fwd: &Graph, loss: ValueId, opts: &TrainOptions) -> Res
         g.outputs.push(gv);
     }
     if trained.is_empty() && inputs.is_empty() {
-        return Err(IrError("the loss does not depend on any trainable parameter".into()));
+        return Err(Error::ir("the loss does not depend on any trainable parameter"));
     }
     Ok(TrainingGraph { graph: g, trained, grad_outputs, input_grad_outputs, loss })
 }
@@ -189,10 +190,10 @@ pub fn training_graph_at(fwd: &Graph, loss: ValueId, opts: &TrainOptions) -> Res
 /// The vector-Jacobian product of a region body `f(inputs…) -> y`: a graph taking
 /// `(inputs…, g_y)` and returning the gradient of each input flagged in `needs_grad`
 /// (zeros where the output does not depend on it).
-pub fn vjp_graph(f: &Graph, needs_grad: &[bool]) -> Result<Graph, IrError> {
+pub fn vjp_graph(f: &Graph, needs_grad: &[bool]) -> Result<Graph> {
     let ins = f.placeholders(InputKind::Input);
     if ins.len() != needs_grad.len() || f.outputs.len() != 1 {
-        return Err(IrError(format!(
+        return Err(Error::ir(format!(
             "vjp: the region takes {} inputs and returns {} outputs; expected {} grad flags and one output",
             ins.len(),
             f.outputs.len(),
@@ -232,7 +233,7 @@ pub fn vjp_graph(f: &Graph, needs_grad: &[bool]) -> Result<Graph, IrError> {
 /// forward output is declared equal to `y`, so [`simplify`] lets the recompute reuse the
 /// inverse's evaluations of the same functions (for additive coupling such as GroupAddRev
 /// every group function is then evaluated once, not twice).
-pub fn invertible_backward_graph(forward: &Graph, inverse: &Graph, needs_grad: &[bool]) -> Result<Graph, IrError> {
+pub fn invertible_backward_graph(forward: &Graph, inverse: &Graph, needs_grad: &[bool]) -> Result<Graph> {
     let vjp = vjp_graph(forward, needs_grad)?;
     let ins = forward.placeholders(InputKind::Input);
     let meta = NodeMeta { pass: Pass::Backward, ..NodeMeta::default() };
@@ -280,7 +281,7 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn add(&mut self, op: Op, inputs: Vec<ValueId>) -> Result<ValueId, IrError> {
+    fn add(&mut self, op: Op, inputs: Vec<ValueId>) -> Result<ValueId> {
         self.g.add1(op, inputs, self.meta.clone())
     }
     fn fwd(&self, v: ValueId) -> ValueId {
@@ -289,29 +290,29 @@ impl Builder<'_> {
     fn ty(&self, v: ValueId) -> TensorType {
         self.g.ty(v).clone()
     }
-    fn bin(&mut self, kind: BinaryKind, a: ValueId, b: ValueId) -> Result<ValueId, IrError> {
+    fn bin(&mut self, kind: BinaryKind, a: ValueId, b: ValueId) -> Result<ValueId> {
         self.add(Op::Binary { kind }, vec![a, b])
     }
-    fn neg(&mut self, a: ValueId) -> Result<ValueId, IrError> {
+    fn neg(&mut self, a: ValueId) -> Result<ValueId> {
         self.add(Op::Unary { kind: crate::ir::UnaryKind::Neg }, vec![a])
     }
-    fn scalar(&mut self, v: f64, dtype: DType) -> Result<ValueId, IrError> {
+    fn scalar(&mut self, v: f64, dtype: DType) -> Result<ValueId> {
         self.add(Op::Full { shape: vec![], dtype, value: v }, vec![])
     }
     /// Sums a broadcast gradient back to `shape`.
-    fn sum_to(&mut self, g: ValueId, shape: &[usize]) -> Result<ValueId, IrError> {
+    fn sum_to(&mut self, g: ValueId, shape: &[usize]) -> Result<ValueId> {
         if self.g.ty(g).shape == shape {
             return Ok(g);
         }
         self.add(Op::SumTo { shape: shape.to_vec() }, vec![g])
     }
-    fn reshape(&mut self, g: ValueId, shape: &[usize]) -> Result<ValueId, IrError> {
+    fn reshape(&mut self, g: ValueId, shape: &[usize]) -> Result<ValueId> {
         if self.g.ty(g).shape == shape {
             return Ok(g);
         }
         self.add(Op::Reshape { shape: shape.to_vec() }, vec![g])
     }
-    fn transpose_last2(&mut self, v: ValueId) -> Result<ValueId, IrError> {
+    fn transpose_last2(&mut self, v: ValueId) -> Result<ValueId> {
         let r = self.g.ty(v).shape.len();
         let mut dims: Vec<usize> = (0..r).collect();
         dims.swap(r - 2, r - 1);
@@ -326,7 +327,7 @@ fn backprop(
     n_fwd: usize,
     seeds: &[(ValueId, ValueId)],
     targets: &[ValueId],
-) -> Result<HashMap<ValueId, ValueId>, IrError> {
+) -> Result<HashMap<ValueId, ValueId>> {
     let nvals = g.values.len();
     // Forward: which values depend on a target (and are float).
     let mut depends = vec![false; nvals];
@@ -335,7 +336,7 @@ fn backprop(
     }
     for node in &g.nodes[..n_fwd] {
         if node.meta.pass != Pass::Forward {
-            return Err(IrError(format!(
+            return Err(Error::ir(format!(
                 "'{}' is already a backward or optimizer node: second-order gradients are not supported",
                 node.op.name()
             )));
@@ -368,7 +369,7 @@ fn backprop(
         b.meta = NodeMeta { pass: Pass::Backward, ..node.meta.clone() };
         let need: Vec<bool> = node.inputs.iter().map(|v| depends[v.0 as usize]).collect();
         let in_grads = vjp_rule(&mut b, &node.op, &node.inputs, &node.outputs, &gouts, &need)
-            .map_err(|e| IrError(format!("backward of {}: {}", crate::ir::describe_site(&node.op, &node.meta), e.0)))?;
+            .map_err(|e| Error::ir(format!("backward of {}: {}", crate::ir::describe_site(&node.op, &node.meta), e)))?;
         for ((&x, gx), &n) in node.inputs.iter().zip(in_grads).zip(&need) {
             let (Some(gx), true) = (gx, n) else { continue };
             let acc = match grads.get(&x) {
@@ -389,7 +390,7 @@ fn vjp_rule(
     outs: &[ValueId],
     gouts: &[Option<ValueId>],
     need: &[bool],
-) -> Result<Vec<Option<ValueId>>, IrError> {
+) -> Result<Vec<Option<ValueId>>> {
     let ty = |b: &Builder<'_>, v: ValueId| b.ty(v);
     // Single-output ops take their one gradient here.
     let g = gouts.first().copied().flatten();
@@ -458,7 +459,7 @@ fn vjp_rule(
             let c2s = if sc.len() == 1 { vec![sc[0], 1] } else { sc.clone() };
             let a2 = b.reshape(a, &a2s)?;
             let c2 = b.reshape(c, &c2s)?;
-            let y2 = crate::ir::shape::matmul_shape(&a2s, &c2s).map_err(IrError)?;
+            let y2 = crate::ir::shape::matmul_shape(&a2s, &c2s).map_err(Error::ir)?;
             let g2 = b.reshape(g, &y2)?;
             let ga = if need[0] {
                 let ct = b.transpose_last2(c2)?;
@@ -640,7 +641,7 @@ fn vjp_rule(
         }
         Op::Call { region } => {
             if region.inverse.is_none() {
-                return Err(IrError(format!(
+                return Err(Error::ir(format!(
                     "region '{}' has no inverse: only invertible regions can be differentiated",
                     region.name
                 )));
@@ -658,7 +659,7 @@ fn vjp_rule(
             need.iter().map(|&n| if n { it.next().copied() } else { None }).collect()
         }
         other => {
-            return Err(IrError(format!("no gradient rule for '{}'", other.name())));
+            return Err(Error::ir(format!("no gradient rule for '{}'", other.name())));
         }
     })
 }
@@ -718,14 +719,14 @@ mod tests {
         let mut rng = Rng::new(1);
         // No loss op at all: a plain mean is not a loss.
         let t = mlp_trace(&mut rng, |y| y.mean(&[], false).unwrap());
-        assert_eq!(find_loss(&t.graph).unwrap_err().0, "Couldn't find a loss in graph!");
+        assert_eq!(find_loss(&t.graph).unwrap_err().to_string(), "Couldn't find a loss in graph!");
         // Two independent losses.
         let tr = Tracer::new();
         let x = tr.input("x", &[4], DType::Float32).unwrap();
         let a = x.identity_loss(Reduction::Sum).unwrap();
         let b = x.relu().unwrap().identity_loss(Reduction::Mean).unwrap();
         let t = tr.finish(&[&a, &b]).unwrap();
-        let e = find_loss(&t.graph).unwrap_err().0;
+        let e = find_loss(&t.graph).unwrap_err().to_string();
         assert_eq!(
             e,
             "Multiple independent losses found in graph. Graph must have one final loss. Wrap final graph loss in \
@@ -771,7 +772,7 @@ mod tests {
         }
         let e = training_graph_at(&t.graph, loss, &TrainOptions { input_grads: vec!["nope".into()], ..opts.clone() })
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("'nope'") && e.contains("not a model input"), "{e}");
     }
 
@@ -815,7 +816,7 @@ mod tests {
         let tr = Tracer::new();
         let x = tr.input("x", &[2], DType::Float32).unwrap();
         let t = tr.finish(&[&x.relu().unwrap()]).unwrap();
-        let e = training_graph(&t.graph, 0, &TrainOptions::default()).unwrap_err().0;
+        let e = training_graph(&t.graph, 0, &TrainOptions::default()).unwrap_err().to_string();
         assert!(e.contains("scalar"), "{e}");
     }
 }

@@ -305,7 +305,11 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
         match updates_early(graph) {
             Ok(g) => g,
             Err(e) => {
-                errors.push(Diagnostic::new("schedule", e.0, "Report this graph: scheduling should not fail."));
+                errors.push(Diagnostic::new(
+                    "schedule",
+                    e.to_string(),
+                    "Report this graph: scheduling should not fail.",
+                ));
                 graph.clone()
             }
         }

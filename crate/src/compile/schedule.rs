@@ -2,13 +2,14 @@
 //! ([`updates_early`]), and how micro-batches flow through a pipeline ([`pipeline`]).
 
 use crate::ir::simplify::rebuild;
-use crate::ir::{Graph, InputKind, IrError, Op, Pass, ValueId};
+use crate::ir::{Graph, InputKind, Op, Pass, ValueId};
+use crate::Result;
 use serde::Serialize;
 
 /// Moves each `optimizer_update` to just after the last node that reads its gradient or
 /// its parameter, as PopART schedules weight updates: a gradient is freed as soon as it is
 /// applied instead of living until the end of the backward pass.
-pub fn updates_early(g: &Graph) -> Result<Graph, IrError> {
+pub fn updates_early(g: &Graph) -> Result<Graph> {
     let last = g.last_uses();
     let is_update = |i: usize| matches!(g.nodes[i].op, Op::OptimizerUpdate { .. });
     // Last non-update reader of each value.

@@ -12,12 +12,13 @@
 //! (`InvertibleBackward`) are rewritten too.
 
 use crate::ir::simplify::copy_node;
-use crate::ir::{BinaryKind, Graph, IrError, Op, Region, ValueId};
+use crate::ir::{BinaryKind, Graph, Op, Region, ValueId};
+use crate::{Error, Result};
 use std::collections::HashMap;
 use std::rc::Rc;
 
 /// `g` with every fusion above applied, in it and in its regions.
-pub fn fuse(g: &Graph) -> Result<Graph, IrError> {
+pub fn fuse(g: &Graph) -> Result<Graph> {
     Fuser { regions: HashMap::new() }.graph(g)
 }
 
@@ -28,7 +29,7 @@ struct Fuser {
 }
 
 impl Fuser {
-    fn graph(&mut self, g: &Graph) -> Result<Graph, IrError> {
+    fn graph(&mut self, g: &Graph) -> Result<Graph> {
         let mut uses = vec![0usize; g.values.len()];
         for n in &g.nodes {
             for v in &n.inputs {
@@ -64,7 +65,7 @@ impl Fuser {
         let mut out = Graph::new();
         let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];
         let get = |map: &Vec<Option<ValueId>>, v: ValueId| {
-            map[v.0 as usize].ok_or_else(|| IrError(format!("fuse: {v} is used before it is defined")))
+            map[v.0 as usize].ok_or_else(|| Error::ir(format!("fuse: {v} is used before it is defined")))
         };
         for (i, n) in g.nodes.iter().enumerate() {
             if folded[i] {
@@ -73,11 +74,12 @@ impl Fuser {
             let outs = if let Some(&(p, addend)) = fused.get(&i) {
                 let lin = &g.nodes[p];
                 let Op::Linear { has_bias } = lin.op else { unreachable!("only Linear nodes are folded") };
-                let mut inputs = lin.inputs.iter().map(|&v| get(&map, v)).collect::<Result<Vec<_>, _>>()?;
+                let mut inputs =
+                    lin.inputs.iter().map(|&v| get(&map, v)).collect::<std::result::Result<Vec<_>, _>>()?;
                 inputs.push(get(&map, addend)?);
                 out.add(Op::LinearAdd { has_bias }, inputs, lin.meta.clone())?
             } else {
-                let inputs = n.inputs.iter().map(|&v| get(&map, v)).collect::<Result<Vec<_>, _>>()?;
+                let inputs = n.inputs.iter().map(|&v| get(&map, v)).collect::<std::result::Result<Vec<_>, _>>()?;
                 match &n.op {
                     Op::Call { region } => {
                         let region = self.region(region)?;
@@ -98,11 +100,11 @@ impl Fuser {
                 map[o.0 as usize] = Some(v);
             }
         }
-        out.outputs = g.outputs.iter().map(|&v| get(&map, v)).collect::<Result<_, _>>()?;
+        out.outputs = g.outputs.iter().map(|&v| get(&map, v)).collect::<std::result::Result<_, _>>()?;
         Ok(out)
     }
 
-    fn region(&mut self, r: &Rc<Region>) -> Result<Rc<Region>, IrError> {
+    fn region(&mut self, r: &Rc<Region>) -> Result<Rc<Region>> {
         if let Some(done) = self.regions.get(&Rc::as_ptr(r)) {
             return Ok(done.clone());
         }

@@ -17,21 +17,9 @@ use crate::ir::{Graph, InputKind, Op, OptimizerStep, Pass, TensorType};
 use crate::kernels::{self, optim};
 use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
+use crate::{Error, Result};
 use std::collections::HashMap;
-use std::fmt;
 use std::rc::Rc;
-
-/// An error while running a graph, naming the node and op.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ExecError(pub String);
-
-impl fmt::Display for ExecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ExecError {}
 
 pub use crate::kernels::optim::OptState;
 
@@ -134,23 +122,23 @@ pub struct RunResult {
 }
 
 /// Runs `g` with `inputs` (one per `Input` placeholder, in order) against `store`.
-pub fn run(g: &Graph, store: &mut Store, inputs: &[Rc<Tensor>]) -> Result<RunResult, ExecError> {
+pub fn run(g: &Graph, store: &mut Store, inputs: &[Rc<Tensor>]) -> Result<RunResult> {
     let mut stats = RunStats::default();
     let outputs = run_graph(g, store, inputs, &mut stats, true)?;
     Ok(RunResult { outputs, stats })
 }
 
 /// Checks that `inputs` fit the graph's input placeholders.
-pub fn check_inputs(g: &Graph, inputs: &[Rc<Tensor>]) -> Result<(), ExecError> {
+pub fn check_inputs(g: &Graph, inputs: &[Rc<Tensor>]) -> Result<()> {
     let ph = g.placeholders(InputKind::Input);
     if ph.len() != inputs.len() {
-        return Err(ExecError(format!("the graph takes {} inputs but {} were given", ph.len(), inputs.len())));
+        return Err(Error::exec(format!("the graph takes {} inputs but {} were given", ph.len(), inputs.len())));
     }
     for ((name, v), t) in ph.iter().zip(inputs) {
         let want = g.ty(*v);
         let got = TensorType { shape: t.shape().to_vec(), dtype: t.dtype() };
         if *want != got {
-            return Err(ExecError(format!(
+            return Err(Error::exec(format!(
                 "input '{name}' was traced as {want} but got {got}: shapes are static, trace again for new shapes"
             )));
         }
@@ -169,7 +157,7 @@ fn run_graph(
     inputs: &[Rc<Tensor>],
     stats: &mut RunStats,
     top: bool,
-) -> Result<Vec<Rc<Tensor>>, ExecError> {
+) -> Result<Vec<Rc<Tensor>>> {
     check_inputs(g, inputs)?;
     // When each value dies and whether it counts: the one definition the planner predicts with.
     let life = Lifetimes::of(g);
@@ -185,43 +173,43 @@ fn run_graph(
         let mut inner_peak = 0u64;
         let t0 = now();
         let outs: Vec<Rc<Tensor>> = match &node.op {
-            Op::Placeholder { kind, name } => vec![match kind {
-                InputKind::Input => {
-                    next_input += 1;
-                    inputs[next_input - 1].clone()
-                }
-                InputKind::Parameter => store
-                    .params
-                    .get(name)
-                    .cloned()
-                    .ok_or_else(|| ExecError(format!("{}: parameter '{name}' is not in the store", site(g, i))))?,
-                InputKind::Buffer => store
-                    .buffers
-                    .get(name)
-                    .cloned()
-                    .ok_or_else(|| ExecError(format!("{}: buffer '{name}' is not in the store", site(g, i))))?,
-            }],
+            Op::Placeholder { kind, name } => {
+                vec![match kind {
+                    InputKind::Input => {
+                        next_input += 1;
+                        inputs[next_input - 1].clone()
+                    }
+                    InputKind::Parameter => store.params.get(name).cloned().ok_or_else(|| {
+                        Error::exec(format!("{}: parameter '{name}' is not in the store", site(g, i)))
+                    })?,
+                    InputKind::Buffer => {
+                        store.buffers.get(name).cloned().ok_or_else(|| {
+                            Error::exec(format!("{}: buffer '{name}' is not in the store", site(g, i)))
+                        })?
+                    }
+                }]
+            }
             Op::Constant { value, .. } => vec![value.clone()],
             Op::RandomMask { shape, p } => {
                 let n: usize = shape.iter().product();
                 let data = store.rng.bernoulli_mask(n, 1.0 - *p);
-                vec![Rc::new(Tensor::from_bool(shape, data).map_err(ExecError)?)]
+                vec![Rc::new(Tensor::from_bool(shape, data).map_err(Error::exec)?)]
             }
             Op::BufferUpdate { name } => {
                 let v = arg(&vals, node.inputs[0]);
                 let old = store
                     .buffers
                     .get(name)
-                    .ok_or_else(|| ExecError(format!("{}: buffer '{name}' is not in the store", site(g, i))))?;
+                    .ok_or_else(|| Error::exec(format!("{}: buffer '{name}' is not in the store", site(g, i))))?;
                 if old.shape() != v.shape() || old.dtype() != v.dtype() {
-                    return Err(ExecError(format!("{}: buffer '{name}' cannot change type", site(g, i))));
+                    return Err(Error::exec(format!("{}: buffer '{name}' cannot change type", site(g, i))));
                 }
                 store.buffers.insert(name.clone(), v.clone());
                 vec![]
             }
             Op::OptimizerUpdate { param, step } => {
                 let grad = arg(&vals, node.inputs[0]);
-                optimizer_update(store, param, step, grad).map_err(|e| ExecError(format!("{}: {e}", site(g, i))))?;
+                optimizer_update(store, param, step, grad).map_err(|e| Error::exec(format!("{}: {e}", site(g, i))))?;
                 vec![]
             }
             Op::Call { region } => {
@@ -243,7 +231,7 @@ fn run_graph(
             op => {
                 let args: Vec<&Tensor> = node.inputs.iter().map(|&v| arg(&vals, v).as_ref()).collect();
                 kernels::eval(op, &args)
-                    .map_err(|e| ExecError(format!("{}: {e}", site(g, i))))?
+                    .map_err(|e| Error::exec(format!("{}: {e}", site(g, i))))?
                     .into_iter()
                     .map(Rc::new)
                     .collect()
@@ -283,7 +271,7 @@ fn run_graph(
     stats.peak_bytes = stats.peak_bytes.max(meter.peak);
     g.outputs
         .iter()
-        .map(|&v| vals[v.0 as usize].clone().ok_or_else(|| ExecError(format!("graph output {v} was not computed"))))
+        .map(|&v| vals[v.0 as usize].clone().ok_or_else(|| Error::exec(format!("graph output {v} was not computed"))))
         .collect()
 }
 
@@ -304,10 +292,10 @@ fn run_sub(
     args: &[Rc<Tensor>],
     stats: &mut RunStats,
     what: impl FnOnce() -> String,
-) -> Result<(Vec<Rc<Tensor>>, u64), ExecError> {
+) -> Result<(Vec<Rc<Tensor>>, u64)> {
     let mut sub = RunStats::default();
     let out =
-        run_graph(sub_graph, store, args, &mut sub, false).map_err(|e| ExecError(format!("in {}: {e}", what())))?;
+        run_graph(sub_graph, store, args, &mut sub, false).map_err(|e| Error::exec(format!("in {}: {e}", what())))?;
     stats.nodes_run += sub.nodes_run;
     merge_op_times(&mut stats.op_time, &sub.op_time);
     Ok((out, sub.peak_bytes))
@@ -322,7 +310,12 @@ fn arg(vals: &[Option<Rc<Tensor>>], v: crate::ir::ValueId) -> &Rc<Tensor> {
 /// gradient). The state is kept in `store.opt_state` under the parameter's name. Float16
 /// parameters are updated in float32 and rounded back to half once; the gradient may be
 /// float16 or float32.
-pub fn optimizer_update(store: &mut Store, name: &str, step: &OptimizerStep, grad: &Tensor) -> Result<(), String> {
+pub fn optimizer_update(
+    store: &mut Store,
+    name: &str,
+    step: &OptimizerStep,
+    grad: &Tensor,
+) -> std::result::Result<(), String> {
     let p = store.params.get_mut(name).ok_or_else(|| format!("parameter '{name}' is not in the store"))?;
     let dtype = p.dtype();
     if !dtype.is_float() {
@@ -378,7 +371,7 @@ mod tests {
         let x = tr.input("x", &[2, 4], DType::Float32).unwrap();
         let trace = tr.finish(&[&x.relu().unwrap()]).unwrap();
         let mut store = Store::new(&[], &[], 0);
-        let err = run(&trace.graph, &mut store, &[t(&[3, 4], &[0.0; 12])]).unwrap_err().0;
+        let err = run(&trace.graph, &mut store, &[t(&[3, 4], &[0.0; 12])]).unwrap_err().to_string();
         assert!(err.contains("'x'") && err.contains("f32[2,4]") && err.contains("f32[3,4]"), "{err}");
     }
 

@@ -9,7 +9,8 @@
 use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
 use crate::trace::nn::{call, check_arity, dense_arg, sparse_arg, Arg, LayerNorm, Linear, Module};
-use crate::trace::{concat, resolve_dim, SparseVar, TraceError, TraceResult, Tracer, Var};
+use crate::trace::{concat, resolve_dim, SparseVar, Tracer, Var};
+use crate::{Error, Result};
 use std::rc::Rc;
 
 /// GraphSAGE with mean aggregation (PyG defaults): `lin_l(mean_j x_j) + lin_r(x_i)`,
@@ -20,15 +21,15 @@ pub struct SAGEConv {
 }
 
 impl SAGEConv {
-    pub fn new(cin: usize, cout: usize, rng: &mut Rng) -> TraceResult<SAGEConv> {
+    pub fn new(cin: usize, cout: usize, rng: &mut Rng) -> Result<SAGEConv> {
         if cin == 0 || cout == 0 {
-            return Err(TraceError(format!("SAGEConv({cin}, {cout}): sizes must be positive")));
+            return Err(Error::trace(format!("SAGEConv({cin}, {cout}): sizes must be positive")));
         }
         Ok(SAGEConv { lin_l: Linear::new(cin, cout, true, rng)?, lin_r: Linear::new(cin, cout, false, rng)? })
     }
 
     /// `adj`: mean-aggregation adjacency, rows = targets.
-    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> TraceResult<Var> {
+    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> Result<Var> {
         check_adjacency(tr, "SAGEConv", x, adj)?;
         let agg = adj.matmul(x)?;
         let l = call(tr, "lin_l", &self.lin_l, &agg)?;
@@ -38,14 +39,14 @@ impl SAGEConv {
 }
 
 /// An adjacency that fits the node features `x`: square, one row per node.
-fn check_adjacency(tr: &Tracer, module: &str, x: &Var, adj: &SparseVar) -> TraceResult<()> {
+fn check_adjacency(tr: &Tracer, module: &str, x: &Var, adj: &SparseVar) -> Result<()> {
     let nodes = x.shape().first().copied().unwrap_or(0);
     if x.shape().len() != 2 || adj.n_rows != adj.n_cols || adj.n_rows != nodes {
         let at = match tr.current_scope() {
             s if s.is_empty() => String::new(),
             s => format!(" (module '{s}')"),
         };
-        return Err(TraceError(format!(
+        return Err(Error::trace(format!(
             "{module}.forward{at}: x must be [nodes, channels] and adj a square nodes x nodes matrix, got x {} and \
              adj {}x{}",
             x.ty(),
@@ -58,7 +59,7 @@ fn check_adjacency(tr: &Tracer, module: &str, x: &Var, adj: &SparseVar) -> Trace
 
 impl Module for SAGEConv {
     /// `(x, adj)`: node features and the mean-aggregation adjacency.
-    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
         check_arity(tr, "SAGEConv", args, 2, "x, adj")?;
         let x = dense_arg(tr, "SAGEConv", args, 0, "x")?;
         let adj = sparse_arg(tr, "SAGEConv", args, 1, "adj")?;
@@ -79,20 +80,20 @@ pub struct GCNConv {
 }
 
 impl GCNConv {
-    pub fn new(cin: usize, cout: usize, rng: &mut Rng) -> TraceResult<GCNConv> {
+    pub fn new(cin: usize, cout: usize, rng: &mut Rng) -> Result<GCNConv> {
         if cin == 0 || cout == 0 {
-            return Err(TraceError(format!("GCNConv({cin}, {cout}): sizes must be positive")));
+            return Err(Error::trace(format!("GCNConv({cin}, {cout}): sizes must be positive")));
         }
         // PyG: glorot weight, zero bias.
         let mut lin = Linear::new(cin, cout, false, rng)?;
         let a = (6.0 / (cin + cout) as f32).sqrt();
         let w: Vec<f32> = (0..cin * cout).map(|_| rng.uniform_range(-a, a)).collect();
-        lin.weight = Rc::new(Tensor::from_f32(&[cout, cin], w).map_err(TraceError)?);
+        lin.weight = Rc::new(Tensor::from_f32(&[cout, cin], w).map_err(Error::trace)?);
         Ok(GCNConv { lin, bias: Rc::new(Tensor::zeros(&[cout], DType::Float32)) })
     }
 
     /// `adj`: the normalised adjacency, rows = targets.
-    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> TraceResult<Var> {
+    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> Result<Var> {
         check_adjacency(tr, "GCNConv", x, adj)?;
         let h = call(tr, "lin", &self.lin, x)?;
         adj.matmul(&h)?.add(&tr.param("bias", &self.bias)?)
@@ -101,7 +102,7 @@ impl GCNConv {
 
 impl Module for GCNConv {
     /// `(x, adj)`: node features and the GCN-normalised adjacency.
-    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
         check_arity(tr, "GCNConv", args, 2, "x, adj")?;
         let x = dense_arg(tr, "GCNConv", args, 0, "x")?;
         let adj = sparse_arg(tr, "GCNConv", args, 1, "adj")?;
@@ -129,14 +130,14 @@ pub struct GnnBlock {
 }
 
 impl GnnBlock {
-    pub fn new(cin: usize, cout: usize, p: f32, rng: &mut Rng) -> TraceResult<GnnBlock> {
+    pub fn new(cin: usize, cout: usize, p: f32, rng: &mut Rng) -> Result<GnnBlock> {
         Ok(GnnBlock { norm: LayerNorm::try_new(cin)?, conv: SAGEConv::new(cin, cout, rng)?, p })
     }
 }
 
 impl Module for GnnBlock {
     /// `(x, adj, mask?)`: `mask`, when given, is this group's dropout keep-mask.
-    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
         check_arity(tr, "GnnBlock", args, 3, "x, adj, mask?")?;
         let x = dense_arg(tr, "GnnBlock", args, 0, "x")?;
         let adj = sparse_arg(tr, "GnnBlock", args, 1, "adj")?;
@@ -176,14 +177,14 @@ enum Slot {
 
 impl<F: Module> GroupAddRev<F> {
     /// Groups along the last dim (PyG's default `split_dim=-1`).
-    pub fn new(groups: Vec<F>, disable: bool) -> TraceResult<GroupAddRev<F>> {
+    pub fn new(groups: Vec<F>, disable: bool) -> Result<GroupAddRev<F>> {
         GroupAddRev::with_split_dim(groups, -1, disable)
     }
 
     /// Groups along `split_dim` (negative counts from the end).
-    pub fn with_split_dim(groups: Vec<F>, split_dim: isize, disable: bool) -> TraceResult<GroupAddRev<F>> {
+    pub fn with_split_dim(groups: Vec<F>, split_dim: isize, disable: bool) -> Result<GroupAddRev<F>> {
         if groups.len() < 2 {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "The number of groups should not be smaller than '2' (got {})",
                 groups.len()
             )));
@@ -191,13 +192,13 @@ impl<F: Module> GroupAddRev<F> {
         Ok(GroupAddRev { groups, split_dim, disable })
     }
 
-    fn group(&self, tr: &Tracer, i: usize, x: &Var, args: &[Arg]) -> TraceResult<Var> {
+    fn group(&self, tr: &Tracer, i: usize, x: &Var, args: &[Arg]) -> Result<Var> {
         let mut all = Vec::with_capacity(args.len() + 1);
         all.push(Arg::Dense(x.clone()));
         all.extend_from_slice(args);
         let y = tr.scope("blocks", || tr.scope(&i.to_string(), || self.groups[i].forward_args(tr, &all)))?;
         if y.ty() != x.ty() {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "GroupAddRev '{}': group {i} maps {} to {}: each group must keep its input's shape",
                 tr.current_scope(),
                 x.ty(),
@@ -208,12 +209,12 @@ impl<F: Module> GroupAddRev<F> {
     }
 
     /// `x` cut into the groups (equal parts along `split_dim`), or an error naming the sizes.
-    fn chunk_input(&self, tr: &Tracer, x: &Var) -> TraceResult<Vec<Var>> {
+    fn chunk_input(&self, tr: &Tracer, x: &Var) -> Result<Vec<Var>> {
         let c = self.groups.len();
         let dim = self.split_dim_of(x)?;
         let width = x.shape().get(dim).copied().unwrap_or(0);
         if width % c != 0 || width == 0 {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "GroupAddRev '{}': the input {} has size {width} along dim {}, which {c} groups cannot share \
                  equally",
                 tr.current_scope(),
@@ -226,7 +227,7 @@ impl<F: Module> GroupAddRev<F> {
 
     /// Each group's arguments: the first passed whole (the adjacency), a later dense one cut
     /// per group when its size along `split_dim` is the input's (PyG's `_chunk`).
-    fn chunk_args(&self, width: usize, args: &[Arg]) -> TraceResult<Vec<Vec<Arg>>> {
+    fn chunk_args(&self, width: usize, args: &[Arg]) -> Result<Vec<Vec<Arg>>> {
         let c = self.groups.len();
         let mut per = vec![Vec::with_capacity(args.len()); c];
         for (k, a) in args.iter().enumerate() {
@@ -247,14 +248,14 @@ impl<F: Module> GroupAddRev<F> {
         Ok(per)
     }
 
-    fn split_dim_of(&self, x: &Var) -> TraceResult<usize> {
+    fn split_dim_of(&self, x: &Var) -> Result<usize> {
         match x.shape().len() {
-            0 => Err(TraceError("GroupAddRev: the input must have at least one dimension, got a scalar".into())),
+            0 => Err(Error::trace("GroupAddRev: the input must have at least one dimension, got a scalar")),
             rank => resolve_dim(self.split_dim, rank, "GroupAddRev: split_dim"),
         }
     }
 
-    fn fwd(&self, tr: &Tracer, x: &Var, args: &[Arg]) -> TraceResult<Var> {
+    fn fwd(&self, tr: &Tracer, x: &Var, args: &[Arg]) -> Result<Var> {
         let c = self.groups.len();
         let xs = self.chunk_input(tr, x)?;
         let dim = self.split_dim_of(x)?;
@@ -271,7 +272,7 @@ impl<F: Module> GroupAddRev<F> {
         concat(&ys.iter().collect::<Vec<_>>(), dim as isize)
     }
 
-    fn inv(&self, tr: &Tracer, y: &Var, args: &[Arg]) -> TraceResult<Var> {
+    fn inv(&self, tr: &Tracer, y: &Var, args: &[Arg]) -> Result<Var> {
         let c = self.groups.len();
         let ys = self.chunk_input(tr, y)?;
         let dim = self.split_dim_of(y)?;
@@ -281,7 +282,7 @@ impl<F: Module> GroupAddRev<F> {
             let y_in = if i > 0 {
                 ys[i - 1].clone()
             } else {
-                let recovered = |k: usize| xs[k].clone().ok_or_else(|| TraceError("GroupAddRev: inverse order".into()));
+                let recovered = |k: usize| xs[k].clone().ok_or_else(|| Error::trace("GroupAddRev: inverse order"));
                 let mut s = recovered(1)?;
                 for k in 2..c {
                     s = s.add(&recovered(k)?)?;
@@ -296,7 +297,7 @@ impl<F: Module> GroupAddRev<F> {
 
     /// Records the layer on `x` with the groups' other arguments `args` (the adjacency, then
     /// per-node extras such as the dropout mask).
-    pub fn forward(&self, tr: &Tracer, x: &Var, args: &[Arg]) -> TraceResult<Var> {
+    pub fn forward(&self, tr: &Tracer, x: &Var, args: &[Arg]) -> Result<Var> {
         if self.disable {
             return self.fwd(tr, x, args);
         }
@@ -343,7 +344,7 @@ impl<F: Module> GroupAddRev<F> {
 
 impl<F: Module> Module for GroupAddRev<F> {
     /// `(x, args…)`: see [`GroupAddRev::forward`].
-    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
         let x = dense_arg(tr, "GroupAddRev", args, 0, "x")?;
         GroupAddRev::forward(self, tr, x, &args[1..])
     }
@@ -379,28 +380,27 @@ pub struct RevGnn {
 }
 
 impl RevGnn {
-    pub fn new(cfg: RevGnnConfig, rng: &mut Rng) -> TraceResult<RevGnn> {
+    pub fn new(cfg: RevGnnConfig, rng: &mut Rng) -> Result<RevGnn> {
         if cfg.num_groups < 2 {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "The number of groups should not be smaller than '2' (got {})",
                 cfg.num_groups
             )));
         }
         if cfg.hidden == 0 || !cfg.hidden.is_multiple_of(cfg.num_groups) {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "hidden size {} is not divisible by the number of groups {}",
                 cfg.hidden, cfg.num_groups
             )));
         }
         if !(0.0..1.0).contains(&cfg.dropout) {
-            return Err(TraceError(format!("dropout must be in [0, 1), got {}", cfg.dropout)));
+            return Err(Error::trace(format!("dropout must be in [0, 1), got {}", cfg.dropout)));
         }
         let lin1 = Linear::new(cfg.in_channels, cfg.hidden, true, rng)?;
         let w = cfg.hidden / cfg.num_groups;
         let mut convs = Vec::new();
         for _ in 0..cfg.num_layers {
-            let groups =
-                (0..cfg.num_groups).map(|_| GnnBlock::new(w, w, cfg.dropout, rng)).collect::<TraceResult<_>>()?;
+            let groups = (0..cfg.num_groups).map(|_| GnnBlock::new(w, w, cfg.dropout, rng)).collect::<Result<_>>()?;
             convs.push(GroupAddRev::new(groups, cfg.disable_rev)?);
         }
         let norm = LayerNorm::try_new(cfg.hidden)?;
@@ -411,7 +411,7 @@ impl RevGnn {
     /// Records the model: sparse features `x`, mean adjacency `adj`; returns logits.
     /// In a training trace (`tr.training()`), one dropout mask is drawn and shared by all
     /// layers, and ordinary dropout follows the final norm.
-    pub fn forward(&self, tr: &Tracer, x: &SparseVar, adj: &SparseVar) -> TraceResult<Var> {
+    pub fn forward(&self, tr: &Tracer, x: &SparseVar, adj: &SparseVar) -> Result<Var> {
         let h = tr.scope("lin1", || self.lin1.forward_sparse(tr, x))?;
         let p = self.cfg.dropout;
         let mut args = vec![Arg::Sparse(adj.clone())];
@@ -430,7 +430,7 @@ impl RevGnn {
 
 impl Module for RevGnn {
     /// `(x, adj)`: sparse node features and the mean-aggregation adjacency.
-    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> TraceResult<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
         check_arity(tr, "RevGnn", args, 2, "x, adj")?;
         let x = sparse_arg(tr, "RevGnn", args, 0, "x")?;
         let adj = sparse_arg(tr, "RevGnn", args, 1, "adj")?;
@@ -529,25 +529,27 @@ mod tests {
         let x = tr.input("x", &[4, 6], DType::Float32).unwrap();
         let adj = SparseVar::input(&tr, "adj", 4, 4, 8).unwrap();
         let conv = SAGEConv::new(6, 3, &mut rng).unwrap();
-        let e = tr.scope("conv", || Module::forward(&conv, &tr, &x)).unwrap_err().0;
+        let e = tr.scope("conv", || Module::forward(&conv, &tr, &x)).unwrap_err().to_string();
         assert_eq!(e, "SAGEConv.forward (module 'conv'): argument 1 (adj) must be a sparse matrix, got nothing");
-        let e = conv.forward_args(&tr, &[Arg::Dense(x.clone()), Arg::Dense(x.clone())]).unwrap_err().0;
+        let e = conv.forward_args(&tr, &[Arg::Dense(x.clone()), Arg::Dense(x.clone())]).unwrap_err().to_string();
         assert!(e.contains("argument 1 (adj) must be a sparse matrix, got f32[4,6]"), "{e}");
-        let e = conv.forward_args(&tr, &[x.clone().into(), adj.clone().into(), x.clone().into()]).unwrap_err().0;
+        let e =
+            conv.forward_args(&tr, &[x.clone().into(), adj.clone().into(), x.clone().into()]).unwrap_err().to_string();
         assert_eq!(e, "SAGEConv.forward takes (x, adj), 2 arguments, but got 3");
         let wide = SparseVar::input(&tr, "wide", 4, 5, 8).unwrap();
         let e = GCNConv::new(6, 3, &mut rng).unwrap().forward_args(&tr, &[x.clone().into(), wide.into()]);
-        assert!(e.unwrap_err().0.contains("adj a square nodes x nodes matrix, got x f32[4,6] and adj 4x5"));
+        assert!(e.unwrap_err().to_string().contains("adj a square nodes x nodes matrix, got x f32[4,6] and adj 4x5"));
         let y = conv.forward_args(&tr, &[x.clone().into(), adj.clone().into()]).unwrap();
         assert_eq!(y.shape(), &[4, 3]);
         // Groups must share the input equally and keep its shape.
         let groups = (0..4).map(|_| GnnBlock::new(1, 1, 0.5, &mut rng).unwrap()).collect();
-        let e = GroupAddRev::new(groups, false).unwrap().forward(&tr, &x, &[adj.clone().into()]).unwrap_err().0;
+        let e =
+            GroupAddRev::new(groups, false).unwrap().forward(&tr, &x, &[adj.clone().into()]).unwrap_err().to_string();
         assert!(e.contains("has size 6 along dim -1, which 4 groups cannot share equally"), "{e}");
         let groups = (0..2).map(|_| SAGEConv::new(3, 2, &mut rng).unwrap()).collect();
-        let e = GroupAddRev::new(groups, true).unwrap().forward(&tr, &x, &[adj.into()]).unwrap_err().0;
+        let e = GroupAddRev::new(groups, true).unwrap().forward(&tr, &x, &[adj.into()]).unwrap_err().to_string();
         assert!(e.contains("group 0 maps f32[4,3] to f32[4,2]"), "{e}");
-        let e = GroupAddRev::<SAGEConv>::new(vec![], false).err().unwrap().0;
+        let e = GroupAddRev::<SAGEConv>::new(vec![], false).err().unwrap().to_string();
         assert_eq!(e, "The number of groups should not be smaller than '2' (got 0)");
     }
 }

@@ -16,7 +16,8 @@ use crate::ir::Reduction;
 use crate::rng::Rng;
 use crate::tensor::DType;
 use crate::trace::check::ArgError;
-use crate::trace::{SparseVar, Trace, TraceError, TraceResult, Tracer};
+use crate::trace::{SparseVar, Trace, Tracer};
+use crate::{Error, Result};
 
 /// Largest count accepted for a size, so a typo cannot ask for gigabytes of placeholders.
 pub const MAX_COUNT: usize = 1 << 28;
@@ -33,7 +34,7 @@ pub struct GraphSizes {
 }
 
 /// `name` (the JSON key) must be from 1 to [`MAX_COUNT`].
-fn check_count(name: &str, v: usize) -> Result<(), ArgError> {
+fn check_count(name: &str, v: usize) -> std::result::Result<(), ArgError> {
     if v == 0 || v > MAX_COUNT {
         return Err(ArgError::range(format!("{name} must be from 1 to {MAX_COUNT}, got {v}")));
     }
@@ -44,7 +45,7 @@ fn check_count(name: &str, v: usize) -> Result<(), ArgError> {
 /// size by its JSON key (`layers`, `hidden`, `inChannels`, `outChannels`, `nodes`, `edges`,
 /// `featureNnz`; a range error). Groups, divisibility and dropout are [`RevGnn::new`]'s
 /// checks.
-pub fn check(cfg: &RevGnnConfig, g: &GraphSizes) -> Result<(), ArgError> {
+pub fn check(cfg: &RevGnnConfig, g: &GraphSizes) -> std::result::Result<(), ArgError> {
     if cfg.num_layers == 0 || cfg.num_layers > MAX_LAYERS {
         return Err(ArgError::range(format!("layers must be from 1 to {MAX_LAYERS}, got {}", cfg.num_layers)));
     }
@@ -62,19 +63,19 @@ pub fn check(cfg: &RevGnnConfig, g: &GraphSizes) -> Result<(), ArgError> {
 }
 
 /// Builds the model with parameters drawn from `seed` (after [`check`]).
-pub fn build(cfg: RevGnnConfig, g: &GraphSizes, seed: u64) -> TraceResult<RevGnn> {
-    check(&cfg, g).map_err(|e| TraceError(e.message))?;
+pub fn build(cfg: RevGnnConfig, g: &GraphSizes, seed: u64) -> Result<RevGnn> {
+    check(&cfg, g)?;
     RevGnn::new(cfg, &mut Rng::new(seed))
 }
 
 /// Traces one training step of `model` on a graph of sizes `g` (see the module docs), its
 /// layers split evenly over `ipus` IPUs ([`crate::models::ipu_of_layer`]; one BeginBlock
 /// `ipu<k>` per IPU); `training` traces training behaviour (the shared dropout mask).
-pub fn trace(model: &RevGnn, g: &GraphSizes, ipus: usize, training: bool) -> TraceResult<Trace> {
-    check(&model.cfg, g).map_err(|e| TraceError(e.message))?;
+pub fn trace(model: &RevGnn, g: &GraphSizes, ipus: usize, training: bool) -> Result<Trace> {
+    check(&model.cfg, g)?;
     let layers = model.cfg.num_layers;
     if ipus == 0 || ipus > layers {
-        return Err(TraceError(format!(
+        return Err(Error::trace(format!(
             "{ipus} IPUs for {layers} layers: give each IPU at least one layer (1 <= ipus <= layers)"
         )));
     }
@@ -155,16 +156,16 @@ mod tests {
     #[test]
     fn bad_sizes_are_named() {
         let (cfg, g) = cora(1);
-        let e = build(RevGnnConfig { num_layers: 0, ..cfg.clone() }, &g, 0).err().unwrap().0;
+        let e = build(RevGnnConfig { num_layers: 0, ..cfg.clone() }, &g, 0).err().unwrap().to_string();
         assert!(e.contains("layers"), "{e}");
-        let e = build(cfg.clone(), &GraphSizes { nodes: 0, ..g }, 0).err().unwrap().0;
+        let e = build(cfg.clone(), &GraphSizes { nodes: 0, ..g }, 0).err().unwrap().to_string();
         assert!(e.contains("nodes"), "{e}");
-        let e = build(RevGnnConfig { in_channels: MAX_COUNT + 1, ..cfg.clone() }, &g, 0).err().unwrap().0;
+        let e = build(RevGnnConfig { in_channels: MAX_COUNT + 1, ..cfg.clone() }, &g, 0).err().unwrap().to_string();
         assert!(e.contains("inChannels"), "{e}");
-        let e = build(RevGnnConfig { hidden: 15, ..cfg.clone() }, &g, 0).err().unwrap().0;
+        let e = build(RevGnnConfig { hidden: 15, ..cfg.clone() }, &g, 0).err().unwrap().to_string();
         assert!(e.contains("not divisible"), "{e}");
         let m = build(cfg, &g, 0).unwrap();
-        let e = trace(&m, &g, 2, false).err().unwrap().0;
+        let e = trace(&m, &g, 2, false).err().unwrap().to_string();
         assert!(e.contains("1 <= ipus <= layers"), "{e}");
     }
 }

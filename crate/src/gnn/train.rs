@@ -19,6 +19,7 @@ use crate::poptorch::{inference_model, training_model, HostModel, Optimizer, Opt
 use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
 use crate::trace::{SparseVar, Trace, Tracer};
+use crate::{Error, Result};
 use std::rc::Rc;
 
 /// One epoch's results.
@@ -63,28 +64,28 @@ pub struct Trainer {
 }
 
 /// The three tensors of a sparse input.
-fn csr_inputs(m: PaddedCsr) -> Result<[Rc<Tensor>; 3], String> {
-    Ok(m.tensors().map_err(|e| e.0)?.map(Rc::new))
+fn csr_inputs(m: PaddedCsr) -> Result<[Rc<Tensor>; 3]> {
+    Ok(m.tensors()?.map(Rc::new))
 }
 
 /// Fails when running `g` would keep more than [`MAX_ACTIVATION_BYTES`] of activations at
 /// once (a deep model without reversible layers keeps every layer's for the backward pass).
-fn check_activations(cfg: &TrainConfig, what: &str, g: &Graph) -> Result<(), String> {
+fn check_activations(cfg: &TrainConfig, what: &str, g: &Graph) -> Result<()> {
     let peak = crate::ir::liveness::liveness(g).peak() as u128;
     if peak > MAX_ACTIVATION_BYTES as u128 {
         let hint = if cfg.no_rev { "reversible layers (noRev: false), " } else { "" };
-        return Err(format!(
+        return Err(Error::train(format!(
             "{what} of this RevGNN ({} layers, hidden {}) would keep {peak} bytes of activations at once, more \
              than the limit of {MAX_ACTIVATION_BYTES}: use {hint}fewer layers, a smaller hidden size or more parts",
             cfg.layers, cfg.hidden
-        ));
+        )));
     }
     Ok(())
 }
 
 /// The RevGNN traced on sparse features `x` and adjacency `adj` of `nodes` nodes: in
 /// training, the masked cross-entropy of a part; otherwise the predicted class of each node.
-fn trace_model(model: &RevGnn, training: bool, nodes: usize, x_nnz: usize, edges: usize) -> Result<Trace, String> {
+fn trace_model(model: &RevGnn, training: bool, nodes: usize, x_nnz: usize, edges: usize) -> Result<Trace> {
     let tr = Tracer::new();
     tr.set_training(training);
     let f = model.cfg.in_channels;
@@ -98,10 +99,10 @@ fn trace_model(model: &RevGnn, training: bool, nodes: usize, x_nnz: usize, edges
         } else {
             model.forward(&tr, &x, &adj)?.argmax(-1, false)?
         };
-        Ok::<_, crate::trace::TraceError>(out)
+        Ok::<_, crate::Error>(out)
     })();
-    let out = r.map_err(|e| e.0)?;
-    tr.finish(&[&out]).map_err(|e| e.0)
+    let out = r?;
+    tr.finish(&[&out])
 }
 
 impl Trainer {
@@ -109,9 +110,9 @@ impl Trainer {
     /// checks their activation memory. The config is checked first ([`TrainConfig::check`],
     /// [`TrainConfig::check_model_size`]), so that no size or count is used before it is
     /// known to be in range.
-    pub fn new(data: GraphData, cfg: TrainConfig) -> Result<Trainer, String> {
-        cfg.check(data.num_nodes).map_err(|e| e.message)?;
-        cfg.check_model_size(data.num_features, data.num_classes).map_err(|e| e.message)?;
+    pub fn new(data: GraphData, cfg: TrainConfig) -> Result<Trainer> {
+        cfg.check(data.num_nodes)?;
+        cfg.check_model_size(data.num_features, data.num_classes)?;
         let mut rng = Rng::new(cfg.seed);
         let model = RevGnn::new(
             RevGnnConfig {
@@ -124,10 +125,9 @@ impl Trainer {
                 disable_rev: cfg.no_rev,
             },
             &mut rng,
-        )
-        .map_err(|e| e.0)?;
-        let parts = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1)).map_err(|e| e.0)?;
-        let loader = PaddedLoader::new(&data, parts, Some(cfg.epochs)).map_err(|e| e.0)?;
+        )?;
+        let parts = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1))?;
+        let loader = PaddedLoader::new(&data, parts, Some(cfg.epochs))?;
         let sizes = loader.sizes;
 
         // Training: the loss on the training nodes of one padded part.
@@ -138,29 +138,28 @@ impl Trainer {
             OptimizerKind::Adam => Optimizer::adam(args),
             OptimizerKind::AdamW => Optimizer::adamw(args),
             OptimizerKind::Sgd => Optimizer::sgd(args),
-        }
-        .map_err(|e| e.0)?;
+        }?;
         let mut opts = Options::new();
-        opts.random_seed(cfg.seed.wrapping_add(2)).map_err(|e| e.message)?;
-        let mut train = training_model(&host, &mut opts, Some(optimizer)).map_err(|e| e.0)?;
+        opts.random_seed(cfg.seed.wrapping_add(2))?;
+        let mut train = training_model(&host, &mut opts, Some(optimizer))?;
         // Compiled with the first part's shapes (every part has them), without running; the
         // parts are drawn on a copy of the loader, whose first epoch is still to come.
-        let first = loader.clone().next_epoch(&data).map_err(|e| e.0)?;
-        let inputs = Self::batch_inputs(first.into_iter().next().ok_or("the loader made no part")?)?;
-        train.compile(&inputs).map_err(|e| e.0)?;
-        check_activations(&cfg, "a training step", train.step_graph().ok_or("not compiled")?)?;
+        let first = loader.clone().next_epoch(&data)?;
+        let inputs =
+            Self::batch_inputs(first.into_iter().next().ok_or_else(|| Error::train("the loader made no part"))?)?;
+        train.compile(&inputs)?;
+        check_activations(&cfg, "a training step", train.step_graph().ok_or_else(|| Error::train("not compiled"))?)?;
 
         // Evaluation: the whole graph, inference mode (no dropout), the same weights.
         let nodes = data.num_nodes;
         let full_adj = mean_adjacency(nodes, &data.edge_src, &data.edge_dst);
         let eval_trace = trace_model(&model, false, nodes, data.x.nnz(), full_adj.nnz())?;
-        let mut eval =
-            inference_model(&host.with_trace(&eval_trace).map_err(|e| e.0)?, &mut Options::new()).map_err(|e| e.0)?;
+        let mut eval = inference_model(&host.with_trace(&eval_trace)?, &mut Options::new())?;
         let mut eval_inputs = Vec::new();
         eval_inputs.extend(csr_inputs(PaddedCsr::exact(data.x.clone()))?);
         eval_inputs.extend(csr_inputs(PaddedCsr::exact(full_adj))?);
-        eval.compile(&eval_inputs).map_err(|e| e.0)?;
-        check_activations(&cfg, "the evaluation", eval.step_graph().ok_or("not compiled")?)?;
+        eval.compile(&eval_inputs)?;
+        check_activations(&cfg, "the evaluation", eval.step_graph().ok_or_else(|| Error::train("not compiled"))?)?;
         Ok(Trainer { cfg, data, model, host, train, eval, loader, eval_inputs, epoch: 0, diverged: None })
     }
 
@@ -183,13 +182,13 @@ impl Trainer {
     }
 
     /// The inputs of the training step for one padded part.
-    fn batch_inputs(part: Part) -> Result<Vec<Rc<Tensor>>, String> {
+    fn batch_inputs(part: Part) -> Result<Vec<Rc<Tensor>>> {
         let n = part.sub.num_nodes;
         let mut inputs = Vec::new();
         inputs.extend(csr_inputs(part.x())?);
         inputs.extend(csr_inputs(part.mean_adjacency())?);
-        inputs.push(Rc::new(Tensor::from_i32(&[n], part.sub.y)?));
-        inputs.push(Rc::new(Tensor::from_bool(&[n], part.sub.train_mask)?));
+        inputs.push(Rc::new(Tensor::from_i32(&[n], part.sub.y).map_err(Error::train)?));
+        inputs.push(Rc::new(Tensor::from_bool(&[n], part.sub.train_mask).map_err(Error::train)?));
         Ok(inputs)
     }
 
@@ -214,14 +213,17 @@ impl Trainer {
     }
 
     /// One epoch: a training step on each part.
-    pub fn train_epoch(&mut self) -> Result<EpochStats, String> {
+    pub fn train_epoch(&mut self) -> Result<EpochStats> {
         if let Some(msg) = &self.diverged {
-            return Err(msg.clone());
+            return Err(Error::train(msg.clone()));
         }
         if self.epoch >= self.cfg.epochs {
-            return Err(format!("the graphs were compiled for {} epochs, all of which have run", self.cfg.epochs));
+            return Err(Error::train(format!(
+                "the graphs were compiled for {} epochs, all of which have run",
+                self.cfg.epochs
+            )));
         }
-        let subs = self.loader.next_epoch(&self.data).map_err(|e| e.0)?;
+        let subs = self.loader.next_epoch(&self.data)?;
         let mut stats = EpochStats::default();
         let (mut tot, mut count) = (0.0f64, 0usize);
         let parts = subs.len();
@@ -231,13 +233,13 @@ impl Trainer {
                 continue; // no training node in this part: PyG's loss would be NaN
             }
             let inputs = Self::batch_inputs(part)?;
-            let out = self.train.call(&inputs).map_err(|e| e.0)?;
+            let out = self.train.call(&inputs)?;
             let loss = out[0].to_f64_vec()[0];
             if !loss.is_finite() {
                 let what = format!("the loss became {loss} at epoch {}, part {} of {parts}", self.epoch + 1, i + 1);
                 let msg = self.divergence(&what);
                 self.diverged = Some(msg.clone());
-                return Err(msg);
+                return Err(Error::train(msg));
             }
             tot += loss * n_train as f64;
             count += n_train;
@@ -255,18 +257,18 @@ impl Trainer {
 
     /// Predictions on the whole graph, and accuracy on each split.
     /// Fails (and stays failed) once training has diverged: NaN weights have no accuracy.
-    pub fn evaluate(&mut self) -> Result<Accuracy, String> {
+    pub fn evaluate(&mut self) -> Result<Accuracy> {
         if let Some(msg) = &self.diverged {
-            return Err(msg.clone());
+            return Err(Error::train(msg.clone()));
         }
         let finite = |t: &Tensor| t.as_f32().map(|a| a.iter().all(|x| x.is_finite())).unwrap_or(true);
         if let Some(name) = self.host.parameters().iter().find(|(_, t)| !finite(t)).map(|(n, _)| n.clone()) {
             let what = format!("parameter '{name}' is no longer finite after epoch {}", self.epoch);
             let msg = self.divergence(&what);
             self.diverged = Some(msg.clone());
-            return Err(msg);
+            return Err(Error::train(msg));
         }
-        let out = self.eval.call(&self.eval_inputs).map_err(|e| e.0)?;
+        let out = self.eval.call(&self.eval_inputs)?;
         let pred = out[0].to_f64_vec();
         let acc = |mask: &[bool]| {
             let (mut ok, mut n) = (0usize, 0usize);
@@ -346,20 +348,22 @@ mod tests {
         assert!(last < first * 0.7, "loss {first} -> {last}");
         let acc = t.evaluate().unwrap();
         assert!(acc.test >= 0.8, "{acc:?}");
-        assert!(t.train_epoch().unwrap_err().contains("30 epochs"));
+        assert!(t.train_epoch().unwrap_err().message().contains("30 epochs"));
     }
 
     #[test]
     fn bad_configs_are_named() {
         let e = |cfg: TrainConfig| Trainer::new(toy(), cfg).err().unwrap();
-        assert!(e(TrainConfig { hidden: 7, ..TrainConfig::default() }).contains("not divisible"));
-        assert!(e(TrainConfig { parts: 1000, ..TrainConfig::default() }).contains("parts"));
-        assert!(e(TrainConfig { groups: 1, ..TrainConfig::default() }).contains("smaller than '2'"));
-        assert!(
-            e(TrainConfig { epochs: 1_000_000, ..TrainConfig::default() }).contains("epochs must be from 1 to 5000")
-        );
-        assert!(e(TrainConfig { lr: f32::NAN, ..TrainConfig::default() }).contains("lr must be above 0"));
-        assert!(e(TrainConfig { layers: 1001, hidden: 4096, ..TrainConfig::default() }).contains("parameters"));
+        assert!(e(TrainConfig { hidden: 7, ..TrainConfig::default() }).message().contains("not divisible"));
+        assert!(e(TrainConfig { parts: 1000, ..TrainConfig::default() }).message().contains("parts"));
+        assert!(e(TrainConfig { groups: 1, ..TrainConfig::default() }).message().contains("smaller than '2'"));
+        assert!(e(TrainConfig { epochs: 1_000_000, ..TrainConfig::default() })
+            .message()
+            .contains("epochs must be from 1 to 5000"));
+        assert!(e(TrainConfig { lr: f32::NAN, ..TrainConfig::default() }).message().contains("lr must be above 0"));
+        assert!(e(TrainConfig { layers: 1001, hidden: 4096, ..TrainConfig::default() })
+            .message()
+            .contains("parameters"));
     }
 
     #[test]
@@ -397,8 +401,8 @@ mod tests {
         let cfg = TrainConfig { layers: 2, hidden: 8, parts: 2, lr: 0.5, ..TrainConfig::default() };
         let mut t = Trainer::new(d, cfg).unwrap();
         let e = t.train_epoch().unwrap_err();
-        assert!(e.starts_with("training diverged: the loss became NaN at epoch 1, part 1 of 2"), "{e}");
-        assert!(e.contains("learning rate is too high (lr = 0.5; the default is 0.003)"), "{e}");
+        assert!(e.message().starts_with("training diverged: the loss became NaN at epoch 1, part 1 of 2"), "{e}");
+        assert!(e.message().contains("learning rate is too high (lr = 0.5; the default is 0.003)"), "{e}");
         // No accuracies from NaN weights, and no more epochs.
         assert_eq!(t.evaluate().unwrap_err(), e);
         assert_eq!(t.train_epoch().unwrap_err(), e);

@@ -2,6 +2,7 @@
 
 use super::op::{InputKind, Op};
 use super::shape::{infer, TensorType};
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -73,7 +74,7 @@ pub struct Node {
 }
 
 impl Serialize for Node {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct NodeJson<'a> {
             opname: &'static str,
@@ -103,18 +104,6 @@ pub struct Value {
     pub node: usize,
 }
 
-/// An error building or checking a graph, naming the op and where it was called.
-#[derive(Clone, Debug, PartialEq)]
-pub struct IrError(pub String);
-
-impl fmt::Display for IrError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for IrError {}
-
 /// A graph in SSA form: `nodes` are in a valid execution order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Graph {
@@ -143,14 +132,14 @@ impl Graph {
 
     /// Appends a node after inferring and checking its output types. The error names the
     /// op, its scope, its source line and the offending shapes.
-    pub fn add(&mut self, op: Op, inputs: Vec<ValueId>, meta: NodeMeta) -> Result<Vec<ValueId>, IrError> {
+    pub fn add(&mut self, op: Op, inputs: Vec<ValueId>, meta: NodeMeta) -> Result<Vec<ValueId>> {
         for &v in &inputs {
             if v.0 as usize >= self.values.len() {
-                return Err(IrError(format!("{}: input {v} is not defined", describe_site(&op, &meta))));
+                return Err(Error::ir(format!("{}: input {v} is not defined", describe_site(&op, &meta))));
             }
         }
         let in_types: Vec<&TensorType> = inputs.iter().map(|&v| &self.values[v.0 as usize].ty).collect();
-        let out_types = infer(&op, &in_types).map_err(|e| IrError(format!("{}: {e}", describe_site(&op, &meta))))?;
+        let out_types = infer(&op, &in_types).map_err(|e| Error::ir(format!("{}: {e}", describe_site(&op, &meta))))?;
         let node = self.nodes.len();
         let outputs: Vec<ValueId> = out_types
             .into_iter()
@@ -165,12 +154,12 @@ impl Graph {
 
     /// Appends a node with no inputs whose type is given rather than inferred: placeholders
     /// and constants (a constant's type must match its value).
-    pub fn add_source(&mut self, op: Op, ty: TensorType, meta: NodeMeta) -> Result<ValueId, IrError> {
+    pub fn add_source(&mut self, op: Op, ty: TensorType, meta: NodeMeta) -> Result<ValueId> {
         match &op {
             Op::Placeholder { .. } => {}
             Op::Constant { value, .. } if value.shape() == ty.shape.as_slice() && value.dtype() == ty.dtype => {}
             _ => {
-                return Err(IrError(format!(
+                return Err(Error::ir(format!(
                     "{}: only placeholders and constants take a given type",
                     describe_site(&op, &meta)
                 )))
@@ -184,11 +173,11 @@ impl Graph {
     }
 
     /// Like [`Graph::add`] for single-output ops.
-    pub fn add1(&mut self, op: Op, inputs: Vec<ValueId>, meta: NodeMeta) -> Result<ValueId, IrError> {
+    pub fn add1(&mut self, op: Op, inputs: Vec<ValueId>, meta: NodeMeta) -> Result<ValueId> {
         let outs = self.add(op, inputs, meta)?;
         match outs.as_slice() {
             [v] => Ok(*v),
-            _ => Err(IrError(format!("op produced {} outputs where one was expected", outs.len()))),
+            _ => Err(Error::ir(format!("op produced {} outputs where one was expected", outs.len()))),
         }
     }
 

@@ -11,6 +11,6 @@ pub mod shape;
 pub mod simplify;
 pub mod verify;
 
-pub use graph::{describe_site, BlockKind, Graph, IrError, Node, NodeMeta, Pass, Value, ValueId};
+pub use graph::{describe_site, BlockKind, Graph, Node, NodeMeta, Pass, Value, ValueId};
 pub use op::{BinaryKind, InputKind, Op, OptimizerStep, ReduceKind, Reduction, Region, UnaryKind};
 pub use shape::{broadcast_shapes, TensorType};

@@ -9,19 +9,20 @@
 
 use super::graph::{Graph, Node};
 use super::op::{InputKind, Op};
-use super::{IrError, ValueId};
+use super::ValueId;
+use crate::{Error, Result};
 use std::collections::HashMap;
 
 /// Copies `src`'s nodes into `dst`, with `src`'s input placeholders bound to `args`;
 /// returns the values of `src`'s outputs in `dst` and the full value map.
-pub fn inline(dst: &mut Graph, src: &Graph, args: &[ValueId]) -> Result<(Vec<ValueId>, Vec<ValueId>), IrError> {
+pub fn inline(dst: &mut Graph, src: &Graph, args: &[ValueId]) -> Result<(Vec<ValueId>, Vec<ValueId>)> {
     let mut map: Vec<ValueId> = vec![ValueId(u32::MAX); src.values.len()];
     let mut next_arg = 0;
     for n in &src.nodes {
         if let Op::Placeholder { kind: InputKind::Input, name } = &n.op {
             let a = *args
                 .get(next_arg)
-                .ok_or_else(|| IrError(format!("inline: no argument for input '{name}' ({next_arg})")))?;
+                .ok_or_else(|| Error::ir(format!("inline: no argument for input '{name}' ({next_arg})")))?;
             next_arg += 1;
             map[n.outputs[0].0 as usize] = a;
             continue;
@@ -33,13 +34,13 @@ pub fn inline(dst: &mut Graph, src: &Graph, args: &[ValueId]) -> Result<(Vec<Val
         }
     }
     if next_arg != args.len() {
-        return Err(IrError(format!("inline: {} arguments for {next_arg} inputs", args.len())));
+        return Err(Error::ir(format!("inline: {} arguments for {next_arg} inputs", args.len())));
     }
     Ok((src.outputs.iter().map(|v| map[v.0 as usize]).collect(), map))
 }
 
 /// Appends a copy of `n` (a node of `src`) to `dst` on `inputs` (values of `dst`).
-pub(crate) fn copy_node(dst: &mut Graph, src: &Graph, n: &Node, inputs: Vec<ValueId>) -> Result<Vec<ValueId>, IrError> {
+pub(crate) fn copy_node(dst: &mut Graph, src: &Graph, n: &Node, inputs: Vec<ValueId>) -> Result<Vec<ValueId>> {
     match &n.op {
         Op::Placeholder { .. } | Op::Constant { .. } => {
             Ok(vec![dst.add_source(n.op.clone(), src.ty(n.outputs[0]).clone(), n.meta.clone())?])
@@ -62,7 +63,7 @@ fn mergeable(op: &Op) -> bool {
 /// `a` is the output of a `Concat`, each part is also replaced by the matching piece of
 /// `b`); identical nodes on identical inputs are merged; `split(concat(parts))` with the
 /// same pieces folds to `parts`; unused side-effect-free nodes are dropped.
-pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph, IrError> {
+pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph> {
     // Expand equivalences through concats into (part → piece of b) via added splits.
     let mut pre = g.clone();
     let mut subst: HashMap<ValueId, ValueId> = HashMap::new();
@@ -85,13 +86,13 @@ pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph, IrErro
     let mut out = Graph::new();
     let mut map: Vec<Option<ValueId>> = vec![None; pre.values.len()];
     let mut seen: HashMap<String, Vec<ValueId>> = HashMap::new();
-    let resolve = |map: &Vec<Option<ValueId>>, v: ValueId| -> Result<ValueId, IrError> {
+    let resolve = |map: &Vec<Option<ValueId>>, v: ValueId| -> Result<ValueId> {
         let v = *subst.get(&v).unwrap_or(&v);
-        map[v.0 as usize].ok_or_else(|| IrError(format!("simplify: {v} used before it is defined")))
+        map[v.0 as usize].ok_or_else(|| Error::ir(format!("simplify: {v} used before it is defined")))
     };
     for &i in &order {
         let n: &Node = &pre.nodes[i];
-        let inputs = n.inputs.iter().map(|&v| resolve(&map, v)).collect::<Result<Vec<_>, _>>()?;
+        let inputs = n.inputs.iter().map(|&v| resolve(&map, v)).collect::<std::result::Result<Vec<_>, _>>()?;
         // split(concat(parts)) with the same sizes → parts.
         if let Op::Split { sizes, dim } = &n.op {
             let p = out.producer(inputs[0]);
@@ -121,7 +122,7 @@ pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph, IrErro
             seen.insert(k, outs);
         }
     }
-    out.outputs = g.outputs.iter().map(|&v| resolve(&map, v)).collect::<Result<_, _>>()?;
+    out.outputs = g.outputs.iter().map(|&v| resolve(&map, v)).collect::<std::result::Result<_, _>>()?;
     dce(&out)
 }
 
@@ -149,7 +150,7 @@ fn topo_order(g: &Graph, subst: &HashMap<ValueId, ValueId>) -> Vec<usize> {
 }
 
 /// Drops nodes whose outputs are never used (side effects and placeholders stay).
-pub fn dce(g: &Graph) -> Result<Graph, IrError> {
+pub fn dce(g: &Graph) -> Result<Graph> {
     let mut used = vec![false; g.values.len()];
     for &v in &g.outputs {
         used[v.0 as usize] = true;
@@ -169,7 +170,7 @@ pub fn dce(g: &Graph) -> Result<Graph, IrError> {
 
 /// A copy of `g` with its nodes in `order` (each node after the producers of its inputs;
 /// nodes left out must be unused). Value ids are renumbered.
-pub fn rebuild(g: &Graph, order: &[usize]) -> Result<Graph, IrError> {
+pub fn rebuild(g: &Graph, order: &[usize]) -> Result<Graph> {
     let mut out = Graph::new();
     let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];
     for &i in order {
@@ -177,8 +178,8 @@ pub fn rebuild(g: &Graph, order: &[usize]) -> Result<Graph, IrError> {
         let inputs = n
             .inputs
             .iter()
-            .map(|v| map[v.0 as usize].ok_or_else(|| IrError(format!("rebuild: {v} is used before it is defined"))))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|v| map[v.0 as usize].ok_or_else(|| Error::ir(format!("rebuild: {v} is used before it is defined"))))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         let outs = copy_node(&mut out, g, n, inputs)?;
         for (o, v) in n.outputs.iter().zip(outs) {
             map[o.0 as usize] = Some(v);
@@ -187,8 +188,8 @@ pub fn rebuild(g: &Graph, order: &[usize]) -> Result<Graph, IrError> {
     out.outputs = g
         .outputs
         .iter()
-        .map(|v| map[v.0 as usize].ok_or_else(|| IrError(format!("rebuild: output {v} is not computed"))))
-        .collect::<Result<_, _>>()?;
+        .map(|v| map[v.0 as usize].ok_or_else(|| Error::ir(format!("rebuild: output {v} is not computed"))))
+        .collect::<std::result::Result<_, _>>()?;
     Ok(out)
 }
 

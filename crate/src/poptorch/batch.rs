@@ -18,12 +18,12 @@
 //! When the multiplier is above 1 a scalar output becomes `[multiplier]` and any other
 //! output's dim 0 is multiplied (PopTorch `PoplarExecutable`: `dims[0] *= b_dim`).
 
-use super::PoptorchError;
 use crate::compile::options::{CommGroupType, OutputMode};
 use crate::compile::Options;
 use crate::ir::{BinaryKind, Op};
 use crate::kernels::{self, shape_ops};
 use crate::tensor::{DType, Tensor};
+use crate::{Error, Result};
 
 /// PopTorch's printed dtype (`torch.float32`).
 pub fn torch_dtype(d: DType) -> &'static str {
@@ -92,9 +92,9 @@ impl Batching {
     }
 
     /// PopTorch's batch-dimension error for an input of `shape`.
-    pub fn batch_error(&self, shape: &[usize]) -> PoptorchError {
+    pub fn batch_error(&self, shape: &[usize]) -> Error {
         let b = shape.first().copied().unwrap_or(1);
-        PoptorchError(format!(
+        Error::poptorch(format!(
             "Invalid batch dimension: In the input {}, the batch dimension ({b}) must be a multiple of \
              Options.deviceIterations({}) * (Options.replicationFactor({}) / \
              Options.inputReplicaGrouping.input_group_size({})) * Options.Training.gradientAccumulation({}) = {} \
@@ -111,7 +111,7 @@ impl Batching {
 
     /// The micro-batch shape of an input of `shape` (combined batch): dim 0 divided by
     /// `factor()`, or PopTorch's batch-dimension error.
-    pub fn micro_shape(&self, shape: &[usize]) -> Result<Vec<usize>, PoptorchError> {
+    pub fn micro_shape(&self, shape: &[usize]) -> Result<Vec<usize>> {
         let f = self.factor();
         if f == 1 {
             return Ok(shape.to_vec());
@@ -127,7 +127,7 @@ impl Batching {
     }
 
     /// Cuts an input into its `factor()` slices along dim 0 (checking the batch dim).
-    pub fn split(&self, t: &Tensor) -> Result<Vec<Tensor>, PoptorchError> {
+    pub fn split(&self, t: &Tensor) -> Result<Vec<Tensor>> {
         let f = self.factor();
         let shape = t.shape();
         let b = shape.first().copied().unwrap_or(1);
@@ -137,7 +137,7 @@ impl Batching {
         if f == 1 {
             return Ok(vec![t.clone()]);
         }
-        shape_ops::split(t, &vec![b / f; f], 0).map_err(PoptorchError)
+        shape_ops::split(t, &vec![b / f; f], 0).map_err(Error::poptorch)
     }
 
     /// Index of micro-batch `(d, a, r)` in PopART's order.
@@ -148,12 +148,7 @@ impl Batching {
     /// The host outputs from the outputs of every micro-batch (`per_micro[index(d, a, r)]`,
     /// each a list of output tensors) under `mode` (resolved, not `Default`).
     #[allow(clippy::needless_range_loop)] // `o` indexes the inner lists of `per_micro`
-    pub fn assemble(
-        &self,
-        mode: OutputMode,
-        period: Option<usize>,
-        per_micro: &[Vec<Tensor>],
-    ) -> Result<Vec<Tensor>, PoptorchError> {
+    pub fn assemble(&self, mode: OutputMode, period: Option<usize>, per_micro: &[Vec<Tensor>]) -> Result<Vec<Tensor>> {
         let (d_n, a_n, r_n) = (self.device_iterations, self.accumulation, self.replicas);
         let n_out = per_micro.first().map_or(0, Vec::len);
         let mut result = Vec::with_capacity(n_out);
@@ -167,7 +162,7 @@ impl Batching {
                 OutputMode::EveryN => {
                     let n = period.unwrap_or(0);
                     if n == 0 || !d_n.is_multiple_of(n) {
-                        return Err(PoptorchError(format!(
+                        return Err(Error::poptorch(format!(
                             "OutputMode.EveryN with an output return period of {n} needs deviceIterations ({d_n}) to \
                              be a multiple of it"
                         )));
@@ -191,7 +186,7 @@ impl Batching {
                         }
                         Ok(acc)
                     })
-                    .collect::<Result<_, PoptorchError>>()?,
+                    .collect::<Result<_>>()?,
             };
             result.push(join(items)?);
         }
@@ -199,27 +194,27 @@ impl Batching {
     }
 }
 
-fn add(a: &Tensor, b: &Tensor) -> Result<Tensor, PoptorchError> {
+fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if a.dtype() == DType::Bool {
-        return Err(PoptorchError("OutputMode.Sum cannot sum a bool output: cast it to a number in the model".into()));
+        return Err(Error::poptorch("OutputMode.Sum cannot sum a bool output: cast it to a number in the model"));
     }
-    let mut out = kernels::eval(&Op::Binary { kind: BinaryKind::Add }, &[a, b]).map_err(PoptorchError)?;
+    let mut out = kernels::eval(&Op::Binary { kind: BinaryKind::Add }, &[a, b]).map_err(Error::poptorch)?;
     Ok(out.remove(0))
 }
 
 /// One tensor from the chosen micro-batches' outputs: unchanged when there is one, else
 /// concatenated along dim 0 (scalars as `[1]`).
-fn join(items: Vec<Tensor>) -> Result<Tensor, PoptorchError> {
+fn join(items: Vec<Tensor>) -> Result<Tensor> {
     if items.len() == 1 {
         return Ok(items.into_iter().next().expect("one item"));
     }
     let lifted: Vec<Tensor> = items
         .into_iter()
         .map(|t| if t.shape().is_empty() { shape_ops::reshape(&t, &[1]) } else { Ok(t) })
-        .collect::<Result<_, _>>()
-        .map_err(PoptorchError)?;
+        .collect::<std::result::Result<_, _>>()
+        .map_err(Error::poptorch)?;
     let refs: Vec<&Tensor> = lifted.iter().collect();
-    shape_ops::concat(&refs, 0).map_err(PoptorchError)
+    shape_ops::concat(&refs, 0).map_err(Error::poptorch)
 }
 
 #[cfg(test)]
@@ -255,7 +250,7 @@ mod tests {
 
     #[test]
     fn a_batch_dim_not_a_multiple_is_poptorchs_error() {
-        let e = batching(2, 2, 2, 1).split(&Tensor::zeros(&[6, 4], DType::Float32)).unwrap_err().0;
+        let e = batching(2, 2, 2, 1).split(&Tensor::zeros(&[6, 4], DType::Float32)).unwrap_err().to_string();
         assert_eq!(
             e,
             "Invalid batch dimension: In the input torch.Size([6, 4]), the batch dimension (6) must be a multiple of \

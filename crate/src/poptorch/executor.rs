@@ -26,7 +26,6 @@ use super::loss_scaling::{add_gradient_statistics, update_loss_scale, F16_MAX};
 use super::model::HostModel;
 use super::optim::{Optimizer, OptimizerArgs};
 use super::reduce::{Accumulator, GradReduction};
-use super::PoptorchError;
 use crate::autograd::{find_loss, training_graph_at, TrainOptions};
 use crate::compile::options::MeanReductionStrategy;
 use crate::compile::ExecutionStrategy;
@@ -35,6 +34,7 @@ use crate::exec::{optimizer_update, run, RunStats, Store};
 use crate::ir::{Graph, InputKind, Op, TensorType};
 use crate::tensor::{DType, Tensor};
 use crate::trace::Trace;
+use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -96,7 +96,7 @@ pub struct PoplarExecutor {
 }
 
 /// A gradient computed with loss scaling `ls`, divided by it (in float32, back to its dtype).
-fn unscale(t: &Tensor, ls: f32) -> Result<Tensor, PoptorchError> {
+fn unscale(t: &Tensor, ls: f32) -> Result<Tensor> {
     if ls == 1.0 {
         return Ok(t.clone());
     }
@@ -115,16 +115,15 @@ impl PoplarExecutor {
         options: &mut Options,
         training: bool,
         optimizer: Option<Optimizer>,
-    ) -> Result<PoplarExecutor, PoptorchError> {
+    ) -> Result<PoplarExecutor> {
         if training && model.is_wrapped() {
-            return Err(PoptorchError(
+            return Err(Error::poptorch(
                 "Model has already been wrapped in 'poptorch.trainingModel'. Call model.destroy() on the model to \
-                 unwrap before wrapping again."
-                    .into(),
+                 unwrap before wrapping again.",
             ));
         }
         if let Some(d) = options.validate().into_iter().next() {
-            return Err(PoptorchError(d.message));
+            return Err(Error::poptorch(d.message));
         }
         if !training {
             if options.training.gradient_accumulation != 1 {
@@ -137,10 +136,10 @@ impl PoplarExecutor {
                          for pipelined execution instead.",
                     );
                 }
-                return Err(PoptorchError(msg));
+                return Err(Error::poptorch(msg));
             }
             if optimizer.is_some() {
-                return Err(PoptorchError("Optimizer should be None for inference".into()));
+                return Err(Error::poptorch("Optimizer should be None for inference"));
             }
         }
         options.freeze();
@@ -231,14 +230,14 @@ impl PoplarExecutor {
 
     /// `poptorch_model.W.replicaGrouping(comm_group_type, group_size, retrieval)`: a weight
     /// with one value per replica group. Before compilation only.
-    pub fn replica_grouping(&mut self, param: &str, grouping: ReplicaGrouping) -> Result<(), PoptorchError> {
+    pub fn replica_grouping(&mut self, param: &str, grouping: ReplicaGrouping) -> Result<()> {
         if self.exe.is_some() {
-            return Err(PoptorchError(format!(
+            return Err(Error::poptorch(format!(
                 "replicaGrouping of '{param}' must be set before the model is compiled"
             )));
         }
         if self.model.parameter(param).is_none() {
-            return Err(PoptorchError(format!("the model has no parameter '{param}'")));
+            return Err(Error::poptorch(format!("the model has no parameter '{param}'")));
         }
         comm_groups(grouping.kind, grouping.group_size, self.options.replication_factor)?;
         self.groupings.insert(param.to_string(), grouping);
@@ -252,14 +251,14 @@ impl PoplarExecutor {
 
     /// Asks for the gradients of model inputs `names` (float inputs), returned after the
     /// model's outputs on every call. Training models, before compilation.
-    pub fn return_input_gradients(&mut self, names: &[&str]) -> Result<(), PoptorchError> {
+    pub fn return_input_gradients(&mut self, names: &[&str]) -> Result<()> {
         if !self.training {
-            return Err(PoptorchError(
-                "input gradients need a trainingModel: an inferenceModel has no backward pass".into(),
+            return Err(Error::poptorch(
+                "input gradients need a trainingModel: an inferenceModel has no backward pass",
             ));
         }
         if self.exe.is_some() {
-            return Err(PoptorchError("input gradients must be requested before the model is compiled".into()));
+            return Err(Error::poptorch("input gradients must be requested before the model is compiled"));
         }
         self.input_grads = names.iter().map(|s| s.to_string()).collect();
         Ok(())
@@ -267,7 +266,7 @@ impl PoplarExecutor {
 
     /// `compile(*inputs)`: builds the executable for these (combined-batch) inputs without
     /// running it. A second call is ignored with PopTorch's warning.
-    pub fn compile(&mut self, inputs: &[Rc<Tensor>]) -> Result<(), PoptorchError> {
+    pub fn compile(&mut self, inputs: &[Rc<Tensor>]) -> Result<()> {
         if self.exe.is_some() {
             self.warnings.push("Call to compile() ignored: the executable is already compiled".into());
             return Ok(());
@@ -281,11 +280,10 @@ impl PoplarExecutor {
     /// Checks a compiling call's inputs against the trace (micro-batch shapes) and builds
     /// the step graph: the forward, and for training the backward seeded with the loss
     /// scaling factor, returning the gradients (and the automatic loss scaling statistics).
-    fn step(&mut self, inputs: &[Rc<Tensor>]) -> Result<Step, PoptorchError> {
+    fn step(&mut self, inputs: &[Rc<Tensor>]) -> Result<Step> {
         if !self.model.is_traced() {
-            return Err(PoptorchError(
-                "the model has not been traced yet: attach its trace (traced with one micro-batch) before compiling"
-                    .into(),
+            return Err(Error::poptorch(
+                "the model has not been traced yet: attach its trace (traced with one micro-batch) before compiling",
             ));
         }
         let o = &self.options;
@@ -294,7 +292,7 @@ impl PoplarExecutor {
         let traced: Vec<(String, TensorType)> =
             fwd.placeholders(InputKind::Input).into_iter().map(|(n, v)| (n.to_string(), fwd.ty(v).clone())).collect();
         if inputs.len() != traced.len() {
-            return Err(PoptorchError(format!(
+            return Err(Error::poptorch(format!(
                 "the model takes {} inputs ({}) but {} were given",
                 traced.len(),
                 traced.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
@@ -304,7 +302,7 @@ impl PoplarExecutor {
         for ((name, want), t) in traced.iter().zip(inputs) {
             let got = TensorType { shape: batching.micro_shape(t.shape())?, dtype: t.dtype() };
             if &got != want {
-                return Err(PoptorchError(format!(
+                return Err(Error::poptorch(format!(
                     "input '{name}': the model was traced for micro-batches of {want}, but {} cut into {} \
                      micro-batch slices gives {got}",
                     TensorType { shape: t.shape().to_vec(), dtype: t.dtype() },
@@ -315,11 +313,10 @@ impl PoplarExecutor {
         let replicas = o.replication_factor;
         let updates_buffers = fwd.nodes.iter().any(|n| matches!(n.op, Op::BufferUpdate { .. }));
         if updates_buffers && replicas > 1 && o.broadcast_buffers {
-            return Err(PoptorchError(
+            return Err(Error::poptorch(
                 "PopTorch does not support broadcasting buffers. If your model is able to tolerate buffers becoming \
                  out of sync between replicas, you can disable buffer broadcasting using \
-                 poptorch.Options.broadcastBuffers(False)."
-                    .into(),
+                 poptorch.Options.broadcastBuffers(False).",
             ));
         }
         let n_user_outputs = fwd.outputs.len();
@@ -353,12 +350,12 @@ impl PoplarExecutor {
         let micro = traced.first().and_then(|(_, t)| t.shape.first().copied()).unwrap_or(1);
         let plan = plan_with(&graph, o, &PlanSettings { micro_batch_size: Some(micro) });
         if let Some(e) = plan.errors.iter().find(|e| e.code != "out_of_memory") {
-            return Err(PoptorchError(e.message.clone()));
+            return Err(Error::poptorch(e.message.clone()));
         }
         Ok(Step { graph, n_user_outputs, grads, input_grads, stats, loss_scaling, max_loss_scaling, batching, plan })
     }
 
-    fn build(&mut self, inputs: &[Rc<Tensor>]) -> Result<Executable, PoptorchError> {
+    fn build(&mut self, inputs: &[Rc<Tensor>]) -> Result<Executable> {
         let s = self.step(inputs)?;
         self.warnings.extend(s.plan.warnings.iter().map(|w| w.message.clone()));
         if !s.plan.fits {
@@ -406,7 +403,7 @@ impl PoplarExecutor {
     /// The planner's plan of this model for a call with `inputs` (combined batch), without
     /// compiling: the compiled plan once compiled (the inputs must then match the compiled
     /// ones), otherwise the plan of the step graph these inputs would compile.
-    pub fn plan_for(&mut self, inputs: &[Rc<Tensor>]) -> Result<Plan, PoptorchError> {
+    pub fn plan_for(&mut self, inputs: &[Rc<Tensor>]) -> Result<Plan> {
         if let Some(exe) = &self.exe {
             Self::validate_inputs(exe, inputs)?;
             return Ok(exe.plan.clone());
@@ -417,17 +414,17 @@ impl PoplarExecutor {
     /// The model inputs' micro-batch types for a call with inputs of `types` (combined
     /// batch): each dim 0 divided by the combined batch factor, or PopTorch's batch-dimension
     /// error. A caller that traces on the first call traces with these.
-    pub fn micro_batch_types(&self, types: &[TensorType]) -> Result<Vec<TensorType>, PoptorchError> {
+    pub fn micro_batch_types(&self, types: &[TensorType]) -> Result<Vec<TensorType>> {
         let b = Batching::from_options(&self.options);
         types.iter().map(|t| Ok(TensorType { shape: b.micro_shape(&t.shape)?, dtype: t.dtype })).collect()
     }
 
     /// Gives an untraced (or not yet compiled) model its trace: `trace`'s graph over the
     /// model's shared weights ([`HostModel::adopt_trace`]). Before compilation only.
-    pub fn attach_trace(&mut self, trace: &Trace) -> Result<(), PoptorchError> {
+    pub fn attach_trace(&mut self, trace: &Trace) -> Result<()> {
         if self.exe.is_some() {
-            return Err(PoptorchError(
-                "the model is already compiled: its trace cannot change (shapes are static after compilation)".into(),
+            return Err(Error::poptorch(
+                "the model is already compiled: its trace cannot change (shapes are static after compilation)",
             ));
         }
         let model = self.model.adopt_trace(trace);
@@ -442,15 +439,15 @@ impl PoplarExecutor {
     /// `copyWeightsToDevice()`: uploads the host parameters and buffers to every replica
     /// (a grouped weight's host value holds one slice per group, or one value for all).
     /// Optimizer state is kept.
-    pub fn copy_weights_to_device(&mut self) -> Result<(), PoptorchError> {
-        let exe = self.exe.as_mut().ok_or_else(|| PoptorchError(NO_EXECUTABLE.into()))?;
+    pub fn copy_weights_to_device(&mut self) -> Result<()> {
+        let exe = self.exe.as_mut().ok_or_else(|| Error::poptorch(NO_EXECUTABLE))?;
         let fwd = self.model.graph();
         let replicas = exe.replicas.len();
         for (name, v) in fwd.placeholders(InputKind::Parameter) {
             let host = self
                 .model
                 .parameter(name)
-                .ok_or_else(|| PoptorchError(format!("parameter '{name}' is not on the host")))?;
+                .ok_or_else(|| Error::poptorch(format!("parameter '{name}' is not on the host")))?;
             let groups = &exe.groups[name];
             let slice_shape = &fwd.ty(v).shape;
             let n = groups.len();
@@ -466,7 +463,7 @@ impl PoplarExecutor {
             } else if n > 1 {
                 unstack(name, &host, n, slice_shape)?
             } else {
-                return Err(PoptorchError(format!(
+                return Err(Error::poptorch(format!(
                     "parameter '{name}' is {:?} on the host but the model was traced with {slice_shape:?}",
                     host.shape()
                 )));
@@ -478,8 +475,10 @@ impl PoplarExecutor {
             }
         }
         for (name, _) in fwd.placeholders(InputKind::Buffer) {
-            let host =
-                self.model.buffer(name).ok_or_else(|| PoptorchError(format!("buffer '{name}' is not on the host")))?;
+            let host = self
+                .model
+                .buffer(name)
+                .ok_or_else(|| Error::poptorch(format!("buffer '{name}' is not on the host")))?;
             for store in &mut exe.replicas {
                 store.buffers.insert(name.to_string(), host.clone());
             }
@@ -491,8 +490,8 @@ impl PoplarExecutor {
     /// `copyWeightsToHost()`: writes the device parameters and buffers to the host model. A
     /// grouped weight comes back with one slice per group (`OnePerGroup`: each group's first
     /// replica) or per replica (`AllReplicas`); buffers come from replica 0.
-    pub fn copy_weights_to_host(&mut self) -> Result<(), PoptorchError> {
-        let exe = self.exe.as_ref().ok_or_else(|| PoptorchError(NO_EXECUTABLE.into()))?;
+    pub fn copy_weights_to_host(&mut self) -> Result<()> {
+        let exe = self.exe.as_ref().ok_or_else(|| Error::poptorch(NO_EXECUTABLE))?;
         let (params, buffers) = Self::device_weights(exe, &self.groupings, self.model.graph())?;
         self.model.write_back(params, buffers, self.training);
         Ok(())
@@ -502,7 +501,7 @@ impl PoplarExecutor {
         exe: &Executable,
         groupings: &BTreeMap<String, ReplicaGrouping>,
         fwd: &Graph,
-    ) -> Result<(Named, Named), PoptorchError> {
+    ) -> Result<(Named, Named)> {
         let mut params = Vec::new();
         for (name, _) in fwd.placeholders(InputKind::Parameter) {
             let groups = &exe.groups[name];
@@ -541,9 +540,9 @@ impl PoplarExecutor {
 
     /// `setOptimizer(optimizer)`: before compilation any optimizer; after, only one that
     /// changes variable attributes (PopART's replacement rules). On error nothing changes.
-    pub fn set_optimizer(&mut self, optimizer: Optimizer) -> Result<(), PoptorchError> {
+    pub fn set_optimizer(&mut self, optimizer: Optimizer) -> Result<()> {
         if !self.training {
-            return Err(PoptorchError("Optimizer should be None for inference".into()));
+            return Err(Error::poptorch("Optimizer should be None for inference"));
         }
         let mut new = optimizer;
         let names: Vec<String> = self.model.parameters().into_iter().map(|(n, _)| n).collect();
@@ -560,11 +559,10 @@ impl PoplarExecutor {
             }
             Some(exe) => {
                 if new.needs_running_mean() && *strategy != MeanReductionStrategy::Running {
-                    return Err(PoptorchError(
+                    return Err(Error::poptorch(
                         "Invalid optimizer: the new optimizer would require changing options.Training.\
                          meanAccumulationAndReplicationReductionStrategy to poptorch.MeanReductionStrategy.Running \
-                         but the executable is already compiled."
-                            .into(),
+                         but the executable is already compiled.",
                     ));
                 }
                 let old = self.optimizer.as_ref().expect("training models have an optimizer");
@@ -580,7 +578,7 @@ impl PoplarExecutor {
 
     /// `destroy()`: a training model copies its weights to the host and unwraps the model;
     /// the executable is released.
-    pub fn destroy(&mut self) -> Result<(), PoptorchError> {
+    pub fn destroy(&mut self) -> Result<()> {
         if self.exe.is_some() && self.training {
             self.copy_weights_to_host()?;
         }
@@ -592,12 +590,12 @@ impl PoplarExecutor {
     }
 
     /// Checks a call's inputs against the compiled ones (PopTorch's `validateInputs`).
-    fn validate_inputs(exe: &Executable, inputs: &[Rc<Tensor>]) -> Result<(), PoptorchError> {
+    fn validate_inputs(exe: &Executable, inputs: &[Rc<Tensor>]) -> Result<()> {
         let end = "\nThis error occurred because the inputs passed at runtime don't match the inputs used to compile \
                    the model.\nTo recompile the model for the new inputs create a new inferenceModel / trainingModel \
                    wrapper or call destroy() on the curent one and try again.";
         if inputs.len() != exe.inputs.len() {
-            return Err(PoptorchError(format!(
+            return Err(Error::poptorch(format!(
                 "Number of positional arguments mismatch: expected {} arguments but got {}.{end}",
                 exe.inputs.len(),
                 inputs.len()
@@ -605,14 +603,14 @@ impl PoplarExecutor {
         }
         for ((name, want), t) in exe.inputs.iter().zip(inputs) {
             if want.dtype != t.dtype() {
-                return Err(PoptorchError(format!(
+                return Err(Error::poptorch(format!(
                     "Data type mismatch for {name}: expected {} but got {}.{end}",
                     torch_dtype(want.dtype),
                     torch_dtype(t.dtype())
                 )));
             }
             if want.shape != t.shape() {
-                return Err(PoptorchError(format!(
+                return Err(Error::poptorch(format!(
                     "Shape mismatch for {name}: expected {} but got {}.{end}",
                     torch_size(&want.shape),
                     torch_size(t.shape())
@@ -625,7 +623,7 @@ impl PoplarExecutor {
     /// `model(*inputs)`: compiles on the first call, then runs one host call (every
     /// micro-batch of every device iteration) and returns the outputs per output mode,
     /// followed by any requested input gradients.
-    pub fn call(&mut self, inputs: &[Rc<Tensor>]) -> Result<Vec<Tensor>, PoptorchError> {
+    pub fn call(&mut self, inputs: &[Rc<Tensor>]) -> Result<Vec<Tensor>> {
         if self.exe.is_none() {
             self.compile(inputs)?;
         }
@@ -640,7 +638,7 @@ impl PoplarExecutor {
         let opt = self.optimizer.clone();
         let exe = self.exe.as_mut().expect("compiled above");
         let b = exe.batching;
-        let slices: Vec<Vec<Tensor>> = inputs.iter().map(|t| b.split(t)).collect::<Result<_, _>>()?;
+        let slices: Vec<Vec<Tensor>> = inputs.iter().map(|t| b.split(t)).collect::<std::result::Result<_, _>>()?;
         let mut per_micro: Vec<Vec<Tensor>> = vec![Vec::new(); b.micro_batches()];
         let mut stats = RunStats::default();
         for d in 0..b.device_iterations {
@@ -666,7 +664,8 @@ impl PoplarExecutor {
                     }
                     per_micro[b.index(d, a, r)] = keep;
                     for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
-                        acc.add(r, &outs[*i], &how).map_err(|e| PoptorchError(format!("gradient of '{name}': {e}")))?;
+                        acc.add(r, &outs[*i], &how)
+                            .map_err(|e| Error::poptorch(format!("gradient of '{name}': {e}")))?;
                     }
                     if let Some((i, _)) = exe.stats {
                         lower += outs[i].to_f64_vec()[0];
@@ -710,13 +709,13 @@ impl PoplarExecutor {
         how: &GradReduction,
         accs: &[Accumulator],
         loss_scaling: f32,
-    ) -> Result<(), PoptorchError> {
+    ) -> Result<()> {
         // (param, group members, reduced gradient)
         let mut reduced: Vec<(String, Vec<usize>, ndarray::ArrayD<f32>)> = Vec::new();
         for (acc, (name, _)) in accs.iter().zip(&exe.grads) {
             for members in &exe.groups[name] {
                 let mut g =
-                    acc.reduce(members, how).map_err(|e| PoptorchError(format!("gradient of '{name}': {e}")))?;
+                    acc.reduce(members, how).map_err(|e| Error::poptorch(format!("gradient of '{name}': {e}")))?;
                 if loss_scaling != 1.0 {
                     g.mapv_inplace(|x| x / loss_scaling);
                 }
@@ -744,7 +743,7 @@ impl PoplarExecutor {
         for (name, members, g) in reduced {
             let step = opt.step_for(&name);
             let lead = members[0];
-            optimizer_update(&mut exe.replicas[lead], &name, &step, &Tensor::F32(g)).map_err(PoptorchError)?;
+            optimizer_update(&mut exe.replicas[lead], &name, &step, &Tensor::F32(g)).map_err(Error::poptorch)?;
             let value = exe.replicas[lead].params[&name].clone();
             for &r in &members[1..] {
                 exe.replicas[r].params.insert(name.clone(), value.clone());

@@ -12,9 +12,9 @@
 //! value of each group's first replica (`[groups, …]`); `AllReplicas` one slice per replica
 //! (`[replicas, …]`).
 
-use super::PoptorchError;
 pub use crate::compile::options::CommGroupType;
 use crate::tensor::Tensor;
+use crate::{Error, Result};
 
 /// `poptorch.VariableRetrievalMode` (JSON: `onePerGroup`, `allReplicas`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -38,16 +38,16 @@ pub struct ReplicaGrouping {
 
 impl ReplicaGrouping {
     /// The replicas of each group, groups in order.
-    pub fn groups(&self, replicas: usize) -> Result<Vec<Vec<usize>>, PoptorchError> {
+    pub fn groups(&self, replicas: usize) -> Result<Vec<Vec<usize>>> {
         comm_groups(self.kind, self.group_size, replicas)
     }
 }
 
 /// The replicas of each group of a `CommGroup(kind, group_size)` over `replicas` replicas.
-pub fn comm_groups(kind: CommGroupType, group_size: usize, replicas: usize) -> Result<Vec<Vec<usize>>, PoptorchError> {
-    let check = || -> Result<usize, PoptorchError> {
+pub fn comm_groups(kind: CommGroupType, group_size: usize, replicas: usize) -> Result<Vec<Vec<usize>>> {
+    let check = || -> Result<usize> {
         if group_size == 0 || !replicas.is_multiple_of(group_size) {
-            return Err(PoptorchError(format!(
+            return Err(Error::poptorch(format!(
                 "a replica group size of {group_size} must be a positive factor of the replication factor \
                  ({replicas})"
             )));
@@ -81,45 +81,45 @@ pub fn group_of_replica(groups: &[Vec<usize>], replicas: usize) -> Vec<usize> {
 
 /// The host value of a grouped weight from one tensor per group: stacked along a new
 /// leading dim when there is more than one.
-pub fn stack(slices: &[&Tensor]) -> Result<Tensor, PoptorchError> {
+pub fn stack(slices: &[&Tensor]) -> Result<Tensor> {
     if slices.len() == 1 {
         return Ok(slices[0].clone());
     }
     let shape = slices[0].shape().to_vec();
     if shape.is_empty() {
-        return Err(PoptorchError("Scalars cannot be passed as per-replica weight tensor values".into()));
+        return Err(Error::poptorch("Scalars cannot be passed as per-replica weight tensor values"));
     }
     let mut one = vec![1];
     one.extend_from_slice(&shape);
     let lifted: Vec<Tensor> = slices
         .iter()
         .map(|t| crate::kernels::shape_ops::reshape(t, &one))
-        .collect::<Result<_, _>>()
-        .map_err(PoptorchError)?;
+        .collect::<std::result::Result<_, _>>()
+        .map_err(Error::poptorch)?;
     let refs: Vec<&Tensor> = lifted.iter().collect();
-    crate::kernels::shape_ops::concat(&refs, 0).map_err(PoptorchError)
+    crate::kernels::shape_ops::concat(&refs, 0).map_err(Error::poptorch)
 }
 
 /// Splits a host value into `n` slices of `slice_shape` along its leading dim; a value that
 /// already has `slice_shape` is the same for every slice.
-pub fn unstack(name: &str, value: &Tensor, n: usize, slice_shape: &[usize]) -> Result<Vec<Tensor>, PoptorchError> {
+pub fn unstack(name: &str, value: &Tensor, n: usize, slice_shape: &[usize]) -> Result<Vec<Tensor>> {
     if value.shape() == slice_shape {
         return Ok(vec![value.clone(); n]);
     }
     if slice_shape.is_empty() {
-        return Err(PoptorchError("Scalars cannot be passed as per-replica weight tensor values".into()));
+        return Err(Error::poptorch("Scalars cannot be passed as per-replica weight tensor values"));
     }
     let mut want = vec![n];
     want.extend_from_slice(slice_shape);
     if value.shape() != want.as_slice() {
-        return Err(PoptorchError(format!(
+        return Err(Error::poptorch(format!(
             "the host value of grouped weight '{name}' has shape {:?}: expected {want:?} (one slice per group) or \
              {slice_shape:?}",
             value.shape()
         )));
     }
-    let parts = crate::kernels::shape_ops::split(value, &vec![1; n], 0).map_err(PoptorchError)?;
-    parts.iter().map(|p| crate::kernels::shape_ops::reshape(p, slice_shape).map_err(PoptorchError)).collect()
+    let parts = crate::kernels::shape_ops::split(value, &vec![1; n], 0).map_err(Error::poptorch)?;
+    parts.iter().map(|p| crate::kernels::shape_ops::reshape(p, slice_shape).map_err(Error::poptorch)).collect()
 }
 
 #[cfg(test)]
@@ -139,7 +139,7 @@ mod tests {
             group_of_replica(&comm_groups(CommGroupType::Orthogonal, 2, 8).unwrap(), 8),
             vec![0, 1, 2, 3, 0, 1, 2, 3]
         );
-        let e = comm_groups(CommGroupType::Consecutive, 3, 8).unwrap_err().0;
+        let e = comm_groups(CommGroupType::Consecutive, 3, 8).unwrap_err().to_string();
         assert!(e.contains("3") && e.contains("(8)"), "{e}");
     }
 
@@ -151,11 +151,11 @@ mod tests {
         assert_eq!(s.shape(), &[2, 2]);
         assert_eq!(unstack("w", &s, 2, &[2]).unwrap(), vec![a.clone(), b]);
         assert_eq!(unstack("w", &a, 3, &[2]).unwrap().len(), 3, "one value for every group");
-        let e = stack(&[&Tensor::scalar(1.0), &Tensor::scalar(2.0)]).unwrap_err().0;
+        let e = stack(&[&Tensor::scalar(1.0), &Tensor::scalar(2.0)]).unwrap_err().to_string();
         assert_eq!(e, "Scalars cannot be passed as per-replica weight tensor values");
         assert!(unstack("w", &Tensor::zeros(&[3, 2], crate::tensor::DType::Float32), 2, &[2])
             .unwrap_err()
-            .0
+            .to_string()
             .contains("[2, 2]"));
     }
 }

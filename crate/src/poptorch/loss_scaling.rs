@@ -19,10 +19,10 @@
 //! PopART keeps the scale in the loss's dtype and lets it overflow; we keep it finite
 //! (at most the loss dtype's largest value), so a float16 seed never becomes infinity.
 
-use super::PoptorchError;
 use crate::ir::simplify::rebuild;
 use crate::ir::{BinaryKind, Graph, NodeMeta, Op, Pass, ReduceKind, ValueId};
 use crate::tensor::DType;
+use crate::{Error, Result};
 
 /// The largest finite float16 value.
 pub const F16_MAX: f32 = 65504.0;
@@ -89,11 +89,11 @@ pub fn tracked_gradients(g: &Graph) -> Vec<(usize, ValueId)> {
 /// **lower** bin (`|x| < edge`; NaN counts as upper), computed right after each tracked
 /// value so that no value lives longer. Returns the new graph, the index of that output
 /// and the number of tracked elements (the upper count is the difference).
-pub fn add_gradient_statistics(g: &Graph) -> Result<(Graph, usize, usize), PoptorchError> {
+pub fn add_gradient_statistics(g: &Graph) -> Result<(Graph, usize, usize)> {
     let tracked = tracked_gradients(g);
     if tracked.is_empty() {
-        return Err(PoptorchError(
-            "[AutomaticLossScale transform] No tracked gradient tensors of type fp16 were found.".into(),
+        return Err(Error::poptorch(
+            "[AutomaticLossScale transform] No tracked gradient tensors of type fp16 were found.",
         ));
     }
     let mut out = g.clone();
@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn no_float16_gradient_is_poparts_error() {
         let (_, tg) = half_model(DType::Float32);
-        let e = add_gradient_statistics(&tg.graph).unwrap_err().0;
+        let e = add_gradient_statistics(&tg.graph).unwrap_err().to_string();
         assert_eq!(e, "[AutomaticLossScale transform] No tracked gradient tensors of type fp16 were found.");
     }
 }

@@ -33,44 +33,13 @@ pub fn training_model(
     model: &HostModel,
     options: &mut Options,
     optimizer: Option<Optimizer>,
-) -> Result<PoplarExecutor, PoptorchError> {
+) -> Result<PoplarExecutor> {
     PoplarExecutor::new(model, options, true, optimizer)
 }
 
 /// `poptorch.inferenceModel(model, options)`: gradient accumulation must be 1.
-pub fn inference_model(model: &HostModel, options: &mut Options) -> Result<PoplarExecutor, PoptorchError> {
+pub fn inference_model(model: &HostModel, options: &mut Options) -> Result<PoplarExecutor> {
     PoplarExecutor::new(model, options, false, None)
 }
 
-use std::fmt;
-
-/// An error of the PopTorch layer, carrying PopTorch's (or PopART's) message where one
-/// exists.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PoptorchError(pub String);
-
-impl fmt::Display for PoptorchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for PoptorchError {}
-
-impl From<crate::trace::TraceError> for PoptorchError {
-    fn from(e: crate::trace::TraceError) -> Self {
-        PoptorchError(e.0)
-    }
-}
-
-impl From<crate::ir::IrError> for PoptorchError {
-    fn from(e: crate::ir::IrError) -> Self {
-        PoptorchError(e.0)
-    }
-}
-
-impl From<crate::exec::ExecError> for PoptorchError {
-    fn from(e: crate::exec::ExecError) -> Self {
-        PoptorchError(e.0)
-    }
-}
+use crate::Result;

@@ -8,10 +8,10 @@
 //! the first call, with that call's micro-batch shapes); the wrapper then takes the trace
 //! ([`super::PoplarExecutor::attach_trace`]) before it compiles.
 
-use super::PoptorchError;
 use crate::ir::{Graph, InputKind};
 use crate::tensor::Tensor;
 use crate::trace::Trace;
+use crate::{Error, Result};
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
@@ -117,12 +117,12 @@ impl HostModel {
 
     /// Another trace of the same model (e.g. an inference-mode trace next to the training
     /// one) sharing these weights. Parameters and buffers it reads must already exist.
-    pub fn with_trace(&self, trace: &Trace) -> Result<HostModel, PoptorchError> {
+    pub fn with_trace(&self, trace: &Trace) -> Result<HostModel> {
         let w = self.weights.borrow();
         for (kind, list, have) in [("parameter", &trace.params, &w.params), ("buffer", &trace.buffers, &w.buffers)] {
             for (name, _) in list {
                 if !have.iter().any(|(n, _)| n == name) {
-                    return Err(PoptorchError(format!(
+                    return Err(Error::poptorch(format!(
                         "the trace reads {kind} '{name}', which this model does not have"
                     )));
                 }
@@ -158,25 +158,25 @@ impl HostModel {
 
     /// Sets a parameter's host value (same dtype; a replica-grouped weight takes one slice
     /// per group). The device sees it after `copy_weights_to_device`.
-    pub fn set_parameter(&self, name: &str, value: Tensor) -> Result<(), PoptorchError> {
+    pub fn set_parameter(&self, name: &str, value: Tensor) -> Result<()> {
         self.set(true, name, value)
     }
 
     /// Sets a buffer's host value (same dtype and shape).
-    pub fn set_buffer(&self, name: &str, value: Tensor) -> Result<(), PoptorchError> {
+    pub fn set_buffer(&self, name: &str, value: Tensor) -> Result<()> {
         self.set(false, name, value)
     }
 
-    fn set(&self, param: bool, name: &str, value: Tensor) -> Result<(), PoptorchError> {
+    fn set(&self, param: bool, name: &str, value: Tensor) -> Result<()> {
         let mut w = self.weights.borrow_mut();
         let list = if param { &mut w.params } else { &mut w.buffers };
         let what = if param { "parameter" } else { "buffer" };
         let old = list
             .iter()
             .find(|(n, _)| n == name)
-            .ok_or_else(|| PoptorchError(format!("the model has no {what} '{name}'")))?;
+            .ok_or_else(|| Error::poptorch(format!("the model has no {what} '{name}'")))?;
         if old.1.dtype() != value.dtype() || (!param && old.1.shape() != value.shape()) {
-            return Err(PoptorchError(format!(
+            return Err(Error::poptorch(format!(
                 "{what} '{name}' is {}{:?}; a {}{:?} cannot replace it",
                 old.1.dtype(),
                 old.1.shape(),

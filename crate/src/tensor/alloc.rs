@@ -7,7 +7,7 @@
 //! holds at most [`MAX_TENSOR_BYTES`] bytes and has at most [`MAX_RANK`] dimensions.
 
 use super::DType;
-use std::fmt;
+use crate::{Error, Result};
 
 /// The most bytes one tensor may hold (256 MiB): well under wasm32's 4 GiB address space,
 /// so that a model of several such tensors can still fit.
@@ -15,19 +15,6 @@ pub const MAX_TENSOR_BYTES: usize = 256 << 20;
 
 /// The most dimensions a tensor may have.
 pub const MAX_RANK: usize = 16;
-
-/// A size over a limit, or an allocation the allocator refused; the message names what was
-/// asked for and how big it is.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AllocError(pub String);
-
-impl fmt::Display for AllocError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for AllocError {}
 
 /// `f32[2,3]`, for messages (any dims, even ones too big for `usize`).
 pub fn describe_shape(shape: &[u64], dtype: DType) -> String {
@@ -42,9 +29,9 @@ pub fn checked_bytes(shape: &[u64], dtype: DType) -> Option<u128> {
 
 /// Checks that a tensor `what` of `shape` and `dtype` is within [`MAX_RANK`] and
 /// [`MAX_TENSOR_BYTES`]; returns the shape in `usize` (every dim then fits).
-pub fn check_shape(what: &str, shape: &[u64], dtype: DType) -> Result<Vec<usize>, AllocError> {
+pub fn check_shape(what: &str, shape: &[u64], dtype: DType) -> Result<Vec<usize>> {
     if shape.len() > MAX_RANK {
-        return Err(AllocError(format!(
+        return Err(Error::alloc(format!(
             "{what}: a tensor has at most {MAX_RANK} dimensions, got {} dimensions",
             shape.len()
         )));
@@ -55,14 +42,14 @@ pub fn check_shape(what: &str, shape: &[u64], dtype: DType) -> Result<Vec<usize>
             Some(b) => format!("{b} bytes"),
             None => "more than 2^128 bytes".to_string(),
         };
-        return Err(AllocError(format!(
+        return Err(Error::alloc(format!(
             "{what}: {} needs {size}, more than the limit of {MAX_TENSOR_BYTES} bytes (256 MiB) for one tensor",
             describe_shape(shape, dtype)
         )));
     }
     // An empty tensor may still name a dim too big for usize.
     if let Some((i, d)) = shape.iter().enumerate().find(|(_, &d)| d > MAX_TENSOR_BYTES as u64) {
-        return Err(AllocError(format!(
+        return Err(Error::alloc(format!(
             "{what}: dimension {i} of {} is {d}, more than the limit of {MAX_TENSOR_BYTES} for one tensor",
             describe_shape(shape, dtype)
         )));
@@ -71,25 +58,25 @@ pub fn check_shape(what: &str, shape: &[u64], dtype: DType) -> Result<Vec<usize>
 }
 
 /// Like [`check_shape`] for a shape already in `usize`.
-pub fn check_usize_shape(what: &str, shape: &[usize], dtype: DType) -> Result<(), AllocError> {
+pub fn check_usize_shape(what: &str, shape: &[usize], dtype: DType) -> Result<()> {
     let wide: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
     check_shape(what, &wide, dtype).map(|_| ())
 }
 
 /// A vector of `n` copies of `value`, or an error naming `what` and the bytes asked for if
 /// the allocator cannot provide them.
-pub fn try_vec<T: Clone>(what: &str, n: usize, value: T) -> Result<Vec<T>, AllocError> {
+pub fn try_vec<T: Clone>(what: &str, n: usize, value: T) -> Result<Vec<T>> {
     let mut v = try_with_capacity(what, n)?;
     v.resize(n, value);
     Ok(v)
 }
 
 /// An empty vector with room for `n` elements, allocated fallibly.
-pub fn try_with_capacity<T>(what: &str, n: usize) -> Result<Vec<T>, AllocError> {
+pub fn try_with_capacity<T>(what: &str, n: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| {
         let bytes = (n as u128) * std::mem::size_of::<T>() as u128;
-        AllocError(format!("{what}: could not allocate {bytes} bytes (out of memory)"))
+        Error::alloc(format!("{what}: could not allocate {bytes} bytes (out of memory)"))
     })?;
     Ok(v)
 }
@@ -103,27 +90,27 @@ mod tests {
         assert_eq!(check_shape("x", &[2, 3], DType::Float32).unwrap(), vec![2, 3]);
         assert_eq!(check_shape("x", &[], DType::Float32).unwrap(), Vec::<usize>::new());
         assert_eq!(check_shape("x", &[0, 1 << 20], DType::Float32).unwrap(), vec![0, 1 << 20]);
-        let e = check_shape("x", &[0, 1 << 40], DType::Float32).unwrap_err().0;
+        let e = check_shape("x", &[0, 1 << 40], DType::Float32).unwrap_err().to_string();
         assert!(e.contains("dimension 1 of f32[0,1099511627776] is 1099511627776"), "{e}");
         // Exactly at the limit passes, one element more does not.
         let n = (MAX_TENSOR_BYTES / 4) as u64;
         assert!(check_shape("x", &[n], DType::Float32).is_ok());
-        let e = check_shape("weight", &[n + 1], DType::Float32).unwrap_err().0;
+        let e = check_shape("weight", &[n + 1], DType::Float32).unwrap_err().to_string();
         assert!(e.contains("weight") && e.contains(&format!("{}", (n + 1) * 4)), "{e}");
         // The size asked for is named, even when it overflows 64 bits.
-        let e = check_shape("x", &[100_000, 100_000], DType::Float32).unwrap_err().0;
+        let e = check_shape("x", &[100_000, 100_000], DType::Float32).unwrap_err().to_string();
         assert!(e.contains("f32[100000,100000] needs 40000000000 bytes"), "{e}");
         let big = (MAX_TENSOR_BYTES / 2) as u64;
-        let e = check_shape("x", &[big; 16], DType::Bool).unwrap_err().0;
+        let e = check_shape("x", &[big; 16], DType::Bool).unwrap_err().to_string();
         assert!(e.contains("more than 2^128 bytes"), "{e}");
-        let e = check_shape("x", &[1; 17], DType::Bool).unwrap_err().0;
+        let e = check_shape("x", &[1; 17], DType::Bool).unwrap_err().to_string();
         assert!(e.contains("at most 16 dimensions"), "{e}");
     }
 
     #[test]
     fn a_refused_allocation_is_an_error() {
         assert_eq!(try_vec("v", 3, 1.5f32).unwrap(), vec![1.5; 3]);
-        let e = try_vec("huge", usize::MAX / 4, 0u64).unwrap_err().0;
+        let e = try_vec("huge", usize::MAX / 4, 0u64).unwrap_err().to_string();
         assert!(e.starts_with("huge: could not allocate") && e.contains("out of memory"), "{e}");
     }
 }

@@ -73,18 +73,6 @@ impl fmt::Display for ArgError {
     }
 }
 
-impl From<ArgError> for super::TraceError {
-    fn from(e: ArgError) -> Self {
-        super::TraceError(e.message)
-    }
-}
-
-impl From<crate::tensor::alloc::AllocError> for super::TraceError {
-    fn from(e: crate::tensor::alloc::AllocError) -> Self {
-        super::TraceError(e.0)
-    }
-}
-
 /// A number as JavaScript prints it (`NaN`, `Infinity`, `4.7`, `1000000000`).
 pub fn js_number(x: f64) -> String {
     if x.is_nan() {

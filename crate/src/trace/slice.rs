@@ -14,8 +14,9 @@
 //!   running on the IPU." (with " In this case, there is a float added to the slice indices
 //!   meaning it may change between runs." when a float constant is added).
 
-use super::{resolve_dim, TraceError, TraceResult, Var};
+use super::{resolve_dim, Var};
 use crate::ir::{BinaryKind, Graph, Op, ValueId};
+use crate::{Error, Result};
 use std::panic::Location;
 
 const NOT_CONSTANT: &str =
@@ -41,7 +42,7 @@ fn constant_value(g: &Graph, v: ValueId) -> Option<(f64, bool)> {
 
 /// The chain of values from `v` back through single non-constant inputs: `[v, parent, …]`.
 /// A node with several non-constant inputs cannot have a constant offset from anything.
-fn ancestry(g: &Graph, v: ValueId) -> TraceResult<Vec<ValueId>> {
+fn ancestry(g: &Graph, v: ValueId) -> Result<Vec<ValueId>> {
     let mut chain = vec![v];
     let mut cur = v;
     loop {
@@ -53,7 +54,7 @@ fn ancestry(g: &Graph, v: ValueId) -> TraceResult<Vec<ValueId>> {
                 chain.push(*one);
                 cur = *one;
             }
-            _ => return Err(TraceError(NOT_CONSTANT.into())),
+            _ => return Err(Error::trace(NOT_CONSTANT)),
         }
     }
 }
@@ -75,7 +76,7 @@ fn same_output(g: &Graph, a: ValueId, b: ValueId) -> bool {
 }
 
 /// The constant a node of an ancestry path adds: `x + c`, `c + x`, `x − c` (casts add 0).
-fn offset_of(g: &Graph, v: ValueId) -> TraceResult<i64> {
+fn offset_of(g: &Graph, v: ValueId) -> Result<i64> {
     let n = g.producer(v);
     match &n.op {
         Op::Cast { .. } => Ok(0),
@@ -83,10 +84,10 @@ fn offset_of(g: &Graph, v: ValueId) -> TraceResult<i64> {
             let (c_pos, c) = match (constant_value(g, n.inputs[0]), constant_value(g, n.inputs[1])) {
                 (None, Some(c)) => (1, c),
                 (Some(c), None) if *kind == BinaryKind::Add => (0, c),
-                _ => return Err(TraceError(NOT_CONSTANT.into())),
+                _ => return Err(Error::trace(NOT_CONSTANT)),
             };
             if c.1 {
-                return Err(TraceError(format!(
+                return Err(Error::trace(format!(
                     "{NOT_CONSTANT} In this case, there is a float added to the slice indices meaning it may change \
                      between runs."
                 )));
@@ -94,12 +95,12 @@ fn offset_of(g: &Graph, v: ValueId) -> TraceResult<i64> {
             let c = c.0 as i64;
             Ok(if *kind == BinaryKind::Sub && c_pos == 1 { -c } else { c })
         }
-        _ => Err(TraceError(NOT_CONSTANT.into())),
+        _ => Err(Error::trace(NOT_CONSTANT)),
     }
 }
 
 /// `end − start` when both are values of `g` related by constant offsets.
-fn dynamic_size(g: &Graph, start: ValueId, end: ValueId) -> TraceResult<i64> {
+fn dynamic_size(g: &Graph, start: ValueId, end: ValueId) -> Result<i64> {
     let a = ancestry(g, start)?;
     let b = ancestry(g, end)?;
     // The first value of the end's chain that is also on the start's chain.
@@ -107,7 +108,7 @@ fn dynamic_size(g: &Graph, start: ValueId, end: ValueId) -> TraceResult<i64> {
         .iter()
         .enumerate()
         .find_map(|(i, v)| a.iter().position(|w| w == v).map(|j| (i, j)))
-        .ok_or_else(|| TraceError(NOT_CONSTANT.into()))?;
+        .ok_or_else(|| Error::trace(NOT_CONSTANT))?;
     let (mut pa, mut pb) = (a[..ia].to_vec(), b[..ib].to_vec());
     // Steps next to the common ancestor that compute the same thing on both sides cancel.
     while let (Some(&x), Some(&y)) = (pa.last(), pb.last()) {
@@ -118,7 +119,7 @@ fn dynamic_size(g: &Graph, start: ValueId, end: ValueId) -> TraceResult<i64> {
         pb.pop();
     }
     if pa.is_empty() && pb.is_empty() {
-        return Err(TraceError("The start and end of a slice must be different.".into()));
+        return Err(Error::trace("The start and end of a slice must be different."));
     }
     let mut size = 0i64;
     for &v in &pb {
@@ -133,11 +134,11 @@ fn dynamic_size(g: &Graph, start: ValueId, end: ValueId) -> TraceResult<i64> {
 impl Var {
     /// `self[start:end:step]` along `dim` with the IPU's slicing rules (module docs).
     #[track_caller]
-    pub fn slice_bounds(&self, dim: isize, start: Bound<'_>, end: Bound<'_>, step: i64) -> TraceResult<Var> {
+    pub fn slice_bounds(&self, dim: isize, start: Bound<'_>, end: Bound<'_>, step: i64) -> Result<Var> {
         let at = Location::caller();
         let d = resolve_dim(dim, self.shape().len(), "slice")?;
         if step < 1 {
-            return Err(TraceError("Slicing step must be at least 1".into()));
+            return Err(Error::trace("Slicing step must be at least 1"));
         }
         let len = self.shape()[d] as i64;
         match (start, end) {
@@ -158,40 +159,31 @@ impl Var {
                 };
                 self.dynamic_slice_checked(d, sv, size, step, at)
             }
-            _ => Err(TraceError(NOT_CONSTANT.into())),
+            _ => Err(Error::trace(NOT_CONSTANT)),
         }
     }
 
     /// `poptorch.dynamic_slice(self, dim, start, size, step)`: `size` entries from the traced
     /// int32 scalar `start`, wrapping round past the end, then every `step`-th.
     #[track_caller]
-    pub fn dynamic_slice(&self, dim: isize, start: &Var, size: i64, step: i64) -> TraceResult<Var> {
+    pub fn dynamic_slice(&self, dim: isize, start: &Var, size: i64, step: i64) -> Result<Var> {
         let d = resolve_dim(dim, self.shape().len(), "dynamic_slice")?;
         if step < 1 {
-            return Err(TraceError("Slicing step must be at least 1".into()));
+            return Err(Error::trace("Slicing step must be at least 1"));
         }
         self.dynamic_slice_checked(d, start, size, step, Location::caller())
     }
 
-    fn dynamic_slice_checked(
-        &self,
-        d: usize,
-        start: &Var,
-        size: i64,
-        step: i64,
-        at: &Location<'_>,
-    ) -> TraceResult<Var> {
+    fn dynamic_slice_checked(&self, d: usize, start: &Var, size: i64, step: i64, at: &Location<'_>) -> Result<Var> {
         if size == 0 {
-            return Err(TraceError("The start and end of a slice must be different.".into()));
+            return Err(Error::trace("The start and end of a slice must be different."));
         }
         if size < 0 {
-            return Err(TraceError(
-                "Taking a slice of a tensor with the end less than the start is not supported.".into(),
-            ));
+            return Err(Error::trace("Taking a slice of a tensor with the end less than the start is not supported."));
         }
         let len = self.shape()[d] as i64;
         if len % size != 0 {
-            return Err(TraceError(format!(
+            return Err(Error::trace(format!(
                 "The size of the slice ({size}) must be a factor of the slicing dimension ({len})."
             )));
         }
@@ -217,7 +209,7 @@ mod tests {
     }
 
     /// Traces `t[x + a : x + b]` on an 8-vector and runs it with `x = start`.
-    fn run_window(a: i64, b: i64, start: i32) -> TraceResult<Vec<f32>> {
+    fn run_window(a: i64, b: i64, start: i32) -> Result<Vec<f32>> {
         let tr = Tracer::new();
         let t = tr.input("t", &[8], DType::Float32)?;
         let x = tr.input("x", &[], DType::Int32)?;
@@ -243,28 +235,28 @@ mod tests {
     #[test]
     fn poptorchs_slice_errors() {
         assert_eq!(
-            run_window(0, 7, 0).unwrap_err().0,
+            run_window(0, 7, 0).unwrap_err().to_string(),
             "The size of the slice (7) must be a factor of the slicing dimension (8)."
         );
         assert_eq!(
-            run_window(3, 1, 0).unwrap_err().0,
+            run_window(3, 1, 0).unwrap_err().to_string(),
             "Taking a slice of a tensor with the end less than the start is not supported."
         );
         // t[x:x]
         let tr = Tracer::new();
         let t = tr.input("t", &[8], DType::Float32).unwrap();
         let x = tr.input("x", &[], DType::Int32).unwrap();
-        let e = t.slice_bounds(0, Bound::Var(&x), Bound::Var(&x), 1).unwrap_err().0;
+        let e = t.slice_bounds(0, Bound::Var(&x), Bound::Var(&x), 1).unwrap_err().to_string();
         assert_eq!(e, "The start and end of a slice must be different.");
         // t[x:y] with two unrelated tensors, and t[0:y]
         let y = tr.input("y", &[], DType::Int32).unwrap();
-        let e = t.slice_bounds(0, Bound::Var(&x), Bound::Var(&y), 1).unwrap_err().0;
+        let e = t.slice_bounds(0, Bound::Var(&x), Bound::Var(&y), 1).unwrap_err().to_string();
         assert_eq!(e, NOT_CONSTANT);
-        assert_eq!(t.slice_bounds(0, Bound::Const(0), Bound::Var(&y), 1).unwrap_err().0, NOT_CONSTANT);
+        assert_eq!(t.slice_bounds(0, Bound::Const(0), Bound::Var(&y), 1).unwrap_err().to_string(), NOT_CONSTANT);
         // t[x : x + 2.0]: a float added to the index
         let xf = x.cast(DType::Float32).unwrap();
         let end = xf.add(&tr.full(&[], DType::Float32, 2.0).unwrap()).unwrap().cast(DType::Int32).unwrap();
-        let e = t.slice_bounds(0, Bound::Var(&x), Bound::Var(&end), 1).unwrap_err().0;
+        let e = t.slice_bounds(0, Bound::Var(&x), Bound::Var(&end), 1).unwrap_err().to_string();
         assert!(
             e.starts_with(NOT_CONSTANT)
                 && e.ends_with("there is a float added to the slice indices meaning it may change between runs."),
@@ -274,9 +266,9 @@ mod tests {
         let x2 = x.mul(&tr.full(&[], DType::Int32, 2.0).unwrap()).unwrap();
         let x2p4 = x2.add(&tr.full(&[], DType::Int32, 4.0).unwrap()).unwrap();
         assert_eq!(t.slice_bounds(0, Bound::Var(&x2), Bound::Var(&x2p4), 1).unwrap().shape(), &[4]);
-        assert_eq!(t.slice_bounds(0, Bound::Var(&x), Bound::Var(&x2), 1).unwrap_err().0, NOT_CONSTANT);
+        assert_eq!(t.slice_bounds(0, Bound::Var(&x), Bound::Var(&x2), 1).unwrap_err().to_string(), NOT_CONSTANT);
         assert_eq!(
-            t.slice_bounds(0, Bound::Const(0), Bound::Const(2), 0).unwrap_err().0,
+            t.slice_bounds(0, Bound::Const(0), Bound::Const(2), 0).unwrap_err().to_string(),
             "Slicing step must be at least 1"
         );
     }

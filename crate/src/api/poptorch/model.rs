@@ -104,10 +104,9 @@ fn resolve(opt: &Optimizer, module: &JsValue) -> JsResult<Optimizer> {
     let names = parameter_names(module)?;
     opt.map_params(|k| {
         names.get(k).cloned().ok_or_else(|| {
-            crate::poptorch::PoptorchError(
+            crate::Error::poptorch(
                 "a parameter group of the optimizer lists a Parameter that is not one of this model's parameters \
-                 (pass model.parameters() of the model you wrap)"
-                    .into(),
+                 (pass model.parameters() of the model you wrap)",
             )
         })
     })

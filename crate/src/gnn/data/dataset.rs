@@ -7,7 +7,7 @@
 
 use super::planetoid::{load_planetoid_bytes, load_planetoid_dir, GraphData, Split};
 use super::transforms::{add_self_loops, normalize_features, to_undirected};
-use super::DataError;
+use crate::{Error, Result};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -84,21 +84,21 @@ impl PlanetoidOptions {
     }
 
     /// Options from JSON text; the error names the option.
-    pub fn from_json(json: &str) -> Result<PlanetoidOptions, DataError> {
+    pub fn from_json(json: &str) -> Result<PlanetoidOptions> {
         let o: PlanetoidOptions = serde_json::from_str(json).map_err(|e| {
             // serde_json's position refers to the JSON text the caller never wrote.
             let msg = e.to_string();
             let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
-            DataError(format!("Planetoid options: {msg}"))
+            Error::data(format!("Planetoid options: {msg}"))
         })?;
         if o.split != SplitName::Random && (o.num_train_per_class, o.num_val, o.num_test, o.seed) != (20, 500, 1000, 0)
         {
-            return Err(DataError(
-                "Planetoid options: numTrainPerClass, numVal, numTest and seed apply to split \"random\" only".into(),
+            return Err(Error::data(
+                "Planetoid options: numTrainPerClass, numVal, numTest and seed apply to split \"random\" only",
             ));
         }
         if o.seed > crate::trace::check::MAX_SEED {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "Planetoid options: seed must be at most {}, got {}",
                 crate::trace::check::MAX_SEED,
                 o.seed
@@ -124,7 +124,7 @@ impl PlanetoidOptions {
 
 /// Loads Planetoid dataset `name` (case-insensitive) from `source`, with the split and the
 /// transforms of `options`.
-pub fn planetoid(name: &str, source: Source<'_>, options: &PlanetoidOptions) -> Result<GraphData, DataError> {
+pub fn planetoid(name: &str, source: Source<'_>, options: &PlanetoidOptions) -> Result<GraphData> {
     let split = options.split();
     let mut data = match source {
         Source::Dir(dir) => load_planetoid_dir(dir, name, split)?,
@@ -147,22 +147,22 @@ mod tests {
         assert_eq!(o, PlanetoidOptions::rev_gnn());
         let o = PlanetoidOptions::from_json(r#"{"split": "random", "numVal": 10, "seed": 3}"#).unwrap();
         assert_eq!(o.split(), Split::Random { num_train_per_class: 20, num_val: 10, num_test: 1000, seed: 3 });
-        let e = PlanetoidOptions::from_json(r#"{"splt": "full"}"#).unwrap_err().0;
+        let e = PlanetoidOptions::from_json(r#"{"splt": "full"}"#).unwrap_err().to_string();
         assert!(e.starts_with("Planetoid options: unknown field `splt`, expected one of `split`"), "{e}");
-        let e = PlanetoidOptions::from_json(r#"{"split": "geom-gcn"}"#).unwrap_err().0;
+        let e = PlanetoidOptions::from_json(r#"{"split": "geom-gcn"}"#).unwrap_err().to_string();
         assert!(e.contains("unknown variant `geom-gcn`, expected one of `public`, `full`, `random`"), "{e}");
-        let e = PlanetoidOptions::from_json(r#"{"transform": ["AddSelfLoop"]}"#).unwrap_err().0;
+        let e = PlanetoidOptions::from_json(r#"{"transform": ["AddSelfLoop"]}"#).unwrap_err().to_string();
         assert!(e.contains("unknown variant `AddSelfLoop`"), "{e}");
-        let e = PlanetoidOptions::from_json(r#"{"numVal": 3}"#).unwrap_err().0;
+        let e = PlanetoidOptions::from_json(r#"{"numVal": 3}"#).unwrap_err().to_string();
         assert!(e.contains("apply to split \"random\" only"), "{e}");
-        let e = PlanetoidOptions::from_json(r#"{"split": "random", "numVal": -3}"#).unwrap_err().0;
+        let e = PlanetoidOptions::from_json(r#"{"split": "random", "numVal": -3}"#).unwrap_err().to_string();
         assert!(e.contains("invalid value: integer `-3`"), "{e}");
     }
 
     #[test]
     fn missing_files_are_named() {
         let files = HashMap::new();
-        let e = planetoid("Cora", Source::Files(&files), &PlanetoidOptions::default()).unwrap_err().0;
+        let e = planetoid("Cora", Source::Files(&files), &PlanetoidOptions::default()).unwrap_err().to_string();
         assert!(e.contains("missing file ind.cora.x"), "{e}");
     }
 }

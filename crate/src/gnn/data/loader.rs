@@ -27,9 +27,9 @@
 //! [`fixed_sizes_from_parts`] is exact for parts already drawn.
 
 use super::planetoid::GraphData;
-use super::DataError;
 use crate::rng::Rng;
 use crate::tensor::{CsrMatrix, Tensor};
+use crate::{Error, Result};
 
 /// `node_ids` entry of a padding node.
 pub const PADDING_NODE_ID: usize = usize::MAX;
@@ -45,9 +45,9 @@ pub struct RandomNodeLoader {
 impl RandomNodeLoader {
     /// A loader making `num_parts` parts per epoch; `shuffle` draws new random parts every
     /// epoch from a generator seeded with `seed`. Errors when `num_parts` is 0.
-    pub fn new(num_parts: usize, shuffle: bool, seed: u64) -> Result<Self, DataError> {
+    pub fn new(num_parts: usize, shuffle: bool, seed: u64) -> Result<Self> {
         if num_parts == 0 {
-            return Err(DataError("RandomNodeLoader: num_parts must be at least 1 (got 0)".into()));
+            return Err(Error::data("RandomNodeLoader: num_parts must be at least 1 (got 0)"));
         }
         Ok(RandomNodeLoader { num_parts, shuffle, rng: Rng::new(seed) })
     }
@@ -69,14 +69,14 @@ impl RandomNodeLoader {
 
     /// The node ids of each part for one epoch. Errors when `num_parts` exceeds the number
     /// of nodes (naming both).
-    pub fn parts(&mut self, data: &GraphData) -> Result<Vec<Vec<usize>>, DataError> {
+    pub fn parts(&mut self, data: &GraphData) -> Result<Vec<Vec<usize>>> {
         self.parts_for(data.num_nodes)
     }
 
     /// [`parts`](Self::parts) for a graph of `num_nodes` nodes.
-    pub fn parts_for(&mut self, num_nodes: usize) -> Result<Vec<Vec<usize>>, DataError> {
+    pub fn parts_for(&mut self, num_nodes: usize) -> Result<Vec<Vec<usize>>> {
         if self.num_parts > num_nodes {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "RandomNodeLoader: num_parts = {} exceeds the number of nodes ({num_nodes})",
                 self.num_parts
             )));
@@ -87,7 +87,7 @@ impl RandomNodeLoader {
     }
 
     /// One epoch of induced subgraphs (the batches PyG's loader yields).
-    pub fn subgraphs(&mut self, data: &GraphData) -> Result<Vec<Subgraph>, DataError> {
+    pub fn subgraphs(&mut self, data: &GraphData) -> Result<Vec<Subgraph>> {
         let parts = self.parts(data)?;
         Ok(induced_subgraphs(data, &parts))
     }
@@ -216,20 +216,20 @@ pub struct FixedSizeBatch {
 /// Pads `sub` to exactly `max_nodes` nodes and `max_edges` edges. At least one padding
 /// node is required (so `sub.num_nodes < max_nodes`); padding edges are self loops on the
 /// last padding node. Errors, naming the sizes, when the subgraph does not fit.
-pub fn pad_fixed(sub: Subgraph, max_nodes: usize, max_edges: usize) -> Result<FixedSizeBatch, DataError> {
+pub fn pad_fixed(sub: Subgraph, max_nodes: usize, max_edges: usize) -> Result<FixedSizeBatch> {
     let (n, e) = (sub.num_nodes, sub.num_edges());
     if n >= max_nodes {
-        return Err(DataError(format!(
+        return Err(Error::data(format!(
             "pad_fixed: subgraph of {n} nodes does not fit max_nodes = {max_nodes} \
              (one padding node is always added, so max_nodes must be at least {})",
             n + 1
         )));
     }
     if e > max_edges {
-        return Err(DataError(format!("pad_fixed: subgraph of {e} edges does not fit max_edges = {max_edges}")));
+        return Err(Error::data(format!("pad_fixed: subgraph of {e} edges does not fit max_edges = {max_edges}")));
     }
     if max_nodes > u32::MAX as usize {
-        return Err(DataError(format!("pad_fixed: max_nodes = {max_nodes} does not fit u32 node ids")));
+        return Err(Error::data(format!("pad_fixed: max_nodes = {max_nodes} does not fit u32 node ids")));
     }
     let mut sub = sub;
     let pad_n = max_nodes - n;
@@ -266,9 +266,9 @@ pub struct FixedSizes {
 /// The bound is safe but loose for random parts (an edge survives a random split with
 /// probability about 1/num_parts); use [`fixed_sizes_from_parts`] for tight sizes when the
 /// parts are known in advance.
-pub fn fixed_sizes(data: &GraphData, num_parts: usize) -> Result<FixedSizes, DataError> {
+pub fn fixed_sizes(data: &GraphData, num_parts: usize) -> Result<FixedSizes> {
     if num_parts == 0 || num_parts > data.num_nodes {
-        return Err(DataError(format!(
+        return Err(Error::data(format!(
             "fixed_sizes: num_parts = {num_parts} must be between 1 and the number of nodes ({})",
             data.num_nodes
         )));
@@ -300,11 +300,7 @@ pub fn fixed_sizes_from_parts(data: &GraphData, parts: &[Vec<usize>]) -> FixedSi
 /// clone of the loader (whose random sequence is fixed by its seed), so `loader` itself
 /// is not advanced and will produce exactly those parts. Tight and safe as long as
 /// training runs at most `epochs` epochs; costs one pass over the edges per epoch.
-pub fn fixed_sizes_for_epochs(
-    data: &GraphData,
-    loader: &RandomNodeLoader,
-    epochs: usize,
-) -> Result<FixedSizes, DataError> {
+pub fn fixed_sizes_for_epochs(data: &GraphData, loader: &RandomNodeLoader, epochs: usize) -> Result<FixedSizes> {
     let mut sim = loader.clone();
     let mut sizes = FixedSizes { max_nodes: 0, max_edges: 0 };
     let mut part_of = vec![0u32; data.num_nodes];
@@ -348,8 +344,8 @@ impl PaddedCsr {
     }
 
     /// indptr (int32, rows + 1), indices (int32, capacity), values (f32, capacity).
-    pub fn tensors(&self) -> Result<[Tensor; 3], DataError> {
-        self.matrix.to_tensors(self.capacity).map_err(DataError)
+    pub fn tensors(&self) -> Result<[Tensor; 3]> {
+        self.matrix.to_tensors(self.capacity).map_err(Error::data)
     }
 }
 
@@ -357,15 +353,8 @@ impl PaddedCsr {
 /// `indptr` has `rows + 1` entries, starts at 0, never decreases and ends at the number of
 /// `indices`; every column index is in `0..cols`; there are as many values as indices. The
 /// error names `what`, the array and the position.
-pub fn check_csr(
-    what: &str,
-    rows: usize,
-    cols: usize,
-    indptr: &[i32],
-    indices: &[i32],
-    n_values: usize,
-) -> Result<(), DataError> {
-    let err = |m: String| Err(DataError(format!("{what}: {m}")));
+pub fn check_csr(what: &str, rows: usize, cols: usize, indptr: &[i32], indices: &[i32], n_values: usize) -> Result<()> {
+    let err = |m: String| Err(Error::data(format!("{what}: {m}")));
     if indptr.len() != rows + 1 {
         return err(format!("indptr has {} entries, a {rows}-row matrix needs {}", indptr.len(), rows + 1));
     }
@@ -454,7 +443,7 @@ pub struct PaddedLoader {
 }
 
 impl PaddedLoader {
-    pub fn new(data: &GraphData, loader: RandomNodeLoader, epochs: Option<usize>) -> Result<PaddedLoader, DataError> {
+    pub fn new(data: &GraphData, loader: RandomNodeLoader, epochs: Option<usize>) -> Result<PaddedLoader> {
         let sizes = match epochs {
             Some(e) => fixed_sizes_for_epochs(data, &loader, e)?,
             None => fixed_sizes(data, loader.num_parts())?,
@@ -479,9 +468,9 @@ impl PaddedLoader {
     }
 
     /// The next epoch's parts, padded. Past the epochs the sizes were computed for, an error.
-    pub fn next_epoch(&mut self, data: &GraphData) -> Result<Vec<Part>, DataError> {
+    pub fn next_epoch(&mut self, data: &GraphData) -> Result<Vec<Part>> {
         if let Some(e) = self.epochs.filter(|&e| self.epoch >= e) {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "the fixed sizes were computed for {e} epochs, all of which have been drawn: make the loader for more \
                  epochs"
             )));
@@ -617,10 +606,10 @@ mod tests {
     #[test]
     fn loader_errors_name_the_numbers() {
         let e = RandomNodeLoader::new(0, true, 0).unwrap_err();
-        assert!(e.0.contains("got 0"), "{e}");
+        assert!(e.message().contains("got 0"), "{e}");
         let mut l = RandomNodeLoader::new(7, true, 0).unwrap();
         let e = l.parts(&toy()).unwrap_err();
-        assert!(e.0.contains("num_parts = 7") && e.0.contains("(6)"), "{e}");
+        assert!(e.message().contains("num_parts = 7") && e.message().contains("(6)"), "{e}");
         assert!(fixed_sizes(&toy(), 7).is_err());
         assert!(fixed_sizes(&toy(), 0).is_err());
     }
@@ -654,9 +643,14 @@ mod tests {
         // Exact fit of edges is fine; nodes always need one padding node.
         assert!(pad_fixed(sub.clone(), 4, 5).is_ok());
         let e = pad_fixed(sub.clone(), 3, 8).unwrap_err();
-        assert!(e.0.contains("3 nodes") && e.0.contains("max_nodes = 3") && e.0.contains("at least 4"), "{e}");
+        assert!(
+            e.message().contains("3 nodes")
+                && e.message().contains("max_nodes = 3")
+                && e.message().contains("at least 4"),
+            "{e}"
+        );
         let e = pad_fixed(sub, 5, 4).unwrap_err();
-        assert!(e.0.contains("5 edges") && e.0.contains("max_edges = 4"), "{e}");
+        assert!(e.message().contains("5 edges") && e.message().contains("max_edges = 4"), "{e}");
     }
 
     #[test]
@@ -703,7 +697,7 @@ mod tests {
     #[test]
     fn csr_arrays_from_outside_are_checked() {
         assert!(check_csr("x", 2, 3, &[0, 1, 3], &[0, 2, 1], 3).is_ok());
-        let e = |r: Result<(), DataError>| r.unwrap_err().0;
+        let e = |r: Result<()>| r.unwrap_err().to_string();
         assert_eq!(e(check_csr("x", 2, 3, &[0, 1], &[0], 1)), "x: indptr has 2 entries, a 2-row matrix needs 3");
         assert_eq!(e(check_csr("x", 2, 3, &[1, 1, 1], &[0], 1)), "x: indptr[0] is 1, not 0");
         assert_eq!(e(check_csr("x", 2, 3, &[0, 2, 1], &[0], 1)), "x: indptr decreases at 2: 2 then 1");
@@ -740,7 +734,7 @@ mod tests {
         }
         // Three features at most per part of three nodes (one per node in the toy graph).
         assert_eq!(l.x_capacity, 3);
-        let e = l.next_epoch(&g).unwrap_err().0;
+        let e = l.next_epoch(&g).unwrap_err().to_string();
         assert!(e.contains("computed for 4 epochs"), "{e}");
         let mut any = PaddedLoader::new(&g, RandomNodeLoader::new(2, true, 3).unwrap(), None).unwrap();
         assert_eq!(any.sizes, fixed_sizes(&g, 2).unwrap());

@@ -25,8 +25,6 @@ pub mod pickle;
 pub mod planetoid;
 pub mod transforms;
 
-use std::fmt;
-
 pub use dataset::{planetoid, PlanetoidOptions, Source, SplitName, Transform};
 pub use loader::{
     check_csr, fixed_sizes, fixed_sizes_for_epochs, fixed_sizes_from_parts, gcn_adjacency, induced_subgraph,
@@ -38,34 +36,3 @@ pub use planetoid::{
     PLANETOID_NAMES,
 };
 pub use transforms::{add_self_loops, normalize_features, to_undirected};
-
-/// Error from the data layer: a readable message that names the file, position or sizes
-/// involved (for example `ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DataError(pub String);
-
-impl DataError {
-    /// An error with this message.
-    pub fn new(msg: impl Into<String>) -> Self {
-        DataError(msg.into())
-    }
-
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for DataError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for DataError {}
-
-impl From<DataError> for String {
-    fn from(e: DataError) -> String {
-        e.0
-    }
-}

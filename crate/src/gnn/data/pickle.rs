@@ -20,9 +20,9 @@
 //! shared as in Python: a `BINGET` of an object that was later mutated (`BUILD`,
 //! `APPENDS`, …) sees the mutated object.
 
+use crate::{Error, Result};
 use std::collections::HashMap;
 
-use super::DataError;
 use crate::tensor::CsrMatrix;
 
 /// A generic value decoded from a pickle.
@@ -255,8 +255,8 @@ struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
-    fn err(&self, what: impl std::fmt::Display) -> DataError {
-        DataError(format!(
+    fn err(&self, what: impl std::fmt::Display) -> Error {
+        Error::data(format!(
             "{}: pickle opcode 0x{:02x} ('{}') at byte {}: {}",
             self.file,
             self.op,
@@ -266,10 +266,10 @@ impl<'a> Parser<'a> {
         ))
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DataError> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         let remaining = self.data.len() - self.pos;
         if n > remaining {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "{}: truncated pickle: opcode 0x{:02x} ('{}') at byte {} needs {} more bytes but only {} remain",
                 self.file,
                 self.op,
@@ -284,25 +284,25 @@ impl<'a> Parser<'a> {
         Ok(s)
     }
 
-    fn u8(&mut self) -> Result<u8, DataError> {
+    fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
     }
 
-    fn u16(&mut self) -> Result<u16, DataError> {
+    fn u16(&mut self) -> Result<u16> {
         let b = self.take(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]))
     }
 
-    fn u32(&mut self) -> Result<u32, DataError> {
+    fn u32(&mut self) -> Result<u32> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     /// A `\n`-terminated ASCII line (GLOBAL's module and name).
-    fn line(&mut self) -> Result<String, DataError> {
+    fn line(&mut self) -> Result<String> {
         let rest = &self.data[self.pos..];
         let Some(n) = rest.iter().position(|&c| c == b'\n') else {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "{}: truncated pickle: opcode 0x{:02x} ('{}') at byte {} has no end of line before the end of the data",
                 self.file,
                 self.op,
@@ -321,7 +321,7 @@ impl<'a> Parser<'a> {
         self.stack.push(self.arena.len() - 1);
     }
 
-    fn pop(&mut self) -> Result<usize, DataError> {
+    fn pop(&mut self) -> Result<usize> {
         let floor = self.marks.last().copied().unwrap_or(0);
         if self.stack.len() <= floor {
             return Err(self.err("stack underflow"));
@@ -329,7 +329,7 @@ impl<'a> Parser<'a> {
         Ok(self.stack.pop().unwrap())
     }
 
-    fn top(&self) -> Result<usize, DataError> {
+    fn top(&self) -> Result<usize> {
         let floor = self.marks.last().copied().unwrap_or(0);
         if self.stack.len() <= floor {
             return Err(self.err("stack underflow"));
@@ -338,14 +338,14 @@ impl<'a> Parser<'a> {
     }
 
     /// Pops everything above the last MARK, and the MARK.
-    fn pop_mark(&mut self) -> Result<Vec<usize>, DataError> {
+    fn pop_mark(&mut self) -> Result<Vec<usize>> {
         let Some(m) = self.marks.pop() else {
             return Err(self.err("no MARK on the stack"));
         };
         Ok(self.stack.split_off(m))
     }
 
-    fn pop_n(&mut self, n: usize) -> Result<Vec<usize>, DataError> {
+    fn pop_n(&mut self, n: usize) -> Result<Vec<usize>> {
         let floor = self.marks.last().copied().unwrap_or(0);
         if self.stack.len() < floor + n {
             return Err(self.err("stack underflow"));
@@ -353,13 +353,13 @@ impl<'a> Parser<'a> {
         Ok(self.stack.split_off(self.stack.len() - n))
     }
 
-    fn memo_put(&mut self, idx: u32) -> Result<(), DataError> {
+    fn memo_put(&mut self, idx: u32) -> Result<()> {
         let top = self.top()?;
         self.memo.insert(idx, top);
         Ok(())
     }
 
-    fn memo_get(&mut self, idx: u32) -> Result<(), DataError> {
+    fn memo_get(&mut self, idx: u32) -> Result<()> {
         let Some(&id) = self.memo.get(&idx) else {
             return Err(self.err(format!("memo entry {idx} was never stored")));
         };
@@ -367,21 +367,21 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn global_of(&self, id: usize, what: &str) -> Result<(String, String), DataError> {
+    fn global_of(&self, id: usize, what: &str) -> Result<(String, String)> {
         match &self.arena[id] {
             Node::Global { module, name } => Ok((module.clone(), name.clone())),
             _ => Err(self.err(format!("{what} must be a global"))),
         }
     }
 
-    fn tuple_items(&self, id: usize, what: &str) -> Result<Vec<usize>, DataError> {
+    fn tuple_items(&self, id: usize, what: &str) -> Result<Vec<usize>> {
         match &self.arena[id] {
             Node::Tuple(items) => Ok(items.clone()),
             _ => Err(self.err(format!("{what} must be a tuple"))),
         }
     }
 
-    fn append(&mut self, items: Vec<usize>) -> Result<(), DataError> {
+    fn append(&mut self, items: Vec<usize>) -> Result<()> {
         let target = self.top()?;
         match &mut self.arena[target] {
             Node::List(v) => v.extend(items),
@@ -391,7 +391,7 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn set_items(&mut self, kv: Vec<usize>) -> Result<(), DataError> {
+    fn set_items(&mut self, kv: Vec<usize>) -> Result<()> {
         if !kv.len().is_multiple_of(2) {
             return Err(self.err("odd number of items for SETITEMS"));
         }
@@ -405,17 +405,17 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn string(&mut self, n: usize) -> Result<(), DataError> {
+    fn string(&mut self, n: usize) -> Result<()> {
         let b = self.take(n)?.to_vec();
         self.push(Node::Bytes(b));
         Ok(())
     }
 
     /// Runs the machine to STOP; returns the id of the result.
-    fn run(&mut self) -> Result<usize, DataError> {
+    fn run(&mut self) -> Result<usize> {
         loop {
             if self.pos >= self.data.len() {
-                return Err(DataError(format!(
+                return Err(Error::data(format!(
                     "{}: truncated pickle: no STOP opcode before the end of the data at byte {}",
                     self.file,
                     self.data.len()
@@ -591,7 +591,7 @@ impl<'a> Parser<'a> {
                     }
                 }
                 op => {
-                    return Err(DataError(format!(
+                    return Err(Error::data(format!(
                         "{}: unsupported pickle opcode 0x{:02x} ('{}') at byte {}",
                         self.file,
                         op,
@@ -604,7 +604,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Moves (or, for shared nodes, clones) the arena graph under `root` into a tree.
-    fn into_tree(mut self, root: usize) -> Result<PickleValue, DataError> {
+    fn into_tree(mut self, root: usize) -> Result<PickleValue> {
         // Reference counts decide whether a node can be moved out or must be cloned.
         let mut refs = vec![0u32; self.arena.len()];
         refs[root] += 1;
@@ -650,11 +650,11 @@ struct TreeBuilder<'f> {
 }
 
 impl TreeBuilder<'_> {
-    fn err(&self, what: &str) -> DataError {
-        DataError(format!("{}: {what}", self.file))
+    fn err(&self, what: &str) -> Error {
+        Error::data(format!("{}: {what}", self.file))
     }
 
-    fn many(&mut self, ids: Vec<usize>, unique: bool, depth: usize) -> Result<Vec<PickleValue>, DataError> {
+    fn many(&mut self, ids: Vec<usize>, unique: bool, depth: usize) -> Result<Vec<PickleValue>> {
         ids.into_iter().map(|i| self.build(i, unique, depth)).collect()
     }
 
@@ -663,13 +663,13 @@ impl TreeBuilder<'_> {
         kv: Vec<(usize, usize)>,
         unique: bool,
         depth: usize,
-    ) -> Result<Vec<(PickleValue, PickleValue)>, DataError> {
+    ) -> Result<Vec<(PickleValue, PickleValue)>> {
         kv.into_iter().map(|(k, v)| Ok((self.build(k, unique, depth)?, self.build(v, unique, depth)?))).collect()
     }
 
     /// Builds node `id`. A node reached only through uniquely referenced parents is moved
     /// out of the arena; anything shared is cloned.
-    fn build(&mut self, id: usize, parent_unique: bool, depth: usize) -> Result<PickleValue, DataError> {
+    fn build(&mut self, id: usize, parent_unique: bool, depth: usize) -> Result<PickleValue> {
         if depth > 200 {
             return Err(self.err("pickle nests deeper than 200 levels"));
         }
@@ -713,7 +713,7 @@ impl TreeBuilder<'_> {
 }
 
 /// Parses a whole pickle. `file` names the source in error messages.
-pub fn parse(data: &[u8], file: &str) -> Result<PickleValue, DataError> {
+pub fn parse(data: &[u8], file: &str) -> Result<PickleValue> {
     let mut p = Parser {
         data,
         file,
@@ -797,7 +797,7 @@ impl NdArray {
     }
 
     /// All elements as integers in C (row-major) order; errors if any is not integral.
-    pub fn to_i64_c_order(&self, file: &str) -> Result<Vec<i64>, DataError> {
+    pub fn to_i64_c_order(&self, file: &str) -> Result<Vec<i64>> {
         let n = self.data.len();
         let idx = |k: usize| -> usize {
             if !self.fortran || self.shape.len() < 2 {
@@ -822,42 +822,42 @@ impl NdArray {
             .map(|k| {
                 self.data
                     .get_i64(idx(k))
-                    .ok_or_else(|| DataError(format!("{file}: array element {k} is not an integer")))
+                    .ok_or_else(|| Error::data(format!("{file}: array element {k} is not an integer")))
             })
             .collect()
     }
 }
 
-fn expect<'v>(v: Option<&'v PickleValue>, file: &str, what: &str) -> Result<&'v PickleValue, DataError> {
-    v.ok_or_else(|| DataError(format!("{file}: {what} is missing")))
+fn expect<'v>(v: Option<&'v PickleValue>, file: &str, what: &str) -> Result<&'v PickleValue> {
+    v.ok_or_else(|| Error::data(format!("{file}: {what} is missing")))
 }
 
-fn as_usize(v: &PickleValue, file: &str, what: &str) -> Result<usize, DataError> {
+fn as_usize(v: &PickleValue, file: &str, what: &str) -> Result<usize> {
     match v.as_int() {
         Some(i) if i >= 0 => Ok(i as usize),
-        _ => Err(DataError(format!("{file}: {what} must be a non-negative int, found {}", v.describe()))),
+        _ => Err(Error::data(format!("{file}: {what} must be a non-negative int, found {}", v.describe()))),
     }
 }
 
 /// The dtype string (`<f4`, `|b1`, …) of a pickled `numpy.dtype` object.
-fn dtype_from_value(v: &PickleValue, file: &str) -> Result<String, DataError> {
+fn dtype_from_value(v: &PickleValue, file: &str) -> Result<String> {
     let PickleValue::Object { module, name, args, state, offset, .. } = v else {
-        return Err(DataError(format!("{file}: expected a numpy.dtype, found {}", v.describe())));
+        return Err(Error::data(format!("{file}: expected a numpy.dtype, found {}", v.describe())));
     };
     if module != "numpy" || name != "dtype" {
-        return Err(DataError(format!("{file}: expected a numpy.dtype, found {}", v.describe())));
+        return Err(Error::data(format!("{file}: expected a numpy.dtype, found {}", v.describe())));
     }
     let descr = args
         .first()
         .and_then(|a| a.as_text())
-        .ok_or_else(|| DataError(format!("{file}: numpy.dtype at byte {offset} has no type string")))?;
+        .ok_or_else(|| Error::data(format!("{file}: numpy.dtype at byte {offset} has no type string")))?;
     // State: (version, byteorder, subarray, names, fields, elsize, alignment, flags[, metadata]).
     let order = match state.as_deref() {
         Some(PickleValue::Tuple(items)) if items.len() >= 2 => items[1]
             .as_text()
-            .ok_or_else(|| DataError(format!("{file}: numpy.dtype at byte {offset} has no byte order")))?,
+            .ok_or_else(|| Error::data(format!("{file}: numpy.dtype at byte {offset} has no byte order")))?,
         Some(other) => {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "{file}: numpy.dtype at byte {offset} has an unexpected state ({})",
                 other.describe()
             )))
@@ -867,7 +867,7 @@ fn dtype_from_value(v: &PickleValue, file: &str) -> Result<String, DataError> {
     let dtype = format!("{order}{descr}");
     match dtype.as_str() {
         "<f4" | "<f8" | "<i4" | "<i8" | "|b1" => Ok(dtype),
-        _ => Err(DataError(format!(
+        _ => Err(Error::data(format!(
             "{file}: unsupported numpy dtype '{dtype}' (at byte {offset}); supported: <f4 <f8 <i4 <i8 |b1"
         ))),
     }
@@ -875,42 +875,43 @@ fn dtype_from_value(v: &PickleValue, file: &str) -> Result<String, DataError> {
 
 /// Interprets `numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), 'b')` followed by
 /// `BUILD (version, shape, dtype, is_fortran, raw_bytes)` as an [`NdArray`].
-pub fn ndarray_from_value(v: &PickleValue, file: &str) -> Result<NdArray, DataError> {
+pub fn ndarray_from_value(v: &PickleValue, file: &str) -> Result<NdArray> {
     let PickleValue::Object { module, name, args, state, offset, .. } = v else {
-        return Err(DataError(format!("{file}: expected a numpy array, found {}", v.describe())));
+        return Err(Error::data(format!("{file}: expected a numpy array, found {}", v.describe())));
     };
     let offset = *offset;
     if !(name == "_reconstruct" && (module == "numpy.core.multiarray" || module == "numpy._core.multiarray")) {
-        return Err(DataError(format!("{file}: expected a numpy array, found {}", v.describe())));
+        return Err(Error::data(format!("{file}: expected a numpy array, found {}", v.describe())));
     }
     if !args.first().is_some_and(|a| a.is_global("numpy", "ndarray")) {
-        return Err(DataError(format!(
+        return Err(Error::data(format!(
             "{file}: numpy array at byte {offset} is not a plain numpy.ndarray (subclasses are not supported)"
         )));
     }
     let Some(PickleValue::Tuple(st)) = state.as_deref() else {
-        return Err(DataError(format!("{file}: numpy array at byte {offset} has no tuple state")));
+        return Err(Error::data(format!("{file}: numpy array at byte {offset} has no tuple state")));
     };
     // Version 1 state has 5 entries; the version-0 layout omits the version.
     let st: &[PickleValue] = match st.len() {
         5 if st[0].as_int() == Some(1) => &st[1..],
         4 => st,
         n => {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "{file}: numpy array at byte {offset} has a state of {n} items (expected version 1 with 5)"
             )))
         }
     };
     let PickleValue::Tuple(shape_v) = &st[0] else {
-        return Err(DataError(format!("{file}: numpy array at byte {offset} has no shape tuple")));
+        return Err(Error::data(format!("{file}: numpy array at byte {offset} has no shape tuple")));
     };
-    let shape = shape_v.iter().map(|s| as_usize(s, file, "array dimension")).collect::<Result<Vec<_>, _>>()?;
+    let shape =
+        shape_v.iter().map(|s| as_usize(s, file, "array dimension")).collect::<std::result::Result<Vec<_>, _>>()?;
     let dtype = dtype_from_value(&st[1], file)?;
     let fortran = match &st[2] {
         PickleValue::Bool(b) => *b,
         PickleValue::Int(i) => *i != 0,
         other => {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "{file}: numpy array at byte {offset} has a non-boolean order flag ({})",
                 other.describe()
             )))
@@ -919,7 +920,7 @@ pub fn ndarray_from_value(v: &PickleValue, file: &str) -> Result<NdArray, DataEr
     let raw: &[u8] = match &st[3] {
         PickleValue::Bytes(b) => b,
         other => {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "{file}: numpy array at byte {offset} has no raw byte data ({})",
                 other.describe()
             )))
@@ -932,7 +933,7 @@ pub fn ndarray_from_value(v: &PickleValue, file: &str) -> Result<NdArray, DataEr
         _ => 1,
     };
     let Some(count) = count.filter(|c| c.checked_mul(itemsize) == Some(raw.len())) else {
-        return Err(DataError(format!(
+        return Err(Error::data(format!(
             "{file}: numpy array at byte {offset} of shape {shape:?} and dtype {dtype} needs {} bytes but has {}",
             count.map_or("too many".to_string(), |c| (c as u128 * itemsize as u128).to_string()),
             raw.len()
@@ -945,7 +946,7 @@ pub fn ndarray_from_value(v: &PickleValue, file: &str) -> Result<NdArray, DataEr
         "<i8" => NdData::I64(raw.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect()),
         _ => {
             if let Some(bad) = raw.iter().position(|&b| b > 1) {
-                return Err(DataError(format!(
+                return Err(Error::data(format!(
                     "{file}: boolean array at byte {offset} has value {} at {bad}",
                     raw[bad]
                 )));
@@ -957,13 +958,13 @@ pub fn ndarray_from_value(v: &PickleValue, file: &str) -> Result<NdArray, DataEr
     Ok(NdArray { dtype, shape, fortran, data })
 }
 
-fn one_d_ints(a: &NdArray, file: &str, what: &str) -> Result<Vec<i64>, DataError> {
+fn one_d_ints(a: &NdArray, file: &str, what: &str) -> Result<Vec<i64>> {
     if a.shape.len() != 1 {
-        return Err(DataError(format!("{file}: CSR {what} must be 1-D, has shape {:?}", a.shape)));
+        return Err(Error::data(format!("{file}: CSR {what} must be 1-D, has shape {:?}", a.shape)));
     }
     match a.data {
         NdData::I32(_) | NdData::I64(_) => a.to_i64_c_order(file),
-        _ => Err(DataError(format!("{file}: CSR {what} must be an integer array, has dtype {}", a.dtype))),
+        _ => Err(Error::data(format!("{file}: CSR {what} must be an integer array, has dtype {}", a.dtype))),
     }
 }
 
@@ -971,9 +972,9 @@ fn one_d_ints(a: &NdArray, file: &str, what: &str) -> Result<Vec<i64>, DataError
 ///
 /// The result is canonical, like `todense()` followed by reading the non-zeros: column
 /// indices sorted within each row, duplicate entries summed and explicit zeros dropped.
-pub fn csr_from_value(v: &PickleValue, file: &str) -> Result<CsrMatrix, DataError> {
+pub fn csr_from_value(v: &PickleValue, file: &str) -> Result<CsrMatrix> {
     let PickleValue::Object { module, name, args, state, offset, .. } = v else {
-        return Err(DataError(format!("{file}: expected a scipy csr_matrix, found {}", v.describe())));
+        return Err(Error::data(format!("{file}: expected a scipy csr_matrix, found {}", v.describe())));
     };
     let is_csr = |m: &str, n: &str| n == "csr_matrix" && (m == "scipy.sparse.csr" || m == "scipy.sparse._csr");
     let direct = is_csr(module, name);
@@ -982,14 +983,14 @@ pub fn csr_from_value(v: &PickleValue, file: &str) -> Result<CsrMatrix, DataErro
         && (module == "copy_reg" || module == "copyreg")
         && matches!(args.first(), Some(PickleValue::Global { module, name }) if is_csr(module, name));
     if !direct && !via_reconstructor {
-        return Err(DataError(format!("{file}: expected a scipy csr_matrix, found {}", v.describe())));
+        return Err(Error::data(format!("{file}: expected a scipy csr_matrix, found {}", v.describe())));
     }
     let Some(st) = state.as_deref().filter(|s| matches!(s, PickleValue::Dict(_))) else {
-        return Err(DataError(format!("{file}: csr_matrix at byte {offset} has no state dict")));
+        return Err(Error::data(format!("{file}: csr_matrix at byte {offset} has no state dict")));
     };
     if let Some(fmt) = st.dict_get("format") {
         if fmt.as_text().as_deref() != Some("csr") {
-            return Err(DataError(format!("{file}: csr_matrix at byte {offset} has format {}", fmt.describe())));
+            return Err(Error::data(format!("{file}: csr_matrix at byte {offset} has format {}", fmt.describe())));
         }
     }
     let shape = expect(st.dict_get("_shape"), file, "csr_matrix _shape")?;
@@ -997,7 +998,7 @@ pub fn csr_from_value(v: &PickleValue, file: &str) -> Result<CsrMatrix, DataErro
         PickleValue::Tuple(s) if s.len() == 2 => {
             (as_usize(&s[0], file, "matrix rows")?, as_usize(&s[1], file, "matrix columns")?)
         }
-        other => return Err(DataError(format!("{file}: csr_matrix _shape is {}", other.describe()))),
+        other => return Err(Error::data(format!("{file}: csr_matrix _shape is {}", other.describe()))),
     };
     let indptr = ndarray_from_value(expect(st.dict_get("indptr"), file, "csr_matrix indptr")?, file)?;
     let indices = ndarray_from_value(expect(st.dict_get("indices"), file, "csr_matrix indices")?, file)?;
@@ -1005,9 +1006,9 @@ pub fn csr_from_value(v: &PickleValue, file: &str) -> Result<CsrMatrix, DataErro
     let indptr = one_d_ints(&indptr, file, "indptr")?;
     let indices = one_d_ints(&indices, file, "indices")?;
     if data.shape.len() != 1 {
-        return Err(DataError(format!("{file}: CSR data must be 1-D, has shape {:?}", data.shape)));
+        return Err(Error::data(format!("{file}: CSR data must be 1-D, has shape {:?}", data.shape)));
     }
-    let bad = |what: &str| DataError(format!("{file}: csr_matrix at byte {offset}: {what}"));
+    let bad = |what: &str| Error::data(format!("{file}: csr_matrix at byte {offset}: {what}"));
     if indptr.iter().any(|&p| p < 0) {
         return Err(bad("negative indptr entry"));
     }
@@ -1070,7 +1071,7 @@ fn canonicalize(m: CsrMatrix) -> CsrMatrix {
 
 /// Interprets a pickled `collections.defaultdict(list)` (or a plain dict) of
 /// `int -> [int, …]` as adjacency lists, in the dict's insertion order.
-pub fn adjacency_from_value(v: &PickleValue, file: &str) -> Result<Vec<(i64, Vec<i64>)>, DataError> {
+pub fn adjacency_from_value(v: &PickleValue, file: &str) -> Result<Vec<(i64, Vec<i64>)>> {
     let items = match v {
         PickleValue::Dict(items) => items,
         PickleValue::Object { module, name, args, dict_items, list_items, state, offset, .. }
@@ -1081,14 +1082,14 @@ pub fn adjacency_from_value(v: &PickleValue, file: &str) -> Result<Vec<(i64, Vec
                 Some(f) => f.is_global("__builtin__", "list") || f.is_global("builtins", "list"),
             };
             if !factory_ok || args.len() > 1 || !list_items.is_empty() || state.is_some() {
-                return Err(DataError(format!(
+                return Err(Error::data(format!(
                     "{file}: defaultdict at byte {offset} is not a plain defaultdict(list)"
                 )));
             }
             dict_items
         }
         other => {
-            return Err(DataError(format!("{file}: expected a dict of adjacency lists, found {}", other.describe())))
+            return Err(Error::data(format!("{file}: expected a dict of adjacency lists, found {}", other.describe())))
         }
     };
     items
@@ -1096,18 +1097,18 @@ pub fn adjacency_from_value(v: &PickleValue, file: &str) -> Result<Vec<(i64, Vec
         .map(|(k, val)| {
             let key = k
                 .as_int()
-                .ok_or_else(|| DataError(format!("{file}: adjacency key is {}, not an int", k.describe())))?;
+                .ok_or_else(|| Error::data(format!("{file}: adjacency key is {}, not an int", k.describe())))?;
             let PickleValue::List(ns) = val else {
-                return Err(DataError(format!("{file}: adjacency of node {key} is {}, not a list", val.describe())));
+                return Err(Error::data(format!("{file}: adjacency of node {key} is {}, not a list", val.describe())));
             };
             let ns = ns
                 .iter()
                 .map(|n| {
                     n.as_int().ok_or_else(|| {
-                        DataError(format!("{file}: neighbour of node {key} is {}, not an int", n.describe()))
+                        Error::data(format!("{file}: neighbour of node {key} is {}, not an int", n.describe()))
                     })
                 })
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<std::result::Result<Vec<_>, _>>()?;
             Ok((key, ns))
         })
         .collect()
@@ -1328,10 +1329,10 @@ mod tests {
     fn unsupported_dtype_and_size_mismatch() {
         let bytes = W::default().proto().ndarray(&[2], b">", b"f4", &[0; 8]).stop();
         let e = ndarray_from_value(&parse(&bytes, "ind.t.y").unwrap(), "ind.t.y").unwrap_err();
-        assert!(e.0.contains("unsupported numpy dtype '>f4'"), "{e}");
+        assert!(e.message().contains("unsupported numpy dtype '>f4'"), "{e}");
         let bytes = W::default().proto().ndarray(&[3], b"<", b"f4", &[0; 8]).stop();
         let e = ndarray_from_value(&parse(&bytes, "ind.t.y").unwrap(), "ind.t.y").unwrap_err();
-        assert!(e.0.contains("needs 12 bytes but has 8"), "{e}");
+        assert!(e.message().contains("needs 12 bytes but has 8"), "{e}");
     }
 
     fn csr_pickle(shape: (i64, i64), indptr: &[i32], indices: &[i32], data: &[f32]) -> Vec<u8> {
@@ -1375,10 +1376,10 @@ mod tests {
     fn csr_matrix_invalid() {
         let bytes = csr_pickle((2, 3), &[0, 1, 2], &[0, 3], &[1.0, 1.0]);
         let e = csr_from_value(&parse(&bytes, "ind.t.x").unwrap(), "ind.t.x").unwrap_err();
-        assert!(e.0.contains("column index 3 out of range for 3 columns"), "{e}");
+        assert!(e.message().contains("column index 3 out of range for 3 columns"), "{e}");
         let bytes = csr_pickle((3, 3), &[0, 1, 2], &[0, 1], &[1.0, 1.0]);
         let e = csr_from_value(&parse(&bytes, "ind.t.x").unwrap(), "ind.t.x").unwrap_err();
-        assert!(e.0.contains("ind.t.x") && e.0.contains("nrows+1"), "{e}");
+        assert!(e.message().contains("ind.t.x") && e.message().contains("nrows+1"), "{e}");
     }
 
     #[test]
@@ -1413,9 +1414,9 @@ mod tests {
     fn unknown_opcode_is_named() {
         let bytes = [0x80, 4, 0x95, 0, 0, 0, 0, 0, 0, 0, 0, b'.'];
         let e = parse(&bytes, "ind.cora.x").unwrap_err();
-        assert_eq!(e.0, "ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
+        assert_eq!(e.message(), "ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
         let e = parse(&[0x80, 2, b'Z'], "f").unwrap_err();
-        assert_eq!(e.0, "f: unsupported pickle opcode 0x5a ('not an opcode') at byte 2");
+        assert_eq!(e.message(), "f: unsupported pickle opcode 0x5a ('not an opcode') at byte 2");
     }
 
     #[test]
@@ -1423,45 +1424,54 @@ mod tests {
         let full = W::default().proto().bstr(&[1, 2, 3, 4, 5, 6]).stop();
         // Cut inside the string payload.
         let e = parse(&full[..9], "ind.t.x").unwrap_err();
-        assert!(e.0.starts_with("ind.t.x: truncated pickle: opcode 0x54 ('BINSTRING') at byte 2"), "{e}");
-        assert!(e.0.contains("needs 6 more bytes but only 2 remain"), "{e}");
+        assert!(e.message().starts_with("ind.t.x: truncated pickle: opcode 0x54 ('BINSTRING') at byte 2"), "{e}");
+        assert!(e.message().contains("needs 6 more bytes but only 2 remain"), "{e}");
         // Cut inside the length.
         let e = parse(&full[..4], "ind.t.x").unwrap_err();
-        assert!(e.0.contains("truncated pickle") && e.0.contains("at byte 2"), "{e}");
+        assert!(e.message().contains("truncated pickle") && e.message().contains("at byte 2"), "{e}");
         // Missing STOP.
         let e = parse(&full[..full.len() - 1], "ind.t.x").unwrap_err();
-        assert!(e.0.contains("no STOP opcode"), "{e}");
+        assert!(e.message().contains("no STOP opcode"), "{e}");
         // Empty input.
-        assert!(parse(&[], "ind.t.x").unwrap_err().0.contains("truncated"));
+        assert!(parse(&[], "ind.t.x").unwrap_err().to_string().contains("truncated"));
     }
 
     #[test]
     fn unexpected_global_and_bad_structure() {
         let bytes = W::default().proto().global("os", "system").stop();
         let e = parse(&bytes, "evil").unwrap_err();
-        assert_eq!(e.0, "evil: pickle opcode 0x63 ('GLOBAL') at byte 2: unexpected global 'os.system'");
+        assert_eq!(e.message(), "evil: pickle opcode 0x63 ('GLOBAL') at byte 2: unexpected global 'os.system'");
         let e = parse(&W::default().proto().op(b't').stop(), "f").unwrap_err();
-        assert!(e.0.contains("no MARK"), "{e}");
+        assert!(e.message().contains("no MARK"), "{e}");
         let e = parse(&W::default().proto().op(b'a').stop(), "f").unwrap_err();
-        assert!(e.0.contains("stack underflow"), "{e}");
+        assert!(e.message().contains("stack underflow"), "{e}");
         let e = parse(&W::default().proto().get(3).stop(), "f").unwrap_err();
-        assert!(e.0.contains("memo entry 3"), "{e}");
+        assert!(e.message().contains("memo entry 3"), "{e}");
         let e = parse(&W::default().proto().int(1).int(2).stop(), "f").unwrap_err();
-        assert!(e.0.contains("left on the stack"), "{e}");
+        assert!(e.message().contains("left on the stack"), "{e}");
         let mut trailing = W::default().proto().int(1).stop();
         trailing.push(0);
-        assert!(parse(&trailing, "f").unwrap_err().0.contains("trailing"));
+        assert!(parse(&trailing, "f").unwrap_err().to_string().contains("trailing"));
         // A list that contains itself.
         let e = parse(&W::default().proto().op(b']').put(0).get(0).op(b'a').stop(), "f").unwrap_err();
-        assert!(e.0.contains("cycle"), "{e}");
+        assert!(e.message().contains("cycle"), "{e}");
     }
 
     #[test]
     fn interpretation_errors_name_the_file() {
         let bytes = W::default().proto().int(3).stop();
         let v = parse(&bytes, "ind.t.x").unwrap();
-        assert!(csr_from_value(&v, "ind.t.x").unwrap_err().0.starts_with("ind.t.x: expected a scipy csr_matrix"));
-        assert!(ndarray_from_value(&v, "ind.t.y").unwrap_err().0.starts_with("ind.t.y: expected a numpy array"));
-        assert!(adjacency_from_value(&v, "ind.t.graph").unwrap_err().0.starts_with("ind.t.graph: expected a dict"));
+        assert!(csr_from_value(&v, "ind.t.x")
+            .unwrap_err()
+            .to_string()
+            .starts_with("ind.t.x: expected a scipy csr_matrix"));
+        assert!(ndarray_from_value(&v, "ind.t.y")
+            .unwrap_err()
+            .to_string()
+            .starts_with("ind.t.y: expected a numpy array"));
+        assert!(adjacency_from_value(&v, "ind.t.graph")
+            .unwrap_err()
+            .to_string()
+            .starts_with("ind.t.graph: expected a dict"));
     }
 }

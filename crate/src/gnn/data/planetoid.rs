@@ -27,12 +27,12 @@
 //! Counts (checked in `tests/planetoid.rs`): Cora 2,708 nodes / 1,433 features / 7 classes /
 //! 10,556 edges; CiteSeer 3,327 / 3,703 / 6 / 9,104; PubMed 19,717 / 500 / 3 / 88,648.
 
+use crate::{Error, Result};
 use std::collections::HashMap;
 use std::path::Path;
 
 use super::pickle::{adjacency_from_value, csr_from_value, ndarray_from_value, parse, NdArray};
 use super::transforms::{coalesce, remove_self_loops};
-use super::DataError;
 use crate::rng::Rng;
 use crate::tensor::CsrMatrix;
 
@@ -108,9 +108,9 @@ pub struct PlanetoidRaw<'a> {
 
 /// The canonical spelling of a dataset name, case-insensitively; the error lists the
 /// valid names.
-pub fn canonical_name(name: &str) -> Result<&'static str, DataError> {
+pub fn canonical_name(name: &str) -> Result<&'static str> {
     PLANETOID_NAMES.iter().copied().find(|n| n.eq_ignore_ascii_case(name)).ok_or_else(|| {
-        DataError(format!("unknown Planetoid dataset '{name}'; valid names are {}", PLANETOID_NAMES.join(", ")))
+        Error::data(format!("unknown Planetoid dataset '{name}'; valid names are {}", PLANETOID_NAMES.join(", ")))
     })
 }
 
@@ -120,12 +120,12 @@ pub fn raw_file_name(name: &str, suffix: &str) -> String {
 }
 
 /// Loads a dataset from a directory holding the raw `ind.<name>.*` files (native only).
-pub fn load_planetoid_dir(dir: &Path, name: &str, split: Split) -> Result<GraphData, DataError> {
+pub fn load_planetoid_dir(dir: &Path, name: &str, split: Split) -> Result<GraphData> {
     let canon = canonical_name(name)?;
     let mut files = Vec::with_capacity(PLANETOID_FILES.len());
     for suffix in PLANETOID_FILES {
         let path = dir.join(raw_file_name(canon, suffix));
-        let bytes = std::fs::read(&path).map_err(|e| DataError(format!("cannot read {}: {e}", path.display())))?;
+        let bytes = std::fs::read(&path).map_err(|e| Error::data(format!("cannot read {}: {e}", path.display())))?;
         files.push(bytes);
     }
     load_planetoid_raw(canon, &raw_from_slices(&files), split)
@@ -133,19 +133,14 @@ pub fn load_planetoid_dir(dir: &Path, name: &str, split: Split) -> Result<GraphD
 
 /// Loads a dataset from fetched bytes (the wasm path). `files` is keyed by suffix (`"x"`,
 /// `"tx"`, …, `"test.index"`) or by full file name (`"ind.cora.x"`).
-pub fn load_planetoid_bytes(
-    name: &str,
-    files: &HashMap<String, Vec<u8>>,
-    split: Split,
-) -> Result<GraphData, DataError> {
+pub fn load_planetoid_bytes(name: &str, files: &HashMap<String, Vec<u8>>, split: Split) -> Result<GraphData> {
     let canon = canonical_name(name)?;
     let mut slices = Vec::with_capacity(PLANETOID_FILES.len());
     for suffix in PLANETOID_FILES {
         let full = raw_file_name(canon, suffix);
-        let bytes = files
-            .get(suffix)
-            .or_else(|| files.get(&full))
-            .ok_or_else(|| DataError(format!("missing file {full} (expected under key \"{suffix}\" or \"{full}\")")))?;
+        let bytes = files.get(suffix).or_else(|| files.get(&full)).ok_or_else(|| {
+            Error::data(format!("missing file {full} (expected under key \"{suffix}\" or \"{full}\")"))
+        })?;
         slices.push(bytes.as_slice());
     }
     load_planetoid_raw(canon, &raw_from_slices(&slices), split)
@@ -165,7 +160,7 @@ fn raw_from_slices<T: AsRef<[u8]>>(f: &[T]) -> PlanetoidRaw<'_> {
 }
 
 /// Assembles a dataset from its raw files; both loaders above end here.
-pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> Result<GraphData, DataError> {
+pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> Result<GraphData> {
     let canon = canonical_name(name)?;
     let file = |suffix: &str| raw_file_name(canon, suffix);
     let fx = file("x");
@@ -185,7 +180,7 @@ pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> R
     let ftest = file("test.index");
     let (test_index, test_lines) = parse_test_index(raw.test_index, &ftest)?;
 
-    let shape_err = |what: String| DataError(format!("{canon}: inconsistent raw files: {what}"));
+    let shape_err = |what: String| Error::data(format!("{canon}: inconsistent raw files: {what}"));
     for (m, f) in [(&x, &fx), (&tx, &ftx)] {
         if m.ncols != allx.ncols {
             return Err(shape_err(format!("{f} has {} columns but {fallx} has {}", m.ncols, allx.ncols)));
@@ -227,7 +222,7 @@ pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> R
     let ext_len = if canon == "CiteSeer" {
         let ext = t_max - t_min + 1;
         if ext > 2 * tx.nrows {
-            return Err(DataError(format!(
+            return Err(Error::data(format!(
                 "{ftest}: line {}: test index {t_max} would widen the test range {t_min}..={t_max} to {ext} rows for \
                  {} test rows (CiteSeer's missing test nodes are filled with zero rows, at most as many as the test \
                  rows)",
@@ -246,7 +241,7 @@ pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> R
         } else {
             format!("{} in {fallx} + {} in {ftx}", allx.nrows, tx.nrows)
         };
-        return Err(DataError(format!(
+        return Err(Error::data(format!(
             "{ftest}: line {}: test index {t_max} is out of range for the {num_nodes} nodes ({range})",
             line_of(t_max)
         )));
@@ -309,7 +304,7 @@ pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> R
         for &n in neighbours {
             for v in [*key, n] {
                 if v < 0 || v as u64 >= num_nodes as u64 {
-                    return Err(DataError(format!(
+                    return Err(Error::data(format!(
                         "{}: node {v} in edge {key} -> {n} is out of range for {num_nodes} nodes",
                         file("graph")
                     )));
@@ -397,10 +392,10 @@ struct Labels {
     argmax: Vec<i32>,
 }
 
-fn labels(bytes: &[u8], file: &str) -> Result<Labels, DataError> {
+fn labels(bytes: &[u8], file: &str) -> Result<Labels> {
     let a: NdArray = ndarray_from_value(&parse(bytes, file)?, file)?;
     if a.shape.len() != 2 || a.shape[1] == 0 {
-        return Err(DataError(format!("{file}: labels must be a 2-D one-hot matrix, have shape {:?}", a.shape)));
+        return Err(Error::data(format!("{file}: labels must be a 2-D one-hot matrix, have shape {:?}", a.shape)));
     }
     let (rows, classes) = (a.shape[0], a.shape[1]);
     let argmax = (0..rows)
@@ -420,15 +415,15 @@ fn labels(bytes: &[u8], file: &str) -> Result<Labels, DataError> {
 
 /// `ind.<name>.test.index`: one non-negative integer per line; the indices and their
 /// (1-based) line numbers.
-fn parse_test_index(bytes: &[u8], file: &str) -> Result<(Vec<usize>, Vec<usize>), DataError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| DataError(format!("{file}: not UTF-8 text: {e}")))?;
+fn parse_test_index(bytes: &[u8], file: &str) -> Result<(Vec<usize>, Vec<usize>)> {
+    let text = std::str::from_utf8(bytes).map_err(|e| Error::data(format!("{file}: not UTF-8 text: {e}")))?;
     let mut out = (Vec::new(), Vec::new());
     for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let shown: String = l.trim().chars().take(40).collect();
         let v = l
             .trim()
             .parse::<usize>()
-            .map_err(|_| DataError(format!("{file}: line {}: '{shown}' is not a node index", i + 1)))?;
+            .map_err(|_| Error::data(format!("{file}: line {}: '{shown}' is not a node index", i + 1)))?;
         out.0.push(v);
         out.1.push(i + 1);
     }
@@ -445,7 +440,7 @@ mod tests {
         assert_eq!(canonical_name("CITESEER").unwrap(), "CiteSeer");
         assert_eq!(canonical_name("pubmed").unwrap(), "PubMed");
         let e = canonical_name("reddit").unwrap_err();
-        assert!(e.0.contains("'reddit'") && e.0.contains("Cora, CiteSeer, PubMed"), "{e}");
+        assert!(e.to_string().contains("'reddit'") && e.to_string().contains("Cora, CiteSeer, PubMed"), "{e}");
         assert_eq!(raw_file_name("CiteSeer", "test.index"), "ind.citeseer.test.index");
     }
 
@@ -453,18 +448,18 @@ mod tests {
     fn test_index_parsing() {
         assert_eq!(parse_test_index(b"3\n1\r\n\n2\n", "f").unwrap(), (vec![3, 1, 2], vec![1, 2, 4]));
         let e = parse_test_index(b"3\nx\n", "ind.t.test.index").unwrap_err();
-        assert_eq!(e.0, "ind.t.test.index: line 2: 'x' is not a node index");
+        assert_eq!(e.to_string(), "ind.t.test.index: line 2: 'x' is not a node index");
     }
 
     #[test]
     fn missing_bytes_are_named() {
         let files = HashMap::new();
         let e = load_planetoid_bytes("Cora", &files, Split::Public).unwrap_err();
-        assert!(e.0.contains("missing file ind.cora.x"), "{e}");
+        assert!(e.to_string().contains("missing file ind.cora.x"), "{e}");
         let e = load_planetoid_dir(Path::new("/nonexistent-dir"), "cora", Split::Public).unwrap_err();
-        assert!(e.0.contains("/nonexistent-dir/ind.cora.x"), "{e}");
+        assert!(e.to_string().contains("/nonexistent-dir/ind.cora.x"), "{e}");
         let e = load_planetoid_bytes("Pubmeds", &files, Split::Public).unwrap_err();
-        assert!(e.0.contains("valid names"), "{e}");
+        assert!(e.to_string().contains("valid names"), "{e}");
     }
 
     fn toy() -> GraphData {

@@ -23,9 +23,9 @@ mod replace;
 
 pub use parse::{attribute_name, ArgValue};
 
-use super::PoptorchError;
 use crate::ir::OptimizerStep;
 use crate::tensor::DType;
+use crate::{Error, Result};
 
 /// Which optimizer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -273,8 +273,8 @@ pub struct Optimizer {
     variable: Vec<String>,
 }
 
-fn err(msg: impl Into<String>) -> PoptorchError {
-    PoptorchError(msg.into())
+fn err(msg: impl Into<String>) -> Error {
+    Error::poptorch(msg.into())
 }
 
 /// Python's repr of a list of strings: `['lr', 'momentum']`.
@@ -294,18 +294,14 @@ fn dtype_name(d: DType) -> &'static str {
 
 impl Optimizer {
     /// An optimizer over every parameter of the model (`opt(model.parameters(), …)`).
-    pub fn new(ty: OptimizerType, args: OptimizerArgs) -> Result<Optimizer, PoptorchError> {
+    pub fn new(ty: OptimizerType, args: OptimizerArgs) -> Result<Optimizer> {
         Optimizer::with_groups(ty, Vec::new(), args)
     }
 
     /// An optimizer with explicit parameter groups (`opt([{'params': …, 'lr': …}, …], …)`);
     /// `args` gives the defaults every group starts from. An empty list means one group of
     /// every parameter.
-    pub fn with_groups(
-        ty: OptimizerType,
-        groups: Vec<ParamGroup>,
-        args: OptimizerArgs,
-    ) -> Result<Optimizer, PoptorchError> {
+    pub fn with_groups(ty: OptimizerType, groups: Vec<ParamGroup>, args: OptimizerArgs) -> Result<Optimizer> {
         let allowed: Vec<&str> = ty.group_attributes().iter().chain(ty.global_attributes()).copied().collect();
         for name in args.given() {
             if !allowed.contains(&name) {
@@ -362,24 +358,24 @@ impl Optimizer {
     }
 
     /// `poptorch.optim.SGD(params, lr, …)`.
-    pub fn sgd(args: OptimizerArgs) -> Result<Optimizer, PoptorchError> {
+    pub fn sgd(args: OptimizerArgs) -> Result<Optimizer> {
         Optimizer::new(OptimizerType::Sgd, args)
     }
     /// `poptorch.optim.Adam(params, …)`.
-    pub fn adam(args: OptimizerArgs) -> Result<Optimizer, PoptorchError> {
+    pub fn adam(args: OptimizerArgs) -> Result<Optimizer> {
         Optimizer::new(OptimizerType::Adam, args)
     }
     /// `poptorch.optim.AdamW(params, …)`.
-    pub fn adamw(args: OptimizerArgs) -> Result<Optimizer, PoptorchError> {
+    pub fn adamw(args: OptimizerArgs) -> Result<Optimizer> {
         Optimizer::new(OptimizerType::AdamW, args)
     }
     /// `poptorch.optim.RMSprop(params, …)`.
-    pub fn rmsprop(args: OptimizerArgs) -> Result<Optimizer, PoptorchError> {
+    pub fn rmsprop(args: OptimizerArgs) -> Result<Optimizer> {
         Optimizer::new(OptimizerType::RmsProp, args)
     }
     /// `poptorch.optim.LAMB(params, …)` (`bias_correction: Some(false)` is LAMB without bias
     /// correction).
-    pub fn lamb(args: OptimizerArgs) -> Result<Optimizer, PoptorchError> {
+    pub fn lamb(args: OptimizerArgs) -> Result<Optimizer> {
         Optimizer::new(OptimizerType::Lamb, args)
     }
 
@@ -392,9 +388,9 @@ impl Optimizer {
     }
 
     /// Every value in range; the error names the attribute (and group) as PyTorch does.
-    fn validate(&self) -> Result<(), PoptorchError> {
+    fn validate(&self) -> Result<()> {
         let name = self.ty.name();
-        let check_group = |a: &OptimizerArgs, at: &str| -> Result<(), PoptorchError> {
+        let check_group = |a: &OptimizerArgs, at: &str| -> Result<()> {
             let lr = a.lr.unwrap_or(0.0);
             if lr.is_nan() || lr < 0.0 {
                 return Err(err(format!("Invalid learning rate: {lr}{at}")));
@@ -521,7 +517,7 @@ impl Optimizer {
     }
 
     /// `attr` in snake_case, if it is one of [`Optimizer::allowed_attributes`].
-    fn check_known(&self, attr: &str) -> Result<String, PoptorchError> {
+    fn check_known(&self, attr: &str) -> Result<String> {
         let allowed = self.allowed_attributes();
         let name = attribute_name(attr);
         if !allowed.contains(&name.as_str()) {
@@ -531,14 +527,14 @@ impl Optimizer {
     }
 
     /// `variable_attrs.markAsConstant(attr)` (the name in snake_case or camelCase).
-    pub fn mark_as_constant(&mut self, attr: &str) -> Result<(), PoptorchError> {
+    pub fn mark_as_constant(&mut self, attr: &str) -> Result<()> {
         let attr = self.check_known(attr)?;
         self.variable.retain(|v| *v != attr);
         Ok(())
     }
 
     /// `variable_attrs.markAsVariable(attr)` (the name in snake_case or camelCase).
-    pub fn mark_as_variable(&mut self, attr: &str) -> Result<(), PoptorchError> {
+    pub fn mark_as_variable(&mut self, attr: &str) -> Result<()> {
         let attr = self.check_known(attr)?;
         if self.is_constant(&attr) {
             self.variable.push(attr);
@@ -549,7 +545,7 @@ impl Optimizer {
     /// Changes attribute values: of the defaults (`group: None`, which every group then
     /// inherits unless it set the attribute itself) or of one group. Nothing changes when
     /// the new values are invalid.
-    pub fn update(&mut self, group: Option<usize>, args: OptimizerArgs) -> Result<(), PoptorchError> {
+    pub fn update(&mut self, group: Option<usize>, args: OptimizerArgs) -> Result<()> {
         let mut next = self.clone();
         match group {
             None => {
@@ -580,7 +576,7 @@ impl Optimizer {
     }
 
     /// Sets the learning rate of the defaults and of every group (what an LR scheduler does).
-    pub fn set_lr(&mut self, lr: f32) -> Result<(), PoptorchError> {
+    pub fn set_lr(&mut self, lr: f32) -> Result<()> {
         let mut next = self.clone();
         next.defaults.lr = Some(lr);
         for g in &mut next.groups {
@@ -659,7 +655,7 @@ impl Optimizer {
     }
 
     /// Checks that every parameter named by a group is one of `model_params`.
-    pub fn check_params(&self, model_params: &[String]) -> Result<(), PoptorchError> {
+    pub fn check_params(&self, model_params: &[String]) -> Result<()> {
         for (i, g) in self.groups.iter().enumerate() {
             for p in &g.params {
                 if !model_params.contains(p) {

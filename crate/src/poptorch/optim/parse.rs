@@ -5,8 +5,8 @@
 //! PopTorch's constructors raise it; ranges are checked by [`Optimizer`]'s own validation.
 
 use super::{err, Optimizer, OptimizerArgs, OptimizerType};
-use crate::poptorch::PoptorchError;
 use crate::tensor::DType;
+use crate::Result;
 
 /// A value as the caller gave it.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,21 +47,21 @@ pub fn attribute_name(name: &str) -> String {
     out
 }
 
-fn number(name: &str, v: &ArgValue) -> Result<f32, PoptorchError> {
+fn number(name: &str, v: &ArgValue) -> Result<f32> {
     match v {
         ArgValue::Number(x) => Ok(*x as f32),
         other => Err(err(format!("{name} must be a number, got {}", other.describe()))),
     }
 }
 
-fn boolean(name: &str, v: &ArgValue) -> Result<bool, PoptorchError> {
+fn boolean(name: &str, v: &ArgValue) -> Result<bool> {
     match v {
         ArgValue::Bool(b) => Ok(*b),
         other => Err(err(format!("{name} must be a boolean, got {}", other.describe()))),
     }
 }
 
-fn dtype(name: &str, v: &ArgValue) -> Result<DType, PoptorchError> {
+fn dtype(name: &str, v: &ArgValue) -> Result<DType> {
     match v {
         ArgValue::Text(s) => {
             let s = s.strip_prefix("torch.").unwrap_or(s);
@@ -73,7 +73,7 @@ fn dtype(name: &str, v: &ArgValue) -> Result<DType, PoptorchError> {
     }
 }
 
-fn pair(name: &str, v: &ArgValue) -> Result<(f32, f32), PoptorchError> {
+fn pair(name: &str, v: &ArgValue) -> Result<(f32, f32)> {
     match v {
         ArgValue::Numbers(xs) if xs.len() == 2 => Ok((xs[0] as f32, xs[1] as f32)),
         other => Err(err(format!("{name} must be a list of two numbers, got {}", other.describe()))),
@@ -85,7 +85,7 @@ impl OptimizerArgs {
     /// 1"`) was given as `(name, value)` pairs; a name no attribute of `ty` has is PopTorch's
     /// unexpected-keyword error, a value of the wrong type names the attribute. Values are
     /// range-checked when the optimizer is built.
-    pub fn parse(ty: OptimizerType, what: &str, pairs: &[(String, ArgValue)]) -> Result<OptimizerArgs, PoptorchError> {
+    pub fn parse(ty: OptimizerType, what: &str, pairs: &[(String, ArgValue)]) -> Result<OptimizerArgs> {
         let allowed: Vec<&str> = ty.group_attributes().iter().chain(ty.global_attributes()).copied().collect();
         let mut a = OptimizerArgs::default();
         for (given, v) in pairs {
@@ -126,10 +126,7 @@ impl Optimizer {
     /// The same optimizer with every parameter name of its groups mapped by `f` (a caller
     /// that names parameters by its own keys before it knows their traced names resolves
     /// them here); constant/variable attributes and values are kept.
-    pub fn map_params(
-        &self,
-        mut f: impl FnMut(&str) -> Result<String, PoptorchError>,
-    ) -> Result<Optimizer, PoptorchError> {
+    pub fn map_params(&self, mut f: impl FnMut(&str) -> Result<String>) -> Result<Optimizer> {
         let mut out = self.clone();
         for g in &mut out.groups {
             for p in &mut g.params {
@@ -191,36 +188,36 @@ mod tests {
             &pairs(&[("momentum", ArgValue::Number(0.9))]),
         )
         .unwrap_err()
-        .0;
+        .to_string();
         assert_eq!(e, "Adam.__init__() got an unexpected keyword argument 'momentum'");
         let e = OptimizerArgs::parse(OptimizerType::Sgd, "SGD.__init__()", &pairs(&[("lrr", ArgValue::Number(0.1))]))
             .unwrap_err()
-            .0;
+            .to_string();
         assert_eq!(e, "SGD.__init__() got an unexpected keyword argument 'lrr'");
         let e =
             OptimizerArgs::parse(OptimizerType::Sgd, "SGD.__init__()", &pairs(&[("lr", ArgValue::Text("1".into()))]))
                 .unwrap_err()
-                .0;
+                .to_string();
         assert_eq!(e, "lr must be a number, got the string \"1\"");
         let e =
             OptimizerArgs::parse(OptimizerType::Sgd, "SGD.__init__()", &pairs(&[("nesterov", ArgValue::Number(1.0))]))
                 .unwrap_err()
-                .0;
+                .to_string();
         assert_eq!(e, "nesterov must be a boolean, got the number 1");
         let e = OptimizerArgs::parse(OptimizerType::Adam, "x", &pairs(&[("betas", ArgValue::Numbers(vec![0.9]))]))
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("two numbers"), "{e}");
         // A dtype name parses; the optimizer rejects one that is not a float type.
         let a =
             OptimizerArgs::parse(OptimizerType::Adam, "x", &pairs(&[("accumType", ArgValue::Text("int32".into()))]))
                 .unwrap();
-        let e = Optimizer::new(OptimizerType::Adam, a).unwrap_err().0;
+        let e = Optimizer::new(OptimizerType::Adam, a).unwrap_err().to_string();
         assert!(e.starts_with("Accumulation types must be either torch.float32 or torch.float16"), "{e}");
         let e =
             OptimizerArgs::parse(OptimizerType::Adam, "x", &pairs(&[("accumType", ArgValue::Text("double".into()))]))
                 .unwrap_err()
-                .0;
+                .to_string();
         assert!(e.starts_with("Accumulation types must be either torch.float32 or torch.float16"), "{e}");
     }
 
@@ -238,7 +235,7 @@ mod tests {
         assert_eq!(named.param_groups()[0].params, vec!["fc.weight".to_string()]);
         assert!(!named.is_constant("momentum"), "marks are kept");
         assert_eq!(named.step_for("fc.weight").lr(), 0.5);
-        let e = opt.map_params(|_| Ok("w".into())).unwrap_err().0;
+        let e = opt.map_params(|_| Ok("w".into())).unwrap_err().to_string();
         assert!(e.contains("more than one parameter group"), "{e}");
     }
 }

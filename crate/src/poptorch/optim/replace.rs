@@ -20,8 +20,8 @@
 //!    (compiled-in storage; our message, PopART's wording).
 
 use super::{err, GroupValues, Optimizer, OptimizerArgs, OptimizerType};
-use crate::poptorch::PoptorchError;
 use crate::tensor::DType;
+use crate::{Error, Result};
 
 /// One attribute family: the attribute whose constness rules it, PopART's name for it in
 /// messages, and how to read its value.
@@ -92,7 +92,7 @@ fn popart_dtype(d: DType) -> &'static str {
 }
 
 /// `OptimizerValue::validReplacement`.
-fn value_ok(old: (bool, f32), new: (bool, f32)) -> Result<(), &'static str> {
+fn value_ok(old: (bool, f32), new: (bool, f32)) -> std::result::Result<(), &'static str> {
     if old.0 != new.0 {
         return Err("Can not replace a constant value with a non constant value.");
     }
@@ -102,7 +102,7 @@ fn value_ok(old: (bool, f32), new: (bool, f32)) -> Result<(), &'static str> {
     Ok(())
 }
 
-fn replacement_error(detail: impl std::fmt::Display) -> PoptorchError {
+fn replacement_error(detail: impl std::fmt::Display) -> Error {
     err(format!("New optimizer is not a valid replacement. {detail}"))
 }
 
@@ -125,7 +125,7 @@ impl Optimizer {
 
     /// Checks that `new` can replace `self` on a compiled model (PopART's rules, see the
     /// module docs). `Ok` means every difference is in a variable attribute.
-    pub fn check_replacement(&self, new: &Optimizer) -> Result<(), PoptorchError> {
+    pub fn check_replacement(&self, new: &Optimizer) -> Result<()> {
         let (old_norm, new_norm) = (self.max_grad_norm(), new.max_grad_norm());
         if old_norm.is_finite() != new_norm.is_finite() {
             return Err(replacement_error("Clip norm settings do not match."));
@@ -223,7 +223,7 @@ impl Optimizer {
 
     /// `OptimizerValueMap::validReplacement` for one family (or `OptimizerValue` for the
     /// global loss scaling).
-    fn check_family(&self, new: &Optimizer, fam: &Family) -> Result<(), String> {
+    fn check_family(&self, new: &Optimizer, fam: &Family) -> std::result::Result<(), String> {
         let get = |o: &Optimizer, args: &OptimizerArgs| {
             (o.is_constant(fam.attr), (fam.value)(&Optimizer::values(args), &o.defaults))
         };

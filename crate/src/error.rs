@@ -1,0 +1,179 @@
+//! The crate's one error type. Every layer returns [`Result`]; an [`Error`] is a readable
+//! message naming the cause and the place (the op and source line, the file and byte, the
+//! option and value — PopTorch's own wording where PopTorch raises one) and an
+//! [`ErrorKind`] saying which layer raised it. Errors pass between layers with `?`
+//! unchanged; a layer that adds context wraps the message (`in block 'b': …`).
+//!
+//! Two structured errors stay apart because callers use their extra fields, and convert
+//! into [`Error`] with `?` where the extra structure is no longer needed:
+//! [`crate::trace::check::ArgError`] (its kind picks the JS `TypeError`/`RangeError` at
+//! the API edge) and [`crate::compile::Diagnostic`] (a plan's errors with a code and a fix).
+
+use std::fmt;
+
+/// Which layer raised an [`Error`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Building, checking or rewriting a graph (`ir`, `autograd`, graph passes).
+    Ir,
+    /// Tracing a model (`trace`, modules, demo models).
+    Trace,
+    /// Running a graph (`exec`).
+    Exec,
+    /// Reading and batching data (`gnn::data`).
+    Data,
+    /// The PopTorch layer (`poptorch`), with PopTorch's message where one exists.
+    Poptorch,
+    /// A size over a limit or an allocation the allocator refused (`tensor::alloc`).
+    Alloc,
+    /// Training the RevGNN (`gnn::train`): a diverged loss, a run past its epochs.
+    Train,
+    /// A rejected argument ([`crate::trace::check::ArgError`]).
+    Arg,
+    /// An error of a plan ([`crate::compile::Diagnostic`]).
+    Plan,
+    /// Reading or writing a file.
+    Io,
+    /// Reading or writing JSON.
+    Json,
+}
+
+/// An error of any layer: its kind and its message. `Display` prints the message alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+/// The crate's result type.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// An error of `kind` with `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error { kind, message: message.into() }
+    }
+
+    /// An error building or checking a graph.
+    pub fn ir(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Ir, message)
+    }
+
+    /// An error while tracing.
+    pub fn trace(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Trace, message)
+    }
+
+    /// An error while running a graph.
+    pub fn exec(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Exec, message)
+    }
+
+    /// An error of the data layer.
+    pub fn data(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Data, message)
+    }
+
+    /// An error of the PopTorch layer.
+    pub fn poptorch(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Poptorch, message)
+    }
+
+    /// A size over a limit or a refused allocation.
+    pub fn alloc(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Alloc, message)
+    }
+
+    /// An error while training the RevGNN.
+    pub fn train(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Train, message)
+    }
+
+    /// Which layer raised it.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The same error with `prefix` before its message (`prefix: message`), keeping its kind.
+    pub fn context(self, prefix: impl fmt::Display) -> Error {
+        Error { kind: self.kind, message: format!("{prefix}: {}", self.message) }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<crate::trace::check::ArgError> for Error {
+    fn from(e: crate::trace::check::ArgError) -> Error {
+        Error::new(ErrorKind::Arg, e.message)
+    }
+}
+
+/// A plan's error as PopTorch reports it: the message, without the suggested fix.
+impl From<crate::compile::Diagnostic> for Error {
+    fn from(d: crate::compile::Diagnostic) -> Error {
+        Error::new(ErrorKind::Plan, d.message)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::new(ErrorKind::Io, e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Error {
+        Error::new(ErrorKind::Json, e.to_string())
+    }
+}
+
+impl From<fmt::Error> for Error {
+    fn from(_: fmt::Error) -> Error {
+        Error::new(ErrorKind::Io, "formatting failed")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::check::ArgError;
+
+    #[test]
+    fn display_is_the_message_alone() {
+        let e = Error::data("ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
+        assert_eq!(e.to_string(), "ind.cora.x: unsupported pickle opcode 0x95 ('FRAME') at byte 2");
+        assert_eq!(e.kind(), ErrorKind::Data);
+    }
+
+    #[test]
+    fn context_prefixes_the_message_and_keeps_the_kind() {
+        let e = Error::exec("node 3 (add): shapes differ").context("in block 'b'");
+        assert_eq!((e.kind(), e.message()), (ErrorKind::Exec, "in block 'b': node 3 (add): shapes differ"));
+    }
+
+    #[test]
+    fn structured_errors_convert_with_their_message() {
+        let e: Error = ArgError::range("batch must not be negative, got -1".into()).into();
+        assert_eq!((e.kind(), e.to_string().as_str()), (ErrorKind::Arg, "batch must not be negative, got -1"));
+        let d = crate::compile::Diagnostic::new("ipu_count_not_power_of_two", "3 IPUs is not a power of two", "use 4");
+        let e: Error = d.into();
+        assert_eq!((e.kind(), e.message()), (ErrorKind::Plan, "3 IPUs is not a power of two"));
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        assert_eq!(Error::from(io).kind(), ErrorKind::Io);
+        let json = serde_json::from_str::<u32>("x").unwrap_err();
+        let msg = json.to_string();
+        let e = Error::from(json);
+        assert_eq!((e.kind(), e.message()), (ErrorKind::Json, msg.as_str()));
+    }
+}
