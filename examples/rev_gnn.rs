@@ -9,7 +9,7 @@
 //! --weight-decay X, --optimizer adam|adamw|sgd, --seed N, --no-rev, --eval-every N,
 //! --json FILE (also write the summary as JSON).
 
-use ipu_playground::gnn::data::{add_self_loops, load_planetoid_dir, Split};
+use ipu_playground::gnn::data::{planetoid, PlanetoidOptions, Source};
 use ipu_playground::gnn::train::{OptimizerKind, TrainConfig, Trainer};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -93,8 +93,8 @@ fn real_main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse()?;
     let dir = data_dir(&args.data_dir);
     let t0 = Instant::now();
-    let mut data = load_planetoid_dir(&dir, &args.dataset, Split::Full)?;
-    add_self_loops(&mut data);
+    // The protocol of PyG's example: split "full", AddSelfLoops.
+    let data = planetoid(&args.dataset, Source::Dir(&dir), &PlanetoidOptions::rev_gnn())?;
     let (tr, va, te) = data.split_sizes();
     println!(
         "{}: nodes={} edges(with self-loops)={} features={} classes={} train/val/test={tr}/{va}/{te} ({:.2}s to load)",
@@ -119,7 +119,7 @@ fn real_main() -> Result<(), Box<dyn std::error::Error>> {
         cfg.optimizer,
         cfg.lr,
         trainer.num_params(),
-        trainer.train_graph.nodes.len(),
+        trainer.train_graph().nodes.len(),
         t1.elapsed().as_secs_f64()
     );
     let mut times = Vec::new();

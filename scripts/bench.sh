@@ -16,6 +16,10 @@
 #      step alone.
 #   7. the page: first render of the default preset after load, in headless Chromium, and
 #      BENCH_PAGE_EPOCHS (default BENCH_EPOCHS; 0 skips) epochs of PubMed trained in the page
+#   8. the JavaScript API in Node: examples/rev_gnn.mjs (RevGNN of nn modules trained through
+#      poptorch.trainingModel) for BENCH_JS_EPOCHS (default BENCH_EPOCHS; 0 skips) epochs, then
+#      BENCH_ROUNDS rounds of BENCH_ROUND_EPOCHS epochs of it and of the RevGnnTrainer preset
+#      in the same package, one after the other (target: within 10% of the preset's epoch time)
 #
 # PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
@@ -31,6 +35,7 @@ mkdir -p "$OUT"
 EPOCHS="${BENCH_EPOCHS:-200}"
 WASM_EPOCHS="${BENCH_WASM_EPOCHS:-6}"
 PAGE_EPOCHS="${BENCH_PAGE_EPOCHS:-$EPOCHS}"
+JS_EPOCHS="${BENCH_JS_EPOCHS:-$EPOCHS}"
 ROUNDS="${BENCH_ROUNDS:-3}"
 ROUND_EPOCHS="${BENCH_ROUND_EPOCHS:-8}"
 read -r -a SEEDS <<<"${BENCH_SEEDS:-0}"
@@ -142,6 +147,27 @@ node web/build.mjs >/dev/null
 node scripts/bench-page.mjs --runs 5 --train-epochs "$PAGE_EPOCHS" --json "$OUT/page.json" | grep -E "median|PubMed"
 
 echo
+echo "== 8. the JavaScript API in Node: examples/rev_gnn.mjs ($JS_EPOCHS epochs), then $ROUNDS rounds against RevGnnTrainer"
+rm -f "$OUT"/js.json "$OUT"/js-round-*.json
+scripts/build-wasm.sh nodejs >/dev/null
+if [ "$JS_EPOCHS" -gt 0 ]; then
+  node examples/rev_gnn.mjs --dataset "$DATASET" --epochs "$JS_EPOCHS" --eval-every 10 --json "$OUT/js.json" |
+    tee "$OUT/js.log" | grep -E "^epoch +[0-9]*0 |SUMMARY"
+fi
+for r in $(seq 1 "$ROUNDS"); do
+  node examples/rev_gnn.mjs --dataset "$DATASET" --epochs "$ROUND_EPOCHS" --eval-every 0 \
+    --json "$OUT/js-round-$r-modules.json" >"$OUT/js-round-$r-modules.log"
+  node examples/rev_gnn.mjs --dataset "$DATASET" --epochs "$ROUND_EPOCHS" --eval-every 0 --trainer \
+    --json "$OUT/js-round-$r-trainer.json" >"$OUT/js-round-$r-trainer.log"
+  node -e '
+    const [dir, r] = process.argv.slice(1);
+    const j = (k) => JSON.parse(require("fs").readFileSync(`${dir}/js-round-${r}-${k}.json`, "utf8")).epoch_median_s;
+    const [m, t] = [j("modules"), j("trainer")];
+    console.log(`round ${r}: nn modules + poptorch ${m.toFixed(3)} s, RevGnnTrainer ${t.toFixed(3)} s (${(m / t).toFixed(2)}x)`);
+  ' "$OUT" "$r"
+done
+
+echo
 echo "== summary"
 node - "$OUT" <<'EOF'
 const fs = require("fs"), path = require("path");
@@ -192,6 +218,17 @@ if (page) console.log(`page: first render of the default preset ${page.first_ren
 if (page && page.train_wall_s) {
   const native = ours ? `; native: ${ours.epochs} epochs at a median ${ours.epoch_median_s.toFixed(3)} s/epoch ≈ ${(ours.epochs * ours.epoch_median_s).toFixed(1)} s of training (one thread, evaluations apart)` : "";
   console.log(`page: PubMed ${page.train_epochs} epochs trained in the page in ${page.train_wall_s.toFixed(1)} s wall, final test ${page.train_final_test_acc}${native}`);
+}
+const js = read("js.json");
+if (js) console.log(`js (nn modules + poptorch.trainingModel, Node): final test ${js.final_test_acc.toFixed(4)} (target >= 0.89: ${mark(js.final_test_acc >= 0.89)}), median epoch ${js.epoch_median_s.toFixed(3)} s`);
+const jsRounds = [];
+for (let r = 1; read(`js-round-${r}-modules.json`); r++) {
+  const [m, t] = ["modules", "trainer"].map((k) => read(`js-round-${r}-${k}.json`)?.epoch_median_s);
+  if (m && t) jsRounds.push(m / t);
+}
+if (jsRounds.length) {
+  const q = [...jsRounds].sort((a, b) => a - b)[Math.floor(jsRounds.length / 2)];
+  console.log(`js / RevGnnTrainer epoch time (${jsRounds.length} rounds, median ratio): ${q.toFixed(2)}x (target <= 1.10: ${mark(q <= 1.1)})`);
 }
 if (wasm) {
   console.log(`wasm (Chromium ${wasm.browser}, ${wasm.simd ?? "simd128"} build): median epoch ${wasm.epoch_median_s.toFixed(3)} s`);

@@ -47,7 +47,12 @@ if (problems.length) {
 // wasm-bindgen exports classes and functions only at the top level, so each namespace object
 // is appended here, to the JS glue and to its type declarations, naming the same classes.
 // NAMESPACES below builds them; the GNN stack adds `datasets` and `loaders` there.
-const NN = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "Embedding", "Sequential", "ModuleList", "Parameter"];
+const NN = [
+  "Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "Embedding", "Sequential", "ModuleList", "Parameter",
+  "SAGEConv", "GCNConv", "GroupAddRev",
+];
+// The classes of `datasets` and `loaders` (the GNN stack, api/datasets.rs and api/loaders.rs).
+const GNN_CLASSES = ["PlanetoidDataset", "GraphData", "RandomNodeLoader", "Batch", "SparseTensor"];
 // Every class of `poptorch`, top-level names as the Rust code exports them.
 const POPTORCH_CLASSES = [
   "PoptorchOptions", "PoptorchTrainingOptions", "PoptorchTensorLocations", "PoptorchTensorLocationSettings",
@@ -59,7 +64,7 @@ const entry = path.join(outDir, pkg.main ?? pkg.module);
 const dts = path.join(outDir, pkg.types);
 const glue = fs.readFileSync(entry, "utf8");
 const types = fs.readFileSync(dts, "utf8");
-for (const name of [...NN, ...POPTORCH_CLASSES]) {
+for (const name of [...NN, ...POPTORCH_CLASSES, ...GNN_CLASSES]) {
   if (!new RegExp(`class ${name}\\b`).test(glue)) problems.push(`${entry} defines no class ${name}`);
 }
 if (problems.length) {
@@ -173,6 +178,61 @@ for (const C of [${NN.filter((n) => n !== "Parameter").map(ref).join(", ")}]) {
     P.half = function () { return ${ref("_moduleTo")}(this, "float16"); };
     P.float = function () { return ${ref("_moduleTo")}(this, "float32"); };
 }
+// datasets.Planetoid(name, files | baseUrl, options): the bytes as given (Node), or the raw
+// files fetched from a base URL (a page or worker: the page serves them at /data/).
+async function __planetoid(name, source, options) {
+    let files = source;
+    if (typeof source === "string" || source instanceof URL) {
+        let base;
+        try {
+            const dir = String(source).endsWith("/") ? String(source) : \`\${source}/\`;
+            base = new URL(dir, globalThis.location?.href);
+        } catch (e) {
+            throw new Error(\`datasets.Planetoid: cannot fetch the raw files from \${JSON.stringify(String(source))}: it is not a URL here (\${e.message}); outside a page, pass the files' bytes\`);
+        }
+        files = {};
+        await Promise.all(${ref("_planetoidFiles")}(name).map(async (f) => {
+            const url = new URL(f, base);
+            let res;
+            try {
+                res = await fetch(url);
+            } catch (e) {
+                throw new Error(\`datasets.Planetoid: fetch \${url}: \${e.message}\`);
+            }
+            if (!res.ok) throw new Error(\`datasets.Planetoid: fetch \${url}: HTTP \${res.status}\`);
+            files[f] = new Uint8Array(await res.arrayBuffer());
+        }));
+    }
+    return new ${ref("PlanetoidDataset")}(name, files, options);
+}
+// A loader is iterable: each for … of draws the next epoch's parts. Each part is yielded as
+// a plain object (Batch._toHost()) and its Rust batch freed at once: the garbage collector
+// does not see the wasm memory a batch holds, and would let epochs of them pile up.
+${ref("RandomNodeLoader")}.prototype[Symbol.iterator] = function () {
+    const batches = this._epoch();
+    let i = 0;
+    return {
+        next() {
+            if (i >= batches.length) return { done: true, value: undefined };
+            const b = batches[i];
+            batches[i++] = null;
+            try {
+                const h = b._toHost();
+                const [mean, gcn] = [h.meanAdjacency, h.gcnAdjacency];
+                h.meanAdjacency = () => mean;
+                h.gcnAdjacency = () => gcn;
+                return { done: false, value: h };
+            } finally {
+                b.free();
+            }
+        },
+        return(value) {
+            for (; i < batches.length; i++) batches[i]?.free();
+            return { done: true, value };
+        },
+        [Symbol.iterator]() { return this; },
+    };
+};
 const __namespaces = {
     nn: Object.freeze({ ${NN.map((n) => `${n}: ${ref(n)}`).join(", ")} }),
     poptorch: Object.freeze({
@@ -190,13 +250,13 @@ const __namespaces = {
         dynamic_slice: ${ref("_poptorchDynamicSlice")},
         dynamicSlice: ${ref("_poptorchDynamicSlice")},
     }),
-    // datasets: the GNN stack's namespace (datasets.Planetoid) goes here.
-    // loaders: the GNN stack's namespace (loaders.RandomNodeLoader) goes here.
+    datasets: Object.freeze({ Planetoid: __planetoid, PlanetoidDataset: ${ref("PlanetoidDataset")}, GraphData: ${ref("GraphData")} }),
+    loaders: Object.freeze({ RandomNodeLoader: ${ref("RandomNodeLoader")}, Batch: ${ref("Batch")} }),
 };
 ${target === "nodejs"
     ? // Plain assignments: Node finds a CommonJS module's named exports by reading them.
-      "exports.nn = __namespaces.nn;\nexports.poptorch = __namespaces.poptorch;"
-    : "export const { nn, poptorch } = __namespaces;"}
+      "exports.nn = __namespaces.nn;\nexports.poptorch = __namespaces.poptorch;\nexports.datasets = __namespaces.datasets;\nexports.loaders = __namespaces.loaders;"
+    : "export const { nn, poptorch, datasets, loaders } = __namespaces;"}
 `;
   fs.writeFileSync(entry, `${glueNow}\n${js}`);
 
@@ -245,12 +305,12 @@ export interface PoptorchPhase {
 }
 export interface PoplarExecutor {
     /** \`model(...inputs)\`: compiles on the first call; the outputs per outputMode (an array when forward returns one). */
-    call(...inputs: HostTensorInput[]): HostTensor | HostTensor[];
+    call(...inputs: (HostTensorInput | HostSparse)[]): HostTensor | HostTensor[];
     /** The same as call. */
-    run(...inputs: HostTensorInput[]): HostTensor | HostTensor[];
-    compile(...inputs: HostTensorInput[]): void;
+    run(...inputs: (HostTensorInput | HostSparse)[]): HostTensor | HostTensor[];
+    compile(...inputs: (HostTensorInput | HostSparse)[]): void;
     /** The planner's Plan for this model, its options and these inputs (see plan()). */
-    plan(...inputs: HostTensorInput[]): any;
+    plan(...inputs: (HostTensorInput | HostSparse)[]): any;
     /** Returns the gradients of these inputs (indices or names) after the outputs. */
     returnInputGradients(...inputs: (number | string)[]): void;
 }
@@ -305,7 +365,58 @@ ${Object.keys(enums).map((n) => `    type ${n} = __poptorch_${n};`).join("\n")}
 }
 type __poptorch_PoplarExecutor = PoplarExecutor;
 ${Object.keys(enums).map((n) => `type __poptorch_${n} = ${n};`).join("\n")}
-// datasets, loaders: the GNN stack's namespaces are declared here.
+/** A sparse matrix on the host, CSR: row \`r\`'s entries are \`indices\`/\`values\` from \`indptr[r]\` to \`indptr[r + 1]\` (a model input, traced as a SparseTensor). */
+export interface HostSparse {
+    layout: "csr";
+    shape: number[];
+    indptr: Int32Array | number[];
+    indices: Int32Array | number[];
+    values: Float32Array | number[];
+    name?: string;
+}
+/** \`datasets.Planetoid\`'s options (PyG's split arguments and transforms). */
+export interface PlanetoidOptions {
+    split?: "public" | "full" | "random";
+    numTrainPerClass?: number;
+    numVal?: number;
+    numTest?: number;
+    seed?: number;
+    transform?: ("AddSelfLoops" | "NormalizeFeatures" | "ToUndirected")[];
+}
+/** \`loaders.RandomNodeLoader\`'s options: \`fixedSize\` pads every part to one size (exact for \`epochs\` epochs, else a bound). */
+export interface RandomNodeLoaderOptions {
+    numParts: number;
+    shuffle?: boolean;
+    seed?: number;
+    fixedSize?: boolean;
+    epochs?: number;
+}
+/** A part as a loader's iterator yields it: a Batch's members as plain values. */
+export type LoaderBatch = Omit<Batch, "free" | "_toHost" | typeof Symbol.dispose>;
+export interface RandomNodeLoader {
+    /** One epoch: the next epoch's parts. */
+    [Symbol.iterator](): Iterator<LoaderBatch>;
+}
+/** PyG's datasets: \`await datasets.Planetoid("PubMed", files | baseUrl, { split: "full", transform: ["AddSelfLoops"] })\`. */
+export declare const datasets: {
+    /** The eight raw files as bytes (\`{ "ind.cora.x": Uint8Array, … }\` or keyed \`x\`, \`tx\`, …), or a base URL (a string, or a URL object) to fetch them from. */
+    Planetoid(name: string, source: string | Record<string, Uint8Array>, options?: PlanetoidOptions): Promise<PlanetoidDataset>;
+    PlanetoidDataset: typeof PlanetoidDataset;
+    GraphData: typeof GraphData;
+};
+type __datasets_GraphData = GraphData;
+export declare namespace datasets {
+    type Planetoid = PlanetoidDataset;
+    type GraphData = __datasets_GraphData;
+}
+/** PyG's loaders: \`new loaders.RandomNodeLoader(data, { numParts, shuffle, seed, fixedSize, epochs })\`. */
+export declare const loaders: { RandomNodeLoader: typeof RandomNodeLoader; Batch: typeof Batch };
+type __loaders_RandomNodeLoader = RandomNodeLoader;
+type __loaders_Batch = LoaderBatch;
+export declare namespace loaders {
+    type RandomNodeLoader = __loaders_RandomNodeLoader;
+    type Batch = __loaders_Batch;
+}
 `;
   // A subclass of Module defines forward with its own inputs: the base declares them all.
   const moduleClass = types.match(/export class Module \{[\s\S]*?\n\}/);

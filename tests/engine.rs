@@ -6,7 +6,7 @@ use ipu_playground::gnn::nn::{GnnBlock, GroupAddRev};
 use ipu_playground::ir::{print::print_graph, verify::verify, InputKind, Pass};
 use ipu_playground::rng::Rng;
 use ipu_playground::tensor::{CsrMatrix, DType, Tensor};
-use ipu_playground::trace::nn::{Dropout, LayerNorm, Linear, Module};
+use ipu_playground::trace::nn::{Arg, Dropout, LayerNorm, Linear, Module};
 use ipu_playground::trace::{SparseVar, Tracer};
 use std::rc::Rc;
 
@@ -79,10 +79,9 @@ fn run_stack(depth: usize, disable: bool, n: usize) -> (Vec<(String, Vec<f32>)>,
     let adj = SparseVar::input(&tr, "adj", n, n, adj_m.nnz()).unwrap();
     let mask = tr.input("mask", &[n, width], DType::Bool).unwrap();
     let mut h = tr.scope("lin", || x.tanh()).unwrap();
+    let args = [Arg::Sparse(adj), Arg::Dense(mask)];
     for (i, l) in stack.layers.iter().enumerate() {
-        h = tr
-            .scope("convs", || tr.scope(&i.to_string(), || l.forward(&tr, &h, &adj, std::slice::from_ref(&mask))))
-            .unwrap();
+        h = tr.scope("convs", || tr.scope(&i.to_string(), || l.forward(&tr, &h, &args))).unwrap();
     }
     let out = tr.scope("head", || stack.head.forward(&tr, &h)).unwrap();
     let loss = out.log_softmax(-1).unwrap().mean(&[], false).unwrap();

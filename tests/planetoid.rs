@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use ipu_playground::gnn::data::{
     add_self_loops, fixed_sizes, fixed_sizes_for_epochs, fixed_sizes_from_parts, induced_subgraphs,
-    load_planetoid_bytes, load_planetoid_dir, normalize_features, pad_fixed, to_undirected, whole_graph, GraphData,
-    RandomNodeLoader, Split, PLANETOID_FILES,
+    load_planetoid_bytes, load_planetoid_dir, normalize_features, pad_fixed, planetoid, to_undirected, whole_graph,
+    GraphData, PlanetoidOptions, RandomNodeLoader, Source, Split, PLANETOID_FILES,
 };
 
 /// The staged raw files (`scripts/stage-data.sh`, run by `make test` first), else the
@@ -289,6 +289,71 @@ fn bytes_path_equals_dir_path_and_reports_corruption() {
     assert!(e.to_string().contains("missing file ind.cora.ty"), "{e}");
     let e = load_planetoid_dir(&dir, "Reddit", Split::Public).unwrap_err();
     assert!(e.to_string().contains("Cora, CiteSeer, PubMed"), "{e}");
+}
+
+/// The raw files of `name` as bytes, keyed by suffix.
+fn raw_files(dir: &Path, name: &str) -> HashMap<String, Vec<u8>> {
+    PLANETOID_FILES
+        .iter()
+        .map(|s| (s.to_string(), std::fs::read(dir.join(format!("ind.{name}.{s}"))).unwrap()))
+        .collect()
+}
+
+/// `test.index` with line `line` (1-based) replaced by `value`.
+fn with_test_index(files: &mut HashMap<String, Vec<u8>>, line: usize, value: &str) {
+    let text = String::from_utf8(files["test.index"].clone()).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    lines[line - 1] = value.to_string();
+    files.insert("test.index".into(), (lines.join("\n") + "\n").into_bytes());
+}
+
+#[test]
+fn a_test_index_out_of_range_is_named_with_its_file_and_line() {
+    let Some(dir) = raw_dir() else { return };
+    let opts = PlanetoidOptions::default();
+    // Cora: 1,708 rows in allx and 1,000 in tx; an index of 99999 used to grow the graph.
+    let mut files = raw_files(&dir, "cora");
+    with_test_index(&mut files, 1000, "99999");
+    let e = planetoid("Cora", Source::Files(&files), &opts).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "ind.cora.test.index: line 1000: test index 99999 is out of range for the 2708 nodes (1708 in \
+         ind.cora.allx + 1000 in ind.cora.tx)"
+    );
+    with_test_index(&mut files, 3, "2708");
+    let e = planetoid("cora", Source::Files(&files), &opts).unwrap_err().to_string();
+    assert!(e.starts_with("ind.cora.test.index: line 1000: test index 99999"), "{e}");
+    let mut files = raw_files(&dir, "pubmed");
+    with_test_index(&mut files, 7, "19717");
+    let e = planetoid("PubMed", Source::Files(&files), &opts).unwrap_err().to_string();
+    assert!(
+        e.starts_with("ind.pubmed.test.index: line 7: test index 19717 is out of range for the 19717 nodes"),
+        "{e}"
+    );
+    // CiteSeer widens its test range (PyG does, for CiteSeer only), but not without bound.
+    let mut files = raw_files(&dir, "citeseer");
+    with_test_index(&mut files, 10, "99999");
+    let e = planetoid("CiteSeer", Source::Files(&files), &opts).unwrap_err().to_string();
+    assert!(
+        e.starts_with("ind.citeseer.test.index: line 10: test index 99999 would widen the test range 2312..=99999"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_dataset_entry_point_applies_split_and_transforms() {
+    let Some(dir) = raw_dir() else { return };
+    let g = planetoid("PubMed", Source::Dir(&dir), &PlanetoidOptions::rev_gnn()).unwrap();
+    let mut want = load(&dir, "PubMed", Split::Full);
+    add_self_loops(&mut want);
+    assert_eq!(g, want);
+    assert_eq!(g.num_edges(), 88_648 + 19_717);
+    let opts = PlanetoidOptions::from_json(r#"{"transform": ["NormalizeFeatures", "ToUndirected"]}"#).unwrap();
+    let g = planetoid("Cora", Source::Files(&raw_files(&dir, "cora")), &opts).unwrap();
+    let mut want = load(&dir, "Cora", Split::Public);
+    normalize_features(&mut want);
+    to_undirected(&mut want);
+    assert_eq!(g, want);
 }
 
 #[test]

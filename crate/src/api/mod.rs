@@ -6,11 +6,15 @@
 //! input, and the module keeps working after any number of rejected calls.
 
 pub mod args;
+pub mod datasets;
+pub mod gnn_nn;
 pub mod host_tensor;
+pub mod loaders;
 pub mod modules;
 pub mod nn;
 pub mod plan;
 pub mod poptorch;
+pub mod sparse;
 pub mod state;
 pub mod tensor;
 pub mod train;

@@ -16,7 +16,6 @@ use crate::tensor::alloc::check_shape;
 use crate::tensor::{DType, Tensor as HostTensor};
 use crate::trace::check::{self, MAX_LIST, MAX_TENSOR_BYTES};
 use crate::trace::nn as rnn;
-use crate::trace::nn::Module as _;
 use crate::Result;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -37,7 +36,7 @@ pub fn manual_seed(#[wasm_bindgen(unchecked_param_type = "number")] seed: JsValu
 
 /// Runs an initialisation on a copy of the init generator, kept only if it succeeds: no
 /// borrow is held while `f` allocates, and a failure draws nothing.
-fn with_rng<T>(f: impl FnOnce(&mut Rng) -> Result<T>) -> JsResult<T> {
+pub(super) fn with_rng<T>(f: impl FnOnce(&mut Rng) -> Result<T>) -> JsResult<T> {
     let mut rng = INIT_RNG.with(|r| r.borrow().clone());
     let out = f(&mut rng).map_err(js_err)?;
     INIT_RNG.with(|r| *r.borrow_mut() = rng);
@@ -161,6 +160,16 @@ impl Module {
         let tr = current()?;
         at_js_caller(&tr, || tr.buffer_update(&name, &v)).map_err(js_err)
     }
+    /// A new base holding this one's registered parameters and buffers (the same values):
+    /// what a deep copy of a module extending this class starts from (`nn.GroupAddRev`
+    /// copies its first group so).
+    #[wasm_bindgen(js_name = _copyBase)]
+    pub fn copy_base(&self) -> Module {
+        Module {
+            params: RefCell::new(self.params.borrow().clone()),
+            buffers: RefCell::new(self.buffers.borrow().clone()),
+        }
+    }
     /// The names of this module's own parameters or buffers (`kind`: "parameter" or
     /// "buffer"); see `state.rs`.
     #[wasm_bindgen(js_name = _stateNames)]
@@ -215,112 +224,163 @@ fn no_trace(kind: Kind, name: &str) -> JsResult<()> {
     Ok(())
 }
 
-/// The parameters of a built-in module, for `_setState` (`local_parameters`, mutable).
-trait ParamsMut {
-    fn params_mut(&mut self) -> Vec<(&'static str, &mut Rc<HostTensor>)> {
-        Vec::new()
+/// `forward` of a Rust module on JS arguments (Tensors or SparseTensors of the running
+/// trace; `undefined` at the end left out), recorded through the core's `Module` trait.
+pub(super) fn rust_forward(module: &dyn rnn::Module, class: &str, values: &[JsValue]) -> JsResult<JsValue> {
+    let a = super::sparse::module_args(values, class)?;
+    let tr = current()?;
+    at_js_caller(&tr, || module.forward_args(&tr, &a)).map_err(js_err).and_then(wrap)
+}
+
+/// `_stateNames` of a Rust module: its parameters with those of its Rust submodules, by
+/// dotted name (`lin_l.weight`: JS sees no Rust submodule), no buffers.
+pub(super) fn rust_state_names(module: &dyn rnn::Module, kind: &JsValue) -> JsResult<Vec<String>> {
+    Ok(match Kind::parse(kind, "_stateNames: kind")? {
+        Kind::Parameter => module.named_parameters().into_iter().map(|(n, _)| n).collect(),
+        Kind::Buffer => Vec::new(),
+    })
+}
+
+/// `_getState` of a Rust module: one of its parameters (dotted name), as a host tensor.
+pub(super) fn rust_get_state(
+    module: &dyn rnn::Module,
+    class: &str,
+    kind: &JsValue,
+    name: &JsValue,
+) -> JsResult<JsValue> {
+    let kind = Kind::parse(kind, "_getState: kind")?;
+    let name = args::string(name, "_getState: name", check::MAX_NAME_BYTES)?;
+    let params = if kind == Kind::Parameter { module.named_parameters() } else { Vec::new() };
+    match params.iter().find(|(n, _)| *n == name) {
+        Some((_, t)) => host_tensor::to_js(t),
+        None => Err(args::error(&format!("{class} has no {} named {name:?}", kind.as_str()))),
     }
 }
 
-impl ParamsMut for rnn::Linear {
-    fn params_mut(&mut self) -> Vec<(&'static str, &mut Rc<HostTensor>)> {
-        let mut v = vec![("weight", &mut self.weight)];
-        if let Some(b) = &mut self.bias {
-            v.push(("bias", b));
-        }
-        v
+/// `_setState` of a Rust module: replaces one of its own parameters (same shape, and same
+/// dtype unless `any_dtype`; not while a trace runs).
+pub(super) fn rust_set_state(
+    module: &RefCell<dyn rnn::Module>,
+    class: &str,
+    kind: &JsValue,
+    name: &JsValue,
+    value: &JsValue,
+    any_dtype: &JsValue,
+) -> JsResult<()> {
+    let kind = Kind::parse(kind, "_setState: kind")?;
+    let any_dtype = args::opt_bool(any_dtype, "_setState: any_dtype", false)?;
+    let name = args::string(name, "_setState: name", check::MAX_NAME_BYTES)?;
+    let t = host_tensor::from_js(value, &format!("the new value of {} '{name}'", kind.as_str()))?;
+    no_trace(kind, &name)?;
+    let mut inner = module.try_borrow_mut().map_err(|_| args::error(&format!("{class} is in use")))?;
+    let mut result = Err(args::error(&format!("{class} has no {} named {name:?}", kind.as_str())));
+    if kind == Kind::Parameter {
+        let mut value = Some(t);
+        inner.for_each_parameter_mut(&mut |n, slot| {
+            if n == name {
+                if let Some(v) = value.take() {
+                    result = replacement(kind, &name, slot, v, any_dtype).map(|t| *slot = Rc::new(t));
+                }
+            }
+        });
     }
+    result
 }
-impl ParamsMut for rnn::LayerNorm {
-    fn params_mut(&mut self) -> Vec<(&'static str, &mut Rc<HostTensor>)> {
-        vec![("weight", &mut self.weight), ("bias", &mut self.bias)]
-    }
-}
-impl ParamsMut for rnn::Embedding {
-    fn params_mut(&mut self) -> Vec<(&'static str, &mut Rc<HostTensor>)> {
-        vec![("weight", &mut self.weight)]
-    }
-}
-impl ParamsMut for rnn::Dropout {}
-impl ParamsMut for rnn::ReLU {}
-impl ParamsMut for rnn::GELU {}
 
-macro_rules! builtin {
-    ($name:ident, $inner:ty) => {
+/// A copy of a Rust module with fresh parameters, as PyG's `copy.deepcopy(m)` then
+/// `m.reset_parameters()` makes (`nn.GroupAddRev` copies its first group so).
+pub(super) trait FreshCopy: Sized {
+    fn fresh_copy(&self) -> JsResult<Self>;
+}
+
+impl FreshCopy for rnn::Linear {
+    fn fresh_copy(&self) -> JsResult<Self> {
+        with_rng(|r| rnn::Linear::new(self.in_features, self.out_features, self.bias.is_some(), r))
+    }
+}
+impl FreshCopy for rnn::LayerNorm {
+    fn fresh_copy(&self) -> JsResult<Self> {
+        let mut m = rnn::LayerNorm::try_new(self.weight.numel()).map_err(js_err)?;
+        m.eps = self.eps;
+        Ok(m)
+    }
+}
+impl FreshCopy for rnn::Embedding {
+    fn fresh_copy(&self) -> JsResult<Self> {
+        let s = self.weight.shape();
+        with_rng(|r| rnn::Embedding::try_new(s[0], s[1], r))
+    }
+}
+impl FreshCopy for rnn::Dropout {
+    fn fresh_copy(&self) -> JsResult<Self> {
+        Ok(rnn::Dropout { p: self.p })
+    }
+}
+impl FreshCopy for rnn::ReLU {
+    fn fresh_copy(&self) -> JsResult<Self> {
+        Ok(rnn::ReLU)
+    }
+}
+impl FreshCopy for rnn::GELU {
+    fn fresh_copy(&self) -> JsResult<Self> {
+        Ok(rnn::GELU)
+    }
+}
+
+/// A JS class over a Rust module of `crate::trace::nn` or `crate::gnn::nn` (one `Module`
+/// trait): `forward(x, ...rest)` on Tensors or SparseTensors, and the state protocol of
+/// `state.rs`. The built-in layers here and the GNN layers (`gnn_nn.rs`) are all made by it.
+macro_rules! rust_module {
+    ($name:ident, $inner:ty, $sig:literal, $x:ident $(, $rest:ident)*) => {
         #[wasm_bindgen]
         pub struct $name {
             inner: RefCell<$inner>,
         }
         #[wasm_bindgen]
         impl $name {
-            /// Records the module on `x` in the running trace.
+            #[doc = concat!("Records the module on `", $sig, "` in the running trace.")]
             #[wasm_bindgen(unchecked_return_type = "Tensor")]
-            pub fn forward(&self, #[wasm_bindgen(unchecked_param_type = "Tensor")] x: JsValue) -> JsResult<JsValue> {
-                let x = tensor_arg(&x, concat!(stringify!($name), ".forward: x"))?;
-                let tr = current()?;
+            pub fn forward(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "Tensor | SparseTensor")] $x: JsValue,
+                $(#[wasm_bindgen(unchecked_optional_param_type = "Tensor | SparseTensor")] $rest: JsValue,)*
+            ) -> JsResult<JsValue> {
                 let inner = self.inner.borrow();
-                at_js_caller(&tr, || inner.forward(&tr, &x)).map_err(js_err).and_then(wrap)
+                $crate::api::modules::rust_forward(&*inner, stringify!($name), &[$x $(, $rest)*])
             }
-            /// The names of its own parameters (a built-in module has no buffers).
+            /// The names of its own parameters (a Rust module has no buffers).
             #[wasm_bindgen(js_name = _stateNames)]
             pub fn state_names(&self, kind: JsValue) -> JsResult<Vec<String>> {
-                Ok(match Kind::parse(&kind, "_stateNames: kind")? {
-                    Kind::Parameter => {
-                        self.inner.borrow().local_parameters().iter().map(|(n, _)| n.to_string()).collect()
-                    }
-                    Kind::Buffer => Vec::new(),
-                })
+                $crate::api::modules::rust_state_names(&*self.inner.borrow(), &kind)
             }
             /// One of its parameters, as a host tensor.
             #[wasm_bindgen(js_name = _getState)]
             pub fn get_state(&self, kind: JsValue, name: JsValue) -> JsResult<JsValue> {
-                let kind = Kind::parse(&kind, "_getState: kind")?;
-                let name = args::string(&name, "_getState: name", check::MAX_NAME_BYTES)?;
-                let inner = self.inner.borrow();
-                let params = if kind == Kind::Parameter { inner.local_parameters() } else { Vec::new() };
-                match params.iter().find(|(n, _)| *n == name) {
-                    Some((_, t)) => host_tensor::to_js(t),
-                    None => Err(args::error(&format!(
-                        concat!(stringify!($name), " has no {} named {:?}"),
-                        kind.as_str(),
-                        name
-                    ))),
-                }
+                $crate::api::modules::rust_get_state(&*self.inner.borrow(), stringify!($name), &kind, &name)
             }
             /// Replaces one of its parameters (same shape, and same dtype unless `any_dtype`;
             /// not while a trace runs).
             #[wasm_bindgen(js_name = _setState)]
             pub fn set_state(&self, kind: JsValue, name: JsValue, value: JsValue, any_dtype: JsValue) -> JsResult<()> {
-                let kind = Kind::parse(&kind, "_setState: kind")?;
-                let any_dtype = args::opt_bool(&any_dtype, "_setState: any_dtype", false)?;
-                let name = args::string(&name, "_setState: name", check::MAX_NAME_BYTES)?;
-                let t = host_tensor::from_js(&value, &format!("the new value of {} '{name}'", kind.as_str()))?;
-                no_trace(kind, &name)?;
-                let mut inner = self.inner.borrow_mut();
-                let mut params = if kind == Kind::Parameter { inner.params_mut() } else { Vec::new() };
-                match params.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, slot)) => {
-                        let t = replacement(kind, &name, slot, t, any_dtype)?;
-                        **slot = Rc::new(t);
-                        Ok(())
-                    }
-                    None => Err(args::error(&format!(
-                        concat!(stringify!($name), " has no {} named {:?}"),
-                        kind.as_str(),
-                        name
-                    ))),
-                }
+                $crate::api::modules::rust_set_state(&self.inner, stringify!($name), &kind, &name, &value, &any_dtype)
+            }
+            /// A copy with fresh parameters (PyG's `deepcopy` then `reset_parameters()`).
+            #[wasm_bindgen(js_name = _resetCopy)]
+            pub fn reset_copy(&self) -> JsResult<$name> {
+                let m = $crate::api::modules::FreshCopy::fresh_copy(&*self.inner.borrow())?;
+                Ok($name { inner: RefCell::new(m) })
             }
         }
     };
 }
+pub(super) use rust_module;
 
-builtin!(Linear, rnn::Linear);
-builtin!(LayerNorm, rnn::LayerNorm);
-builtin!(Dropout, rnn::Dropout);
-builtin!(ReLU, rnn::ReLU);
-builtin!(GELU, rnn::GELU);
-builtin!(Embedding, rnn::Embedding);
+rust_module!(Linear, rnn::Linear, "x (dense, or a SparseTensor: sparse features)", x);
+rust_module!(LayerNorm, rnn::LayerNorm, "x", x);
+rust_module!(Dropout, rnn::Dropout, "x", x);
+rust_module!(ReLU, rnn::ReLU, "x", x);
+rust_module!(GELU, rnn::GELU, "x", x);
+rust_module!(Embedding, rnn::Embedding, "x (int32 indices)", x);
 
 #[wasm_bindgen]
 impl Linear {

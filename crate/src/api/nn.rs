@@ -30,6 +30,7 @@ use super::to_js;
 use crate::tensor::alloc::check_shape;
 use crate::tensor::DType;
 use crate::trace::check::{self, MAX_INPUTS, MAX_LIST, MAX_MODULE_DEPTH};
+use crate::trace::nn::Arg;
 use crate::trace::{Tracer, Var};
 use js_sys::{Array, Function, Object, Proxy, Reflect};
 use serde::Serialize;
@@ -211,7 +212,16 @@ fn children(obj: &JsValue) -> JsResult<Vec<(String, JsValue)>> {
     if f.is_function() {
         let items = f.unchecked_ref::<Function>().call0(obj)?;
         for (i, v) in args::list(&items, "_children()", MAX_LIST)?.into_iter().enumerate() {
-            if is_module(&v)? {
+            // An item is a module (named by its index) or a `[name, module]` pair (the
+            // package's own classes: GroupAddRev's `blocks.0`, …).
+            if v.is_instance_of::<Array>() {
+                let pair = args::list(&v, "_children() item", 2)?;
+                if let [name, m] = pair.as_slice() {
+                    if let Some(name) = name.as_string().filter(|_| is_module(m).unwrap_or(false)) {
+                        out.push((name, m.clone()));
+                    }
+                }
+            } else if is_module(&v)? {
                 out.push((i.to_string(), v));
             }
         }
@@ -340,8 +350,10 @@ fn wrap_forward(tr: &Tracer, path: &str, obj: &JsValue) -> JsResult<Wrapped> {
     Ok(wrapped)
 }
 
-/// One input of the trace: `{ name = "input<i>", shape, dtype = "float32" }`.
-fn input(tr: &Tracer, spec: &JsValue, i: usize) -> JsResult<Var> {
+/// One input of the trace: `{ name = "input<i>", shape, dtype = "float32" }`, or a sparse
+/// matrix `{ name, shape: [rows, cols], layout: "csr", nnz }` (a `SparseTensor` in forward:
+/// three inputs `<name>.indptr`, `<name>.indices`, `<name>.values`).
+fn input(tr: &Tracer, spec: &JsValue, i: usize) -> JsResult<Arg> {
     let what = format!("trace: inputs[{i}]");
     args::object(spec, &what)?;
     let name = args::get(spec, "name")?;
@@ -353,6 +365,16 @@ fn input(tr: &Tracer, spec: &JsValue, i: usize) -> JsResult<Var> {
         )));
     }
     let shape = args::shape(&shape, &format!("trace: input '{name}': shape"))?;
+    let layout = args::get(spec, "layout")?;
+    if !args::is_absent(&layout) {
+        let l = args::string(&layout, &format!("trace: input '{name}': layout"), 16)?;
+        if l != "csr" {
+            return Err(args::error(&format!(
+                "trace: input '{name}': layout is \"csr\" (a sparse matrix) or absent, got {l:?}"
+            )));
+        }
+        return sparse_input(tr, spec, &name, &shape);
+    }
     let dtype = args::get(spec, "dtype")?;
     let dtype = if args::is_absent(&dtype) {
         DType::Float32
@@ -361,7 +383,25 @@ fn input(tr: &Tracer, spec: &JsValue, i: usize) -> JsResult<Var> {
         DType::parse(&dt).map_err(|e| args::error(&format!("trace: input '{name}': {e}")))?
     };
     let shape = check_shape(&format!("model input '{name}'"), &shape, dtype).map_err(js_err)?;
-    tr.input(&name, &shape, dtype).map_err(js_err)
+    tr.input(&name, &shape, dtype).map(Arg::Dense).map_err(js_err)
+}
+
+/// A sparse (CSR) input of the trace: `shape` `[rows, cols]` and `nnz` stored entries, each
+/// array within the tensor limits.
+fn sparse_input(tr: &Tracer, spec: &JsValue, name: &str, shape: &[u64]) -> JsResult<Arg> {
+    let [rows, cols] = shape else {
+        return Err(args::type_error(&format!(
+            "trace: input '{name}': a csr matrix has shape [rows, cols], got {} sizes",
+            shape.len()
+        )));
+    };
+    let nnz = args::count(&args::get(spec, "nnz")?, &format!("trace: input '{name}': nnz"), check::MAX_TENSOR_BYTES)?;
+    check_shape(&format!("model input '{name}.indptr'"), &[rows + 1], DType::Int32).map_err(js_err)?;
+    check_shape(&format!("model input '{name}.indices'"), &[nnz as u64], DType::Int32).map_err(js_err)?;
+    if *cols > i32::MAX as u64 {
+        return Err(args::range_error(&format!("trace: input '{name}': {cols} columns cannot be indexed by int32")));
+    }
+    crate::trace::SparseVar::input(tr, name, *rows as usize, *cols as usize, nnz).map(Arg::Sparse).map_err(js_err)
 }
 
 /// `options`: `{ training = false }`, a boolean; unknown options are errors.
@@ -398,7 +438,7 @@ pub(crate) struct TracedModule {
 pub(crate) fn trace_module(
     model: &JsValue,
     training: bool,
-    make_inputs: impl FnOnce(&Tracer) -> JsResult<Vec<Var>>,
+    make_inputs: impl FnOnce(&Tracer) -> JsResult<Vec<Arg>>,
 ) -> JsResult<TracedModule> {
     if is_tracing() {
         return Err(args::error(
@@ -423,8 +463,8 @@ pub(crate) fn trace_module(
     let mut guard = TraceGuard { wrapped: Vec::new() };
 
     let call_args = Array::new();
-    for v in make_inputs(&tr)? {
-        call_args.push(&wrap(v)?);
+    for a in make_inputs(&tr)? {
+        call_args.push(&super::sparse::arg_to_js(&a)?);
     }
     // Wrap every submodule's forward so its ops are recorded under its path.
     let mut mods = Vec::new();

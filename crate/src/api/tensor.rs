@@ -142,6 +142,24 @@ impl Tensor {
         let s = args::number(&s, "Tensor.scale: s")?;
         self.op(|v| v.scale(s))
     }
+    /// Dropout with a keep mask drawn once (`randomMask(shape, p)`): `self * mask / (1 - p)`
+    /// in training. RevGNN draws one mask and shares it by every layer.
+    #[wasm_bindgen(js_name = dropoutWithMask, unchecked_return_type = "Tensor")]
+    pub fn dropout_with_mask(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] mask: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] p: JsValue,
+    ) -> JsResult<JsValue> {
+        let m = tensor_arg(&mask, "Tensor.dropoutWithMask: mask")?;
+        let p = args::number(&p, "Tensor.dropoutWithMask: p")?;
+        if !(0.0..1.0).contains(&p) {
+            return Err(args::range_error(&format!(
+                "Tensor.dropoutWithMask: p must be in [0, 1), got {}",
+                crate::trace::check::js_number(p)
+            )));
+        }
+        self.op(|v| v.dropout_with_mask(&m, p as f32))
+    }
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn neg(&self) -> JsResult<JsValue> {
         self.op(Var::neg)

@@ -5,7 +5,7 @@
 use super::args::{self, arg_err, js_err, JsResult};
 use super::to_js;
 use crate::gnn::config::{ConfigValue, TrainConfigSpec, MAX_FILE_BYTES};
-use crate::gnn::data::{add_self_loops, load_planetoid_bytes, Split};
+use crate::gnn::data::{planetoid, PlanetoidOptions, Source};
 use crate::gnn::train::Trainer;
 use crate::trace::check;
 use serde::Serialize;
@@ -92,8 +92,7 @@ impl RevGnnTrainer {
             let bytes = args::bytes(&v, &format!("RevGnnTrainer: files[{k:?}]"), MAX_FILE_BYTES)?;
             map.insert(k, bytes);
         }
-        let mut data = load_planetoid_bytes(&name, &map, Split::Full).map_err(js_err)?;
-        add_self_loops(&mut data);
+        let data = planetoid(&name, Source::Files(&map), &PlanetoidOptions::rev_gnn()).map_err(js_err)?;
         let cfg = spec.to_config(data.num_nodes).map_err(arg_err)?;
         Ok(RevGnnTrainer { inner: Trainer::new(data, cfg).map_err(js_err)? })
     }
@@ -127,13 +126,13 @@ impl RevGnnTrainer {
     /// The training graph, printed.
     #[wasm_bindgen(js_name = trainingGraphText)]
     pub fn training_graph_text(&self) -> String {
-        crate::ir::print::print_graph(&self.inner.train_graph)
+        crate::ir::print::print_graph(self.inner.train_graph())
     }
 
     /// The training step as `trainEpoch` runs it, for `plan(trainer, options)`: the planner's
     /// prediction of what the executor measures (the page shows both).
     #[wasm_bindgen(getter)]
     pub fn traced(&self) -> super::plan::TracedGraph {
-        super::plan::TracedGraph::new(&self.inner.train_graph)
+        super::plan::TracedGraph::new(self.inner.train_graph())
     }
 }

@@ -8,8 +8,8 @@
 
 use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
-use crate::trace::nn::{call, LayerNorm, Linear, Module};
-use crate::trace::{concat, SparseVar, Tracer, Var};
+use crate::trace::nn::{call, check_arity, dense_arg, sparse_arg, Arg, LayerNorm, Linear, Module};
+use crate::trace::{concat, resolve_dim, SparseVar, Tracer, Var};
 use crate::{Error, Result};
 use std::rc::Rc;
 
@@ -22,11 +22,15 @@ pub struct SAGEConv {
 
 impl SAGEConv {
     pub fn new(cin: usize, cout: usize, rng: &mut Rng) -> Result<SAGEConv> {
+        if cin == 0 || cout == 0 {
+            return Err(Error::trace(format!("SAGEConv({cin}, {cout}): sizes must be positive")));
+        }
         Ok(SAGEConv { lin_l: Linear::new(cin, cout, true, rng)?, lin_r: Linear::new(cin, cout, false, rng)? })
     }
 
     /// `adj`: mean-aggregation adjacency, rows = targets.
     pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> Result<Var> {
+        check_adjacency(tr, "SAGEConv", x, adj)?;
         let agg = adj.matmul(x)?;
         let l = call(tr, "lin_l", &self.lin_l, &agg)?;
         let r = call(tr, "lin_r", &self.lin_r, x)?;
@@ -34,12 +38,38 @@ impl SAGEConv {
     }
 }
 
+/// An adjacency that fits the node features `x`: square, one row per node.
+fn check_adjacency(tr: &Tracer, module: &str, x: &Var, adj: &SparseVar) -> Result<()> {
+    let nodes = x.shape().first().copied().unwrap_or(0);
+    if x.shape().len() != 2 || adj.n_rows != adj.n_cols || adj.n_rows != nodes {
+        let at = match tr.current_scope() {
+            s if s.is_empty() => String::new(),
+            s => format!(" (module '{s}')"),
+        };
+        return Err(Error::trace(format!(
+            "{module}.forward{at}: x must be [nodes, channels] and adj a square nodes x nodes matrix, got x {} and \
+             adj {}x{}",
+            x.ty(),
+            adj.n_rows,
+            adj.n_cols
+        )));
+    }
+    Ok(())
+}
+
 impl Module for SAGEConv {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
-        Err(Error::trace(format!("SAGEConv '{}' needs an adjacency: call SAGEConv::forward", tr.current_scope())))
+    /// `(x, adj)`: node features and the mean-aggregation adjacency.
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        check_arity(tr, "SAGEConv", args, 2, "x, adj")?;
+        let x = dense_arg(tr, "SAGEConv", args, 0, "x")?;
+        let adj = sparse_arg(tr, "SAGEConv", args, 1, "adj")?;
+        SAGEConv::forward(self, tr, x, adj)
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("lin_l".into(), &self.lin_l as &dyn Module), ("lin_r".into(), &self.lin_r)]
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        vec![("lin_l".into(), &mut self.lin_l as &mut dyn Module), ("lin_r".into(), &mut self.lin_r)]
     }
 }
 
@@ -51,37 +81,45 @@ pub struct GCNConv {
 
 impl GCNConv {
     pub fn new(cin: usize, cout: usize, rng: &mut Rng) -> Result<GCNConv> {
+        if cin == 0 || cout == 0 {
+            return Err(Error::trace(format!("GCNConv({cin}, {cout}): sizes must be positive")));
+        }
         // PyG: glorot weight, zero bias.
         let mut lin = Linear::new(cin, cout, false, rng)?;
         let a = (6.0 / (cin + cout) as f32).sqrt();
         let w: Vec<f32> = (0..cin * cout).map(|_| rng.uniform_range(-a, a)).collect();
-        lin.weight = Rc::new(Tensor::from_f32(&[cout, cin], w).expect("shape"));
+        lin.weight = Rc::new(Tensor::from_f32(&[cout, cin], w).map_err(Error::trace)?);
         Ok(GCNConv { lin, bias: Rc::new(Tensor::zeros(&[cout], DType::Float32)) })
     }
 
     /// `adj`: the normalised adjacency, rows = targets.
     pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> Result<Var> {
+        check_adjacency(tr, "GCNConv", x, adj)?;
         let h = call(tr, "lin", &self.lin, x)?;
         adj.matmul(&h)?.add(&tr.param("bias", &self.bias)?)
     }
 }
 
 impl Module for GCNConv {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
-        Err(Error::trace(format!("GCNConv '{}' needs an adjacency: call GCNConv::forward", tr.current_scope())))
+    /// `(x, adj)`: node features and the GCN-normalised adjacency.
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        check_arity(tr, "GCNConv", args, 2, "x, adj")?;
+        let x = dense_arg(tr, "GCNConv", args, 0, "x")?;
+        let adj = sparse_arg(tr, "GCNConv", args, 1, "adj")?;
+        GCNConv::forward(self, tr, x, adj)
     }
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         vec![("bias", &self.bias)]
     }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        vec![("bias", &mut self.bias)]
+    }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("lin".into(), &self.lin as &dyn Module)]
     }
-}
-
-/// One group function of a [`GroupAddRev`]: `f(x, adj, extra…)` with `x`'s width.
-pub trait GroupFn {
-    fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extra: &[Var]) -> Result<Var>;
-    fn module(&self) -> &dyn Module;
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        vec![("lin".into(), &mut self.lin as &mut dyn Module)]
+    }
 }
 
 /// The block of `examples/rev_gnn.py`: LayerNorm → ReLU → dropout (shared mask) → SAGEConv.
@@ -93,152 +131,228 @@ pub struct GnnBlock {
 
 impl GnnBlock {
     pub fn new(cin: usize, cout: usize, p: f32, rng: &mut Rng) -> Result<GnnBlock> {
-        Ok(GnnBlock { norm: LayerNorm::new(cin), conv: SAGEConv::new(cin, cout, rng)?, p })
-    }
-}
-
-impl GroupFn for GnnBlock {
-    /// `extra[0]`, when given, is this group's dropout keep-mask.
-    fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extra: &[Var]) -> Result<Var> {
-        let mut h = call(tr, "norm", &self.norm, x)?.relu()?;
-        if let Some(mask) = extra.first() {
-            h = h.dropout_with_mask(mask, self.p)?;
-        }
-        tr.scope("conv", || self.conv.forward(tr, &h, adj))
-    }
-    fn module(&self) -> &dyn Module {
-        self
+        Ok(GnnBlock { norm: LayerNorm::try_new(cin)?, conv: SAGEConv::new(cin, cout, rng)?, p })
     }
 }
 
 impl Module for GnnBlock {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
-        Err(Error::trace(format!("GnnBlock '{}' needs an adjacency", tr.current_scope())))
+    /// `(x, adj, mask?)`: `mask`, when given, is this group's dropout keep-mask.
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        check_arity(tr, "GnnBlock", args, 3, "x, adj, mask?")?;
+        let x = dense_arg(tr, "GnnBlock", args, 0, "x")?;
+        let adj = sparse_arg(tr, "GnnBlock", args, 1, "adj")?;
+        let mut h = call(tr, "norm", &self.norm, x)?.relu()?;
+        if args.len() > 2 {
+            let mask = dense_arg(tr, "GnnBlock", args, 2, "mask")?;
+            h = h.dropout_with_mask(mask, self.p)?;
+        }
+        tr.scope("conv", || self.conv.forward(tr, &h, adj))
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("norm".into(), &self.norm as &dyn Module), ("conv".into(), &self.conv)]
     }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        vec![("norm".into(), &mut self.norm as &mut dyn Module), ("conv".into(), &mut self.conv)]
+    }
 }
 
-/// PyG's `GroupAddRev`: the input is cut into `C ≥ 2` groups along the last dim,
-/// `y_0 = x_0 + f_0(Σ_{i≥1} x_i)`, `y_i = x_i + f_i(y_{i-1})`, output `cat(y)`. Per-node
-/// extras (the dropout mask) are cut per group too. Traced as an invertible region: its
-/// backward rebuilds `x` from `y` instead of storing it. `disable` records the plain
-/// computation (ordinary autograd, memory grows with depth).
-pub struct GroupAddRev<F: GroupFn> {
+/// PyG's `GroupAddRev(conv, split_dim, num_groups, disable)`: the input is cut into `C ≥ 2`
+/// groups along `split_dim`, `y_0 = x_0 + f_0(Σ_{i≥1} x_i)`, `y_i = x_i + f_i(y_{i-1})`,
+/// output `cat(y)`. Each group `f_i` is a module called as `f_i(x_i, args…)`; as in PyG the
+/// first extra argument (the adjacency) is passed whole, and a later dense one whose size
+/// along `split_dim` equals the input's (the dropout mask) is cut per group too. Traced as
+/// an invertible region: its backward rebuilds `x` from `y` instead of storing it.
+/// `disable` records the plain computation (ordinary autograd, memory grows with depth).
+pub struct GroupAddRev<F: Module> {
     pub groups: Vec<F>,
+    pub split_dim: isize,
     pub disable: bool,
 }
 
-impl<F: GroupFn> GroupAddRev<F> {
+/// Which flattened region inputs make up one argument.
+enum Slot {
+    Dense,
+    Sparse { n_rows: usize, n_cols: usize },
+}
+
+impl<F: Module> GroupAddRev<F> {
+    /// Groups along the last dim (PyG's default `split_dim=-1`).
     pub fn new(groups: Vec<F>, disable: bool) -> Result<GroupAddRev<F>> {
+        GroupAddRev::with_split_dim(groups, -1, disable)
+    }
+
+    /// Groups along `split_dim` (negative counts from the end).
+    pub fn with_split_dim(groups: Vec<F>, split_dim: isize, disable: bool) -> Result<GroupAddRev<F>> {
         if groups.len() < 2 {
             return Err(Error::trace(format!(
                 "The number of groups should not be smaller than '2' (got {})",
                 groups.len()
             )));
         }
-        Ok(GroupAddRev { groups, disable })
+        Ok(GroupAddRev { groups, split_dim, disable })
     }
 
-    fn group(&self, tr: &Tracer, i: usize, x: &Var, adj: &SparseVar, extra: &[Var]) -> Result<Var> {
-        tr.scope("blocks", || tr.scope(&i.to_string(), || self.groups[i].forward(tr, x, adj, extra)))
+    fn group(&self, tr: &Tracer, i: usize, x: &Var, args: &[Arg]) -> Result<Var> {
+        let mut all = Vec::with_capacity(args.len() + 1);
+        all.push(Arg::Dense(x.clone()));
+        all.extend_from_slice(args);
+        let y = tr.scope("blocks", || tr.scope(&i.to_string(), || self.groups[i].forward_args(tr, &all)))?;
+        if y.ty() != x.ty() {
+            return Err(Error::trace(format!(
+                "GroupAddRev '{}': group {i} maps {} to {}: each group must keep its input's shape",
+                tr.current_scope(),
+                x.ty(),
+                y.ty()
+            )));
+        }
+        Ok(y)
     }
 
-    fn chunk_extras(&self, extras: &[Var]) -> Result<Vec<Vec<Var>>> {
+    /// `x` cut into the groups (equal parts along `split_dim`), or an error naming the sizes.
+    fn chunk_input(&self, tr: &Tracer, x: &Var) -> Result<Vec<Var>> {
         let c = self.groups.len();
-        let mut per = vec![Vec::new(); c];
-        for e in extras {
-            let parts = e.chunk(c, -1)?;
-            if parts.len() != c {
-                return Err(Error::trace(format!(
-                    "an extra argument of width {} cannot be cut into {c} groups",
-                    e.shape()[1]
-                )));
-            }
-            for (i, p) in parts.into_iter().enumerate() {
-                per[i].push(p);
+        let dim = self.split_dim_of(x)?;
+        let width = x.shape().get(dim).copied().unwrap_or(0);
+        if width % c != 0 || width == 0 {
+            return Err(Error::trace(format!(
+                "GroupAddRev '{}': the input {} has size {width} along dim {}, which {c} groups cannot share \
+                 equally",
+                tr.current_scope(),
+                x.ty(),
+                self.split_dim
+            )));
+        }
+        x.chunk(c, dim as isize)
+    }
+
+    /// Each group's arguments: the first passed whole (the adjacency), a later dense one cut
+    /// per group when its size along `split_dim` is the input's (PyG's `_chunk`).
+    fn chunk_args(&self, width: usize, args: &[Arg]) -> Result<Vec<Vec<Arg>>> {
+        let c = self.groups.len();
+        let mut per = vec![Vec::with_capacity(args.len()); c];
+        for (k, a) in args.iter().enumerate() {
+            let cut = match a {
+                Arg::Dense(v) if k > 0 => match resolve_dim(self.split_dim, v.shape().len(), "GroupAddRev") {
+                    Ok(d) if v.shape().get(d) == Some(&width) => Some(v.chunk(c, d as isize)?),
+                    _ => None,
+                },
+                _ => None,
+            };
+            for (i, p) in per.iter_mut().enumerate() {
+                p.push(match &cut {
+                    Some(parts) => Arg::Dense(parts[i].clone()),
+                    None => a.clone(),
+                });
             }
         }
         Ok(per)
     }
 
-    fn fwd(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extras: &[Var]) -> Result<Var> {
-        let c = self.groups.len();
-        let xs = x.chunk(c, -1)?;
-        if xs.len() != c || xs.iter().any(|p| p.shape() != xs[0].shape()) {
-            return Err(Error::trace(format!("GroupAddRev: width {} is not divisible by {c} groups", x.shape()[1])));
+    fn split_dim_of(&self, x: &Var) -> Result<usize> {
+        match x.shape().len() {
+            0 => Err(Error::trace("GroupAddRev: the input must have at least one dimension, got a scalar")),
+            rank => resolve_dim(self.split_dim, rank, "GroupAddRev: split_dim"),
         }
-        let per = self.chunk_extras(extras)?;
+    }
+
+    fn fwd(&self, tr: &Tracer, x: &Var, args: &[Arg]) -> Result<Var> {
+        let c = self.groups.len();
+        let xs = self.chunk_input(tr, x)?;
+        let dim = self.split_dim_of(x)?;
+        let per = self.chunk_args(x.shape()[dim], args)?;
         let mut y_in = xs[1].clone();
         for xi in &xs[2..] {
             y_in = y_in.add(xi)?;
         }
-        let mut ys = Vec::new();
+        let mut ys = Vec::with_capacity(c);
         for i in 0..c {
-            y_in = xs[i].add(&self.group(tr, i, &y_in, adj, &per[i])?)?;
+            y_in = xs[i].add(&self.group(tr, i, &y_in, &per[i])?)?;
             ys.push(y_in.clone());
         }
-        concat(&ys.iter().collect::<Vec<_>>(), -1)
+        concat(&ys.iter().collect::<Vec<_>>(), dim as isize)
     }
 
-    fn inv(&self, tr: &Tracer, y: &Var, adj: &SparseVar, extras: &[Var]) -> Result<Var> {
+    fn inv(&self, tr: &Tracer, y: &Var, args: &[Arg]) -> Result<Var> {
         let c = self.groups.len();
-        let ys = y.chunk(c, -1)?;
-        let per = self.chunk_extras(extras)?;
+        let ys = self.chunk_input(tr, y)?;
+        let dim = self.split_dim_of(y)?;
+        let per = self.chunk_args(y.shape()[dim], args)?;
         let mut xs: Vec<Option<Var>> = vec![None; c];
         for i in (0..c).rev() {
             let y_in = if i > 0 {
                 ys[i - 1].clone()
             } else {
-                let mut s = xs[1].clone().expect("recovered");
-                for x in &xs[2..] {
-                    s = s.add(x.as_ref().expect("recovered"))?;
+                let recovered = |k: usize| xs[k].clone().ok_or_else(|| Error::trace("GroupAddRev: inverse order"));
+                let mut s = recovered(1)?;
+                for k in 2..c {
+                    s = s.add(&recovered(k)?)?;
                 }
                 s
             };
-            xs[i] = Some(ys[i].sub(&self.group(tr, i, &y_in, adj, &per[i])?)?);
+            xs[i] = Some(ys[i].sub(&self.group(tr, i, &y_in, &per[i])?)?);
         }
-        let xs: Vec<Var> = xs.into_iter().map(|x| x.expect("recovered")).collect();
-        concat(&xs.iter().collect::<Vec<_>>(), -1)
+        let xs: Vec<Var> = xs.into_iter().flatten().collect();
+        concat(&xs.iter().collect::<Vec<_>>(), dim as isize)
     }
 
-    /// Records the layer on `x` with adjacency `adj` and per-node `extras`.
-    pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar, extras: &[Var]) -> Result<Var> {
+    /// Records the layer on `x` with the groups' other arguments `args` (the adjacency, then
+    /// per-node extras such as the dropout mask).
+    pub fn forward(&self, tr: &Tracer, x: &Var, args: &[Arg]) -> Result<Var> {
         if self.disable {
-            return self.fwd(tr, x, adj, extras);
+            return self.fwd(tr, x, args);
         }
-        let mut others: Vec<&Var> = vec![&adj.indptr, &adj.indices, &adj.values];
-        others.extend(extras.iter());
-        let (n_rows, n_cols) = (adj.n_rows, adj.n_cols);
-        let unpack = |o: &[Var]| -> (SparseVar, Vec<Var>) {
-            let a = SparseVar { indptr: o[0].clone(), indices: o[1].clone(), values: o[2].clone(), n_rows, n_cols };
-            (a, o[3..].to_vec())
+        // The region takes tensors: a sparse argument travels as its three arrays.
+        let mut slots = Vec::with_capacity(args.len());
+        let mut others: Vec<&Var> = Vec::new();
+        for a in args {
+            match a {
+                Arg::Dense(v) => {
+                    slots.push(Slot::Dense);
+                    others.push(v);
+                }
+                Arg::Sparse(s) => {
+                    slots.push(Slot::Sparse { n_rows: s.n_rows, n_cols: s.n_cols });
+                    others.extend([&s.indptr, &s.indices, &s.values]);
+                }
+            }
+        }
+        let unpack = |o: &[Var]| -> Vec<Arg> {
+            let mut at = 0;
+            slots
+                .iter()
+                .map(|slot| match *slot {
+                    Slot::Dense => {
+                        at += 1;
+                        Arg::Dense(o[at - 1].clone())
+                    }
+                    Slot::Sparse { n_rows, n_cols } => {
+                        at += 3;
+                        Arg::Sparse(SparseVar {
+                            indptr: o[at - 3].clone(),
+                            indices: o[at - 2].clone(),
+                            values: o[at - 1].clone(),
+                            n_rows,
+                            n_cols,
+                        })
+                    }
+                })
+                .collect()
         };
-        tr.invertible(
-            "rev",
-            x,
-            &others,
-            |x, o| {
-                let (a, e) = unpack(o);
-                self.fwd(tr, x, &a, &e)
-            },
-            |y, o| {
-                let (a, e) = unpack(o);
-                self.inv(tr, y, &a, &e)
-            },
-        )
+        tr.invertible("rev", x, &others, |x, o| self.fwd(tr, x, &unpack(o)), |y, o| self.inv(tr, y, &unpack(o)))
     }
 }
 
-impl<F: GroupFn> Module for GroupAddRev<F> {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
-        Err(Error::trace(format!("GroupAddRev '{}' needs an adjacency", tr.current_scope())))
+impl<F: Module> Module for GroupAddRev<F> {
+    /// `(x, args…)`: see [`GroupAddRev::forward`].
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        let x = dense_arg(tr, "GroupAddRev", args, 0, "x")?;
+        GroupAddRev::forward(self, tr, x, &args[1..])
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
-        let list: Vec<(String, &dyn Module)> =
-            self.groups.iter().enumerate().map(|(i, g)| (format!("blocks.{i}"), g.module())).collect();
-        list
+        self.groups.iter().enumerate().map(|(i, g)| (format!("blocks.{i}"), g as &dyn Module)).collect()
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        self.groups.iter_mut().enumerate().map(|(i, g)| (format!("blocks.{i}"), g as &mut dyn Module)).collect()
     }
 }
 
@@ -289,7 +403,7 @@ impl RevGnn {
             let groups = (0..cfg.num_groups).map(|_| GnnBlock::new(w, w, cfg.dropout, rng)).collect::<Result<_>>()?;
             convs.push(GroupAddRev::new(groups, cfg.disable_rev)?);
         }
-        let norm = LayerNorm::new(cfg.hidden);
+        let norm = LayerNorm::try_new(cfg.hidden)?;
         let lin2 = Linear::new(cfg.hidden, cfg.out_channels, true, rng)?;
         Ok(RevGnn { cfg, lin1, convs, norm, lin2 })
     }
@@ -300,10 +414,13 @@ impl RevGnn {
     pub fn forward(&self, tr: &Tracer, x: &SparseVar, adj: &SparseVar) -> Result<Var> {
         let h = tr.scope("lin1", || self.lin1.forward_sparse(tr, x))?;
         let p = self.cfg.dropout;
-        let extras = if tr.training() && p > 0.0 { vec![tr.random_mask(h.shape(), p)?] } else { vec![] };
+        let mut args = vec![Arg::Sparse(adj.clone())];
+        if tr.training() && p > 0.0 {
+            args.push(Arg::Dense(tr.random_mask(h.shape(), p)?));
+        }
         let mut h = h;
         for (i, conv) in self.convs.iter().enumerate() {
-            h = tr.scope("convs", || tr.scope(&i.to_string(), || conv.forward(tr, &h, adj, &extras)))?;
+            h = tr.scope("convs", || tr.scope(&i.to_string(), || conv.forward(tr, &h, &args)))?;
         }
         let h = call(tr, "norm", &self.norm, &h)?.relu()?;
         let h = crate::trace::nn::Dropout { p }.forward(tr, &h)?;
@@ -312,8 +429,12 @@ impl RevGnn {
 }
 
 impl Module for RevGnn {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
-        Err(Error::trace(format!("RevGnn '{}' needs sparse features and an adjacency", tr.current_scope())))
+    /// `(x, adj)`: sparse node features and the mean-aggregation adjacency.
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        check_arity(tr, "RevGnn", args, 2, "x, adj")?;
+        let x = sparse_arg(tr, "RevGnn", args, 0, "x")?;
+        let adj = sparse_arg(tr, "RevGnn", args, 1, "adj")?;
+        RevGnn::forward(self, tr, x, adj)
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         let mut v: Vec<(String, &dyn Module)> = vec![("lin1".into(), &self.lin1 as &dyn Module)];
@@ -323,5 +444,112 @@ impl Module for RevGnn {
         v.push(("norm".into(), &self.norm));
         v.push(("lin2".into(), &self.lin2));
         v
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        let mut v: Vec<(String, &mut dyn Module)> = vec![("lin1".into(), &mut self.lin1 as &mut dyn Module)];
+        for (i, c) in self.convs.iter_mut().enumerate() {
+            v.push((format!("convs.{i}"), c));
+        }
+        v.push(("norm".into(), &mut self.norm));
+        v.push(("lin2".into(), &mut self.lin2));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::autograd::{training_graph, TrainOptions};
+    use crate::exec::{run, Store};
+    use crate::trace::nn::{Sequential, GELU};
+
+    /// Loss and parameter gradients of two GroupAddRev layers of `groups` groups split along
+    /// dim 0 (rows), each group `Linear → GELU`, with an extra per-row argument.
+    fn rows_stack(disable: bool) -> (f32, Vec<(String, Vec<f32>)>) {
+        let mut rng = Rng::new(11);
+        let make = |rng: &mut Rng| -> Sequential {
+            Sequential::new(vec![Box::new(Linear::new(5, 5, true, rng).unwrap()), Box::new(GELU)])
+        };
+        let layers: Vec<GroupAddRev<Sequential>> = (0..2)
+            .map(|_| GroupAddRev::with_split_dim((0..3).map(|_| make(&mut rng)).collect(), 0, disable).unwrap())
+            .collect();
+        let tr = Tracer::new();
+        let x = tr.input("x", &[6, 5], DType::Float32).unwrap();
+        let mut h = x.clone();
+        for (i, l) in layers.iter().enumerate() {
+            h = tr.scope("convs", || tr.scope(&i.to_string(), || l.forward(&tr, &h, &[]))).unwrap();
+        }
+        let loss = h.tanh().unwrap().mean(&[], false).unwrap();
+        let t = tr.finish(&[&loss]).unwrap();
+        let tg = training_graph(&t.graph, 0, &TrainOptions { return_grads: true, ..Default::default() }).unwrap();
+        let xv: Vec<f32> = (0..30).map(|i| ((i * 7 % 11) as f32 - 5.0) / 5.0).collect();
+        let mut store = Store::new(&t.params, &t.buffers, 0);
+        let r = run(&tg.graph, &mut store, &[Rc::new(Tensor::from_f32(&[6, 5], xv).unwrap())]).unwrap();
+        let grads = tg.grad_outputs.iter().map(|(n, i)| (n.clone(), r.outputs[*i].to_f32_vec())).collect();
+        (r.outputs[0].to_f32_vec()[0], grads)
+    }
+
+    #[test]
+    fn group_add_rev_splits_along_any_dim_and_matches_the_plain_computation() {
+        let (l_rev, g_rev) = rows_stack(false);
+        let (l_plain, g_plain) = rows_stack(true);
+        assert!((l_rev - l_plain).abs() < 1e-6, "{l_rev} vs {l_plain}");
+        assert_eq!(g_rev.len(), 2 * 3 * 2);
+        assert!(g_rev[0].0.starts_with("convs.0.blocks.0.0."), "{}", g_rev[0].0);
+        for ((n, a), (_, b)) in g_rev.iter().zip(&g_plain) {
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() < 1e-5, "{n}: {x} vs {y}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_gnn_module_lists_the_same_parameters_mutably() {
+        let cfg = RevGnnConfig {
+            in_channels: 5,
+            hidden: 4,
+            out_channels: 3,
+            num_layers: 2,
+            num_groups: 2,
+            dropout: 0.5,
+            disable_rev: false,
+        };
+        let mut m = RevGnn::new(cfg, &mut Rng::new(1)).unwrap();
+        crate::trace::nn::tests::check_mut_views(&mut m);
+        assert_eq!(m.named_parameters().len(), 4 + 2 * 2 * 5 + 2);
+        crate::trace::nn::tests::check_mut_views(&mut GCNConv::new(3, 2, &mut Rng::new(0)).unwrap());
+        m.set_parameter("convs.1.blocks.0.conv.lin_r.weight", Tensor::zeros(&[2, 2], DType::Float32)).unwrap();
+        assert_eq!(m.convs[1].groups[0].conv.lin_r.weight.to_f32_vec(), vec![0.0; 4]);
+    }
+
+    #[test]
+    fn arguments_are_checked_by_each_module() {
+        let mut rng = Rng::new(0);
+        let tr = Tracer::new();
+        let x = tr.input("x", &[4, 6], DType::Float32).unwrap();
+        let adj = SparseVar::input(&tr, "adj", 4, 4, 8).unwrap();
+        let conv = SAGEConv::new(6, 3, &mut rng).unwrap();
+        let e = tr.scope("conv", || Module::forward(&conv, &tr, &x)).unwrap_err().to_string();
+        assert_eq!(e, "SAGEConv.forward (module 'conv'): argument 1 (adj) must be a sparse matrix, got nothing");
+        let e = conv.forward_args(&tr, &[Arg::Dense(x.clone()), Arg::Dense(x.clone())]).unwrap_err().to_string();
+        assert!(e.contains("argument 1 (adj) must be a sparse matrix, got f32[4,6]"), "{e}");
+        let e =
+            conv.forward_args(&tr, &[x.clone().into(), adj.clone().into(), x.clone().into()]).unwrap_err().to_string();
+        assert_eq!(e, "SAGEConv.forward takes (x, adj), 2 arguments, but got 3");
+        let wide = SparseVar::input(&tr, "wide", 4, 5, 8).unwrap();
+        let e = GCNConv::new(6, 3, &mut rng).unwrap().forward_args(&tr, &[x.clone().into(), wide.into()]);
+        assert!(e.unwrap_err().to_string().contains("adj a square nodes x nodes matrix, got x f32[4,6] and adj 4x5"));
+        let y = conv.forward_args(&tr, &[x.clone().into(), adj.clone().into()]).unwrap();
+        assert_eq!(y.shape(), &[4, 3]);
+        // Groups must share the input equally and keep its shape.
+        let groups = (0..4).map(|_| GnnBlock::new(1, 1, 0.5, &mut rng).unwrap()).collect();
+        let e =
+            GroupAddRev::new(groups, false).unwrap().forward(&tr, &x, &[adj.clone().into()]).unwrap_err().to_string();
+        assert!(e.contains("has size 6 along dim -1, which 4 groups cannot share equally"), "{e}");
+        let groups = (0..2).map(|_| SAGEConv::new(3, 2, &mut rng).unwrap()).collect();
+        let e = GroupAddRev::new(groups, true).unwrap().forward(&tr, &x, &[adj.into()]).unwrap_err().to_string();
+        assert!(e.contains("group 0 maps f32[4,3] to f32[4,2]"), "{e}");
+        let e = GroupAddRev::<SAGEConv>::new(vec![], false).err().unwrap().to_string();
+        assert_eq!(e, "The number of groups should not be smaller than '2' (got 0)");
     }
 }

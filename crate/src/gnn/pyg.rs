@@ -94,7 +94,8 @@ pub fn rev_gnn_state_dict<'a>(
 /// records the model's configuration, the dataset and the epochs trained.
 pub fn rev_gnn_safetensors(t: &Trainer) -> Result<Vec<u8>, String> {
     let cfg = &t.model.cfg;
-    let tensors = rev_gnn_state_dict(cfg, &t.store.params)?;
+    let params: HashMap<String, Rc<Tensor>> = t.parameters().into_iter().collect();
+    let tensors = rev_gnn_state_dict(cfg, &params)?;
     let c = &t.cfg;
     let meta: BTreeMap<String, String> = [
         ("format", "pt".to_string()),
@@ -227,7 +228,8 @@ mod tests {
             [w["data_offsets"][0].as_u64().unwrap() as usize, w["data_offsets"][1].as_u64().unwrap() as usize];
         let got: Vec<f32> =
             bytes[8 + hn + lo..8 + hn + hi].chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
-        assert_eq!(got, t.store.params["lin2.bias"].to_f32_vec());
+        let trained: HashMap<String, Rc<Tensor>> = t.parameters().into_iter().collect();
+        assert_eq!(got, trained["lin2.bias"].to_f32_vec());
         let init = t.model.lin2.bias.as_ref().unwrap().to_f32_vec();
         assert_ne!(got, init, "the trained values, not the initial ones");
     }

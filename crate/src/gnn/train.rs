@@ -2,25 +2,23 @@
 //! RandomNodeLoader parts (shuffled each epoch), loss on the training nodes of each part,
 //! Adam, evaluation on the whole graph.
 //!
-//! Like a compiled PopTorch model, the training step is traced and differentiated once, for
-//! fixed sizes: every part is padded to the same node, edge and feature-entry counts
-//! (padding is masked out of the loss), so one graph serves every step. Evaluation is a
-//! second, inference-mode trace of the same model over the whole graph, reading the same
-//! parameters from the executor's store. No clock is read here (wasm has none): callers
-//! time epochs themselves.
+//! A preset over the PopTorch path every model takes (`crate::poptorch`): the RevGNN is
+//! traced once for the padded part size (every part is padded to the same node, edge and
+//! feature-entry counts, padding masked out of the loss, so one compiled model serves every
+//! step) and wrapped by `training_model` with the configured optimizer; evaluation is an
+//! `inference_model` of a second, inference-mode trace over the whole graph sharing the
+//! same host weights. `examples/rev_gnn.mjs` builds the same thing from JavaScript. No
+//! clock is read here (wasm has none): callers time epochs themselves.
 
 use super::config::MAX_ACTIVATION_BYTES;
 pub use super::config::{OptimizerKind, TrainConfig};
-use super::data::{
-    fixed_sizes_for_epochs, mean_adjacency, pad_fixed, FixedSizes, GraphData, RandomNodeLoader, Subgraph,
-};
+use super::data::{mean_adjacency, GraphData, PaddedCsr, PaddedLoader, Part, RandomNodeLoader};
 use super::nn::{RevGnn, RevGnnConfig};
-use crate::autograd::{training_graph, TrainOptions};
-use crate::exec::{run, Store};
-use crate::ir::{Graph, OptimizerStep, Reduction};
+use crate::ir::{Graph, Reduction};
+use crate::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, Options, PoplarExecutor};
 use crate::rng::Rng;
-use crate::tensor::{CsrMatrix, DType, Tensor};
-use crate::trace::{SparseVar, Tracer};
+use crate::tensor::{DType, Tensor};
+use crate::trace::{SparseVar, Trace, Tracer};
 use crate::{Error, Result};
 use std::rc::Rc;
 
@@ -46,18 +44,18 @@ pub struct Accuracy {
     pub test: f64,
 }
 
-/// A RevGNN, its compiled training and evaluation graphs, and the executor state.
+/// A RevGNN wrapped for training and for evaluation, and its loader.
 pub struct Trainer {
     pub cfg: TrainConfig,
     pub data: GraphData,
+    /// The model as built (its initial weights; the trained ones are [`Trainer::parameters`]).
     pub model: RevGnn,
-    pub store: Store,
-    pub train_graph: Graph,
-    pub eval_graph: Graph,
-    pub sizes: FixedSizes,
-    /// Fixed number of stored feature entries per padded part.
-    pub x_nnz: usize,
-    loader: RandomNodeLoader,
+    /// The traced model and its host weights, shared by both wrappers.
+    pub host: HostModel,
+    train: PoplarExecutor,
+    eval: PoplarExecutor,
+    /// The parts, shuffled each epoch and padded to one size.
+    pub loader: PaddedLoader,
     eval_inputs: Vec<Rc<Tensor>>,
     epoch: usize,
     /// Set when the loss or the parameters stopped being finite: every later call fails
@@ -65,15 +63,9 @@ pub struct Trainer {
     diverged: Option<String>,
 }
 
-fn csr_inputs(m: &CsrMatrix, nnz: usize) -> Result<[Rc<Tensor>; 3]> {
-    Ok(m.to_tensors(nnz).map_err(Error::train)?.map(Rc::new))
-}
-
-/// The largest number of feature entries `rows` nodes can hold.
-fn max_row_nnz_sum(x: &CsrMatrix, rows: usize) -> usize {
-    let mut per: Vec<usize> = (0..x.nrows).map(|r| x.indptr[r + 1] - x.indptr[r]).collect();
-    per.sort_unstable_by(|a, b| b.cmp(a));
-    per[..rows.min(per.len())].iter().sum::<usize>().max(1)
+/// The three tensors of a sparse input.
+fn csr_inputs(m: PaddedCsr) -> Result<[Rc<Tensor>; 3]> {
+    Ok(m.tensors()?.map(Rc::new))
 }
 
 /// Fails when running `g` would keep more than [`MAX_ACTIVATION_BYTES`] of activations at
@@ -91,10 +83,33 @@ fn check_activations(cfg: &TrainConfig, what: &str, g: &Graph) -> Result<()> {
     Ok(())
 }
 
+/// The RevGNN traced on sparse features `x` and adjacency `adj` of `nodes` nodes: in
+/// training, the masked cross-entropy of a part; otherwise the predicted class of each node.
+fn trace_model(model: &RevGnn, training: bool, nodes: usize, x_nnz: usize, edges: usize) -> Result<Trace> {
+    let tr = Tracer::new();
+    tr.set_training(training);
+    let f = model.cfg.in_channels;
+    let r = (|| {
+        let x = SparseVar::input(&tr, "x", nodes, f, x_nnz)?;
+        let adj = SparseVar::input(&tr, "adj", nodes, nodes, edges)?;
+        let out = if training {
+            let y = tr.input("y", &[nodes], DType::Int32)?;
+            let mask = tr.input("train_mask", &[nodes], DType::Bool)?;
+            model.forward(&tr, &x, &adj)?.cross_entropy(&y, Some(&mask), Reduction::Mean, None)?
+        } else {
+            model.forward(&tr, &x, &adj)?.argmax(-1, false)?
+        };
+        Ok::<_, crate::Error>(out)
+    })();
+    let out = r?;
+    tr.finish(&[&out])
+}
+
 impl Trainer {
-    /// Builds the model and traces, differentiates and checks both graphs.
-    /// The config is checked first ([`TrainConfig::check`], [`TrainConfig::check_model_size`]),
-    /// so that no size or count is used before it is known to be in range.
+    /// Builds the model, traces it, wraps it for training and evaluation, compiles both and
+    /// checks their activation memory. The config is checked first ([`TrainConfig::check`],
+    /// [`TrainConfig::check_model_size`]), so that no size or count is used before it is
+    /// known to be in range.
     pub fn new(data: GraphData, cfg: TrainConfig) -> Result<Trainer> {
         cfg.check(data.num_nodes)?;
         cfg.check_model_size(data.num_features, data.num_classes)?;
@@ -111,63 +126,41 @@ impl Trainer {
             },
             &mut rng,
         )?;
-        let loader = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1))?;
-        let sizes = fixed_sizes_for_epochs(&data, &loader, cfg.epochs)?;
-        let x_nnz = max_row_nnz_sum(&data.x, sizes.max_nodes - 1);
+        let parts = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1))?;
+        let loader = PaddedLoader::new(&data, parts, Some(cfg.epochs))?;
+        let sizes = loader.sizes;
 
-        // Training step: loss on the training nodes of one padded part.
-        let tr = Tracer::new();
-        tr.set_training(true);
-        let n = sizes.max_nodes;
-        let x = SparseVar::input(&tr, "x", n, data.num_features, x_nnz)?;
-        let adj = SparseVar::input(&tr, "adj", n, n, sizes.max_edges)?;
-        let y = tr.input("y", &[n], DType::Int32)?;
-        let mask = tr.input("train_mask", &[n], DType::Bool)?;
-        let logits = model.forward(&tr, &x, &adj)?;
-        let loss = logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None)?;
-        let trace = tr.finish(&[&loss])?;
-        let step = match cfg.optimizer {
-            OptimizerKind::Adam | OptimizerKind::AdamW => {
-                OptimizerStep::adam(cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay, cfg.optimizer == OptimizerKind::AdamW)
-            }
-            OptimizerKind::Sgd => OptimizerStep::sgd(cfg.lr, 0.0, cfg.weight_decay),
-        };
-        let tg = training_graph(&trace.graph, 0, &TrainOptions { optimizer: Some(step), ..Default::default() })?;
-        // Updates right after their gradient's last use, as PopART schedules them.
-        let program = crate::compile::schedule::updates_early(&tg.graph)?;
-        crate::ir::verify::verify(&program)?;
-        let train_graph = crate::exec::fuse::fuse(&program)?;
-        check_activations(&cfg, "a training step", &train_graph)?;
-        let store = Store::new(&trace.params, &trace.buffers, cfg.seed.wrapping_add(2));
+        // Training: the loss on the training nodes of one padded part.
+        let trace = trace_model(&model, true, sizes.max_nodes, loader.x_capacity, sizes.max_edges)?;
+        let host = HostModel::new(&trace);
+        let args = OptimizerArgs { lr: Some(cfg.lr), weight_decay: Some(cfg.weight_decay), ..Default::default() };
+        let optimizer = match cfg.optimizer {
+            OptimizerKind::Adam => Optimizer::adam(args),
+            OptimizerKind::AdamW => Optimizer::adamw(args),
+            OptimizerKind::Sgd => Optimizer::sgd(args),
+        }?;
+        let mut opts = Options::new();
+        opts.random_seed(cfg.seed.wrapping_add(2))?;
+        let mut train = training_model(&host, &mut opts, Some(optimizer))?;
+        // Compiled with the first part's shapes (every part has them), without running; the
+        // parts are drawn on a copy of the loader, whose first epoch is still to come.
+        let first = loader.clone().next_epoch(&data)?;
+        let inputs =
+            Self::batch_inputs(first.into_iter().next().ok_or_else(|| Error::train("the loader made no part"))?)?;
+        train.compile(&inputs)?;
+        check_activations(&cfg, "a training step", train.step_graph().ok_or_else(|| Error::train("not compiled"))?)?;
 
-        // Evaluation: the whole graph, inference mode (no dropout).
-        let et = Tracer::new();
-        let nn_ = data.num_nodes;
-        let x = SparseVar::input(&et, "x", nn_, data.num_features, data.x.nnz())?;
-        let full_adj = mean_adjacency(nn_, &data.edge_src, &data.edge_dst);
-        let adj = SparseVar::input(&et, "adj", nn_, nn_, full_adj.nnz())?;
-        let pred = model.forward(&et, &x, &adj).and_then(|l| l.argmax(-1, false))?;
-        let eval_trace = et.finish(&[&pred])?;
-        let eval_graph = crate::exec::fuse::fuse(&eval_trace.graph)?;
-        check_activations(&cfg, "the evaluation", &eval_graph)?;
+        // Evaluation: the whole graph, inference mode (no dropout), the same weights.
+        let nodes = data.num_nodes;
+        let full_adj = mean_adjacency(nodes, &data.edge_src, &data.edge_dst);
+        let eval_trace = trace_model(&model, false, nodes, data.x.nnz(), full_adj.nnz())?;
+        let mut eval = inference_model(&host.with_trace(&eval_trace)?, &mut Options::new())?;
         let mut eval_inputs = Vec::new();
-        eval_inputs.extend(csr_inputs(&data.x, data.x.nnz())?);
-        eval_inputs.extend(csr_inputs(&full_adj, full_adj.nnz())?);
-
-        Ok(Trainer {
-            cfg,
-            data,
-            model,
-            store,
-            train_graph,
-            eval_graph,
-            sizes,
-            x_nnz,
-            loader,
-            eval_inputs,
-            epoch: 0,
-            diverged: None,
-        })
+        eval_inputs.extend(csr_inputs(PaddedCsr::exact(data.x.clone()))?);
+        eval_inputs.extend(csr_inputs(PaddedCsr::exact(full_adj))?);
+        eval.compile(&eval_inputs)?;
+        check_activations(&cfg, "the evaluation", eval.step_graph().ok_or_else(|| Error::train("not compiled"))?)?;
+        Ok(Trainer { cfg, data, model, host, train, eval, loader, eval_inputs, epoch: 0, diverged: None })
     }
 
     /// The message for a loss or parameters that stopped being finite (`what`), with the
@@ -188,23 +181,35 @@ impl Trainer {
         format!("training diverged: {what}; {cause}. Build a new trainer to start again")
     }
 
-    /// The inputs of the training graph for one part.
-    fn batch_inputs(&self, sub: Subgraph) -> Result<(Vec<Rc<Tensor>>, usize)> {
-        let b = pad_fixed(sub, self.sizes.max_nodes, self.sizes.max_edges)?;
-        let n = b.sub.num_nodes;
-        let adj = b.sub.mean_adjacency();
-        let n_train = b.sub.train_mask.iter().filter(|&&m| m).count();
+    /// The inputs of the training step for one padded part.
+    fn batch_inputs(part: Part) -> Result<Vec<Rc<Tensor>>> {
+        let n = part.sub.num_nodes;
         let mut inputs = Vec::new();
-        inputs.extend(csr_inputs(&b.sub.x, self.x_nnz)?);
-        inputs.extend(csr_inputs(&adj, self.sizes.max_edges)?);
-        inputs.push(Rc::new(Tensor::from_i32(&[n], b.sub.y.clone()).map_err(Error::train)?));
-        inputs.push(Rc::new(Tensor::from_bool(&[n], b.sub.train_mask.clone()).map_err(Error::train)?));
-        Ok((inputs, n_train))
+        inputs.extend(csr_inputs(part.x())?);
+        inputs.extend(csr_inputs(part.mean_adjacency())?);
+        inputs.push(Rc::new(Tensor::from_i32(&[n], part.sub.y).map_err(Error::train)?));
+        inputs.push(Rc::new(Tensor::from_bool(&[n], part.sub.train_mask).map_err(Error::train)?));
+        Ok(inputs)
     }
 
     /// Epochs run so far.
     pub fn epoch(&self) -> usize {
         self.epoch
+    }
+
+    /// The compiled training step (forward and backward of one part), as it runs.
+    pub fn train_graph(&self) -> &Graph {
+        self.train.step_graph().expect("compiled in Trainer::new")
+    }
+
+    /// The compiled evaluation (the whole graph, inference mode).
+    pub fn eval_graph(&self) -> &Graph {
+        self.eval.step_graph().expect("compiled in Trainer::new")
+    }
+
+    /// The current (trained) parameters, by name.
+    pub fn parameters(&self) -> Vec<(String, Rc<Tensor>)> {
+        self.host.parameters()
     }
 
     /// One epoch: a training step on each part.
@@ -218,17 +223,18 @@ impl Trainer {
                 self.cfg.epochs
             )));
         }
-        let subs = self.loader.subgraphs(&self.data)?;
+        let subs = self.loader.next_epoch(&self.data)?;
         let mut stats = EpochStats::default();
         let (mut tot, mut count) = (0.0f64, 0usize);
         let parts = subs.len();
-        for (i, sub) in subs.into_iter().enumerate() {
-            let (inputs, n_train) = self.batch_inputs(sub)?;
+        for (i, part) in subs.into_iter().enumerate() {
+            let n_train = part.num_train();
             if n_train == 0 {
                 continue; // no training node in this part: PyG's loss would be NaN
             }
-            let r = run(&self.train_graph, &mut self.store, &inputs)?;
-            let loss = r.outputs[0].to_f64_vec()[0];
+            let inputs = Self::batch_inputs(part)?;
+            let out = self.train.call(&inputs)?;
+            let loss = out[0].to_f64_vec()[0];
             if !loss.is_finite() {
                 let what = format!("the loss became {loss} at epoch {}, part {} of {parts}", self.epoch + 1, i + 1);
                 let msg = self.divergence(&what);
@@ -238,9 +244,11 @@ impl Trainer {
             tot += loss * n_train as f64;
             count += n_train;
             stats.steps += 1;
-            stats.saved_for_backward = stats.saved_for_backward.max(r.stats.saved_for_backward);
-            stats.peak_bytes = stats.peak_bytes.max(r.stats.peak_bytes);
-            crate::exec::merge_op_times(&mut stats.op_time, &r.stats.op_time);
+            if let Some(r) = self.train.last_stats() {
+                stats.saved_for_backward = stats.saved_for_backward.max(r.saved_for_backward);
+                stats.peak_bytes = stats.peak_bytes.max(r.peak_bytes);
+                crate::exec::merge_op_times(&mut stats.op_time, &r.op_time);
+            }
         }
         stats.loss = tot / count.max(1) as f64;
         self.epoch += 1;
@@ -254,14 +262,14 @@ impl Trainer {
             return Err(Error::train(msg.clone()));
         }
         let finite = |t: &Tensor| t.as_f32().map(|a| a.iter().all(|x| x.is_finite())).unwrap_or(true);
-        if let Some(name) = self.store.params.iter().find(|(_, t)| !finite(t)).map(|(n, _)| n.clone()) {
+        if let Some(name) = self.host.parameters().iter().find(|(_, t)| !finite(t)).map(|(n, _)| n.clone()) {
             let what = format!("parameter '{name}' is no longer finite after epoch {}", self.epoch);
             let msg = self.divergence(&what);
             self.diverged = Some(msg.clone());
             return Err(Error::train(msg));
         }
-        let r = run(&self.eval_graph, &mut self.store, &self.eval_inputs)?;
-        let pred = r.outputs[0].to_f64_vec();
+        let out = self.eval.call(&self.eval_inputs)?;
+        let pred = out[0].to_f64_vec();
         let acc = |mask: &[bool]| {
             let (mut ok, mut n) = (0usize, 0usize);
             for (i, &m) in mask.iter().enumerate() {
@@ -281,7 +289,7 @@ impl Trainer {
 
     /// Number of trainable scalars.
     pub fn num_params(&self) -> usize {
-        self.store.params.values().map(|t| t.numel()).sum()
+        self.host.parameters().iter().map(|(_, t)| t.numel()).sum()
     }
 }
 
@@ -289,6 +297,7 @@ impl Trainer {
 mod tests {
     use super::*;
     use crate::gnn::data::add_self_loops;
+    use crate::tensor::CsrMatrix;
 
     /// A small two-community graph: features say the class, edges mostly stay inside it.
     fn toy() -> GraphData {
@@ -363,13 +372,13 @@ mod tests {
             let cfg = TrainConfig { layers: 3, hidden: 8, parts: 2, no_rev, ..TrainConfig::default() };
             let mut t = Trainer::new(toy(), cfg).unwrap();
             let (predicted_train, predicted_eval) = (
-                crate::ir::liveness::liveness(&t.train_graph).peak(),
-                crate::ir::liveness::liveness(&t.eval_graph).peak(),
+                crate::ir::liveness::liveness(t.train_graph()).peak(),
+                crate::ir::liveness::liveness(t.eval_graph()).peak(),
             );
             let measured = t.train_epoch().unwrap().peak_bytes;
             assert_eq!(predicted_train, measured, "no_rev {no_rev}");
-            let r = run(&t.eval_graph, &mut t.store, &t.eval_inputs).unwrap();
-            assert_eq!(predicted_eval, r.stats.peak_bytes, "no_rev {no_rev}");
+            t.evaluate().unwrap();
+            assert_eq!(predicted_eval, t.eval.last_stats().unwrap().peak_bytes, "no_rev {no_rev}");
         }
     }
 

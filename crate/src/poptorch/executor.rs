@@ -30,7 +30,7 @@ use crate::autograd::{find_loss, training_graph_at, TrainOptions};
 use crate::compile::options::MeanReductionStrategy;
 use crate::compile::ExecutionStrategy;
 use crate::compile::{plan_with, Options, Plan, PlanSettings};
-use crate::exec::{optimizer_update, run, Store};
+use crate::exec::{optimizer_update, run, RunStats, Store};
 use crate::ir::{Graph, InputKind, Op, TensorType};
 use crate::tensor::{DType, Tensor};
 use crate::trace::Trace;
@@ -91,6 +91,8 @@ pub struct PoplarExecutor {
     input_grads: Vec<String>,
     warnings: Vec<String>,
     exe: Option<Executable>,
+    /// What the executor measured over the last call's micro-batches.
+    last_stats: Option<RunStats>,
 }
 
 /// A gradient computed with loss scaling `ls`, divided by it (in float32, back to its dtype).
@@ -169,6 +171,7 @@ impl PoplarExecutor {
             input_grads: Vec::new(),
             warnings: Vec::new(),
             exe: None,
+            last_stats: None,
         })
     }
 
@@ -200,6 +203,18 @@ impl PoplarExecutor {
     /// `isCompiled()`.
     pub fn is_compiled(&self) -> bool {
         self.exe.is_some()
+    }
+
+    /// The memory the CPU executor measured over the last call's micro-batches: the largest
+    /// peak and bytes kept for the backward pass of any micro-batch, the nodes run and (with
+    /// `exec::set_profiling`) the time per op, summed.
+    pub fn last_stats(&self) -> Option<&RunStats> {
+        self.last_stats.as_ref()
+    }
+
+    /// The compiled step graph of one micro-batch, as the executor runs it (fused).
+    pub fn step_graph(&self) -> Option<&Graph> {
+        self.exe.as_ref().map(|e| &e.step)
     }
 
     /// The planner's plan of the compiled step (with the options in effect).
@@ -625,6 +640,7 @@ impl PoplarExecutor {
         let b = exe.batching;
         let slices: Vec<Vec<Tensor>> = inputs.iter().map(|t| b.split(t)).collect::<std::result::Result<_, _>>()?;
         let mut per_micro: Vec<Vec<Tensor>> = vec![Vec::new(); b.micro_batches()];
+        let mut stats = RunStats::default();
         for d in 0..b.device_iterations {
             let mut accs: Vec<Accumulator> = exe.grads.iter().map(|_| Accumulator::new(b.replicas)).collect();
             let mut lower = 0.0f64;
@@ -637,6 +653,10 @@ impl PoplarExecutor {
                         args.push(Rc::new(Tensor::scalar(ls)));
                     }
                     let res = run(&exe.step, &mut exe.replicas[r], &args)?;
+                    stats.peak_bytes = stats.peak_bytes.max(res.stats.peak_bytes);
+                    stats.saved_for_backward = stats.saved_for_backward.max(res.stats.saved_for_backward);
+                    stats.nodes_run += res.stats.nodes_run;
+                    crate::exec::merge_op_times(&mut stats.op_time, &res.stats.op_time);
                     let outs = &res.outputs;
                     let mut keep: Vec<Tensor> = outs[..exe.n_user_outputs].iter().map(|t| t.as_ref().clone()).collect();
                     for (_, i) in &exe.input_grads {
@@ -662,6 +682,7 @@ impl PoplarExecutor {
         }
         let mode = self.options.resolved_output_mode(self.training);
         let out = b.assemble(mode, self.options.output_return_period, &per_micro)?;
+        self.last_stats = Some(stats);
         if self.training {
             self.copy_weights_to_host()?;
         }

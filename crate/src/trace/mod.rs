@@ -647,7 +647,8 @@ macro_rules! binary {
     };
 }
 
-fn resolve_dim(dim: isize, rank: usize, what: &str) -> Result<usize> {
+/// `dim` of a tensor of rank `rank` (negative counts from the end), or an error naming `what`.
+pub(crate) fn resolve_dim(dim: isize, rank: usize, what: &str) -> Result<usize> {
     let d = if dim < 0 { dim + rank as isize } else { dim };
     if d < 0 || d as usize >= rank.max(1) {
         return Err(Error::trace(format!("{what}: dim {dim} is out of range for a tensor of rank {rank}")));

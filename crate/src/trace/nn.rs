@@ -1,29 +1,162 @@
-//! Built-in modules, traced through [`Tracer`]: Linear, LayerNorm, Dropout, ReLU, GELU,
-//! Embedding, Sequential and ModuleList.
+//! The [`Module`] trait every module implements (the built-in ones here, the GNN layers of
+//! `crate::gnn::nn`, and the JavaScript API's wrappers over both), and the built-in
+//! modules: Linear (on dense or sparse input), LayerNorm, Dropout, ReLU, GELU, Embedding,
+//! Sequential and the MLP.
 //!
-//! A module owns the initial values of its parameters and buffers; calling it records ops
-//! under its scope. Parameter names follow PyTorch (`0.weight`, `convs.3.lin_l.bias`).
+//! A module owns the initial values of its parameters; calling it records ops under its
+//! scope. Parameter names follow PyTorch (`0.weight`, `convs.3.lin_l.bias`). A container
+//! a parent indexes itself (PyTorch's `ModuleList`) is not a module here: the parent lists
+//! the items as children named `layers.0`, `layers.1`, … (and `named_modules` shows the
+//! list's own path, `layers`, as PyTorch does).
 
-use super::{check, Tracer, Var};
+use super::{check, SparseVar, Tracer, Var};
 use crate::rng::Rng;
 use crate::tensor::alloc::{check_usize_shape, try_vec};
 use crate::tensor::{DType, Tensor};
 use crate::{Error, Result};
 use std::rc::Rc;
 
-/// A module: a named tree of parameters and buffers with a traced forward.
+/// One argument of a module's forward: a dense tensor or a CSR sparse matrix (node
+/// features, an adjacency).
+#[derive(Clone, Debug)]
+pub enum Arg {
+    Dense(Var),
+    Sparse(SparseVar),
+}
+
+impl Arg {
+    /// What the argument is, for error messages (`f32[4,8]`, `a sparse 4x4 matrix`).
+    pub fn describe(&self) -> String {
+        match self {
+            Arg::Dense(v) => v.ty().to_string(),
+            Arg::Sparse(s) => format!("a sparse {}x{} matrix", s.n_rows, s.n_cols),
+        }
+    }
+}
+
+impl From<Var> for Arg {
+    fn from(v: Var) -> Arg {
+        Arg::Dense(v)
+    }
+}
+
+impl From<SparseVar> for Arg {
+    fn from(s: SparseVar) -> Arg {
+        Arg::Sparse(s)
+    }
+}
+
+/// The dense argument `i` of `module`'s forward, or an error naming the module, the
+/// argument and what it got.
+pub fn dense_arg<'a>(tr: &Tracer, module: &str, args: &'a [Arg], i: usize, what: &str) -> Result<&'a Var> {
+    match args.get(i) {
+        Some(Arg::Dense(v)) => Ok(v),
+        other => Err(arg_error(tr, module, i, what, "a dense tensor", other)),
+    }
+}
+
+/// The sparse argument `i` of `module`'s forward (see [`dense_arg`]).
+pub fn sparse_arg<'a>(tr: &Tracer, module: &str, args: &'a [Arg], i: usize, what: &str) -> Result<&'a SparseVar> {
+    match args.get(i) {
+        Some(Arg::Sparse(s)) => Ok(s),
+        other => Err(arg_error(tr, module, i, what, "a sparse matrix", other)),
+    }
+}
+
+fn arg_error(tr: &Tracer, module: &str, i: usize, what: &str, want: &str, got: Option<&Arg>) -> Error {
+    let at = match tr.current_scope() {
+        s if s.is_empty() => String::new(),
+        s => format!(" (module '{s}')"),
+    };
+    let got = got.map_or("nothing".to_string(), Arg::describe);
+    Error::trace(format!("{module}.forward{at}: argument {i} ({what}) must be {want}, got {got}"))
+}
+
+/// Fails unless `module`'s forward got at most `n` arguments.
+pub fn check_arity(tr: &Tracer, module: &str, args: &[Arg], n: usize, signature: &str) -> Result<()> {
+    if args.len() > n {
+        let at = match tr.current_scope() {
+            s if s.is_empty() => String::new(),
+            s => format!(" (module '{s}')"),
+        };
+        return Err(Error::trace(format!(
+            "{module}.forward{at} takes ({signature}), {n} argument{}, but got {}",
+            if n == 1 { "" } else { "s" },
+            args.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A module: a named tree of parameters with a traced forward, like PyTorch's `nn.Module`.
+/// Every module implements [`Module::forward_args`] for the arguments it takes (one dense
+/// tensor for most, features and an adjacency for graph convolutions) and says what is
+/// wrong with others.
 pub trait Module {
-    /// Records the forward pass on `x` (inside the caller's scope).
-    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var>;
+    /// Records the forward pass on `args` (inside the caller's scope).
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var>;
+
+    /// [`Module::forward_args`] on one dense tensor.
+    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
+        self.forward_args(tr, &[Arg::Dense(x.clone())])
+    }
 
     /// Direct parameters, by local name.
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         Vec::new()
     }
 
-    /// Submodules, by attribute name.
+    /// Submodules, by attribute name (a list's items as `list.0`, `list.1`, …).
     fn children(&self) -> Vec<(String, &dyn Module)> {
         Vec::new()
+    }
+
+    /// [`Module::local_parameters`], to replace their values (a module with parameters
+    /// lists the same names in both).
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        Vec::new()
+    }
+
+    /// [`Module::children`], mutable (the same names).
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        Vec::new()
+    }
+
+    /// Calls `f` with every parameter's full dotted name and the slot holding its value, in
+    /// [`Module::named_parameters`] order.
+    fn for_each_parameter_mut(&mut self, f: &mut dyn FnMut(String, &mut Rc<Tensor>)) {
+        for (n, t) in self.local_parameters_mut() {
+            f(n.to_string(), t);
+        }
+        for (name, child) in self.children_mut() {
+            child.for_each_parameter_mut(&mut |n, t| f(format!("{name}.{n}"), t));
+        }
+    }
+
+    /// Replaces the value of parameter `name` (a full dotted name) with one of the same
+    /// dtype and shape; the error names the parameter and both types.
+    fn set_parameter(&mut self, name: &str, value: Tensor) -> Result<()> {
+        let mut result = Err(Error::trace(format!("the module has no parameter '{name}'")));
+        let mut value = Some(value);
+        self.for_each_parameter_mut(&mut |n, slot| {
+            if n != name {
+                return;
+            }
+            let Some(v) = value.take() else { return };
+            result = if slot.dtype() != v.dtype() || slot.shape() != v.shape() {
+                Err(Error::trace(format!(
+                    "parameter '{name}' is {}{:?}; a {}{:?} cannot replace it (same dtype and shape only)",
+                    slot.dtype(),
+                    slot.shape(),
+                    v.dtype(),
+                    v.shape()
+                )))
+            } else {
+                *slot = Rc::new(v);
+                Ok(())
+            };
+        });
+        result
     }
 
     /// Every parameter of the tree, by full dotted name (PyTorch `named_parameters`).
@@ -36,10 +169,16 @@ pub trait Module {
         out
     }
 
-    /// Every submodule path (PyTorch `named_modules`, the root as "").
+    /// Every submodule path (PyTorch `named_modules`, the root as ""); a list's own path
+    /// (`layers` for children `layers.0`, …) comes before its first item.
     fn named_modules(&self) -> Vec<String> {
         let mut out = vec![String::new()];
         for (name, child) in self.children() {
+            if let Some((list, _)) = name.rsplit_once('.') {
+                if !out.iter().any(|m| m == list) {
+                    out.push(list.to_string());
+                }
+            }
             out.extend(child.named_modules().into_iter().map(|n| {
                 if n.is_empty() {
                     name.clone()
@@ -50,6 +189,33 @@ pub trait Module {
         }
         out
     }
+}
+
+impl<M: Module + ?Sized> Module for Box<M> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        (**self).forward_args(tr, args)
+    }
+    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
+        (**self).forward(tr, x)
+    }
+    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        (**self).local_parameters()
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        (**self).children()
+    }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        (**self).local_parameters_mut()
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        (**self).children_mut()
+    }
+}
+
+/// A module taking one dense tensor: its argument, or the error naming what it got.
+fn one_dense<'a>(tr: &Tracer, module: &str, args: &'a [Arg]) -> Result<&'a Var> {
+    check_arity(tr, module, args, 1, "x")?;
+    dense_arg(tr, module, args, 0, "x")
 }
 
 /// Calls `module` on `x` inside the scope `name` (how a parent calls a child).
@@ -95,7 +261,7 @@ impl Linear {
     }
 
     /// The layer applied to a sparse input (`x @ W^T` as CSR × dense, never densifying x).
-    pub fn forward_sparse(&self, tr: &Tracer, x: &super::SparseVar) -> Result<Var> {
+    pub fn forward_sparse(&self, tr: &Tracer, x: &SparseVar) -> Result<Var> {
         if x.n_cols != self.in_features {
             return Err(Error::trace(format!(
                 "'linear' in scope {}: sparse input has {} columns but the layer takes {}",
@@ -114,7 +280,13 @@ impl Linear {
 }
 
 impl Module for Linear {
-    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
+    /// On a dense `x` (`x W^T + b`) or a sparse one ([`Linear::forward_sparse`]).
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        check_arity(tr, "Linear", args, 1, "x")?;
+        let x = match args.first() {
+            Some(Arg::Sparse(x)) => return self.forward_sparse(tr, x),
+            _ => dense_arg(tr, "Linear", args, 0, "x")?,
+        };
         let w = tr.param("weight", &self.weight)?;
         match &self.bias {
             Some(b) => x.linear(&w, Some(&tr.param("bias", b)?)),
@@ -124,6 +296,13 @@ impl Module for Linear {
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         let mut v = vec![("weight", &self.weight)];
         if let Some(b) = &self.bias {
+            v.push(("bias", b));
+        }
+        v
+    }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        let mut v = vec![("weight", &mut self.weight)];
+        if let Some(b) = &mut self.bias {
             v.push(("bias", b));
         }
         v
@@ -163,13 +342,17 @@ impl LayerNorm {
 }
 
 impl Module for LayerNorm {
-    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        let x = one_dense(tr, "LayerNorm", args)?;
         let w = tr.param("weight", &self.weight)?;
         let b = tr.param("bias", &self.bias)?;
         x.layer_norm(1, Some((&w, &b)), self.eps)
     }
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         vec![("weight", &self.weight), ("bias", &self.bias)]
+    }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        vec![("weight", &mut self.weight), ("bias", &mut self.bias)]
     }
 }
 
@@ -179,7 +362,8 @@ pub struct Dropout {
 }
 
 impl Module for Dropout {
-    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        let x = one_dense(tr, "Dropout", args)?;
         if !tr.training() || self.p == 0.0 {
             return Ok(x.clone());
         }
@@ -192,8 +376,8 @@ impl Module for Dropout {
 pub struct ReLU;
 
 impl Module for ReLU {
-    fn forward(&self, _tr: &Tracer, x: &Var) -> Result<Var> {
-        x.relu()
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        one_dense(tr, "ReLU", args)?.relu()
     }
 }
 
@@ -201,8 +385,8 @@ impl Module for ReLU {
 pub struct GELU;
 
 impl Module for GELU {
-    fn forward(&self, _tr: &Tracer, x: &Var) -> Result<Var> {
-        x.gelu()
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        one_dense(tr, "GELU", args)?.gelu()
     }
 }
 
@@ -231,7 +415,8 @@ impl Embedding {
 }
 
 impl Module for Embedding {
-    fn forward(&self, tr: &Tracer, idx: &Var) -> Result<Var> {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        let idx = one_dense(tr, "Embedding", args)?;
         if idx.dtype() != DType::Int32 {
             return Err(Error::trace(format!("Embedding takes int32 indices, got {}", idx.ty())));
         }
@@ -244,6 +429,9 @@ impl Module for Embedding {
     }
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         vec![("weight", &self.weight)]
+    }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        vec![("weight", &mut self.weight)]
     }
 }
 
@@ -260,9 +448,13 @@ impl Sequential {
 }
 
 impl Module for Sequential {
-    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
-        let mut h = x.clone();
-        for (i, layer) in self.layers.iter().enumerate() {
+    /// The first module gets `args`, each later one the previous one's output.
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        let Some(first) = self.layers.first() else {
+            return Ok(one_dense(tr, "Sequential", args)?.clone());
+        };
+        let mut h = tr.scope("0", || first.forward_args(tr, args))?;
+        for (i, layer) in self.layers.iter().enumerate().skip(1) {
             h = call(tr, &i.to_string(), layer.as_ref(), &h)?;
         }
         Ok(h)
@@ -270,28 +462,15 @@ impl Module for Sequential {
     fn children(&self) -> Vec<(String, &dyn Module)> {
         self.layers.iter().enumerate().map(|(i, l)| (i.to_string(), l.as_ref())).collect()
     }
-}
-
-/// A list of modules the parent indexes itself (PyTorch `ModuleList`); calling it directly
-/// is an error, as in PyTorch.
-#[derive(Default)]
-pub struct ModuleList<M: Module> {
-    pub items: Vec<M>,
-}
-
-impl<M: Module> Module for ModuleList<M> {
-    fn forward(&self, tr: &Tracer, _x: &Var) -> Result<Var> {
-        Err(Error::trace(format!("ModuleList '{}' is not callable: index its modules", tr.current_scope())))
-    }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        self.items.iter().enumerate().map(|(i, m)| (i.to_string(), m as &dyn Module)).collect()
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        self.layers.iter_mut().enumerate().map(|(i, l)| (i.to_string(), l.as_mut() as &mut dyn Module)).collect()
     }
 }
 
 /// A multi-layer perceptron `Linear → ReLU → … → Linear` (the playground's default model),
 /// its layers named `layers.0`, `layers.1`, ….
 pub struct Mlp {
-    pub layers: ModuleList<Linear>,
+    pub layers: Vec<Linear>,
 }
 
 impl Mlp {
@@ -325,15 +504,15 @@ impl Mlp {
             )));
         }
         let items = sizes.windows(2).map(|w| Linear::new(w[0], w[1], true, rng)).collect::<Result<Vec<_>>>()?;
-        Ok(Mlp { layers: ModuleList { items } })
+        Ok(Mlp { layers: items })
     }
 }
 
 impl Module for Mlp {
-    fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
-        let mut h = x.clone();
-        let n = self.layers.items.len();
-        for (i, layer) in self.layers.items.iter().enumerate() {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        let mut h = one_dense(tr, "Mlp", args)?.clone();
+        let n = self.layers.len();
+        for (i, layer) in self.layers.iter().enumerate() {
             h = tr.scope("layers", || call(tr, &i.to_string(), layer, &h))?;
             if i + 1 < n {
                 h = h.relu()?;
@@ -342,7 +521,10 @@ impl Module for Mlp {
         Ok(h)
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
-        vec![("layers".into(), &self.layers as &dyn Module)]
+        self.layers.iter().enumerate().map(|(i, l)| (format!("layers.{i}"), l as &dyn Module)).collect()
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        self.layers.iter_mut().enumerate().map(|(i, l)| (format!("layers.{i}"), l as &mut dyn Module)).collect()
     }
 }
 
@@ -359,7 +541,7 @@ pub fn trace_mlp(sizes: &[usize], batch: usize, seed: u64) -> Result<super::Trac
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ir::InputKind;
 
@@ -438,6 +620,55 @@ mod tests {
         let mut fresh = Rng::new(3);
         fresh.next_u64();
         assert_eq!(rng.next_u64(), fresh.next_u64());
+    }
+
+    #[test]
+    fn lists_show_in_named_modules_and_linear_takes_sparse_input() {
+        let m = Mlp::new(&[4, 8, 2], &mut Rng::new(0)).unwrap();
+        assert_eq!(m.named_modules(), ["", "layers", "layers.0", "layers.1"]);
+        let l = Linear::new(5, 3, true, &mut Rng::new(0)).unwrap();
+        let tr = Tracer::new();
+        let x = SparseVar::input(&tr, "x", 4, 5, 7).unwrap();
+        let y = l.forward_args(&tr, &[Arg::Sparse(x)]).unwrap();
+        assert_eq!(y.shape(), &[4, 3]);
+        let ops: Vec<&str> = tr.finish(&[&y]).unwrap().graph.nodes.iter().map(|n| n.op.name()).collect();
+        assert!(ops.contains(&"spmm") && !ops.contains(&"linear"), "{ops:?}");
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2, 5], DType::Float32).unwrap();
+        let e =
+            tr.scope("act", || ReLU.forward_args(&tr, &[x.clone().into(), x.clone().into()])).unwrap_err().to_string();
+        assert_eq!(e, "ReLU.forward (module 'act') takes (x), 1 argument, but got 2");
+        let s = SparseVar::input(&tr, "s", 2, 5, 3).unwrap();
+        let e = LayerNorm::new(5).forward_args(&tr, &[s.into()]).unwrap_err().to_string();
+        assert_eq!(e, "LayerNorm.forward: argument 0 (x) must be a dense tensor, got a sparse 2x5 matrix");
+    }
+
+    /// The mutable views list what the immutable ones do.
+    pub(crate) fn check_mut_views(m: &mut dyn Module) {
+        let names: Vec<String> = m.named_parameters().into_iter().map(|p| p.0).collect();
+        let mut muts = Vec::new();
+        m.for_each_parameter_mut(&mut |n, _| muts.push(n));
+        assert_eq!(names, muts);
+    }
+
+    #[test]
+    fn parameters_are_replaced_by_name_with_their_dtype_and_shape() {
+        let mut rng = Rng::new(0);
+        let mut m = Sequential::new(vec![
+            Box::new(Linear::new(4, 3, true, &mut rng).unwrap()),
+            Box::new(LayerNorm::new(3)),
+            Box::new(Embedding::new(5, 2, &mut rng)),
+        ]);
+        check_mut_views(&mut m);
+        check_mut_views(&mut Mlp::new(&[3, 4, 2], &mut rng).unwrap());
+        m.set_parameter("1.bias", Tensor::full(&[3], DType::Float32, 2.0)).unwrap();
+        assert_eq!(m.named_parameters()[3].1.to_f32_vec(), vec![2.0; 3]);
+        let e = m.set_parameter("1.bias", Tensor::zeros(&[4], DType::Float32)).unwrap_err().to_string();
+        assert_eq!(e, "parameter '1.bias' is f32[3]; a f32[4] cannot replace it (same dtype and shape only)");
+        assert_eq!(
+            m.set_parameter("9.weight", Tensor::zeros(&[1], DType::Float32)).unwrap_err().to_string(),
+            "the module has no parameter '9.weight'"
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 // only type-checked (tsc --noEmit), never run; the Node tests run the same calls.
 import {
   nn, poptorch, trace, plan, traceMlp, defaultModel, demoModel, limits, version, block, beginBlock, constant, manualSeed,
+  datasets, loaders, randomMask, isTraining,
   type HostTensor, type HostTensorInput, type Tensor, type OutputMode, type PoptorchOptimizer, type Parameter,
+  type HostSparse, type PlanetoidOptions, type SparseTensor,
 } from "ipu-playground";
 
 class Net extends nn.Module {
@@ -102,9 +104,45 @@ const d = defaultModel();
 const maxBytes: number = limits().maxTensorBytes;
 const v: string = version();
 
-// datasets and loaders: the GNN stack's namespaces are checked here once they exist.
+// The GNN stack: datasets, loaders, the GNN layers and sparse inputs.
+class Block extends nn.Module {
+  norm = new nn.LayerNorm(4);
+  conv: nn.SAGEConv = new nn.SAGEConv(4, 4);
+  override forward(x: Tensor, adj: SparseTensor, mask?: Tensor): Tensor {
+    let h = this.norm.forward(x).relu();
+    if (mask) h = h.dropoutWithMask(mask, 0.5);
+    return this.conv.forward(h, adj);
+  }
+}
+class Gnn extends nn.Module {
+  lin1 = new nn.Linear(500, 8);
+  rev: nn.GroupAddRev = new nn.GroupAddRev(new Block(), { numGroups: 2 });
+  gcn = new nn.GCNConv(8, 3);
+  override forward(x: SparseTensor, adj: SparseTensor, y: Tensor, m: Tensor): Tensor {
+    const h = this.lin1.forward(x);
+    const mask = isTraining() ? randomMask(h.shape, 0.5) : undefined;
+    return this.gcn.forward(this.rev.forward(h, adj, mask), adj).crossEntropy(y, m);
+  }
+}
+async function gnn(files: Record<string, Uint8Array>): Promise<number> {
+  const options: PlanetoidOptions = { split: "full", transform: ["AddSelfLoops"] };
+  const dataset: datasets.Planetoid = await datasets.Planetoid("PubMed", files, options);
+  await datasets.Planetoid("Cora", "/data/");
+  const data: datasets.GraphData = dataset.get(0);
+  const sizes: number[] = data.splitSizes();
+  const loader: loaders.RandomNodeLoader = new loaders.RandomNodeLoader(data, { numParts: 10, shuffle: true, fixedSize: true, epochs: 2 });
+  const model = poptorch.trainingModel(new Gnn(), new poptorch.Options());
+  let n = sizes[0];
+  for (const batch of loader) {
+    const b: loaders.Batch = batch;
+    const x: HostSparse = b.x;
+    model.call(x, b.meanAdjacency(), b.y, b.trainMask);
+    n += b.numTrain + (model.stats?.savedForBackward ?? 0);
+  }
+  return n + data.numNodes + dataset.numClasses;
+}
 
 export {
   first, same, json, frozen, constantEps, others, p, loss, compiled, scale, warnings, out, windowed, traced, planned, demo,
-  d, maxBytes, v,
+  d, maxBytes, v, gnn,
 };

@@ -31,6 +31,7 @@
 use super::super::args::{self, js_err, JsResult};
 use super::super::host_tensor;
 use super::super::nn::{trace_module, TracedModule};
+use super::super::sparse;
 use super::super::state::{self, Entry, Kind};
 use super::enums;
 use super::optim::optimizer_arg;
@@ -43,6 +44,8 @@ use crate::poptorch::model::WeakHostModel;
 use crate::poptorch::{HostModel, Optimizer, PoplarExecutor};
 use crate::tensor::Tensor;
 use crate::trace::check::{self, MAX_INPUTS};
+use crate::trace::nn::Arg;
+use crate::trace::SparseVar;
 use js_sys::{Array, Object, WeakMap, JSON};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -134,17 +137,59 @@ pub struct PoplarExecutorJs {
     state: RefCell<Wrapped>,
 }
 
-/// A call's inputs (host tensors), with their names (`input<i>` unless given).
-fn inputs_arg(v: &JsValue, what: &str) -> JsResult<Vec<(String, Rc<Tensor>)>> {
+/// One argument of `forward` in a call: a host tensor, or a host CSR matrix (`sparse.rs`:
+/// graph features and adjacencies), which `forward` receives as a `SparseTensor` and the
+/// executor as three inputs in a row (`<name>.indptr`, `<name>.indices`, `<name>.values`).
+struct ArgSpec {
+    name: String,
+    /// Its first tensor in [`CallInputs::flat`].
+    first: usize,
+    /// `[rows, cols]` of a sparse argument.
+    sparse: Option<[usize; 2]>,
+}
+
+/// A call's inputs: the executor's tensors with their names (`input<i>` unless given), and
+/// what each argument of `forward` is.
+struct CallInputs {
+    flat: Vec<(String, Rc<Tensor>)>,
+    args: Vec<ArgSpec>,
+}
+
+impl CallInputs {
+    fn tensors(&self) -> Vec<Rc<Tensor>> {
+        self.flat.iter().map(|(_, t)| t.clone()).collect()
+    }
+}
+
+fn inputs_arg(v: &JsValue, what: &str) -> JsResult<CallInputs> {
     let items = if args::is_absent(v) { Vec::new() } else { args::list(v, what, MAX_INPUTS)? };
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            let (name, t) = host_tensor::from_js_named(x, &format!("{what}[{i}]"))?;
-            Ok((name.unwrap_or_else(|| format!("input{i}")), Rc::new(t)))
-        })
-        .collect()
+    let mut out = CallInputs { flat: Vec::new(), args: Vec::new() };
+    for (i, x) in items.iter().enumerate() {
+        let w = format!("{what}[{i}]");
+        let first = out.flat.len();
+        if sparse::is_host_sparse(x)? {
+            let name = args::get(x, "name")?;
+            let name =
+                if args::is_absent(&name) { format!("input{i}") } else { args::name(&name, &format!("{w}.name"))? };
+            let (tensors, dims) = sparse::host_sparse_from_js(x, &w)?;
+            for (part, t) in ["indptr", "indices", "values"].iter().zip(tensors) {
+                out.flat.push((format!("{name}.{part}"), Rc::new(t)));
+            }
+            out.args.push(ArgSpec { name, first, sparse: Some(dims) });
+        } else {
+            let (name, t) = host_tensor::from_js_named(x, &w)?;
+            let name = name.unwrap_or_else(|| format!("input{i}"));
+            out.flat.push((name.clone(), Rc::new(t)));
+            out.args.push(ArgSpec { name, first, sparse: None });
+        }
+    }
+    if out.flat.len() > MAX_INPUTS {
+        return Err(args::range_error(&format!(
+            "{what}: {} input tensors (a sparse matrix is three), more than the limit of {MAX_INPUTS}",
+            out.flat.len()
+        )));
+    }
+    Ok(out)
 }
 
 fn wrap(module: JsValue, options: &JsValue, optimizer: &JsValue, training: bool) -> JsResult<PoplarExecutorJs> {
@@ -248,13 +293,35 @@ impl Wrapped {
 
     /// Traces the module for a call with `inputs` (combined batch) and gives the executor
     /// the trace (before compilation).
-    fn attach(&mut self, inputs: &[(String, Rc<Tensor>)]) -> JsResult<()> {
+    fn attach(&mut self, inputs: &CallInputs) -> JsResult<()> {
         self.refresh_host()?;
         let types: Vec<TensorType> =
-            inputs.iter().map(|(_, t)| TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }).collect();
+            inputs.flat.iter().map(|(_, t)| TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }).collect();
         let micro = self.exec.micro_batch_types(&types).map_err(js_err)?;
+        for (i, a) in inputs.args.iter().enumerate() {
+            if a.sparse.is_some() && (a.first..a.first + 3).any(|k| micro[k] != types[k]) {
+                return Err(args::error(&format!(
+                    "input {i} ('{}') is a sparse matrix, which cannot be split into micro-batches: a model with \
+                     sparse inputs needs deviceIterations, replicationFactor and gradientAccumulation of 1",
+                    a.name
+                )));
+            }
+        }
         let TracedModule { trace, returned_list, .. } = trace_module(&self.module, self.training, |tr| {
-            inputs.iter().zip(&micro).map(|((name, _), t)| tr.input(name, &t.shape, t.dtype).map_err(js_err)).collect()
+            inputs
+                .args
+                .iter()
+                .map(|a| match a.sparse {
+                    None => {
+                        let t = &micro[a.first];
+                        tr.input(&a.name, &t.shape, t.dtype).map(Arg::Dense).map_err(js_err)
+                    }
+                    Some([rows, cols]) => {
+                        let nnz = types[a.first + 1].shape[0];
+                        SparseVar::input(tr, &a.name, rows, cols, nnz).map(Arg::Sparse).map_err(js_err)
+                    }
+                })
+                .collect()
         })?;
         self.exec.attach_trace(&trace).map_err(js_err)?;
         self.returned_list = returned_list;
@@ -265,12 +332,16 @@ impl Wrapped {
                 .input_grads
                 .iter()
                 .map(|r| match r {
-                    InputRef::Index(i) => inputs.get(*i).map(|(n, _)| n.clone()).ok_or_else(|| {
-                        args::range_error(&format!(
+                    InputRef::Index(i) => match inputs.args.get(*i) {
+                        Some(a) if a.sparse.is_some() => Err(args::error(&format!(
+                            "returnInputGradients: input {i} is a sparse matrix, whose gradient is not returned"
+                        ))),
+                        Some(a) => Ok(a.name.clone()),
+                        None => Err(args::range_error(&format!(
                             "returnInputGradients: input {i} does not exist: the call has {} inputs",
-                            inputs.len()
-                        ))
-                    }),
+                            inputs.args.len()
+                        ))),
+                    },
                     InputRef::Name(n) => Ok(n.clone()),
                 })
                 .collect::<JsResult<Vec<_>>>()?;
@@ -280,12 +351,11 @@ impl Wrapped {
         Ok(())
     }
 
-    fn compile(&mut self, inputs: &[(String, Rc<Tensor>)]) -> JsResult<()> {
-        let tensors: Vec<Rc<Tensor>> = inputs.iter().map(|(_, t)| t.clone()).collect();
+    fn compile(&mut self, inputs: &CallInputs) -> JsResult<()> {
         if !self.exec.is_compiled() {
             self.attach(inputs)?;
         }
-        self.exec.compile(&tensors).map_err(js_err)
+        self.exec.compile(&inputs.tensors()).map_err(js_err)
     }
 
     /// Queues the host values for the module (see the module docs): every buffer and every
@@ -336,15 +406,14 @@ impl PoplarExecutorJs {
     #[wasm_bindgen(js_name = _call)]
     pub fn call(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "HostTensorInput[]")] inputs: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse)[]")] inputs: JsValue,
     ) -> JsResult<JsValue> {
         let inputs = inputs_arg(&inputs, "call: inputs")?;
         self.with(|w| {
             if !w.exec.is_compiled() {
                 w.compile(&inputs)?;
             }
-            let tensors: Vec<Rc<Tensor>> = inputs.iter().map(|(_, t)| t.clone()).collect();
-            let outs = w.exec.call(&tensors).map_err(js_err)?;
+            let outs = w.exec.call(&inputs.tensors()).map_err(js_err)?;
             if w.training {
                 w.write_back_later();
             }
@@ -352,10 +421,33 @@ impl PoplarExecutorJs {
         })
     }
 
+    /// What the CPU executor measured over the last call's micro-batches: `{ peakBytes,
+    /// savedForBackward, nodesRun }` (the most bytes live at once, the bytes the forward
+    /// kept for the backward, nodes run), or `null` before the first call.
+    #[wasm_bindgen(
+        getter,
+        unchecked_return_type = "{ peakBytes: number, savedForBackward: number, nodesRun: number } | null"
+    )]
+    pub fn stats(&self) -> JsResult<JsValue> {
+        self.with(|w| {
+            let Some(s) = w.exec.last_stats() else {
+                return Ok(JsValue::NULL);
+            };
+            let o = Object::new();
+            js_sys::Reflect::set(&o, &"peakBytes".into(), &(s.peak_bytes as f64).into())?;
+            js_sys::Reflect::set(&o, &"savedForBackward".into(), &(s.saved_for_backward as f64).into())?;
+            js_sys::Reflect::set(&o, &"nodesRun".into(), &(s.nodes_run as f64).into())?;
+            Ok(o.into())
+        })
+    }
+
     /// `compile(...inputs)`: traces and compiles for these inputs without running; again
     /// once compiled, PopTorch's warning ("Call to compile() ignored") joins `warnings`.
     #[wasm_bindgen(js_name = _compile)]
-    pub fn compile(&self, #[wasm_bindgen(unchecked_param_type = "HostTensorInput[]")] inputs: JsValue) -> JsResult<()> {
+    pub fn compile(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse)[]")] inputs: JsValue,
+    ) -> JsResult<()> {
         let inputs = inputs_arg(&inputs, "compile: inputs")?;
         self.with(|w| w.compile(&inputs))
     }
@@ -365,15 +457,14 @@ impl PoplarExecutorJs {
     #[wasm_bindgen(js_name = _plan)]
     pub fn plan(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "HostTensorInput[]")] inputs: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse)[]")] inputs: JsValue,
     ) -> JsResult<JsValue> {
         let inputs = inputs_arg(&inputs, "plan: inputs")?;
         self.with(|w| {
             if !w.exec.is_compiled() {
                 w.attach(&inputs)?;
             }
-            let tensors: Vec<Rc<Tensor>> = inputs.iter().map(|(_, t)| t.clone()).collect();
-            let p = w.exec.plan_for(&tensors).map_err(js_err)?;
+            let p = w.exec.plan_for(&inputs.tensors()).map_err(js_err)?;
             JSON::parse(&p.to_json())
         })
     }

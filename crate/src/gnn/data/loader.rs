@@ -28,7 +28,7 @@
 
 use super::planetoid::GraphData;
 use crate::rng::Rng;
-use crate::tensor::CsrMatrix;
+use crate::tensor::{CsrMatrix, Tensor};
 use crate::{Error, Result};
 
 /// `node_ids` entry of a padding node.
@@ -327,6 +327,172 @@ pub fn fixed_sizes_for_epochs(data: &GraphData, loader: &RandomNodeLoader, epoch
     Ok(sizes)
 }
 
+/// A CSR matrix stored in a fixed number of entries (`capacity` ≥ its own): what a compiled
+/// graph's sparse input takes. Its tensors ([`PaddedCsr::tensors`]) pad the entries with
+/// zeros in the last row, which change no product.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PaddedCsr {
+    pub matrix: CsrMatrix,
+    pub capacity: usize,
+}
+
+impl PaddedCsr {
+    /// `matrix` in exactly its own entries.
+    pub fn exact(matrix: CsrMatrix) -> PaddedCsr {
+        let capacity = matrix.nnz();
+        PaddedCsr { matrix, capacity }
+    }
+
+    /// indptr (int32, rows + 1), indices (int32, capacity), values (f32, capacity).
+    pub fn tensors(&self) -> Result<[Tensor; 3]> {
+        self.matrix.to_tensors(self.capacity).map_err(Error::data)
+    }
+}
+
+/// Checks the three arrays of a CSR matrix given from outside before any kernel reads them:
+/// `indptr` has `rows + 1` entries, starts at 0, never decreases and ends at the number of
+/// `indices`; every column index is in `0..cols`; there are as many values as indices. The
+/// error names `what`, the array and the position.
+pub fn check_csr(what: &str, rows: usize, cols: usize, indptr: &[i32], indices: &[i32], n_values: usize) -> Result<()> {
+    let err = |m: String| Err(Error::data(format!("{what}: {m}")));
+    if indptr.len() != rows + 1 {
+        return err(format!("indptr has {} entries, a {rows}-row matrix needs {}", indptr.len(), rows + 1));
+    }
+    if indptr[0] != 0 {
+        return err(format!("indptr[0] is {}, not 0", indptr[0]));
+    }
+    if let Some(i) = indptr.windows(2).position(|w| w[1] < w[0]) {
+        return err(format!("indptr decreases at {}: {} then {}", i + 1, indptr[i], indptr[i + 1]));
+    }
+    if indptr[rows] as i64 != indices.len() as i64 {
+        return err(format!("indptr ends at {}, but there are {} indices", indptr[rows], indices.len()));
+    }
+    if n_values != indices.len() {
+        return err(format!("{n_values} values for {} indices", indices.len()));
+    }
+    if let Some(k) = indices.iter().position(|&c| c < 0 || c as i64 >= cols as i64) {
+        return err(format!("indices[{k}] = {} is not a column of a matrix of {cols} columns", indices[k]));
+    }
+    Ok(())
+}
+
+/// One batch of a loader: a part's induced subgraph, padded to the loader's fixed sizes or
+/// as it is, with the number of stored feature and adjacency entries its tensors have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    /// The subgraph (real nodes and edges first, then any padding).
+    pub sub: Subgraph,
+    pub num_real_nodes: usize,
+    pub num_real_edges: usize,
+    /// Stored feature entries of `x`'s tensors.
+    pub x_capacity: usize,
+    /// Stored entries of the mean adjacency's tensors (the fixed edge count).
+    pub edge_capacity: usize,
+}
+
+impl Part {
+    /// An unpadded part: its tensors hold exactly its entries.
+    pub fn exact(sub: Subgraph) -> Part {
+        let (n, e, x) = (sub.num_nodes, sub.num_edges(), sub.x.nnz());
+        Part { sub, num_real_nodes: n, num_real_edges: e, x_capacity: x, edge_capacity: e }
+    }
+
+    /// The node features.
+    pub fn x(&self) -> PaddedCsr {
+        PaddedCsr { matrix: self.sub.x.clone(), capacity: self.x_capacity }
+    }
+
+    /// SAGEConv's mean-aggregation adjacency ([`mean_adjacency`]).
+    pub fn mean_adjacency(&self) -> PaddedCsr {
+        PaddedCsr { matrix: self.sub.mean_adjacency(), capacity: self.edge_capacity }
+    }
+
+    /// GCNConv's normalised adjacency ([`gcn_adjacency`]): room for a self loop on every node.
+    pub fn gcn_adjacency(&self) -> PaddedCsr {
+        let m = gcn_adjacency(self.sub.num_nodes, &self.sub.edge_src, &self.sub.edge_dst);
+        PaddedCsr { matrix: m, capacity: self.edge_capacity + self.sub.num_nodes }
+    }
+
+    /// Training nodes in the part.
+    pub fn num_train(&self) -> usize {
+        self.sub.train_mask.iter().filter(|&&m| m).count()
+    }
+}
+
+/// The largest number of feature entries `rows` nodes of `x` can hold (the sum of its
+/// `rows` fullest rows; at least 1).
+pub fn max_row_nnz_sum(x: &CsrMatrix, rows: usize) -> usize {
+    let mut per: Vec<usize> = (0..x.nrows).map(|r| x.indptr[r + 1] - x.indptr[r]).collect();
+    per.sort_unstable_by(|a, b| b.cmp(a));
+    per[..rows.min(per.len())].iter().sum::<usize>().max(1)
+}
+
+/// A [`RandomNodeLoader`] whose parts are all padded to one fixed size, so one compiled
+/// graph serves every part (as a PopTorch model is compiled once for static shapes).
+/// Node and edge counts: exact for the first `epochs` epochs of the loader's seeded shuffle
+/// ([`fixed_sizes_for_epochs`]; a later epoch is an error), or, without `epochs`, the bound
+/// that fits any part ([`fixed_sizes`], looser). Feature entries: the bound of the fullest
+/// rows ([`max_row_nnz_sum`]).
+#[derive(Clone, Debug)]
+pub struct PaddedLoader {
+    loader: RandomNodeLoader,
+    pub sizes: FixedSizes,
+    pub x_capacity: usize,
+    epochs: Option<usize>,
+    epoch: usize,
+}
+
+impl PaddedLoader {
+    pub fn new(data: &GraphData, loader: RandomNodeLoader, epochs: Option<usize>) -> Result<PaddedLoader> {
+        let sizes = match epochs {
+            Some(e) => fixed_sizes_for_epochs(data, &loader, e)?,
+            None => fixed_sizes(data, loader.num_parts())?,
+        };
+        let x_capacity = max_row_nnz_sum(&data.x, sizes.max_nodes - 1);
+        Ok(PaddedLoader { loader, sizes, x_capacity, epochs, epoch: 0 })
+    }
+
+    /// The epochs the sizes were computed for (`None`: any number).
+    pub fn epochs(&self) -> Option<usize> {
+        self.epochs
+    }
+
+    /// Epochs drawn so far.
+    pub fn epoch(&self) -> usize {
+        self.epoch
+    }
+
+    /// The loader inside.
+    pub fn loader(&self) -> &RandomNodeLoader {
+        &self.loader
+    }
+
+    /// The next epoch's parts, padded. Past the epochs the sizes were computed for, an error.
+    pub fn next_epoch(&mut self, data: &GraphData) -> Result<Vec<Part>> {
+        if let Some(e) = self.epochs.filter(|&e| self.epoch >= e) {
+            return Err(Error::data(format!(
+                "the fixed sizes were computed for {e} epochs, all of which have been drawn: make the loader for more \
+                 epochs"
+            )));
+        }
+        let subs = self.loader.subgraphs(data)?;
+        self.epoch += 1;
+        let FixedSizes { max_nodes, max_edges } = self.sizes;
+        subs.into_iter()
+            .map(|sub| {
+                let b = pad_fixed(sub, max_nodes, max_edges)?;
+                Ok(Part {
+                    sub: b.sub,
+                    num_real_nodes: b.num_real_nodes,
+                    num_real_edges: b.num_real_edges,
+                    x_capacity: self.x_capacity,
+                    edge_capacity: max_edges,
+                })
+            })
+            .collect()
+    }
+}
+
 /// Mean aggregation as a sparse matrix: row `i` (a target) has `1 / in_degree(i)` at
 /// column `j` for every edge `j -> i`, so `A · X` averages the features of each node's
 /// in-neighbours (messages flow `edge_src -> edge_dst`, like PyG's `SAGEConv`; repeated
@@ -526,6 +692,58 @@ mod tests {
         }
         assert_eq!(s, tight);
         assert!(s.max_edges <= fixed_sizes(&g, 3).unwrap().max_edges);
+    }
+
+    #[test]
+    fn csr_arrays_from_outside_are_checked() {
+        assert!(check_csr("x", 2, 3, &[0, 1, 3], &[0, 2, 1], 3).is_ok());
+        let e = |r: Result<()>| r.unwrap_err().to_string();
+        assert_eq!(e(check_csr("x", 2, 3, &[0, 1], &[0], 1)), "x: indptr has 2 entries, a 2-row matrix needs 3");
+        assert_eq!(e(check_csr("x", 2, 3, &[1, 1, 1], &[0], 1)), "x: indptr[0] is 1, not 0");
+        assert_eq!(e(check_csr("x", 2, 3, &[0, 2, 1], &[0], 1)), "x: indptr decreases at 2: 2 then 1");
+        assert_eq!(e(check_csr("x", 2, 3, &[0, 1, 2], &[0], 1)), "x: indptr ends at 2, but there are 1 indices");
+        assert_eq!(e(check_csr("x", 2, 3, &[0, 1, 1], &[0], 2)), "x: 2 values for 1 indices");
+        assert_eq!(
+            e(check_csr("x", 2, 3, &[0, 1, 2], &[0, 3], 2)),
+            "x: indices[1] = 3 is not a column of a matrix of 3 columns"
+        );
+        assert!(e(check_csr("x", 1, 3, &[0, 1], &[-1], 1)).contains("indices[0] = -1"));
+    }
+
+    #[test]
+    fn padded_loader_gives_one_size_for_every_part_and_stops_after_its_epochs() {
+        let g = toy();
+        let mut l = PaddedLoader::new(&g, RandomNodeLoader::new(2, true, 3).unwrap(), Some(4)).unwrap();
+        let s = l.sizes;
+        for _ in 0..4 {
+            let parts = l.next_epoch(&g).unwrap();
+            assert_eq!(parts.len(), 2);
+            for p in &parts {
+                assert_eq!((p.sub.num_nodes, p.sub.num_edges()), (s.max_nodes, s.max_edges));
+                let [ip, ix, v] = p.x().tensors().unwrap();
+                assert_eq!(
+                    (ip.shape(), ix.shape(), v.shape()),
+                    (&[s.max_nodes + 1][..], &[l.x_capacity][..], &[l.x_capacity][..])
+                );
+                let [ip, ix, _] = p.mean_adjacency().tensors().unwrap();
+                assert_eq!((ip.shape(), ix.shape()), (&[s.max_nodes + 1][..], &[s.max_edges][..]));
+                assert_eq!(p.gcn_adjacency().capacity, s.max_edges + s.max_nodes);
+                p.gcn_adjacency().tensors().unwrap();
+                assert_eq!(p.num_train(), p.sub.train_mask.iter().filter(|&&m| m).count());
+            }
+        }
+        // Three features at most per part of three nodes (one per node in the toy graph).
+        assert_eq!(l.x_capacity, 3);
+        let e = l.next_epoch(&g).unwrap_err().to_string();
+        assert!(e.contains("computed for 4 epochs"), "{e}");
+        let mut any = PaddedLoader::new(&g, RandomNodeLoader::new(2, true, 3).unwrap(), None).unwrap();
+        assert_eq!(any.sizes, fixed_sizes(&g, 2).unwrap());
+        for _ in 0..10 {
+            any.next_epoch(&g).unwrap();
+        }
+        let p = Part::exact(induced_subgraph(&g, &[0, 1, 2]));
+        assert_eq!((p.x_capacity, p.edge_capacity, p.num_real_nodes), (3, 5, 3));
+        assert_eq!(max_row_nnz_sum(&g.x, 100), 6);
     }
 
     #[test]

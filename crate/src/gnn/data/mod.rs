@@ -12,18 +12,24 @@
 //!   fetched bytes (wasm), through the same code.
 //! * [`transforms`]: `AddSelfLoops`, `NormalizeFeatures`, `ToUndirected`, and the
 //!   `coalesce` / `remove_self_loops` utilities they are built on.
+//! * [`dataset`]: the one entry point, [`planetoid`]: a dataset from a directory or bytes,
+//!   its split and transforms, configured by [`PlanetoidOptions`] (serde, camelCase JSON).
 //! * [`loader`]: `RandomNodeLoader` partitions, induced subgraphs (PyG `Data.subgraph`),
-//!   fixed-size padding for a compiled (IPU-style) static shape, and the mean-aggregation
-//!   adjacency that `SAGEConv(aggr="mean")` uses.
+//!   fixed-size padding for a compiled (IPU-style) static shape ([`PaddedLoader`]: every
+//!   part in one size), and the mean-aggregation adjacency that `SAGEConv(aggr="mean")`
+//!   uses.
 
+pub mod dataset;
 pub mod loader;
 pub mod pickle;
 pub mod planetoid;
 pub mod transforms;
 
+pub use dataset::{planetoid, PlanetoidOptions, Source, SplitName, Transform};
 pub use loader::{
-    fixed_sizes, fixed_sizes_for_epochs, fixed_sizes_from_parts, gcn_adjacency, induced_subgraph, induced_subgraphs,
-    mean_adjacency, pad_fixed, whole_graph, FixedSizeBatch, FixedSizes, RandomNodeLoader, Subgraph, PADDING_NODE_ID,
+    check_csr, fixed_sizes, fixed_sizes_for_epochs, fixed_sizes_from_parts, gcn_adjacency, induced_subgraph,
+    induced_subgraphs, max_row_nnz_sum, mean_adjacency, pad_fixed, whole_graph, FixedSizeBatch, FixedSizes, PaddedCsr,
+    PaddedLoader, Part, RandomNodeLoader, Subgraph, PADDING_NODE_ID,
 };
 pub use planetoid::{
     load_planetoid_bytes, load_planetoid_dir, load_planetoid_raw, GraphData, PlanetoidRaw, Split, PLANETOID_FILES,

@@ -4,12 +4,14 @@
 //! What matches PyG (`torch_geometric/io/planetoid.py`, `datasets/planetoid.py`):
 //!
 //! * Features: `x = vstack(allx, tx)`, then the test rows are put back in graph order with
-//!   `x[test_index] = x[sorted(test_index)]`. CiteSeer has isolated test nodes that are
-//!   missing from `tx`/`ty`; as in PyG, `tx`/`ty` are first widened with zero rows to
-//!   cover `range(min(test_index), max(test_index) + 1)`, row `k` of `tx` going to
-//!   `sorted_test_index[k] - min`. We apply this widening to every dataset: for Cora and
-//!   PubMed the test ids are exactly that contiguous range, so it changes nothing.
-//!   Features stay sparse ([`CsrMatrix`], canonical: sorted columns, no stored zeros).
+//!   `x[test_index] = x[sorted(test_index)]`, so every test index must be a node of
+//!   `allx` + `tx` (an index out of range is an error naming the file, line and index, as
+//!   PyG's indexing fails). CiteSeer has isolated test nodes that are missing from
+//!   `tx`/`ty`; for CiteSeer only, as in PyG, `tx`/`ty` are first widened with zero rows
+//!   to cover `range(min(test_index), max(test_index) + 1)`, row `k` of `tx` going to
+//!   `sorted_test_index[k] - min` (at most as many zero rows as test rows: more is an
+//!   error, not a graph grown to the largest index). Features stay sparse ([`CsrMatrix`],
+//!   canonical: sorted columns, no stored zeros).
 //! * Labels: `y = argmax(vstack(ally, ty))` per row, the first maximum winning like
 //!   `torch.max(dim=1)`, so an all-zero row (CiteSeer's padding nodes) is class 0; then
 //!   `y[test_index] = y[sorted(test_index)]`. `num_classes = max(y) + 1` as PyG infers it.
@@ -175,7 +177,8 @@ pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> R
     let ty = labels(raw.ty, &fty)?;
     let ally = labels(raw.ally, &fally)?;
     let graph = adjacency_from_value(&parse(raw.graph, &file("graph"))?, &file("graph"))?;
-    let test_index = parse_test_index(raw.test_index, &file("test.index"))?;
+    let ftest = file("test.index");
+    let (test_index, test_lines) = parse_test_index(raw.test_index, &ftest)?;
 
     let shape_err = |what: String| Error::data(format!("{canon}: inconsistent raw files: {what}"));
     for (m, f) in [(&x, &fx), (&tx, &ftx)] {
@@ -213,13 +216,34 @@ pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> R
         return Err(shape_err(format!("test index {} appears twice", w[0])));
     }
     let (t_min, t_max) = (sorted_test[0], *sorted_test.last().unwrap());
-    // tx/ty widened to range(t_min, t_max + 1); rows without a test node are zero.
-    let ext_len = t_max - t_min + 1;
+    // The line of the file holding `index` (for the error messages).
+    let line_of = |index: usize| test_index.iter().position(|&t| t == index).map_or(0, |k| test_lines[k]);
+    // CiteSeer: tx/ty widened to range(t_min, t_max + 1), rows without a test node zero.
+    let ext_len = if canon == "CiteSeer" {
+        let ext = t_max - t_min + 1;
+        if ext > 2 * tx.nrows {
+            return Err(Error::data(format!(
+                "{ftest}: line {}: test index {t_max} would widen the test range {t_min}..={t_max} to {ext} rows for \
+                 {} test rows (CiteSeer's missing test nodes are filled with zero rows, at most as many as the test \
+                 rows)",
+                line_of(t_max),
+                tx.nrows
+            )));
+        }
+        ext
+    } else {
+        tx.nrows
+    };
     let num_nodes = allx.nrows + ext_len;
     if t_max >= num_nodes {
-        return Err(shape_err(format!(
-            "test index {t_max} is out of range for {num_nodes} nodes ({} labelled + {ext_len} test range)",
-            allx.nrows
+        let range = if canon == "CiteSeer" {
+            format!("{} in {fallx} + {ext_len} in the test range {t_min}..={t_max}", allx.nrows)
+        } else {
+            format!("{} in {fallx} + {} in {ftx}", allx.nrows, tx.nrows)
+        };
+        return Err(Error::data(format!(
+            "{ftest}: line {}: test index {t_max} is out of range for the {num_nodes} nodes ({range})",
+            line_of(t_max)
         )));
     }
 
@@ -230,10 +254,15 @@ pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> R
         Test(usize),
         Zero,
     }
-    let mut ext = vec![Src::Zero; ext_len];
-    for (k, &s) in sorted_test.iter().enumerate() {
-        ext[s - t_min] = Src::Test(k);
-    }
+    let ext: Vec<Src> = if canon == "CiteSeer" {
+        let mut ext = vec![Src::Zero; ext_len];
+        for (k, &s) in sorted_test.iter().enumerate() {
+            ext[s - t_min] = Src::Test(k);
+        }
+        ext
+    } else {
+        (0..tx.nrows).map(Src::Test).collect()
+    };
     let stacked: Vec<Src> = (0..allx.nrows).map(Src::All).chain(ext).collect();
     let mut rows = stacked.clone();
     for (&t, &s) in test_index.iter().zip(&sorted_test) {
@@ -384,18 +413,21 @@ fn labels(bytes: &[u8], file: &str) -> Result<Labels> {
     Ok(Labels { rows, classes, argmax })
 }
 
-/// `ind.<name>.test.index`: one non-negative integer per line.
-fn parse_test_index(bytes: &[u8], file: &str) -> Result<Vec<usize>> {
+/// `ind.<name>.test.index`: one non-negative integer per line; the indices and their
+/// (1-based) line numbers.
+fn parse_test_index(bytes: &[u8], file: &str) -> Result<(Vec<usize>, Vec<usize>)> {
     let text = std::str::from_utf8(bytes).map_err(|e| Error::data(format!("{file}: not UTF-8 text: {e}")))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            l.trim()
-                .parse::<usize>()
-                .map_err(|_| Error::data(format!("{file}: line {}: '{}' is not a node index", i + 1, l.trim())))
-        })
-        .collect()
+    let mut out = (Vec::new(), Vec::new());
+    for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let shown: String = l.trim().chars().take(40).collect();
+        let v = l
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| Error::data(format!("{file}: line {}: '{shown}' is not a node index", i + 1)))?;
+        out.0.push(v);
+        out.1.push(i + 1);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -414,7 +446,7 @@ mod tests {
 
     #[test]
     fn test_index_parsing() {
-        assert_eq!(parse_test_index(b"3\n1\r\n\n2\n", "f").unwrap(), vec![3, 1, 2]);
+        assert_eq!(parse_test_index(b"3\n1\r\n\n2\n", "f").unwrap(), (vec![3, 1, 2], vec![1, 2, 4]));
         let e = parse_test_index(b"3\nx\n", "ind.t.test.index").unwrap_err();
         assert_eq!(e.to_string(), "ind.t.test.index: line 2: 'x' is not a node index");
     }
