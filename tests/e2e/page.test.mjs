@@ -78,9 +78,11 @@ describe("the playground page", () => {
     assert.match(wasmResponses[0].url(), /\/pkg\/ipu_playground_relaxed_bg\.wasm$/);
     assert.equal(wasmResponses[0].headers()["content-type"], "application/wasm");
     assert.equal(await page.getByLabel("Preset").inputValue(), "revgnn");
-    assert.match(await editorText(page), /revgnn: \{/);
-    // The graph: RevGNN's seven reversible layers, each one `call` region.
-    assert.match(await text("#graph-title"), /^RevGNN on PubMed: 7 layers × 160 channels/);
+    assert.match(await editorText(page), /new nn\.GroupAddRev\(new GNNBlock\(c, c, dropout\), \{ numGroups \}\)/);
+    // The graph: RevGNN written with nn.SAGEConv and nn.GroupAddRev, wrapped by
+    // poptorch.trainingModel and planned on one padded part of PubMed (RandomNodeLoader, 10
+    // parts); its seven reversible layers are each one `call` region.
+    assert.equal(await text("#graph-title"), "poptorch.trainingModel(RevGNN, Adam) called with x [1973×500], adj [1973×1973], y [1973], mask [1973]");
     const ops = await page.locator("#graph-chart g.op").count();
     assert.ok(ops >= 13, `${ops} ops drawn`);
     assert.equal(await page.locator("#graph-chart g.op", { hasText: "call" }).count(), 7);
@@ -290,15 +292,22 @@ describe("the playground page", () => {
     assert.equal(page.workers().length, 1, "the same worker kept running");
   });
 
-  test("a RevGNN hyper-parameter the model refuses is marked at its line", T, async () => {
+  test("a RevGNN hyper-parameter the model refuses is marked where it throws; the dataset picked for training is planned", T, async () => {
     await openReady(page, server.url + "/");
     const good = await editorText(page);
-    const line = good.split("\n").findIndex((l) => /^\s*hidden: 160,/.test(l)) + 1;
+    const line = good.split("\n").findIndex((l) => l.includes("throw new Error(`hidden size")) + 1;
     await setCode(page, good.replace("hidden: 160,", "hidden: 15,"));
     assert.deepEqual(await errorLines(page), [line]);
     assert.match(await text("#error"), /hidden size 15 is not divisible by the number of groups 2/);
     assert.equal(await setCode(page, good), "ok");
     assert.deepEqual(await errorLines(page), []);
+    // The code reads the Training view's dataset: choosing Cora plans RevGNN on Cora's parts.
+    await page.getByRole("tab", { name: "Training" }).click();
+    const seq = await seqOf(page);
+    await page.getByLabel("Dataset").selectOption("Cora");
+    await waitAnalysis(page, seq);
+    await page.getByRole("tab", { name: "Graph" }).click();
+    assert.match(await text("#graph-title"), /called with x \[272×1433\], adj \[272×272\], y \[272\], mask \[272\]$/);
   });
 
   test("a plain nn.Module export: a training model without a loss is named at its `training` line; the loss output is found or named", T, async () => {

@@ -141,6 +141,39 @@ describe("training in the page", () => {
     await screenshot(page, "training-done");
   });
 
+  test("trains the model of the editor's code (the RevGNN preset's `train`) on Cora: the loss falls, the prediction meets the measurement, PyG's names", T, async () => {
+    await openReady(page, server.url + "/");
+    await page.getByRole("tab", { name: "Training" }).click();
+    assert.match(await page.locator("#train-config").textContent(), /^Trains the model of your code: poptorch\.trainingModel\(RevGNN, Adam\)/);
+    const seq = await seqOf(page);
+    await page.getByLabel("Dataset").selectOption("Cora");
+    await waitAnalysis(page, seq);
+    await page.locator("summary", { hasText: "Epoch log" }).click();
+    await page.getByLabel("Epochs").fill("2");
+    await page.getByRole("button", { name: "Train" }).click();
+    await page.waitForFunction(() => /^Done: 2 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 120000 });
+    const log = await epochLog(page);
+    assert.deepEqual(log.map((r) => r.epoch), [1, 2]);
+    assert.ok(log[1].loss < log[0].loss, `the loss did not fall: ${log[0].loss} -> ${log[1].loss}`);
+    // The planner's plan of the compiled model beside the executor's measurement of it.
+    const stats = await page.locator("#train-stats").textContent();
+    assert.match(stats, /1\.000prediction ÷ measured/, stats);
+    // The trained module's parameters under PyG's names (GroupAddRev's groups are its convs).
+    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: /Download weights/ }).click()]);
+    assert.equal(download.suggestedFilename(), "revgnn-cora.safetensors");
+    const bytes = fs.readFileSync(await download.path());
+    const n = Number(bytes.readBigUInt64LE(0));
+    const header = JSON.parse(bytes.subarray(8, 8 + n).toString("utf8"));
+    assert.deepEqual(header.__metadata__, { format: "pt", dataset: "Cora", epochs_trained: "2" });
+    assert.deepEqual(header["lin1.weight"].shape, [160, 1433]);
+    assert.deepEqual(header["convs.6.convs.1.conv.lin_l.weight"].shape, [80, 80]);
+    const names = Object.keys(header).filter((k) => k !== "__metadata__");
+    assert.equal(names.length, 6 + 7 * 2 * 5);
+    const end = Math.max(...names.map((k) => header[k].data_offsets[1]));
+    assert.equal(bytes.length, 8 + n + end, "the data covers the file exactly");
+    await screenshot(page, "training-code-done");
+  });
+
   test("pause and resume between epochs, then stop", T, async () => {
     await openTraining();
     await page.getByLabel("Dataset").selectOption("Cora");

@@ -1,37 +1,12 @@
 // The editor's presets: code written against the package's PopTorch-style API (each builds
-// its model, wraps it with poptorch.trainingModel / inferenceModel and the `options` the page
-// makes from its panel), the options each
-// starts with (the planner's Options JSON, merged over the defaults) and the IPUs in the
-// system (`ipus`). `expect` is what the page tests check: the IPUs the assignment view shows.
-
-const REVGNN = `// RevGNN on a Planetoid graph: the model of PyG's
-// examples/rev_gnn.py — lin1 → layers × GroupAddRev(LayerNorm
-// → ReLU → shared dropout → SAGEConv) → LayerNorm → ReLU →
-// Dropout → lin2 — trained in this tab (Training view).
-//
-// What you can change here today: the hyper-parameters below,
-// which configure the engine's built-in RevGNN trainer.
-// Writing the model itself, with nn.SAGEConv,
-// datasets.Planetoid and poptorch.trainingModel, comes with
-// the PopTorch-style API (issue #10). Pick the dataset in the
-// Training view.
-
-export default {
-  revgnn: {
-    layers: 7,        // GroupAddRev layers (activation memory stays flat with depth)
-    hidden: 160,      // channels, split over the groups
-    groups: 2,
-    dropout: 0.5,
-    lr: 0.003,        // Adam
-    parts: 10,        // RandomNodeLoader parts per epoch
-    seed: 0,
-  },
-};
-`;
+// its model and wraps it with poptorch.trainingModel / inferenceModel and the `options` the
+// page makes from its panel), the options each starts with (the planner's Options JSON,
+// merged over the defaults) and the IPUs in the system (`ipus`). `expect` is what the page
+// tests check: the IPUs the assignment view shows.
 
 // RevGNN written with the package's GNN stack (nn.SAGEConv, nn.GroupAddRev, datasets.Planetoid,
 // loaders.RandomNodeLoader): PyG's examples/rev_gnn.py, as examples/rev_gnn.mjs has it.
-const REVGNN_JS = `import { nn, poptorch, datasets, loaders, manualSeed, randomMask, isTraining } from "ipu-playground";
+const REVGNN = `import { nn, poptorch, datasets, loaders, manualSeed, randomMask, isTraining } from "ipu-playground";
 
 // RevGNN on a Planetoid graph: PyG's examples/rev_gnn.py. The
 // views plan one training step of the model below on one part of
