@@ -2,9 +2,12 @@
 // planner's optimizer choice (`plan(…, { optimizer })`: the state it counts per weight).
 // engine/package.js notes them as the code builds and wraps; the worker reads them.
 //
-// The package's optimizers do not show every attribute (SGD's momentum), and its
-// `model.plan()` counts no optimizer state (the executor applies the optimizer outside its
-// step graph), so the page notes what the planner needs here.
+// The views draw `plan()` of the wrapped module rather than `model.plan()`, because
+// `model.plan()` throws PopTorch's error for a plan PopTorch would refuse, and the page
+// wants that plan anyway, to mark each error at its node or option field. `plan()` takes the
+// optimizer as a choice, and the package's optimizers do not show every attribute (SGD's
+// momentum), so the page notes what the planner needs here. (`model.plan()` itself counts
+// the optimizer's exact state, per parameter group.)
 
 const byOptimizer = new WeakMap();
 const byModel = new WeakMap();
