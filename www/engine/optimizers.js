@@ -6,8 +6,9 @@
 // `model.plan()` throws PopTorch's error for a plan PopTorch would refuse, and the page
 // wants that plan anyway, to mark each error at its node or option field. `plan()` takes the
 // optimizer as a choice, and the package's optimizers do not show every attribute (SGD's
-// momentum), so the page notes what the planner needs here. (`model.plan()` itself counts
-// the optimizer's exact state, per parameter group.)
+// momentum), so the page notes what the planner needs here. (`model.plan()` is, besides,
+// the plan of the step the executor runs, which applies the optimizer outside it: it counts
+// no optimizer state.)
 
 const byOptimizer = new WeakMap();
 const byModel = new WeakMap();
