@@ -7,6 +7,8 @@
 //
 //   node scripts/bench-plan-wasm.mjs [--layers 1000] [--ipus 8] [--runs 3] [--json FILE]
 import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { startServer, launchChromium } from "../tests/node/helpers.mjs";
 
 const args = process.argv.slice(2);
@@ -19,10 +21,11 @@ const ipus = Number(opt("--ipus", "8"));
 const runs = Number(opt("--runs", "3"));
 const jsonOut = opt("--json", null);
 
-// Runs in the page: a module worker that loads the package and plans.
-async function planInWorker({ layers, ipus, runs }) {
-  const src = `
-    import init, { demoModel, plan } from "${location.origin}/pkg/ipu_playground.js";
+// The module worker that loads the package and plans, as the page runs the engine. It is
+// served from a folder of its own (the server's CSP allows workers from 'self' only, not
+// blob: URLs).
+const WORKER_SRC = `
+    import init, { demoModel, plan } from "/pkg/ipu_playground.js";
     self.onmessage = async (e) => {
       try {
         const { layers, ipus, runs } = e.data;
@@ -45,8 +48,10 @@ async function planInWorker({ layers, ipus, runs }) {
         self.postMessage({ ok: false, error: String(err && err.message || err) });
       }
     };`;
-  const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
-  const w = new Worker(url, { type: "module" });
+
+// Runs in the page: starts the worker and waits for its answer.
+async function planInWorker({ layers, ipus, runs }) {
+  const w = new Worker("/bench-plan/worker.mjs", { type: "module" });
   return await new Promise((resolve) => {
     w.onmessage = (e) => resolve(e.data);
     w.onerror = (e) => resolve({ ok: false, error: e.message || "worker error" });
@@ -55,7 +60,9 @@ async function planInWorker({ layers, ipus, runs }) {
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const server = await startServer({ args: ["--quiet"] });
+const workerDir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-plan-"));
+fs.writeFileSync(path.join(workerDir, "worker.mjs"), WORKER_SRC);
+const server = await startServer({ args: ["--quiet", "--mount", `/bench-plan/=${workerDir}`] });
 let browser;
 try {
   browser = await launchChromium();
@@ -88,4 +95,5 @@ try {
 } finally {
   if (browser) await browser.close();
   await server.stop();
+  fs.rmSync(workerDir, { recursive: true, force: true });
 }
