@@ -9,7 +9,9 @@ use ipu_playground::compile::ExecutionStrategy;
 use ipu_playground::exec::{run, Store};
 use ipu_playground::ir::{OptimizerStep, Reduction};
 use ipu_playground::poptorch::executor::PoplarExecutor;
-use ipu_playground::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, Options};
+use ipu_playground::poptorch::{
+    inference_model, training_model, HostModel, Optimizer, OptimizerArgs, OptimizerType, Options, ParamGroup,
+};
 use ipu_playground::rng::Rng;
 use ipu_playground::tensor::{DType, Tensor};
 use ipu_playground::trace::nn::{call, Linear};
@@ -104,6 +106,40 @@ fn options(d: usize, r: usize, a: usize) -> Options {
     let mut o = Options::new();
     o.device_iterations(d).unwrap().replication_factor(r).unwrap().gradient_accumulation(a).unwrap();
     o
+}
+
+// ---- the plan of a wrapped model ----
+
+/// The optimizer state the plan of a training model on `optimizer` keeps on the device.
+fn planned_optimizer_state(optimizer: Option<Optimizer>) -> u64 {
+    let model = HostModel::new(&classifier(4, DType::Float32));
+    let mut m = training_model(&model, &mut Options::new(), optimizer).unwrap();
+    let (x, y) = data(4, 0, DType::Float32);
+    let plan = m.plan_for(&[x, y]).unwrap();
+    assert!(plan.valid && plan.training);
+    plan.memory.ipus.iter().map(|i| i.always_live.optimizer).sum()
+}
+
+#[test]
+fn memory_a_training_models_plan_counts_its_optimizers_state_per_parameter_group() {
+    // fc1: 3×5 + 5 = 20 elements, fc2: 5×2 + 2 = 12; float32 state.
+    let adam = Optimizer::adam(OptimizerArgs::default()).unwrap();
+    assert_eq!(planned_optimizer_state(Some(adam)), 2 * 32 * 4, "Adam: two moments per element");
+    assert_eq!(planned_optimizer_state(None), 0, "the default SGD(lr=0.01) keeps no state");
+    let momentum = OptimizerArgs { lr: Some(0.01), momentum: Some(0.9), ..OptimizerArgs::default() };
+    let sgd = Optimizer::sgd(momentum.clone()).unwrap();
+    assert_eq!(planned_optimizer_state(Some(sgd)), 32 * 4, "SGD with momentum: one velocity per element");
+    // A group with momentum for fc1 only: only fc1's elements keep a velocity.
+    let groups = vec![
+        ParamGroup { params: vec!["fc1.weight".into(), "fc1.bias".into()], args: momentum },
+        ParamGroup { params: vec!["fc2.weight".into(), "fc2.bias".into()], args: OptimizerArgs::default() },
+    ];
+    let grouped = Optimizer::with_groups(
+        OptimizerType::Sgd,
+        groups,
+        OptimizerArgs { lr: Some(0.01), ..OptimizerArgs::default() },
+    );
+    assert_eq!(planned_optimizer_state(Some(grouped.unwrap())), 20 * 4);
 }
 
 // ---- wrapping ----

@@ -348,11 +348,41 @@ impl PoplarExecutor {
             (fwd.clone(), Vec::new(), Vec::new(), None, 1.0)
         };
         let micro = traced.first().and_then(|(_, t)| t.shape.first().copied()).unwrap_or(1);
-        let plan = plan_with(&graph, o, &PlanSettings { micro_batch_size: Some(micro) });
+        let plan = plan_with(&self.plan_graph(&graph)?, o, &PlanSettings { micro_batch_size: Some(micro) });
         if let Some(e) = plan.errors.iter().find(|e| e.code != "out_of_memory") {
             return Err(Error::poptorch(e.message.clone()));
         }
         Ok(Step { graph, n_user_outputs, grads, input_grads, stats, loss_scaling, max_loss_scaling, batching, plan })
+    }
+
+    /// The graph the planner sees for the step `graph` runs. The executor applies the
+    /// optimizer outside its step graph (after reducing gradients over micro-batches and
+    /// replicas), so a training step's plan is made of the training graph with an update
+    /// node per parameter instead, each with that parameter's own step (its group's
+    /// values): the optimizer state they keep is always-live memory on the device, as in
+    /// PopART's program.
+    fn plan_graph(&self, graph: &Graph) -> Result<Graph> {
+        let Some(opt) = self.optimizer.as_ref().filter(|_| self.training) else {
+            return Ok(graph.clone());
+        };
+        let fwd = self.model.graph();
+        let first = fwd.placeholders(InputKind::Parameter).into_iter().next().map(|(n, _)| n.to_string());
+        let Some(first) = first else {
+            return Ok(graph.clone());
+        };
+        let topts = TrainOptions {
+            optimizer: Some(opt.step_for(&first)),
+            loss_scale_input: true,
+            input_grads: self.input_grads.clone(),
+            ..TrainOptions::default()
+        };
+        let mut g = training_graph_at(fwd, find_loss(fwd)?, &topts)?.graph;
+        for node in &mut g.nodes {
+            if let Op::OptimizerUpdate { param, step } = &mut node.op {
+                *step = opt.step_for(param);
+            }
+        }
+        Ok(g)
     }
 
     fn build(&mut self, inputs: &[Rc<Tensor>]) -> Result<Executable> {
