@@ -357,10 +357,10 @@ impl PoplarExecutor {
 
     /// The graph the planner sees for the step `graph` runs. The executor applies the
     /// optimizer outside its step graph (after reducing gradients over micro-batches and
-    /// replicas), so a training step's plan is made of the training graph with an update
-    /// node per parameter instead, each with that parameter's own step (its group's
-    /// values): the optimizer state they keep is always-live memory on the device, as in
-    /// PopART's program.
+    /// replicas), so a training step's plan adds an update node per parameter, each with
+    /// that parameter's own step (its group's values): the optimizer state they keep is
+    /// always-live memory on the device. The gradients stay outputs, as in the step the
+    /// executor runs, so the planned liveness is the one the executor measures.
     fn plan_graph(&self, graph: &Graph) -> Result<Graph> {
         let Some(opt) = self.optimizer.as_ref().filter(|_| self.training) else {
             return Ok(graph.clone());
@@ -372,6 +372,7 @@ impl PoplarExecutor {
         };
         let topts = TrainOptions {
             optimizer: Some(opt.step_for(&first)),
+            return_grads: true,
             loss_scale_input: true,
             input_grads: self.input_grads.clone(),
             ..TrainOptions::default()
