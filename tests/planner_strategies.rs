@@ -91,6 +91,23 @@ fn pipelined_training_without_optimizer_updates_warns_that_no_state_is_counted()
 }
 
 #[test]
+fn pipelined_training_with_gradients_returned_keeps_each_update_in_its_backward_stage() {
+    // A step that returns its gradients to the host as well as updating (what a
+    // PoplarExecutor's plan holds): each update still runs where its gradient is made, so
+    // the stages stay 2F - 1.
+    let fwd = on_ipus(&[0, 1, 2, 3], false);
+    let opts =
+        ipu_playground::autograd::TrainOptions { optimizer: Some(sgd()), return_grads: true, ..Default::default() };
+    let tg = ipu_playground::autograd::training_graph(&fwd, 0, &opts).unwrap().graph;
+    let p = plan_opts(&tg, |o| {
+        o.gradient_accumulation(7).unwrap();
+    });
+    assert!(p.valid, "{:#?}", p.errors);
+    assert_eq!(p.stages.iter().map(|s| s.ipu).collect::<Vec<_>>(), [0, 1, 2, 3, 2, 1, 0]);
+    assert!(p.memory.ipus.iter().all(|m| m.always_live.optimizer > 0), "SGD with momentum keeps a velocity");
+}
+
+#[test]
 fn pipelined_inference_needs_device_iterations_of_at_least_the_stages() {
     let g = on_ipus(&[0, 1], false);
     let p = plan(&g, &Options::new());

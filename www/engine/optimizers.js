@@ -6,9 +6,7 @@
 // `model.plan()` throws PopTorch's error for a plan PopTorch would refuse, and the page
 // wants that plan anyway, to mark each error at its node or option field. `plan()` takes the
 // optimizer as a choice, and the package's optimizers do not show every attribute (SGD's
-// momentum), so the page notes what the planner needs here. (`model.plan()` is, besides,
-// the plan of the step the executor runs, which applies the optimizer outside it: it counts
-// no optimizer state.)
+// momentum), so the page notes what the planner needs here.
 
 const byOptimizer = new WeakMap();
 const byModel = new WeakMap();

@@ -10,7 +10,6 @@ use serde::Serialize;
 /// its parameter, as PopART schedules weight updates: a gradient is freed as soon as it is
 /// applied instead of living until the end of the backward pass.
 pub fn updates_early(g: &Graph) -> Result<Graph> {
-    let last = g.last_uses();
     let is_update = |i: usize| matches!(g.nodes[i].op, Op::OptimizerUpdate { .. });
     // Last non-update reader of each value.
     let mut last_reader = vec![None; g.values.len()];
@@ -33,10 +32,9 @@ pub fn updates_early(g: &Graph) -> Result<Graph> {
                 at = at.max(r);
             }
         }
-        // Graph outputs read at the end: keep the update at the end then.
-        if g.outputs.contains(&gv) || last[gv.0 as usize] == Some(g.nodes.len()) {
-            at = g.nodes.len() - 1;
-        }
+        // A gradient that is also a graph output (returned to the host) stays live until
+        // the end either way: the update, which only reads it, still runs as soon as it is
+        // final, in the backward stage that made it.
         after[at].push(i);
     }
     for (i, moved) in after.iter().enumerate() {
