@@ -79,6 +79,29 @@ fn is_typed(v: &JsValue) -> bool {
     ArrayBuffer::is_view(v) && !v.is_instance_of::<js_sys::DataView>()
 }
 
+/// Exactly `n` values of the plain array `v`, each read by `read` (item, index); otherwise a
+/// TypeError saying `v` must be `must_be`, or a RangeError for a length other than `n`.
+fn array_values<T>(
+    v: &JsValue,
+    what: &str,
+    n: usize,
+    must_be: &str,
+    mut read: impl FnMut(JsValue, usize) -> JsResult<T>,
+) -> JsResult<Vec<T>> {
+    if !v.is_instance_of::<Array>() {
+        return Err(type_error(&format!("{what} must be {must_be}, got {}", args::describe(v))));
+    }
+    let len = args::number(&args::get(v, "length")?, &format!("{what}.length"))?;
+    if len != n as f64 {
+        return Err(length_mismatch(what, n, len));
+    }
+    let mut out = try_with_capacity(what, n).map_err(js_err)?;
+    for i in 0..n {
+        out.push(read(Reflect::get_u32(v, i as u32)?, i)?);
+    }
+    Ok(out)
+}
+
 /// Exactly `n` int32 values: an `Int32Array`, or an array of whole numbers in range.
 fn i32_values(v: &JsValue, what: &str, n: usize) -> JsResult<Vec<i32>> {
     if v.is_instance_of::<Int32Array>() {
@@ -91,22 +114,9 @@ fn i32_values(v: &JsValue, what: &str, n: usize) -> JsResult<Vec<i32>> {
         copy.copy_to(&mut out);
         return Ok(out);
     }
-    if !v.is_instance_of::<Array>() {
-        return Err(type_error(&format!(
-            "{what} must be an Int32Array or an array of whole numbers, got {}",
-            args::describe(v)
-        )));
-    }
-    let len = args::number(&args::get(v, "length")?, &format!("{what}.length"))?;
-    if len != n as f64 {
-        return Err(length_mismatch(what, n, len));
-    }
-    let mut out = try_with_capacity(what, n).map_err(js_err)?;
-    for i in 0..n {
-        let item = Reflect::get_u32(v, i as u32)?;
-        out.push(args::integer(&item, &format!("{what}[{i}]"), i32::MIN as i64, i32::MAX as i64)? as i32);
-    }
-    Ok(out)
+    array_values(v, what, n, "an Int32Array or an array of whole numbers", |item, i| {
+        Ok(args::integer(&item, &format!("{what}[{i}]"), i32::MIN as i64, i32::MAX as i64)? as i32)
+    })
 }
 
 /// Exactly `n` booleans: a `Uint8Array` of 0 and 1, or an array of booleans.
@@ -124,25 +134,10 @@ fn bool_values(v: &JsValue, what: &str, n: usize) -> JsResult<Vec<bool>> {
         }
         return Ok(bytes.into_iter().map(|b| b == 1).collect());
     }
-    if !v.is_instance_of::<Array>() {
-        return Err(type_error(&format!(
-            "{what} must be a Uint8Array of 0 and 1 or an array of booleans, got {}",
-            args::describe(v)
-        )));
-    }
-    let len = args::number(&args::get(v, "length")?, &format!("{what}.length"))?;
-    if len != n as f64 {
-        return Err(length_mismatch(what, n, len));
-    }
-    let mut out = try_with_capacity(what, n).map_err(js_err)?;
-    for i in 0..n {
-        let item = Reflect::get_u32(v, i as u32)?;
-        out.push(
-            item.as_bool()
-                .ok_or_else(|| type_error(&format!("{what}[{i}] must be a boolean, got {}", args::describe(&item))))?,
-        );
-    }
-    Ok(out)
+    array_values(v, what, n, "a Uint8Array of 0 and 1 or an array of booleans", |item, i| {
+        item.as_bool()
+            .ok_or_else(|| type_error(&format!("{what}[{i}] must be a boolean, got {}", args::describe(&item))))
+    })
 }
 
 /// A host tensor from `v` (see the module docs), with its optional `name`. `what` names

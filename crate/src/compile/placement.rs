@@ -686,7 +686,8 @@ fn execution_stages(g: &Graph, raw: &[RawBlock], p: &mut Placement) {
     place_sources(g, p);
 }
 
-/// Placeholders and constants take the execution stage of their first reader.
+/// Placeholders and constants take the execution stage (and, in phased plans, the phase) of
+/// their first reader.
 fn place_sources(g: &Graph, p: &mut Placement) {
     let mut first_reader: Vec<Option<usize>> = vec![None; g.values.len()];
     for (i, node) in g.nodes.iter().enumerate() {
@@ -698,6 +699,7 @@ fn place_sources(g: &Graph, p: &mut Placement) {
         if is_source(&node.op) {
             if let Some(r) = node.outputs.iter().filter_map(|v| first_reader[v.0 as usize]).min() {
                 p.nodes[i].pipeline_stage = p.nodes[r].pipeline_stage;
+                p.nodes[i].phase = p.nodes[r].phase;
             }
         }
     }
@@ -790,20 +792,6 @@ fn phase_stages(g: &Graph, opts: &Options, raw: &[RawBlock], p: &mut Placement) 
     p.forward_stages = stages.iter().filter(|s| s.pass != StagePass::Backward).count().max(1);
     p.stages = stages;
     place_sources(g, p);
-    // Sources in phased plans: the phase of their first reader.
-    let mut first_reader: Vec<Option<usize>> = vec![None; g.values.len()];
-    for (i, node) in g.nodes.iter().enumerate() {
-        for &v in &node.inputs {
-            first_reader[v.0 as usize].get_or_insert(i);
-        }
-    }
-    for (i, node) in g.nodes.iter().enumerate() {
-        if is_source(&node.op) {
-            if let Some(r) = node.outputs.iter().filter_map(|v| first_reader[v.0 as usize]).min() {
-                p.nodes[i].phase = p.nodes[r].phase;
-            }
-        }
-    }
 }
 
 /// IPUs per replica, used and reserved, with PopTorch's power-of-two and 64-IPU rules.
