@@ -75,6 +75,20 @@ fn want_dtype(t: &TensorType, what: &str, ok: &[DType]) -> Result<(), String> {
 
 const FLOATS: &[DType] = &[DType::Float32, DType::Float16];
 
+/// A module's parameters must have its input's dtype, as in PyTorch (`F.linear` of a float32
+/// input and a float16 weight is an error there too, not a silent cast).
+fn same_dtype_as_input(x: &TensorType, params: &[(&str, &TensorType)]) -> Result<(), String> {
+    for (what, t) in params {
+        if t.dtype != x.dtype {
+            return Err(format!(
+                "the input {x} and the {what} {t} have different dtypes: give the input the module's dtype \
+                 (float16 after module.half()) or cast the module (module.float())"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_dim(dim: usize, rank: usize) -> Result<(), String> {
     if dim >= rank {
         return Err(format!("dim {dim} is out of range for a tensor of rank {rank}"));
@@ -213,6 +227,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             if *has_bias && inputs[2].shape != [w.shape[0]] {
                 return Err(format!("bias must be [{}], got {}", w.shape[0], inputs[2]));
             }
+            same_dtype_as_input(x, &[("weight", w)].into_iter().chain(has_bias.then(|| ("bias", inputs[2]))).collect::<Vec<_>>())?;
             let mut s = x.shape.clone();
             *s.last_mut().unwrap() = w.shape[0];
             one(TensorType::new(&s, x.dtype))
@@ -274,6 +289,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
                         return Err(format!("{what} must have the normalised shape {norm_shape:?}, got {t}"));
                     }
                 }
+                same_dtype_as_input(x, &[("weight", inputs[1]), ("bias", inputs[2])])?;
             }
             one(x.clone())
         }
@@ -599,6 +615,23 @@ mod tests {
         let w = TensorType::f32(&[8, 4]);
         let e = infer(&Op::Linear { has_bias: false }, &[&x, &w]).unwrap_err();
         assert!(e.contains("[2, 5]") && e.contains("[8, 4]"), "{e}");
+    }
+
+    #[test]
+    fn a_modules_parameters_must_have_its_inputs_dtype() {
+        // PyTorch: F.linear / F.layer_norm of a float32 input with float16 parameters raises.
+        let (x32, x16) = (TensorType::f32(&[2, 4]), TensorType::new(&[2, 4], DType::Float16));
+        let (w16, b16) = (TensorType::new(&[8, 4], DType::Float16), TensorType::new(&[8], DType::Float16));
+        let e = infer(&Op::Linear { has_bias: true }, &[&x32, &w16, &b16]).unwrap_err();
+        assert!(e.contains("different dtypes") && e.contains("f32[2,4]") && e.contains("f16[8,4]"), "{e}");
+        assert_eq!(infer(&Op::Linear { has_bias: true }, &[&x16, &w16, &b16]).unwrap()[0].dtype, DType::Float16);
+        let e = infer(&Op::Linear { has_bias: true }, &[&x16, &w16, &TensorType::f32(&[8])]).unwrap_err();
+        assert!(e.contains("the bias f32[8]"), "{e}");
+        let (g16, g32) = (TensorType::new(&[4], DType::Float16), TensorType::f32(&[4]));
+        let ln = Op::LayerNorm { normalized_ndim: 1, affine: true, eps: 1e-5 };
+        assert!(infer(&ln, &[&x32, &g16, &g16]).unwrap_err().contains("the weight f16[4]"));
+        assert!(infer(&ln, &[&x16, &g16, &g32]).unwrap_err().contains("the bias f32[4]"));
+        assert_eq!(infer(&ln, &[&x16, &g16, &g16]).unwrap()[0].dtype, DType::Float16);
     }
 
     #[test]
