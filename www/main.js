@@ -124,6 +124,11 @@ const analyser = new EngineClient({
 let latest = 0;
 let debounce = 0;
 
+/** What the engine runs the editor's code with: the code, the panel's options, and what the code gets beside them. */
+function codeRun(s) {
+  return { code: s.code, options: toPlannerOptions(s.options), ipus: s.ipus, half: s.half };
+}
+
 function scheduleAnalysis(delay = DEBOUNCE_MS) {
   clearTimeout(debounce);
   setAnalysisState("pending", "editing…");
@@ -138,7 +143,7 @@ async function analyse() {
   try {
     const { seq, result } = await analyser.call(
       Request.ANALYSE,
-      { code: s.code, options: toPlannerOptions(s.options), ipus: s.ipus, dataset: s.train.dataset },
+      { ...codeRun(s), dataset: s.train.dataset },
       { timeoutMs: TIMEOUT_MS, onSeq: (n) => (mine = latest = n) },
     );
     if (seq !== latest) return; // an older request's answer: never shown as current
@@ -210,8 +215,8 @@ function showAnalysisError(err) {
   ui.error.textContent = text;
   ui.error.hidden = false;
   showConsole(info.console);
-  // An invalid option: at its field too (the planner's checks are the only ones).
-  optionsPanel.showPlanDiagnostics(info.kind === ErrorKind.OPTION ? [{ level: "error", code: "options_json", message: info.message }] : []);
+  // An invalid option, or an error about one: at its field too (the planner's checks are the only ones).
+  optionsPanel.showPlanDiagnostics(info.kind === ErrorKind.OPTION || info.field ? [{ level: "error", code: "options_json", field: info.field, message: info.message }] : []);
   optionsPanel.showCodeOptions([]);
   if (analysis) {
     ui.stale.hidden = false;
@@ -296,7 +301,7 @@ const training = createTrainingView(panels.training, {
   onStart: ({ dataset, epochs }) => {
     store.set({ train: { dataset, epochs } });
     const s = store.get();
-    const code = trainsCode() ? { code: s.code, options: toPlannerOptions(s.options), ipus: s.ipus } : {};
+    const code = trainsCode() ? codeRun(s) : {};
     trainer.call(Request.TRAIN, { dataset, epochs, config: trainingConfig(), ...code }).catch((err) => {
       const info = err instanceof EngineError ? err.info : { message: String(err) };
       training.showError(info.kind === ErrorKind.ENGINE ? `The training engine stopped: ${info.message}` : info.message);
@@ -324,7 +329,7 @@ const training = createTrainingView(panels.training, {
 // ---------------------------------------------------------------- state changes
 
 const optionsPanel = createOptionsPanel($("options"), {
-  onChange: (options, ipus) => store.set({ options, ipus }),
+  onChange: (patch) => store.set(patch),
 });
 
 store.subscribe((s, patch) => {
@@ -333,7 +338,7 @@ store.subscribe((s, patch) => {
     dirty.add("graph");
     if (s.view === "graph") renderView("graph");
   }
-  if ("code" in patch || "options" in patch || "ipus" in patch) scheduleAnalysis();
+  if ("code" in patch || "options" in patch || "ipus" in patch || "half" in patch) scheduleAnalysis();
   // A model built from the Training view's dataset (the code read `dataset`) is planned again for another.
   if ("train" in patch && analysis?.dataset && patch.train.dataset !== analysis.dataset) scheduleAnalysis();
 });
@@ -342,7 +347,7 @@ function loadPreset(id) {
   const s = presetState(id, store.get());
   store.set(s);
   editor.setText(s.code);
-  optionsPanel.set(s.options, s.ipus);
+  optionsPanel.set(s);
   revgnnConfig = null;
   updateTrainingConfig();
 }
@@ -361,7 +366,7 @@ async function boot() {
   editor = createEditor($("editor"), s.code, (code) => {
     if (code !== store.get().code) store.set({ code });
   });
-  optionsPanel.set(s.options, s.ipus);
+  optionsPanel.set(s);
   training.setSettings(s.train);
   updateTrainingConfig();
   showView(s.view);

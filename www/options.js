@@ -122,6 +122,7 @@ const FIELD_OF_CODE = {
   liveness_serial_only: "phases",
   dead_block: "phases",
   not_enough_ipus: "ipus",
+  half_unread: "half",
 };
 
 const FIELD_OF_KEY = [

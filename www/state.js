@@ -1,5 +1,6 @@
 // What the page holds: the preset, the editor's text, the options (the planner's Options
-// JSON), the IPUs in the system, the open view and the training settings. Saved to
+// JSON), the IPUs in the system and the float16 switch (passed to the code as `ipus` and
+// `half`), the open view and the training settings. Saved to
 // localStorage and to the URL hash (#z=<deflate-raw, base64url JSON>) on every change, so a
 // reload keeps the edit and the address is a link that restores it all.
 import { defaultOptions, mergeOptions } from "./options.js";
@@ -21,6 +22,7 @@ export function presetState(id, base = {}) {
     code: p.code,
     options: mergeOptions(defaultOptions(), p.options),
     ipus: p.ipus,
+    half: Boolean(p.half),
     view: base.view ?? "graph",
     colorBy: base.colorBy ?? "ipu",
     train: { dataset: "PubMed", epochs: 200, ...(base.train ?? {}) },
@@ -36,6 +38,7 @@ export function sanitize(raw) {
   if (raw.v === VERSION) {
     if (raw.options && typeof raw.options === "object" && !Array.isArray(raw.options)) s.options = mergeOptions(defaultOptions(), raw.options);
     if (Number.isInteger(raw.ipus) && raw.ipus >= 1 && raw.ipus <= 1024) s.ipus = raw.ipus;
+    if (typeof raw.half === "boolean") s.half = raw.half;
   }
   if (VIEWS.includes(raw.view)) s.view = raw.view;
   if (["ipu", "stage", "phase"].includes(raw.colorBy)) s.colorBy = raw.colorBy;

@@ -428,6 +428,61 @@ describe("the playground page", () => {
     assert.match(await text("#assignment-stats"), /Pipelined/);
   });
 
+  test("the float16 switch: the preset calls model.half(), each IPU's weights halve, Adam's state stays float32; kept on reload", T, async () => {
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    await page.getByRole("tab", { name: "Memory" }).click();
+    const always = async () => {
+      const out = [];
+      for (const ipu of ["0", "1", "2", "3"]) {
+        await page.locator("#memory-ipu").selectOption(ipu);
+        out.push(await page.locator("#memory-stats").evaluate((e) => ({ weights: Number(e.dataset.weights), optimizer: Number(e.dataset.optimizer) })));
+      }
+      return out;
+    };
+    const f32 = await always();
+    // fc1 784×512 + 512 on IPU 0, in float32 bytes.
+    assert.equal(f32[0].weights, (784 * 512 + 512) * 4);
+    const half = page.getByLabel("float16 (model.half())");
+    assert.equal(await half.isChecked(), false);
+    let seq = await seqOf(page);
+    await half.check();
+    assert.equal(await waitAnalysis(page, seq), "ok", await text("#error"));
+    const f16 = await always();
+    for (let i = 0; i < 4; i++) {
+      assert.ok(f32[i].weights > 0, `IPU ${i} holds weights`);
+      assert.equal(f16[i].weights * 2, f32[i].weights, `IPU ${i}: float16 weights take half the bytes`);
+      assert.equal(f16[i].optimizer, f32[i].optimizer, `IPU ${i}: Adam's state keeps PopTorch's float32 accumulation`);
+    }
+    assert.match(await text("#memory-stats"), /weights/);
+    await page.getByRole("tab", { name: "Graph" }).click();
+    assert.match(await text("#graph"), /f16\[32,784\]/, "the traced input is float16");
+    await screenshot(page, "options-float16", page.locator("#options"));
+    await page.waitForTimeout(400); // saved after 250 ms
+    await page.reload();
+    await waitAnalysis(page);
+    assert.equal(await page.getByLabel("float16 (model.half())").isChecked(), true);
+
+    // Code that never reads `half`: said at the switch and in Fit & errors.
+    const code = await editorText(page);
+    const ignoring = code.replace("({ options, half })", "({ options })").replace("if (half) net.half();", "").replace('half ? "float16" : "float32"', '"float32"');
+    assert.equal(await setCode(page, ignoring), "warn");
+    assert.match(await text("#err-half"), /^Warning: The float16 switch is on, but your code does not read `half`/);
+    assert.match(await text("#fit-list"), /does not read `half`/);
+    await setCode(page, code);
+    assert.equal(await text("#err-half"), "");
+
+    // Automatic loss scaling needs float16 gradients: refused for the float32 model, at the switch's field too.
+    seq = await seqOf(page);
+    await page.getByLabel("Automatic loss scaling (Training.setAutomaticLossScaling)").check();
+    assert.equal(await waitAnalysis(page, seq), "ok", await text("#error"));
+    seq = await seqOf(page);
+    await page.getByLabel("float16 (model.half())").uncheck();
+    assert.equal(await waitAnalysis(page, seq), "error");
+    assert.match(await text("#error"), /No tracked gradient tensors of type fp16 were found\. Automatic loss scaling needs a float16 model: turn on float16/);
+    assert.match(await text("#err-automaticLossScaling"), /No tracked gradient tensors of type fp16/);
+  });
+
   test("the buffer counter counts in place over calls, and the replicated model keeps a weight per replica group", T, async () => {
     await openReady(page, server.url + "/");
     await selectPreset(page, "buffer-counter");

@@ -234,40 +234,65 @@ async function withConsole(fn) {
 
 // ---------------------------------------------------------------- analysis
 
-export async function analyse({ code, options, ipus = 1, dataset = "PubMed" }) {
+/**
+ * What the user's code gets beside `options` (README "Writing a model in the editor"): the
+ * IPUs in the system, the float16 switch, the data folder, and what `extra` adds. `dataset`
+ * and `half` are getters that record being read (`read.dataset`, `read.half`).
+ */
+export function codeContext({ options, ipus, half, dataset, ...extra }) {
+  const read = { dataset: false, half: false };
+  const getter = (key, value) => ({
+    enumerable: true,
+    get: () => {
+      read[key] = true;
+      return value;
+    },
+  });
+  const ctx = Object.freeze(
+    Object.defineProperties({ options, ipus, dataUrl: DATA_URL.href, ...extra }, { dataset: getter("dataset", dataset), half: getter("half", Boolean(half)) }),
+  );
+  return { ctx, read };
+}
+
+export async function analyse({ code, options, ipus = 1, half = false, dataset = "PubMed" }) {
   const t0 = performance.now();
   if (typeof code !== "string") throw makeError(ErrorKind.MODEL, "no code to run");
   const opts = panelOptions(options);
   const panel = opts.toJSON();
-  // `dataset` (the Training view's choice) is a getter: an analysis that read it is redone
-  // when the choice changes.
-  let readDataset = false;
-  const ctx = Object.freeze(
-    Object.defineProperties(
-      { options: opts, ipus, dataUrl: DATA_URL.href },
-      {
-        dataset: {
-          enumerable: true,
-          get: () => {
-            readDataset = true;
-            return dataset;
-          },
-        },
-      },
-    ),
-  );
+  // An analysis that read `dataset` (the Training view's choice) is redone when it changes.
+  const { ctx, read } = codeContext({ options: opts, ipus, half, dataset });
   const { value: result, lines } = await withConsole(async () => {
     const { exports, url } = await importModule(code, PACKAGE_URL);
     try {
       return await analyseModule(code, exports, url, ctx, panel, dataset);
+    } catch (e) {
+      throw half ? e : withHalfHint(e);
     } finally {
       URL.revokeObjectURL(url);
     }
   });
   result.console = lines;
-  if (readDataset) result.dataset = dataset;
+  if (read.dataset) result.dataset = dataset;
+  if (half && !read.half) {
+    result.checks.push({
+      level: "warning",
+      code: "half_unread",
+      message: "The float16 switch is on, but your code does not read `half`: the model is planned in the dtypes it traces. (PopTorch has no float16 option: a model is made float16 with model.half().)",
+      fix: "Take `half` in your default export ({ options, half }) and, when it is set, call model.half() and give float16 inputs; or turn the switch off.",
+      node: null,
+    });
+  }
   result.ms = performance.now() - t0;
   return result;
+}
+
+/** PopTorch's refusal of automatic loss scaling on a float32 model, with the page's way out. */
+function withHalfHint(e) {
+  if (e && typeof e.message === "string" && /No tracked gradient tensors of type fp16/.test(e.message)) {
+    e.message += " Automatic loss scaling needs a float16 model: turn on float16 (model.half()) in the options panel, or turn loss scaling off.";
+    e.field = "automaticLossScaling";
+  }
+  return e;
 }
 
 /** The line of the poptorch wrapper call in the code (where an error of the wrapped model is shown). */

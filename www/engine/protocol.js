@@ -11,11 +11,11 @@
 export const Request = Object.freeze({
   /** () → { version, simd } */
   HELLO: "hello",
-  /** ({ code, options, ipus, dataset }) → Analysis: the user's model traced and planned. */
+  /** ({ code, options, ipus, half, dataset }) → Analysis: the user's model traced and planned. */
   ANALYSE: "analyse",
   /**
-   * ({ dataset, epochs, config, code?, options?, ipus? }) → { state, acc }: trains the model of
-   * `code` (its default export's `train`, run with `options` and the dataset) or, without
+   * ({ dataset, epochs, config, code?, options?, ipus?, half? }) → { state, acc }: trains the model of
+   * `code` (its default export's `train`, run with `options`, `ipus`, `half` and the dataset) or, without
    * `code` or `train`, the built-in RevGnnTrainer with `config`; progress comes as events.
    */
   TRAIN: "train",

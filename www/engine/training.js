@@ -6,7 +6,7 @@ import { Event, ErrorKind, TrainingPhase, event, makeError } from "./protocol.js
 import { importModule, normalize, describe } from "./usercode.js";
 import { checkName, fetchPlanetoid } from "./datasets.js";
 import { safetensors } from "./safetensors.js";
-import { PACKAGE_URL, DATA_URL, makePlan, panelOptions, callInputs, batchFactor } from "./analysis.js";
+import { PACKAGE_URL, DATA_URL, makePlan, panelOptions, callInputs, batchFactor, codeContext } from "./analysis.js";
 
 // ---------------------------------------------------------------- training
 
@@ -61,8 +61,8 @@ const pygName = (name) => name.replace(/\.blocks\.(\d+)\./g, ".convs.$1.");
  * view's dataset and epochs, then the `train` it gives ({ parts, step, evaluate }), or null
  * when it gives none (the trainer's configuration is trained instead).
  */
-async function codeRunner({ code, options, ipus, dataset, epochs }) {
-  const ctx = Object.freeze({ options: panelOptions(options), ipus, dataset, dataUrl: DATA_URL.href, epochs });
+async function codeRunner({ code, options, ipus, half, dataset, epochs }) {
+  const { ctx } = codeContext({ options: panelOptions(options), ipus, half, dataset, epochs });
   // A missing file is named, with the command that stages it, before the code fetches them
   // (a localhost download of the raw files; HEAD requests would do, but Chromium reports
   // them as aborted).
@@ -129,7 +129,7 @@ function predictPlan(makeIt) {
  * Trains in this worker: the editor's model when `code` is given and its default export says
  * how (`train`), else the built-in RevGnnTrainer with `config`. Progress goes out as events.
  */
-export async function train({ dataset, config = {}, epochs, code = null, options = {}, ipus = 1 }) {
+export async function train({ dataset, config = {}, epochs, code = null, options = {}, ipus = 1, half = false }) {
   if (run.state === TrainingPhase.RUNNING || run.state === TrainingPhase.PAUSED || run.state === TrainingPhase.BUILDING) {
     throw makeError(ErrorKind.MODEL, "A training run is already going: stop it first");
   }
@@ -146,7 +146,7 @@ export async function train({ dataset, config = {}, epochs, code = null, options
   try {
     send(TrainingPhase.BUILDING, { epoch: 0 });
     const t0 = performance.now();
-    const runner = (typeof code === "string" ? await codeRunner({ code, options, ipus, dataset, epochs }) : null) ?? (await trainerRunner(dataset, config, epochs));
+    const runner = (typeof code === "string" ? await codeRunner({ code, options, ipus, half, dataset, epochs }) : null) ?? (await trainerRunner(dataset, config, epochs));
     run.trainer = runner;
     run.dataset = dataset;
     const buildSeconds = (performance.now() - t0) / 1000;

@@ -3,8 +3,9 @@
 //
 // The convention (README "Writing a model in the editor"): the module imports what it
 // needs from "ipu-playground" and `export default`s, or returns from a default-exported
-// function `({ options, ipus }) => …` (sync or async; `options` a `poptorch.Options` built
-// from the page's options panel, `ipus` the IPUs in the system):
+// function `({ options, ipus, half, … }) => …` (sync or async; `options` a `poptorch.Options`
+// built from the page's options panel, `ipus` the IPUs in the system, `half` its float16
+// switch; analysis.js codeContext says the rest):
 //   - { model, inputs }: `model` what `poptorch.trainingModel(net, options, optimizer)` or
 //     `poptorch.inferenceModel(net, options)` returned, `inputs` one micro-batch's example
 //     inputs [{ name, shape, dtype? }] (as `batch_size` in poptorch.DataLoader): the page

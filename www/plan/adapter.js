@@ -191,6 +191,7 @@ export function memoryData(plan, ipu) {
     peakStep: m.peakStep,
     peakBytes: m.peakBytes,
     livePeakBytes: m.livePeakBytes,
+    alwaysLive: Object.fromEntries(ALWAYS_LIVE.map((c) => [c, m.alwaysLive?.[c] ?? 0])),
     alwaysLiveBytes: ALWAYS_LIVE.reduce((a, c) => a + (m.alwaysLive?.[c] ?? 0), 0),
     streamingMax: streaming.reduce((a, b) => Math.max(a, b), 0),
     fits: m.fits,

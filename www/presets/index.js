@@ -93,13 +93,17 @@ const inputsOf = (part) => [
 ];
 
 // \`dataset\`: the Training view's choice; \`dataUrl\`: the served
-// data/ folder; \`epochs\`: set when the Training view runs this.
-export default async ({ options, dataset, dataUrl, epochs }) => {
+// data/ folder; \`epochs\`: set when the Training view runs this;
+// \`half\`: the options panel's float16 switch.
+export default async ({ options, dataset, dataUrl, epochs, half }) => {
   const { layers, hidden, groups, dropout, lr, parts, seed } = revgnn;
   manualSeed(seed);
   const graph = await datasets.Planetoid(dataset, dataUrl, { split: "full", transform: ["AddSelfLoops"] });
   const data = graph.get(0);
   const net = new RevGNN(data.numFeatures, hidden, data.numClasses, layers, dropout, groups);
+  // float16: PopTorch's model.half() (the sparse features and
+  // adjacency stay float32; every layer computes in float16).
+  if (half) net.half();
   const adam = new poptorch.optim.Adam(net.parameters(), { lr });
   const model = poptorch.trainingModel(net, options, adam);
   // Every part padded to one size, so one compiled model serves them all.
@@ -150,9 +154,12 @@ class MLP extends nn.Module {
   }
 }
 
-// \`options\`: a poptorch.Options made from the options panel.
-export default ({ options }) => {
+// \`options\`: a poptorch.Options made from the options panel;
+// \`half\`: its float16 switch.
+export default ({ options, half }) => {
   const net = new MLP(512);
+  // float16 as PopTorch has it: model.half(), and float16 inputs.
+  if (half) net.half();
   const adam = new poptorch.optim.Adam(net.parameters(), { lr: 0.001 });
   return {
     model: poptorch.trainingModel(net, options, adam),
@@ -160,7 +167,7 @@ export default ({ options }) => {
     // combined batch (× device iterations × replicas ×
     // gradient accumulation), as poptorch.DataLoader gives it.
     inputs: [
-      { name: "x", shape: [32, 784] },
+      { name: "x", shape: [32, 784], dtype: half ? "float16" : "float32" },
       { name: "labels", shape: [32], dtype: "int32" },
     ],
   };
@@ -221,8 +228,9 @@ class Transformer extends nn.Module {
   }
 }
 
-const inputs = [
-  { name: "x", shape: [8, 32, 64] },
+// One micro-batch; float16 inputs for a model.half() model.
+const inputsOf = (half) => [
+  { name: "x", shape: [8, 32, 64], dtype: half ? "float16" : "float32" },
   { name: "targets", shape: [8 * 32], dtype: "int32" },
 ];
 `;
@@ -230,7 +238,7 @@ const inputs = [
 const TRANSFORMER_SERIAL = `import { nn, poptorch, beginBlock } from "ipu-playground";
 
 ${TRANSFORMER_MODEL}
-export default ({ options }) => {
+export default ({ options, half }) => {
   // Serial phased execution, set here in the code: two phases of
   // two stages, on IPUs 0 and 1; a phase runs after the previous
   // one, its tensors in Streaming Memory in between. The code runs
@@ -241,8 +249,9 @@ export default ({ options }) => {
     new poptorch.Phase(new poptorch.Stage("layer2"), new poptorch.Stage("layer3")).ipus(0, 1),
   ));
   const net = new Transformer(64, 4, 1000);
+  if (half) net.half(); // the panel's float16 switch
   const adam = new poptorch.optim.Adam(net.parameters(), { lr: 0.0003 });
-  return { model: poptorch.trainingModel(net, options, adam), inputs };
+  return { model: poptorch.trainingModel(net, options, adam), inputs: inputsOf(half) };
 };
 `;
 
@@ -252,10 +261,11 @@ ${TRANSFORMER_MODEL}
 // Parallel phased execution, set in the options panel (Execution
 // strategy → Phases): each phase on IPU 0 or 1, alternating, as
 // poptorch.ParallelPhasedExecution takes it.
-export default ({ options }) => {
+export default ({ options, half }) => {
   const net = new Transformer(64, 4, 1000);
+  if (half) net.half(); // the panel's float16 switch
   const adam = new poptorch.optim.Adam(net.parameters(), { lr: 0.0003 });
-  return { model: poptorch.trainingModel(net, options, adam), inputs };
+  return { model: poptorch.trainingModel(net, options, adam), inputs: inputsOf(half) };
 };
 `;
 
@@ -282,14 +292,16 @@ class Net extends nn.Module {
   }
 }
 
-export default ({ options }) => {
+export default ({ options, half }) => {
   const net = new Net();
+  if (half) net.half(); // the panel's float16 switch
+  const dtype = half ? "float16" : "float32";
   const sgd = new poptorch.optim.SGD(net.parameters(), { lr: 0.05 });
   const model = poptorch.trainingModel(net, options, sgd);
   model.replicaGrouping("decoder.weight", poptorch.CommGroupType.Consecutive, 2,
                         poptorch.VariableRetrievalMode.OnePerGroup);
   const micro = [
-    { name: "x", shape: [16, 128] },
+    { name: "x", shape: [16, 128], dtype },
     { name: "labels", shape: [16], dtype: "int32" },
   ];
   // One step on made-up data: each group's copy learns from its
@@ -298,7 +310,7 @@ export default ({ options }) => {
   const n = 16 * d * r * Training.gradientAccumulation;
   const x = new Float32Array(n * 128).map((_, i) => Math.sin(i * 0.37));
   const labels = new Int32Array(n).map((_, i) => i % 16);
-  model.call({ name: "x", shape: [n, 128], data: x },
+  model.call({ name: "x", shape: [n, 128], dtype, data: x },
              { name: "labels", shape: [n], data: labels });
   const w = model.getParameter("decoder.weight");
   console.log(\`decoder.weight on the host: [\${w.shape}], one copy per group\`);
@@ -327,25 +339,28 @@ class Counter extends nn.Module {
     this.fc = new nn.Linear(8, 8);
   }
   forward(x) {
-    const next = this.buffer("count").add(constant([1], [1]));
+    const count = this.buffer("count");
+    const next = count.add(constant([1], [1], count.dtype));
     this.updateBuffer("count", next);
     return this.fc.forward(x).add(next);
   }
 }
 
-export default ({ options }) => {
+export default ({ options, half }) => {
   const net = new Counter();
+  if (half) net.half(); // the panel's float16 switch: the counter too
+  const dtype = half ? "float16" : "float32";
   const model = poptorch.inferenceModel(net, options);
   // Three calls, each of \`deviceIterations\` micro-batches of 4.
   const n = 4 * model.options.deviceIterations;
-  const x = { name: "x", shape: [n, 8], data: new Float32Array(n * 8) };
+  const x = { name: "x", shape: [n, 8], dtype, data: new Float32Array(n * 8) };
   for (let call = 1; call <= 3; call++) {
     model.call(x);
     // An inference model's buffers reach the host only here.
     model.copyWeightsToHost();
     console.log(\`after call \${call}: count = \${net.stateDict().count.data[0]}\`);
   }
-  return { model, inputs: [{ name: "x", shape: [4, 8] }] };
+  return { model, inputs: [{ name: "x", shape: [4, 8], dtype }] };
 };
 `;
 

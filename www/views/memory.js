@@ -80,12 +80,15 @@ export function createMemoryView(root) {
       note.textContent = `The plan has no memory for IPU ${ipu}.`;
       return;
     }
+    // Exact byte counts of the always-live classes, for tests and tools (the stats round them).
+    for (const [c, b] of Object.entries(data.alwaysLive)) stats.dataset[c] = String(b);
     stats.replaceChildren(
       ...[
       stat("peak", bytes(data.peakBytes), "peak"),
       stat("capacity", bytes(data.capacity)),
       stat("fits", data.fits ? "yes" : "no", data.fits ? "ok" : "bad"),
       stat("always live", bytes(data.alwaysLiveBytes)),
+      stat("weights", bytes(data.alwaysLive.weights)),
       stat("activation peak (executor's count)", bytes(data.livePeakBytes)),
       data.streamingMax ? stat("in Streaming Memory", bytes(data.streamingMax)) : null,
       ].filter(Boolean),

@@ -1,6 +1,9 @@
 // The options panel: what users change most, as the planner's Options JSON (options.js), plus
-// the IPUs in the system (the page's own setting). onChange(options, ipus) after every edit. A field shows the page's own complaint (a count that is not a whole number,
-// phases that are not JSON) at once, and the planner's diagnostics about it after each plan
+// the page's own settings passed to the code beside it: the IPUs in the system (`ipus`) and
+// the float16 switch (`half`: PopTorch has no such option, a model is made float16 with
+// model.half(), so the code applies it). onChange({ options, ipus, half }) after every edit. A
+// field shows the page's own complaint (a count that is not a whole number, phases that are
+// not JSON) at once, and the planner's diagnostics about it after each plan
 // (showPlanDiagnostics).
 import { STRATEGIES, AUTO_STAGES, GENERATIONS, LOCATIONS, TENSOR_CLASSES, typeErrors, locationOf, locationSettings, fieldOfDiagnostic } from "../options.js";
 import { h } from "./dom.js";
@@ -47,6 +50,7 @@ export function createOptionsPanel(root, { onChange }) {
     gradientAccumulation: number(1),
     deviceIterations: number(1),
     automaticLossScaling: checkbox(),
+    half: checkbox(),
   };
   for (const c of Object.keys(TENSOR_CLASSES)) inputs[`loc-${c}`] = select(LOCATIONS);
 
@@ -79,8 +83,9 @@ export function createOptionsPanel(root, { onChange }) {
     ]),
     h("fieldset", {}, [
       h("legend", { text: "Precision" }),
-      check("automaticLossScaling", "Automatic loss scaling (Training.setAutomaticLossScaling)"),
-      h("p", { class: "help", text: "Half precision is the model's, not an option (PopTorch: model.half()): the plan counts each tensor in the dtype your code traces it in." }),
+      check("half", "float16 (model.half())",
+        "Passed to your code as `half`; the presets then call model.half() and give float16 inputs, as in PopTorch, where half precision is the model's dtype, not an option. The plan counts each tensor in the dtype your code traces it in (the optimizer's state stays float32, PopTorch's default)."),
+      check("automaticLossScaling", "Automatic loss scaling (Training.setAutomaticLossScaling)", "Needs float16 gradients: a float32 model is refused, as PopTorch refuses it."),
     ]),
     h("fieldset", {}, [
       h("legend", { text: "Tensor locations" }),
@@ -134,7 +139,7 @@ export function createOptionsPanel(root, { onChange }) {
     const ipus = count(inputs.ipus);
     const ipusOk = Number.isInteger(ipus) && ipus >= 1 && ipus <= 1024;
     if (!ipusOk) errors.ipus = `IPUs in the system must be a whole number from 1 to 1024, got ${inputs.ipus.value || "nothing"}`;
-    return { options: o, ipus: ipusOk ? ipus : currentIpus, errors };
+    return { options: o, ipus: ipusOk ? ipus : currentIpus, half: inputs.half.checked, errors };
   }
 
   function paint() {
@@ -157,17 +162,17 @@ export function createOptionsPanel(root, { onChange }) {
       inputs.phases.value = "[]";
     }
     sync();
-    const { options, ipus, errors } = read();
+    const { options, ipus, half, errors } = read();
     mine = errors;
     paint();
     current = options;
     currentIpus = ipus;
-    onChange(options, ipus);
+    onChange({ options, ipus, half });
   });
 
   return {
-    /** Shows `options` and `ipus` (a preset or a link was loaded). */
-    set(options, ipus) {
+    /** Shows `options`, `ipus` and `half` (a preset or a link was loaded). */
+    set({ options, ipus, half }) {
       current = structuredClone(options);
       currentIpus = ipus;
       const s = options.executionStrategy ?? {};
@@ -180,6 +185,7 @@ export function createOptionsPanel(root, { onChange }) {
       inputs.gradientAccumulation.value = String(options.Training?.gradientAccumulation ?? "");
       inputs.deviceIterations.value = String(options.deviceIterations ?? "");
       inputs.automaticLossScaling.checked = Boolean(options.Training?.automaticLossScaling);
+      inputs.half.checked = Boolean(half);
       inputs.ipuGeneration.value = Object.hasOwn(GENERATIONS, options.ipuGeneration) ? options.ipuGeneration : "mk2";
       for (const c of Object.keys(TENSOR_CLASSES)) inputs[`loc-${c}`].value = locationOf(options.TensorLocations?.[c]);
       sync();
@@ -210,7 +216,7 @@ export function createOptionsPanel(root, { onChange }) {
     showPlanDiagnostics(diagnostics) {
       planners = {};
       for (const d of diagnostics) {
-        let f = fieldOfDiagnostic(d);
+        let f = d.field ?? fieldOfDiagnostic(d);
         if (f === "autoStage" && inputs.strategy.value.endsWith("Phased")) f = "phases";
         if (!f || (f === "options" && Object.keys(mine).length)) continue;
         const text = d.level === "warning" ? `Warning: ${d.message}` : d.message;
