@@ -84,7 +84,7 @@ export function createOptionsPanel(root, { onChange }) {
     h("fieldset", {}, [
       h("legend", { text: "Precision" }),
       check("half", "float16 (model.half())",
-        "Passed to your code as `half`; the presets then call model.half() and give float16 inputs, as in PopTorch, where half precision is the model's dtype, not an option. The plan counts each tensor in the dtype your code traces it in (the optimizer's state stays float32, PopTorch's default)."),
+        "Passed to your code as `half`: the presets call model.half() and give float16 inputs (in PopTorch half precision is the model's dtype, not an option). Optimizer state stays float32."),
       check("automaticLossScaling", "Automatic loss scaling (Training.setAutomaticLossScaling)", "Needs float16 gradients: a float32 model is refused, as PopTorch refuses it."),
     ]),
     h("fieldset", {}, [
