@@ -174,6 +174,30 @@ describe("training in the page", () => {
     await screenshot(page, "training-code-done");
   });
 
+  test("with the float16 switch on, the editor's RevGNN trains in float16: the loss falls, the weights file holds F16 tensors", T, async () => {
+    await openReady(page, server.url + "/");
+    let seq = await seqOf(page);
+    await page.getByLabel("float16 (model.half())").check();
+    await waitAnalysis(page, seq);
+    await page.getByRole("tab", { name: "Training" }).click();
+    seq = await seqOf(page);
+    await page.getByLabel("Dataset").selectOption("Cora");
+    await waitAnalysis(page, seq);
+    await page.locator("summary", { hasText: "Epoch log" }).click();
+    await page.getByLabel("Epochs").fill("2");
+    await page.getByRole("button", { name: "Train" }).click();
+    await page.waitForFunction(() => /^Done: 2 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 120000 });
+    const log = await epochLog(page);
+    assert.ok(log[1].loss < log[0].loss, `the loss did not fall: ${log[0].loss} -> ${log[1].loss}`);
+    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: /Download weights/ }).click()]);
+    const bytes = fs.readFileSync(await download.path());
+    const n = Number(bytes.readBigUInt64LE(0));
+    const header = JSON.parse(bytes.subarray(8, 8 + n).toString("utf8"));
+    const dtypes = new Set(Object.entries(header).filter(([k]) => k !== "__metadata__").map(([, t]) => t.dtype));
+    assert.deepEqual([...dtypes], ["F16"]);
+    assert.deepEqual(header["lin1.weight"].data_offsets.map((o) => o - header["lin1.weight"].data_offsets[0]), [0, 160 * 1433 * 2]);
+  });
+
   test("pause and resume between epochs, then stop", T, async () => {
     await openTraining();
     await page.getByLabel("Dataset").selectOption("Cora");
