@@ -92,6 +92,10 @@ describe("trainingModel and inferenceModel", () => {
     const [logits] = model.call({ ...x, dtype: "float16" }, y);
     assert.equal(logits.dtype, "float16");
     assert.equal(late.stateDict()["fc2.weight"].dtype, "float16", "trained float16 values reach the module");
+    // A float32 input into the float16 module is PyTorch's error (F.linear's operands must
+    // share a dtype), raised in the forward at the Linear, not a cast.
+    const mixed = twin(Classifier, net).half();
+    assert.throws(() => poptorch.trainingModel(mixed).call(x, y), /'linear' in scope fc1 .*the input f32\[4,3\] and the weight f16\[5,3\] have different dtypes/);
   });
 
   test("without an optimizer a training model uses SGD with lr 0.01", () => {
