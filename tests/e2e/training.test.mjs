@@ -42,6 +42,33 @@ const epochLog = (page) =>
     }),
   );
 
+/** Trains the editor's code on Cora for 2 epochs from the Training view; resolves the epoch log. */
+async function trainCodeOnCora(page) {
+  await page.getByRole("tab", { name: "Training" }).click();
+  const seq = await seqOf(page);
+  await page.getByLabel("Dataset").selectOption("Cora");
+  await waitAnalysis(page, seq);
+  await page.locator("summary", { hasText: "Epoch log" }).click();
+  await page.getByLabel("Epochs").fill("2");
+  await page.getByRole("button", { name: "Train" }).click();
+  await page.waitForFunction(() => /^Done: 2 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 120000 });
+  return epochLog(page);
+}
+
+/**
+ * Downloads the trained weights and checks the file's frame (the tensors' bytes cover it
+ * exactly); resolves { filename, header } (the safetensors header, parsed).
+ */
+async function downloadWeights(page) {
+  const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: /Download weights/ }).click()]);
+  const bytes = fs.readFileSync(await download.path());
+  const n = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + n).toString("utf8"));
+  const end = Math.max(...Object.entries(header).filter(([k]) => k !== "__metadata__").map(([, t]) => t.data_offsets[1]));
+  assert.equal(bytes.length, 8 + n + end, "the data covers the file exactly");
+  return { filename: download.suggestedFilename(), header };
+}
+
 describe("training in the page", () => {
   let server, browser, context, page, problems, allowed;
 
@@ -123,11 +150,8 @@ describe("training in the page", () => {
     assert.equal(page.workers().length, 2, "the analysis worker and the training worker");
 
     // The trained weights, as safetensors with PyG's names.
-    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: /Download weights/ }).click()]);
-    assert.equal(download.suggestedFilename(), "revgnn-cora.safetensors");
-    const bytes = fs.readFileSync(await download.path());
-    const n = Number(bytes.readBigUInt64LE(0));
-    const header = JSON.parse(bytes.subarray(8, 8 + n).toString("utf8"));
+    const { filename, header } = await downloadWeights(page);
+    assert.equal(filename, "revgnn-cora.safetensors");
     assert.equal(header.__metadata__.dataset, "Cora");
     assert.equal(header.__metadata__.epochs_trained, "2");
     assert.deepEqual(header["lin1.weight"].shape, [32, 1433]);
@@ -136,8 +160,6 @@ describe("training in the page", () => {
     assert.equal(header["convs.0.convs.0.conv.lin_r.weight"].dtype, "F32");
     const names = Object.keys(header).filter((k) => k !== "__metadata__");
     assert.equal(names.length, 6 + 2 * 2 * 5);
-    const end = Math.max(...names.map((k) => header[k].data_offsets[1]));
-    assert.equal(bytes.length, 8 + n + end, "the data covers the file exactly");
     await screenshot(page, "training-done");
   });
 
@@ -145,54 +167,31 @@ describe("training in the page", () => {
     await openReady(page, server.url + "/");
     await page.getByRole("tab", { name: "Training" }).click();
     assert.match(await page.locator("#train-config").textContent(), /^Trains the model of your code: poptorch\.trainingModel\(RevGNN, Adam\)/);
-    const seq = await seqOf(page);
-    await page.getByLabel("Dataset").selectOption("Cora");
-    await waitAnalysis(page, seq);
-    await page.locator("summary", { hasText: "Epoch log" }).click();
-    await page.getByLabel("Epochs").fill("2");
-    await page.getByRole("button", { name: "Train" }).click();
-    await page.waitForFunction(() => /^Done: 2 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 120000 });
-    const log = await epochLog(page);
+    const log = await trainCodeOnCora(page);
     assert.deepEqual(log.map((r) => r.epoch), [1, 2]);
     assert.ok(log[1].loss < log[0].loss, `the loss did not fall: ${log[0].loss} -> ${log[1].loss}`);
     // The planner's plan of the compiled model beside the executor's measurement of it.
     const stats = await page.locator("#train-stats").textContent();
     assert.match(stats, /1\.000prediction ÷ measured/, stats);
     // The trained module's parameters under PyG's names (GroupAddRev's groups are its convs).
-    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: /Download weights/ }).click()]);
-    assert.equal(download.suggestedFilename(), "revgnn-cora.safetensors");
-    const bytes = fs.readFileSync(await download.path());
-    const n = Number(bytes.readBigUInt64LE(0));
-    const header = JSON.parse(bytes.subarray(8, 8 + n).toString("utf8"));
+    const { filename, header } = await downloadWeights(page);
+    assert.equal(filename, "revgnn-cora.safetensors");
     assert.deepEqual(header.__metadata__, { format: "pt", dataset: "Cora", epochs_trained: "2" });
     assert.deepEqual(header["lin1.weight"].shape, [160, 1433]);
     assert.deepEqual(header["convs.6.convs.1.conv.lin_l.weight"].shape, [80, 80]);
     const names = Object.keys(header).filter((k) => k !== "__metadata__");
     assert.equal(names.length, 6 + 7 * 2 * 5);
-    const end = Math.max(...names.map((k) => header[k].data_offsets[1]));
-    assert.equal(bytes.length, 8 + n + end, "the data covers the file exactly");
     await screenshot(page, "training-code-done");
   });
 
   test("with the float16 switch on, the editor's RevGNN trains in float16: the loss falls, the weights file holds F16 tensors", T, async () => {
     await openReady(page, server.url + "/");
-    let seq = await seqOf(page);
+    const seq = await seqOf(page);
     await page.getByLabel("float16 (model.half())").check();
     await waitAnalysis(page, seq);
-    await page.getByRole("tab", { name: "Training" }).click();
-    seq = await seqOf(page);
-    await page.getByLabel("Dataset").selectOption("Cora");
-    await waitAnalysis(page, seq);
-    await page.locator("summary", { hasText: "Epoch log" }).click();
-    await page.getByLabel("Epochs").fill("2");
-    await page.getByRole("button", { name: "Train" }).click();
-    await page.waitForFunction(() => /^Done: 2 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 120000 });
-    const log = await epochLog(page);
+    const log = await trainCodeOnCora(page);
     assert.ok(log[1].loss < log[0].loss, `the loss did not fall: ${log[0].loss} -> ${log[1].loss}`);
-    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: /Download weights/ }).click()]);
-    const bytes = fs.readFileSync(await download.path());
-    const n = Number(bytes.readBigUInt64LE(0));
-    const header = JSON.parse(bytes.subarray(8, 8 + n).toString("utf8"));
+    const { header } = await downloadWeights(page);
     const dtypes = new Set(Object.entries(header).filter(([k]) => k !== "__metadata__").map(([, t]) => t.dtype));
     assert.deepEqual([...dtypes], ["F16"]);
     assert.deepEqual(header["lin1.weight"].data_offsets.map((o) => o - header["lin1.weight"].data_offsets[0]), [0, 160 * 1433 * 2]);
