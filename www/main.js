@@ -5,7 +5,7 @@ import "uplot/dist/uPlot.min.css";
 import { Store, presetState, PRESETS, VIEWS } from "./state.js";
 import { createEditor } from "./editor.js";
 import { EngineClient, EngineError } from "./engine/client.js";
-import { Request, Event, ErrorKind } from "./engine/protocol.js";
+import { Request, Event, ErrorKind, TrainingPhase } from "./engine/protocol.js";
 import { fitItems } from "./plan/adapter.js";
 import { diagnosticLine } from "./plan/lines.js";
 import { toPlannerOptions } from "./options.js";
@@ -245,14 +245,33 @@ const STOP_GRACE_MS = Math.max(200, Number(params.get("stop-grace")) || 20000);
 let stopWatch = 0;
 const ENDED = new Set(["stopped", "done", "error"]);
 
+// A run the worker has said nothing about for this long (and for at least 5 epochs' time)
+// is said to be quiet in the view: its code may loop forever (Stop then replaces the worker).
+const QUIET_MS = Math.max(200, Number(params.get("quiet")) || 60000);
+let quietWatch = 0;
+let epochMs = 0;
+
+/** Restarts the quiet watch after news of a run in `phase` (none while paused or ended). */
+function watchQuiet(phase) {
+  clearTimeout(quietWatch);
+  if (phase !== TrainingPhase.BUILDING && phase !== TrainingPhase.RUNNING) return;
+  const ms = Math.max(QUIET_MS, 5 * epochMs);
+  quietWatch = setTimeout(() => training.showQuiet(ms / 1000), ms);
+}
+
 const trainer = new EngineClient({
   name: "trainer",
   onEvent: (name, data) => {
     if (name !== Event.TRAINING) return;
     if (ENDED.has(data.phase)) clearTimeout(stopWatch);
+    if (data.epochSeconds) epochMs = data.epochSeconds * 1000;
+    watchQuiet(data.phase);
     training.update(data);
   },
-  onRestart: (reason) => training.showError(`The training engine was restarted: ${reason}`),
+  onRestart: (reason) => {
+    watchQuiet(null);
+    training.showError(`The training engine was restarted: ${reason}`);
+  },
 });
 
 /**
@@ -260,6 +279,7 @@ const trainer = new EngineClient({
  * code's `step` or its module loops forever): it is terminated and replaced, and the view says so.
  */
 function stopTraining() {
+  watchQuiet(null);
   trainer.call(Request.STOP).catch(() => {});
   clearTimeout(stopWatch);
   stopWatch = setTimeout(() => {
@@ -302,13 +322,20 @@ const training = createTrainingView(panels.training, {
     store.set({ train: { dataset, epochs } });
     const s = store.get();
     const code = trainsCode() ? codeRun(s) : {};
+    epochMs = 0;
+    watchQuiet(TrainingPhase.BUILDING);
     trainer.call(Request.TRAIN, { dataset, epochs, config: trainingConfig(), ...code }).catch((err) => {
+      watchQuiet(null);
       const info = err instanceof EngineError ? err.info : { message: String(err) };
       training.showError(info.kind === ErrorKind.ENGINE ? `The training engine stopped: ${info.message}` : info.message);
     });
   },
   onPause: () => trainer.call(Request.PAUSE).then(({ result }) => training.setPaused(result.paused, result.epoch)),
-  onResume: () => trainer.call(Request.RESUME).then(() => training.setPaused(false)),
+  onResume: () =>
+    trainer.call(Request.RESUME).then(() => {
+      training.setPaused(false);
+      watchQuiet(TrainingPhase.RUNNING);
+    }),
   onStop: stopTraining,
   onDownload: async () => {
     try {

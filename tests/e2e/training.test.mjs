@@ -230,7 +230,7 @@ export default ({ options }) => ({
   train: { parts: [0], step: () => { for (;;) {} }, evaluate: () => ({ train: 0, val: 0, test: 0 }) },
 });
 `;
-    await openReady(page, server.url + "/?stop-grace=1000");
+    await openReady(page, server.url + "/?stop-grace=1000&quiet=1500");
     await setCode(page, looping);
     await page.getByRole("tab", { name: "Training" }).click();
     assert.match(await page.locator("#train-config").textContent(), /^Trains the model of your code: poptorch\.trainingModel\(Net, SGD\)/);
@@ -238,8 +238,12 @@ export default ({ options }) => ({
     await page.getByLabel("Epochs").fill("1");
     await page.getByRole("button", { name: "Train" }).click();
     await page.waitForFunction(() => /^Epoch 0 \/ 1/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 60000 });
+    // Silent for longer than the quiet limit: the view says the code may loop forever.
+    await page.waitForFunction(() => !document.getElementById("train-quiet").hidden, null, { timeout: 30000 });
+    assert.match(await page.locator("#train-quiet").textContent(), /^No word from the training worker for 2 s: .*your code's training loops forever\. Stop ends the run/);
     await page.getByRole("button", { name: "Stop" }).click();
     await page.waitForFunction(() => !document.getElementById("train-error").hidden, null, { timeout: 30000 });
+    assert.equal(await page.locator("#train-quiet").isHidden(), true, "the replacement's message takes the note's place");
     assert.match(await page.locator("#train-error").textContent(), /did not stop within 1 s of Stop \(does the code's training loop forever\?\), so it was replaced/);
     assert.equal(await page.getByRole("button", { name: "Train" }).isEnabled(), true);
     assert.match(await editorText(page), /for \(;;\) \{\}/);

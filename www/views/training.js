@@ -54,6 +54,8 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
   const progress = h("progress", { id: "train-progress", max: 1, value: 0, "aria-label": "Training progress" });
   const progressText = h("p", { class: "progress-text", id: "train-progress-text", role: "status", "aria-live": "polite", text: "Not started." });
   const error = h("div", { class: "error", id: "train-error", role: "alert", hidden: true });
+  // Said when the worker has been silent for long (showQuiet), gone with its next event.
+  const quiet = h("p", { class: "field-error", id: "train-quiet", role: "status", "aria-live": "polite", hidden: true });
   // The stats: a fixed set of elements, filled in place.
   const STATS = [
     ["testAcc", "test accuracy", "test-acc", "Accuracy on the test nodes, at the last evaluation"],
@@ -104,6 +106,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     ]),
     config,
     h("div", { class: "progress" }, [progress, progressText]),
+    quiet,
     error,
     stats,
     predictionNote,
@@ -252,7 +255,13 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
         schedule(true);
       }
     },
+    /** The worker has sent nothing for `seconds` while it should be running. */
+    showQuiet(seconds) {
+      quiet.textContent = `No word from the training worker for ${Math.round(seconds)} s: an epoch may take this long, or your code's training loops forever. Stop ends the run (a worker that does not answer is replaced).`;
+      quiet.hidden = false;
+    },
     showError(message) {
+      quiet.hidden = true;
       error.hidden = false;
       error.textContent = message;
       setBusy(false);
@@ -261,6 +270,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     update(d) {
       state = d.phase;
       counters.events++;
+      if (!quiet.hidden) quiet.hidden = true;
       if (d.phase === P.BUILDING) {
         pending.progress = { max: d.epochs, value: 0 };
         pending.text = `Loading ${d.dataset} and compiling the training graph…`;
