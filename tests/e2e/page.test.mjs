@@ -204,6 +204,26 @@ describe("the playground page", () => {
     }
   });
 
+  test("every preset honours the float16 switch: traced in float16, planned on the same IPUs, weights no larger", T, async () => {
+    await openReady(page, server.url + "/");
+    const weightBytes = () => page.locator("#memory-stats").evaluate((e) => Number(e.dataset.weights) + Number(e.dataset.buffers));
+    for (const [id, ipus] of Object.entries(PRESET_IPUS)) {
+      if (id !== "revgnn") await selectPreset(page, id);
+      await page.getByRole("tab", { name: "Memory" }).click();
+      const f32 = await weightBytes();
+      const seq = await seqOf(page);
+      await page.getByLabel("float16 (model.half())").check();
+      assert.equal(await waitAnalysis(page, seq), "ok", `${id}: ${await text("#error")} ${await text("#fit-list")}`);
+      const f16 = await weightBytes();
+      assert.ok(f16 <= f32 && (f32 === 0 || f16 < f32), `${id}: on-chip weights and buffers ${f32} B in float32, ${f16} B in float16`);
+      await page.getByRole("tab", { name: "Graph" }).click();
+      assert.match(await text("#graph"), /f16\[/, `${id}: nothing traced in float16`);
+      await page.getByRole("tab", { name: /Fit/ }).click();
+      assert.doesNotMatch(await text("#fit-list"), /does not read `half`/, id);
+      assert.deepEqual(await assignmentIpus(page), ipus, id);
+    }
+  });
+
   test("the pipelined MLP: 7 training stages, the ramp-up/steady/ramp-down chart, copies between IPUs", T, async () => {
     await openReady(page, server.url + "/");
     await selectPreset(page, "mlp-pipelined");
