@@ -227,7 +227,10 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             if *has_bias && inputs[2].shape != [w.shape[0]] {
                 return Err(format!("bias must be [{}], got {}", w.shape[0], inputs[2]));
             }
-            same_dtype_as_input(x, &[("weight", w)].into_iter().chain(has_bias.then(|| ("bias", inputs[2]))).collect::<Vec<_>>())?;
+            same_dtype_as_input(
+                x,
+                &[("weight", w)].into_iter().chain(has_bias.then(|| ("bias", inputs[2]))).collect::<Vec<_>>(),
+            )?;
             let mut s = x.shape.clone();
             *s.last_mut().unwrap() = w.shape[0];
             one(TensorType::new(&s, x.dtype))
