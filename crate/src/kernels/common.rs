@@ -1,7 +1,7 @@
 //! Helpers shared by the kernel families: element traits, contiguous access, argument
 //! checks and the row-wise broadcasting walker.
 
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{float16, DType, Tensor};
 use half::f16;
 use ndarray::{ArrayD, IxDyn};
 use std::borrow::Cow;
@@ -262,7 +262,7 @@ pub(crate) fn widen_f16<'a>(inputs: &[&'a Tensor]) -> Vec<Cow<'a, Tensor>> {
     inputs
         .iter()
         .map(|t| match t {
-            Tensor::F16(a) => Cow::Owned(Tensor::F32(a.mapv(|x| x.to_f32()))),
+            Tensor::F16(a) => Cow::Owned(Tensor::F32(float16::widen(a))),
             t => Cow::Borrowed(*t),
         })
         .collect()
@@ -273,7 +273,7 @@ pub(crate) fn narrow_f32(outputs: Vec<Tensor>) -> Vec<Tensor> {
     outputs
         .into_iter()
         .map(|t| match t {
-            Tensor::F32(a) => Tensor::F16(a.mapv(f16::from_f32)),
+            Tensor::F32(a) => Tensor::F16(float16::narrow(&a)),
             t => t,
         })
         .collect()

@@ -9,7 +9,7 @@
 use super::common::{array, bcast_strides, check_bcast, f32_data, for_each_row, slice, with_dtype, zip2, Elem};
 use crate::ir::shape::broadcast_shapes;
 use crate::ir::{BinaryKind, UnaryKind};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{float16, DType, Tensor};
 use half::f16;
 use ndarray::ArrayD;
 use std::f64::consts::{FRAC_2_SQRT_PI, SQRT_2};
@@ -367,10 +367,10 @@ fn map_to<A: Elem, B: Elem>(a: &ArrayD<A>, f: impl Fn(A) -> B) -> Result<Tensor,
 pub fn cast(t: &Tensor, to: DType) -> Result<Tensor, String> {
     match (t, to) {
         (t, to) if t.dtype() == to => Ok(t.clone()),
-        (Tensor::F32(a), DType::Float16) => map_to(a, f16::from_f32),
+        (Tensor::F32(a), DType::Float16) => map_to(a, float16::from_f32),
         (Tensor::F32(a), DType::Int32) => map_to(a, |x: f32| x as i32),
         (Tensor::F32(a), DType::Bool) => map_to(a, |x: f32| x != 0.0),
-        (Tensor::F16(a), DType::Float32) => map_to(a, |x: f16| x.to_f32()),
+        (Tensor::F16(a), DType::Float32) => map_to(a, float16::to_f32),
         (Tensor::F16(a), DType::Int32) => map_to(a, |x: f16| x.to_f32() as i32),
         (Tensor::F16(a), DType::Bool) => map_to(a, |x: f16| x.to_f32() != 0.0),
         (Tensor::I32(a), DType::Float32) => map_to(a, |x: i32| x as f32),

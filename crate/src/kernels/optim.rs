@@ -12,8 +12,7 @@
 //! naming both shapes, never a panic.
 
 use crate::ir::OptimizerStep;
-use crate::tensor::DType;
-use half::f16;
+use crate::tensor::{float16, DType};
 use ndarray::{ArrayD, Zip};
 
 /// SGD velocity of one parameter, stored multiplied by the velocity scaling.
@@ -115,7 +114,7 @@ fn same_shape(what: &str, p: &ArrayD<f32>, other: &ArrayD<f32>) -> Result<(), St
 /// Rounds every element to the nearest half when `dtype` is float16.
 pub fn round_to(a: &mut ArrayD<f32>, dtype: DType) {
     if dtype == DType::Float16 {
-        a.mapv_inplace(|x| f16::from_f32(x).to_f32());
+        a.mapv_inplace(|x| float16::to_f32(float16::from_f32(x)));
     }
 }
 
@@ -319,7 +318,7 @@ pub fn adam(param: &mut ArrayD<f32>, grad: &ArrayD<f32>, s: &mut AdamState, h: &
 
 fn round1(x: f32, dtype: DType) -> f32 {
     if dtype == DType::Float16 {
-        f16::from_f32(x).to_f32()
+        float16::to_f32(float16::from_f32(x))
     } else {
         x
     }
@@ -449,6 +448,7 @@ pub fn lamb(param: &mut ArrayD<f32>, grad: &ArrayD<f32>, s: &mut AdamState, h: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
     use ndarray::IxDyn;
 
     fn arr(v: &[f32]) -> ArrayD<f32> {

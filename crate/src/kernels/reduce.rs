@@ -9,7 +9,7 @@
 use super::common::{array, bcast_strides, check_bcast, check_dim, for_each_row, slice, split_at_dim, Elem};
 use crate::ir::shape::reduced_shape;
 use crate::ir::ReduceKind;
-use crate::tensor::Tensor;
+use crate::tensor::{float16, Tensor};
 use half::f16;
 use ndarray::ArrayD;
 use std::ops::AddAssign;
@@ -76,10 +76,10 @@ fn sum_float(t: &Tensor, keep: &[usize], out_shape: &[usize], div: f64) -> Resul
             Ok(Tensor::F32(array(out_shape, v)?))
         }
         Tensor::F16(a) => {
-            let x: Vec<f32> = a.iter().map(|v| v.to_f32()).collect();
+            let x: Vec<f32> = a.iter().map(|&v| float16::to_f32(v)).collect();
             let s: Vec<f32> = sum_into::<f32>(&x, a.shape(), keep);
             let d = div as f32;
-            let v: Vec<f16> = s.into_iter().map(|x| f16::from_f32(if div == 1.0 { x } else { x / d })).collect();
+            let v: Vec<f16> = s.into_iter().map(|x| float16::from_f32(if div == 1.0 { x } else { x / d })).collect();
             Ok(Tensor::F16(array(out_shape, v)?))
         }
         other => Err(format!("input must be float32 or float16, got {}", other.dtype())),

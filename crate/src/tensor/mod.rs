@@ -2,6 +2,7 @@
 
 pub mod alloc;
 mod dtype;
+pub mod float16;
 pub mod safetensors;
 pub mod sparse;
 #[allow(clippy::module_inception)]

@@ -1,6 +1,6 @@
 //! The dense tensor: an ndarray of one of the [`DType`]s.
 
-use super::DType;
+use super::{float16, DType};
 use half::f16;
 use ndarray::{ArrayD, IxDyn};
 use std::fmt;
@@ -32,7 +32,7 @@ impl Tensor {
     /// A float16 tensor from row-major f32 data, each value rounded to the nearest half.
     pub fn from_f32_as_f16(shape: &[usize], data: &[f32]) -> Result<Tensor, String> {
         check_len(shape, data.len())?;
-        let v: Vec<f16> = data.iter().map(|&x| f16::from_f32(x)).collect();
+        let v: Vec<f16> = data.iter().map(|&x| float16::from_f32(x)).collect();
         Ok(Tensor::F16(ArrayD::from_shape_vec(IxDyn(shape), v).expect("checked length")))
     }
 
@@ -137,7 +137,7 @@ impl Tensor {
     pub fn to_f32_vec(&self) -> Vec<f32> {
         match self {
             Tensor::F32(a) => a.iter().copied().collect(),
-            Tensor::F16(a) => a.iter().map(|&x| x.to_f32()).collect(),
+            Tensor::F16(a) => a.iter().map(|&x| float16::to_f32(x)).collect(),
             Tensor::I32(a) => a.iter().map(|&x| x as f32).collect(),
             Tensor::Bool(a) => a.iter().map(|&x| x as u8 as f32).collect(),
         }
@@ -149,18 +149,20 @@ impl Tensor {
         if self.dtype() == to {
             return self.clone();
         }
+        // Between the float types directly (the common case: float16 training); through f64 otherwise.
+        match (self, to) {
+            (Tensor::F16(a), DType::Float32) => return Tensor::F32(float16::widen(a)),
+            (Tensor::F32(a), DType::Float16) => return Tensor::F16(float16::narrow(a)),
+            _ => {}
+        }
         let shape = self.shape().to_vec();
         let v = self.to_f64_vec();
         let d = IxDyn(&shape);
         match to {
-            DType::Float32 => match self {
-                Tensor::F16(a) => Tensor::F32(a.mapv(|x| x.to_f32())),
-                _ => Tensor::F32(ArrayD::from_shape_vec(d, v.iter().map(|&x| x as f32).collect()).unwrap()),
-            },
-            DType::Float16 => match self {
-                Tensor::F32(a) => Tensor::F16(a.mapv(f16::from_f32)),
-                _ => Tensor::F16(ArrayD::from_shape_vec(d, v.iter().map(|&x| f16::from_f64(x)).collect()).unwrap()),
-            },
+            DType::Float32 => Tensor::F32(ArrayD::from_shape_vec(d, v.iter().map(|&x| x as f32).collect()).unwrap()),
+            DType::Float16 => {
+                Tensor::F16(ArrayD::from_shape_vec(d, v.iter().map(|&x| f16::from_f64(x)).collect()).unwrap())
+            }
             DType::Int32 => Tensor::I32(ArrayD::from_shape_vec(d, v.iter().map(|&x| x as i32).collect()).unwrap()),
             DType::Bool => Tensor::Bool(ArrayD::from_shape_vec(d, v.iter().map(|&x| x != 0.0).collect()).unwrap()),
         }

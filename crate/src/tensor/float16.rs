@@ -1,0 +1,166 @@
+//! float16 ⇄ float32, exact (IEEE 754 binary16, round to nearest even, overflow to ±inf,
+//! subnormals kept, NaN stays NaN), written as straight-line code: every element takes the
+//! same few integer and float operations and one select, so the loops over a tensor
+//! compile without a branch per element and vectorize.
+//!
+//! Why not `half::f16::to_f32` / `from_f32`: their fast paths are x86's F16C and aarch64's
+//! FP16 instructions; everywhere else (WebAssembly, where the page runs) they take a portable
+//! path that branches per element, and the executor widens every float16 operand to float32
+//! and rounds every result back (kernels/mod.rs). A float16 RevGNN step spent half of its time
+//! there. `half::f16` stays the element type; only the conversions are ours, checked against
+//! `half`'s for every float16 and around every float16 rounding boundary.
+
+use half::f16;
+use ndarray::ArrayD;
+
+/// The float32 equal to `h`.
+#[inline]
+pub fn to_f32(h: f16) -> f32 {
+    let h = h.to_bits() as u32;
+    let sign = (h & 0x8000) << 16;
+    // The exponent and mantissa.
+    let rest = h & 0x7fff;
+    // A normal number: the exponent rebiased from 15 to 127 (+112), the mantissa moved up 13.
+    let normal = (rest << 13) + (112 << 23);
+    // Exponent 31 (inf, NaN): float32's all-ones exponent, the mantissa (NaN payload) kept.
+    let special = (rest << 13) | 0x7f80_0000;
+    // Exponent 0 (zero, subnormal): mantissa × 2^-24, exact in float32 (both factors are).
+    let tiny = (rest as f32 * (1.0 / 16_777_216.0)).to_bits();
+    let bits = if rest >= 0x7c00 {
+        special
+    } else if rest < 0x0400 {
+        tiny
+    } else {
+        normal
+    };
+    f32::from_bits(bits | sign)
+}
+
+/// `x` rounded to the nearest float16 (ties to even).
+#[inline]
+pub fn from_f32(x: f32) -> f16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    // |x|
+    let a = b & 0x7fff_ffff;
+    // Normal range: drop 13 mantissa bits rounding to nearest even (add half an ulp less one,
+    // plus the kept lowest bit), then rebias the exponent; a carry out of the mantissa moves
+    // to the next exponent, and past the largest one it lands exactly on inf (0x7c00).
+    let odd = (a >> 13) & 1;
+    let normal = (a.wrapping_sub(112 << 23).wrapping_add(0x0fff + odd) >> 13) as u16;
+    // Below float16's smallest normal (2^-14): adding 0.5 rounds |x| to a multiple of 2^-24
+    // (0.5's ulp) by the float unit's own nearest-even rounding; the bits above 0.5's are the
+    // subnormal mantissa (2^10 of them is the smallest normal, encoded the same way).
+    let tiny = ((f32::from_bits(a) + 0.5).to_bits() - 0x3f00_0000) as u16;
+    // NaN: quiet, with the payload's top bits; too large for float16: inf.
+    let nan = 0x7e00 | ((a >> 13) & 0x3ff) as u16;
+    let h = if a > 0x7f80_0000 {
+        nan
+    } else if a >= 0x4780_0000 {
+        0x7c00
+    } else if a < 0x3880_0000 {
+        tiny
+    } else {
+        normal
+    };
+    f16::from_bits(h | sign)
+}
+
+/// Every element of `a` as float32.
+pub fn widen(a: &ArrayD<f16>) -> ArrayD<f32> {
+    match a.as_slice() {
+        Some(s) => ArrayD::from_shape_vec(a.raw_dim(), s.iter().map(|&h| to_f32(h)).collect()).expect("same shape"),
+        None => a.mapv(to_f32),
+    }
+}
+
+/// Every element of `a` rounded to float16.
+pub fn narrow(a: &ArrayD<f32>) -> ArrayD<f16> {
+    match a.as_slice() {
+        Some(s) => ArrayD::from_shape_vec(a.raw_dim(), s.iter().map(|&x| from_f32(x)).collect()).expect("same shape"),
+        None => a.mapv(from_f32),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn same(a: f32, b: f32) -> bool {
+        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan() && a.is_sign_negative() == b.is_sign_negative())
+    }
+
+    #[test]
+    fn every_float16_widens_as_the_half_crate_widens_it() {
+        for bits in 0..=u16::MAX {
+            let h = f16::from_bits(bits);
+            assert!(same(to_f32(h), h.to_f32()), "{bits:#06x}: {} vs {}", to_f32(h), h.to_f32());
+            if !h.is_nan() {
+                assert_eq!(from_f32(to_f32(h)).to_bits(), bits, "{bits:#06x} does not come back");
+            }
+        }
+    }
+
+    #[test]
+    fn rounding_matches_the_half_crate_at_and_around_every_boundary() {
+        let check = |x: f32| {
+            let (ours, theirs) = (from_f32(x), f16::from_f32(x));
+            let ok = ours.to_bits() == theirs.to_bits()
+                || (ours.is_nan() && theirs.is_nan() && ours.is_sign_negative() == theirs.is_sign_negative());
+            assert!(
+                ok,
+                "{x:e} ({:#010x}): ours {:#06x}, half's {:#06x}",
+                x.to_bits(),
+                ours.to_bits(),
+                theirs.to_bits()
+            );
+        };
+        // The midpoint between each pair of neighbouring float16s (a tie), and the float32s
+        // a few ulps either side of it and of each float16 itself.
+        for bits in 0..0x7c00u16 {
+            let lo = f16::from_bits(bits).to_f32() as f64;
+            let hi = f16::from_bits(bits + 1).to_f32() as f64;
+            for v in [lo, (lo + hi) / 2.0] {
+                let mid = (v as f32).to_bits();
+                for d in 0..4u32 {
+                    for s in [0u32, 0x8000_0000] {
+                        check(f32::from_bits((mid + d) | s));
+                        check(f32::from_bits(mid.saturating_sub(d) | s));
+                    }
+                }
+            }
+        }
+        // Past the largest float16 (65504; 65520 is the tie to inf), infinities, NaNs, and a
+        // sweep over all of float32.
+        for x in
+            [65504.0f32, 65519.996, 65520.0, 65536.0, 1e10, f32::MAX, f32::INFINITY, f32::NAN, f32::MIN_POSITIVE, 1e-45]
+        {
+            check(x);
+            check(-x);
+        }
+        check(f32::from_bits(0x7f80_0001)); // a signalling NaN
+        check(f32::from_bits(0xffc1_2345));
+        for bits in (0..=u32::MAX).step_by(997) {
+            check(f32::from_bits(bits));
+        }
+    }
+
+    #[test]
+    fn widen_and_narrow_keep_the_shape_and_layout() {
+        let a = ArrayD::from_shape_vec(vec![2, 3], vec![1.0f32, -2.5, 65520.0, 1e-8, 0.1, f32::NAN]).unwrap();
+        let h = narrow(&a);
+        assert_eq!(h.shape(), &[2, 3]);
+        let back = widen(&h);
+        assert_eq!(&back.as_slice().unwrap()[..4], &[1.0, -2.5, f32::INFINITY, 0.0]);
+        assert_eq!(back[[1, 1]], f16::from_f32(0.1).to_f32());
+        assert!(back[[1, 2]].is_nan());
+        // A transposed (non-contiguous) view converts element by element, in its own order.
+        let t = a.t().to_owned();
+        assert!(t.as_slice().is_none(), "a column-major copy");
+        let bits = |h: &ArrayD<f16>| h.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(narrow(&t).shape(), &[3, 2]);
+        assert_eq!(bits(&narrow(&t)), bits(&t.mapv(f16::from_f32)));
+        let ht = h.t().to_owned();
+        assert!(widen(&ht).iter().zip(ht.iter()).all(|(&w, &x)| same(w, x.to_f32())));
+    }
+}
