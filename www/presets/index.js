@@ -67,14 +67,16 @@ class RevGNN extends nn.Module {
 }
 
 // Accuracy on each split: the share of its nodes whose top class is their label.
+// (Each read of \`data.y\`, \`data.x\`, … is a fresh copy: read it once.)
 function accuracy(logits, data) {
   const [n, c] = logits.shape;
   const out = logits.data;
+  const labels = data.y.data;
   const hit = new Uint8Array(n);
   for (let i = 0; i < n; i++) {
     let best = 0;
     for (let k = 1; k < c; k++) if (out[i * c + k] > out[i * c + best]) best = k;
-    hit[i] = best === data.y.data[i] ? 1 : 0;
+    hit[i] = best === labels[i] ? 1 : 0;
   }
   const share = (mask) => {
     let [ok, all] = [0, 0];
@@ -112,6 +114,7 @@ export default async ({ options, dataset, dataUrl, epochs, half }) => {
   const loader = new loaders.RandomNodeLoader(data, loaderOptions);
   // Evaluation: the whole graph, no dropout, the weights training left.
   const evaluator = poptorch.inferenceModel(net);
+  const whole = [data.x, data.meanAdjacency()];
   return {
     model,
     inputs: inputsOf(example),
@@ -120,7 +123,7 @@ export default async ({ options, dataset, dataUrl, epochs, half }) => {
     train: {
       parts: loader,
       step: (part) => (part.numTrain ? model.call(...inputsOf(part))[1].data[0] : null),
-      evaluate: () => accuracy(evaluator.call(data.x, data.meanAdjacency()), data),
+      evaluate: () => accuracy(evaluator.call(...whole), data),
     },
   };
 };

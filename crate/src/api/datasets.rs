@@ -125,12 +125,13 @@ impl JsGraphData {
     pub fn num_classes(&self) -> usize {
         self.data.num_classes
     }
-    /// The node features, a host CSR matrix `[numNodes, numFeatures]` (a copy).
+    /// The node features, a host CSR matrix `[numNodes, numFeatures]`. Like every tensor
+    /// getter here, each read makes a fresh copy: read it once, not inside a loop.
     #[wasm_bindgen(getter, unchecked_return_type = "HostSparse")]
     pub fn x(&self) -> JsResult<JsValue> {
         host_sparse_to_js(&PaddedCsr::exact(self.data.x.clone()))
     }
-    /// Labels, int32 `[numNodes]`.
+    /// Labels, int32 `[numNodes]` (a fresh copy on each read).
     #[wasm_bindgen(getter, unchecked_return_type = "HostTensor")]
     pub fn y(&self) -> JsResult<JsValue> {
         host_tensor::to_js(&Tensor::from_i32(&[self.data.num_nodes], self.data.y.clone()).map_err(|e| args::error(&e))?)
