@@ -175,8 +175,9 @@ export function memoryData(plan, ipu) {
   if (!m) return null;
   const x = m.steps.node;
   const n = x.length;
+  const alwaysLive = Object.fromEntries(ALWAYS_LIVE.map((c) => [c, m.alwaysLive?.[c] ?? 0]));
   const series = {};
-  for (const c of ALWAYS_LIVE) series[c] = new Array(n).fill(m.alwaysLive?.[c] ?? 0);
+  for (const c of ALWAYS_LIVE) series[c] = new Array(n).fill(alwaysLive[c]);
   for (const c of PER_STEP) series[c] = m.steps[c] ?? new Array(n).fill(0);
   const streaming = m.steps.streaming ?? [];
   return {
@@ -191,8 +192,8 @@ export function memoryData(plan, ipu) {
     peakStep: m.peakStep,
     peakBytes: m.peakBytes,
     livePeakBytes: m.livePeakBytes,
-    alwaysLive: Object.fromEntries(ALWAYS_LIVE.map((c) => [c, m.alwaysLive?.[c] ?? 0])),
-    alwaysLiveBytes: ALWAYS_LIVE.reduce((a, c) => a + (m.alwaysLive?.[c] ?? 0), 0),
+    alwaysLive,
+    alwaysLiveBytes: ALWAYS_LIVE.reduce((a, c) => a + alwaysLive[c], 0),
     streamingMax: streaming.reduce((a, b) => Math.max(a, b), 0),
     fits: m.fits,
     largest: m.largest ?? [],

@@ -344,7 +344,7 @@ pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
 pub fn positive(a: &Tensor) -> Result<Tensor, String> {
     let (shape, v): (&[usize], Vec<bool>) = match a {
         Tensor::F32(x) => (x.shape(), slice(x).iter().map(|&v| v > 0.0).collect()),
-        Tensor::F16(x) => (x.shape(), slice(x).iter().map(|&v| v.to_f32() > 0.0).collect()),
+        Tensor::F16(x) => (x.shape(), slice(x).iter().map(|&v| float16::to_f32(v) > 0.0).collect()),
         Tensor::I32(x) => (x.shape(), slice(x).iter().map(|&v| v > 0).collect()),
         Tensor::Bool(x) => (x.shape(), slice(x).into_owned()),
     };
@@ -371,8 +371,8 @@ pub fn cast(t: &Tensor, to: DType) -> Result<Tensor, String> {
         (Tensor::F32(a), DType::Int32) => map_to(a, |x: f32| x as i32),
         (Tensor::F32(a), DType::Bool) => map_to(a, |x: f32| x != 0.0),
         (Tensor::F16(a), DType::Float32) => map_to(a, float16::to_f32),
-        (Tensor::F16(a), DType::Int32) => map_to(a, |x: f16| x.to_f32() as i32),
-        (Tensor::F16(a), DType::Bool) => map_to(a, |x: f16| x.to_f32() != 0.0),
+        (Tensor::F16(a), DType::Int32) => map_to(a, |x: f16| float16::to_f32(x) as i32),
+        (Tensor::F16(a), DType::Bool) => map_to(a, |x: f16| float16::to_f32(x) != 0.0),
         (Tensor::I32(a), DType::Float32) => map_to(a, |x: i32| x as f32),
         (Tensor::I32(a), DType::Float16) => map_to(a, |x: i32| f16::from_f64(x as f64)),
         (Tensor::I32(a), DType::Bool) => map_to(a, |x: i32| x != 0),

@@ -130,7 +130,7 @@ impl MaxElem for f32 {
 impl MaxElem for f16 {
     #[inline]
     fn gt(self, o: Self) -> bool {
-        self.to_f32().gt(o.to_f32())
+        float16::to_f32(self).gt(float16::to_f32(o))
     }
 }
 impl MaxElem for i32 {

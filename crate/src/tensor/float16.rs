@@ -66,20 +66,14 @@ pub fn from_f32(x: f32) -> f16 {
     f16::from_bits(h | sign)
 }
 
-/// Every element of `a` as float32.
+/// Every element of `a` as float32 (same shape and layout).
 pub fn widen(a: &ArrayD<f16>) -> ArrayD<f32> {
-    match a.as_slice() {
-        Some(s) => ArrayD::from_shape_vec(a.raw_dim(), s.iter().map(|&h| to_f32(h)).collect()).expect("same shape"),
-        None => a.mapv(to_f32),
-    }
+    a.mapv(to_f32)
 }
 
-/// Every element of `a` rounded to float16.
+/// Every element of `a` rounded to float16 (same shape and layout).
 pub fn narrow(a: &ArrayD<f32>) -> ArrayD<f16> {
-    match a.as_slice() {
-        Some(s) => ArrayD::from_shape_vec(a.raw_dim(), s.iter().map(|&x| from_f32(x)).collect()).expect("same shape"),
-        None => a.mapv(from_f32),
-    }
+    a.mapv(from_f32)
 }
 
 #[cfg(test)]
