@@ -8,8 +8,80 @@
 //! into [`Error`] with `?` where the extra structure is no longer needed:
 //! [`crate::trace::check::ArgError`] (its kind picks the JS `TypeError`/`RangeError` at
 //! the API edge) and [`crate::compile::Diagnostic`] (a plan's errors with a code and a fix).
+//!
+//! Every message is capped at [`MAX_MESSAGE_BYTES`] (1 KiB): a longer one keeps its start
+//! and ends in `… (N more characters)` ([`cap`]). Messages name the field and describe a
+//! bad value briefly ([`brief`]) rather than echo it whole.
 
 use std::fmt;
+
+/// The longest message an error carries, in bytes (UTF-8).
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// `message` cut to at most [`MAX_MESSAGE_BYTES`] bytes (on a character boundary), ending
+/// in `… (N more characters)` when anything was cut.
+pub fn cap(message: String) -> String {
+    cap_to(message, MAX_MESSAGE_BYTES)
+}
+
+/// `text` cut to at most `max` bytes like [`cap`] (at least the suffix is kept).
+fn cap_to(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    // The suffix's length depends on N's digits; N ≤ text.len() bounds it.
+    let suffix_max = format!("… ({} more characters)", text.len()).len();
+    let mut keep = max.saturating_sub(suffix_max);
+    while !text.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    let more = text[keep..].chars().count();
+    text.truncate(keep);
+    text.push_str(&format!("… ({more} more characters)"));
+    text
+}
+
+/// `value` as text for a message, at most `max` bytes: short values whole, long ones cut
+/// like [`cap`] (a list of a million numbers is not echoed).
+pub fn brief(value: impl fmt::Display, max: usize) -> String {
+    use fmt::Write;
+    /// Keeps at most `max` bytes and stops the formatting there: a huge value is never
+    /// written out whole.
+    struct Limited {
+        text: String,
+        max: usize,
+        cut: bool,
+    }
+    impl Write for Limited {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let room = self.max - self.text.len();
+            if s.len() <= room {
+                self.text.push_str(s);
+                return Ok(());
+            }
+            let mut k = room;
+            while !s.is_char_boundary(k) {
+                k -= 1;
+            }
+            self.text.push_str(&s[..k]);
+            self.cut = true;
+            Err(fmt::Error)
+        }
+    }
+    let mut out = Limited { text: String::new(), max, cut: false };
+    let _ = write!(out, "{value}");
+    if !out.cut {
+        return out.text;
+    }
+    const MORE: &str = "… (more)";
+    let mut keep = max.saturating_sub(MORE.len());
+    while !out.text.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    out.text.truncate(keep);
+    out.text.push_str(MORE);
+    out.text
+}
 
 /// Which layer raised an [`Error`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,8 +122,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     /// An error of `kind` with `message`.
+    /// The message is capped at [`MAX_MESSAGE_BYTES`] ([`cap`]).
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into() }
+        Error { kind, message: cap(message.into()) }
     }
 
     /// An error building or checking a graph.
@@ -101,7 +174,7 @@ impl Error {
 
     /// The same error with `prefix` before its message (`prefix: message`), keeping its kind.
     pub fn context(self, prefix: impl fmt::Display) -> Error {
-        Error { kind: self.kind, message: format!("{prefix}: {}", self.message) }
+        Error { kind: self.kind, message: cap(format!("{prefix}: {}", self.message)) }
     }
 }
 
@@ -175,5 +248,38 @@ mod tests {
         let msg = json.to_string();
         let e = Error::from(json);
         assert_eq!((e.kind(), e.message()), (ErrorKind::Json, msg.as_str()));
+    }
+
+    #[test]
+    fn messages_are_capped_at_1_kib() {
+        let e = Error::data("x".repeat(80_000_000 / 8));
+        assert!(e.message().len() <= MAX_MESSAGE_BYTES, "{}", e.message().len());
+        assert!(
+            e.message().starts_with("xxxx") && e.message().ends_with(" more characters)"),
+            "{}",
+            &e.message()[900..]
+        );
+        let n: usize = e.message().rsplit("… (").next().unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(n + e.message().find('…').unwrap(), 10_000_000, "the count is of the characters cut");
+        // Multi-byte characters are cut on a boundary.
+        let e = Error::new(ErrorKind::Plan, "é".repeat(2000));
+        assert!(e.message().len() <= MAX_MESSAGE_BYTES && e.message().ends_with("characters)"));
+        // Context on a capped message stays capped; short messages are unchanged.
+        let e = Error::data("y".repeat(5000)).context("in block 'b'");
+        assert!(e.message().len() <= MAX_MESSAGE_BYTES && e.message().starts_with("in block 'b': yyy"));
+        assert_eq!(Error::data("short").message(), "short");
+        let d = crate::compile::Diagnostic::new("c", "z".repeat(10_000), "f".repeat(10_000));
+        assert!(d.message.len() <= MAX_MESSAGE_BYTES && d.fix.len() <= MAX_MESSAGE_BYTES);
+        assert!(Error::from(d).message().len() <= MAX_MESSAGE_BYTES);
+    }
+
+    #[test]
+    fn brief_values_are_cut_without_formatting_them_whole() {
+        assert_eq!(brief("[1, 2]", 80), "[1, 2]");
+        let v = serde_json::Value::Array(vec![serde_json::json!(0.5); 1_000_000]);
+        let b = brief(&v, 80);
+        assert!(b.len() <= 80 && b.starts_with("[0.5,0.5,") && b.ends_with("… (more)"), "{b}");
+        let b = brief("é".repeat(100), 81);
+        assert!(b.len() <= 81 && b.ends_with("… (more)"), "{b}");
     }
 }

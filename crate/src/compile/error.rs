@@ -15,8 +15,9 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
+    /// The message and the fix are capped at [`crate::error::MAX_MESSAGE_BYTES`] each.
     pub fn new(code: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Diagnostic {
-        Diagnostic { code, message: message.into(), fix: fix.into(), node: None }
+        Diagnostic { code, message: crate::error::cap(message.into()), fix: crate::error::cap(fix.into()), node: None }
     }
 
     /// The same diagnostic pointing at program node `node`.

@@ -56,14 +56,15 @@ pub struct ArgError {
 }
 
 impl ArgError {
+    /// The message is capped at [`crate::error::MAX_MESSAGE_BYTES`], as every error's.
     pub fn type_(message: String) -> ArgError {
-        ArgError { kind: ArgErrorKind::Type, message }
+        ArgError { kind: ArgErrorKind::Type, message: crate::error::cap(message) }
     }
     pub fn range(message: String) -> ArgError {
-        ArgError { kind: ArgErrorKind::Range, message }
+        ArgError { kind: ArgErrorKind::Range, message: crate::error::cap(message) }
     }
     pub fn value(message: String) -> ArgError {
-        ArgError { kind: ArgErrorKind::Value, message }
+        ArgError { kind: ArgErrorKind::Value, message: crate::error::cap(message) }
     }
 }
 
