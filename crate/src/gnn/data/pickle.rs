@@ -19,11 +19,71 @@
 //! ([`PickleValue::Bytes`]); this is what numpy array payloads are. Memoised objects are
 //! shared as in Python: a `BINGET` of an object that was later mutated (`BUILD`,
 //! `APPENDS`, …) sees the mutated object.
+//!
+//! Memory is bounded by the input: parsing and building the tree may use at most
+//! [`budget_for`]`(bytes)` = [`BUDGET_PER_INPUT_BYTE`] × the file's bytes + [`BUDGET_BASE`]
+//! bytes. Every object pushed is charged [`OBJECT_COST`] (at least what it really takes on a
+//! 64-bit target: its parse-time node, its tree value and their bookkeeping; the same figure
+//! on every target, so a file is accepted or refused alike natively and in wasm) plus its
+//! payload, before it is allocated; a memo reference (`BINGET`) is charged the size of what
+//! it refers to, since the tree holds a copy of it; the tree builder charges every copy of
+//! a shared object again. Past the budget the error names the file, the byte offset and
+//! the opcode (or the shared object's creating opcode). The real files need at most about
+//! 35 bytes per byte (a graph file: one small int per 3.7 bytes). Allocations are
+//! fallible, so a refusal is an error, never a trap. Sizes (shapes, rows, columns) are
+//! read exactly as 64-bit integers: one past [`MAX_SIZE`] is an error, never truncated.
 
 use crate::{Error, Result};
 use std::collections::HashMap;
+use std::mem::size_of;
 
 use crate::tensor::CsrMatrix;
+
+/// Bytes of memory the reader may use per byte of input (see [`budget_for`]).
+pub const BUDGET_PER_INPUT_BYTE: usize = 64;
+
+/// Bytes of memory the reader may use whatever the input's size.
+pub const BUDGET_BASE: usize = 1 << 20;
+
+/// The most bytes of memory the reader may use for a pickle of `input_len` bytes.
+pub fn budget_for(input_len: usize) -> usize {
+    input_len.saturating_mul(BUDGET_PER_INPUT_BYTE).saturating_add(BUDGET_BASE)
+}
+
+/// What one object is charged besides its payload: at least its real cost on a 64-bit
+/// target (its parse-time node, its value in the tree, its slots on the stack and in its
+/// container, its size and origin records, the tree builder's reference count and path
+/// flag; checked by a unit test), and the same on every target.
+pub const OBJECT_COST: usize = 128;
+
+/// What one more reference to an object (a memo `BINGET`) is charged besides the object.
+const REF_COST: usize = 8;
+
+/// The largest size (array dimension, matrix rows or columns, CSR offset) read from a
+/// pickle: node and feature ids are 32-bit, so a size past this is an error, on every
+/// target alike.
+pub const MAX_SIZE: u64 = u32::MAX as u64;
+
+/// One more element on `v`, allocated fallibly.
+fn try_push<T>(v: &mut Vec<T>, item: T, file: &str) -> Result<()> {
+    if v.len() == v.capacity() {
+        v.try_reserve(1).map_err(|_| {
+            Error::alloc(format!(
+                "{file}: could not allocate {} bytes for the pickle reader (out of memory)",
+                (v.capacity() as u128 + 1) * size_of::<T>() as u128
+            ))
+        })?;
+    }
+    v.push(item);
+    Ok(())
+}
+
+/// A copy of `b`, allocated fallibly.
+fn try_copy(b: &[u8], file: &str) -> Result<Vec<u8>> {
+    let mut v = crate::tensor::alloc::try_with_capacity(&format!("{file}: pickle string"), b.len())?;
+    v.extend_from_slice(b);
+    Ok(v)
+}
 
 /// A generic value decoded from a pickle.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,24 +100,33 @@ pub enum PickleValue {
     Tuple(Vec<PickleValue>),
     /// Key/value pairs in insertion order.
     Dict(Vec<(PickleValue, PickleValue)>),
-    /// A reference to a Python global, e.g. `numpy` / `ndarray`.
-    Global {
-        module: String,
-        name: String,
-    },
+    /// A reference to a Python global, e.g. `numpy` / `ndarray`. Boxed (like `Object`)
+    /// so that a value is 32 bytes: a pickle of many small values stays small in memory.
+    Global(Box<PickleGlobal>),
     /// The result of calling a global (`REDUCE`, or `NEWOBJ` when `newobj`), with the
     /// state given by `BUILD` and any `SETITEM(S)` / `APPEND(S)` done on it afterwards.
-    Object {
-        module: String,
-        name: String,
-        args: Vec<PickleValue>,
-        newobj: bool,
-        state: Option<Box<PickleValue>>,
-        dict_items: Vec<(PickleValue, PickleValue)>,
-        list_items: Vec<PickleValue>,
-        /// Byte offset of the opcode that created the object (for error messages).
-        offset: usize,
-    },
+    Object(Box<PickleObject>),
+}
+
+/// A Python global: `module.name`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PickleGlobal {
+    pub module: String,
+    pub name: String,
+}
+
+/// An object made by calling a global (see [`PickleValue::Object`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PickleObject {
+    pub module: String,
+    pub name: String,
+    pub args: Vec<PickleValue>,
+    pub newobj: bool,
+    pub state: Option<Box<PickleValue>>,
+    pub dict_items: Vec<(PickleValue, PickleValue)>,
+    pub list_items: Vec<PickleValue>,
+    /// Byte offset of the opcode that created the object (for error messages).
+    pub offset: usize,
 }
 
 impl PickleValue {
@@ -73,10 +142,8 @@ impl PickleValue {
             PickleValue::List(v) => format!("list of {} items", v.len()),
             PickleValue::Tuple(v) => format!("tuple of {} items", v.len()),
             PickleValue::Dict(v) => format!("dict of {} items", v.len()),
-            PickleValue::Global { module, name } => format!("global {module}.{name}"),
-            PickleValue::Object { module, name, offset, .. } => {
-                format!("{module}.{name} object (created at byte {offset})")
-            }
+            PickleValue::Global(g) => format!("global {}.{}", g.module, g.name),
+            PickleValue::Object(o) => format!("{}.{} object (created at byte {})", o.module, o.name, o.offset),
         }
     }
 
@@ -109,12 +176,12 @@ impl PickleValue {
 
     /// Whether this is an object made by calling `module.name`.
     pub fn is_object_of(&self, m: &str, n: &str) -> bool {
-        matches!(self, PickleValue::Object { module, name, .. } if module == m && name == n)
+        matches!(self, PickleValue::Object(o) if o.module == m && o.name == n)
     }
 
     /// Whether this is the global `module.name`.
     pub fn is_global(&self, m: &str, n: &str) -> bool {
-        matches!(self, PickleValue::Global { module, name } if module == m && name == n)
+        matches!(self, PickleValue::Global(g) if g.module == m && g.name == n)
     }
 }
 
@@ -210,6 +277,19 @@ pub fn opcode_name(op: u8) -> &'static str {
     }
 }
 
+/// An object while parsing (see [`PickleObject`]), its values as arena ids.
+#[derive(Clone, Debug)]
+struct NodeObject {
+    module: String,
+    name: String,
+    args: Vec<usize>,
+    newobj: bool,
+    state: Option<usize>,
+    dict_items: Vec<(usize, usize)>,
+    list_items: Vec<usize>,
+    offset: usize,
+}
+
 /// Objects while parsing live in an arena so that memoised (shared) objects can be
 /// mutated in place, as Python does.
 #[derive(Clone, Debug)]
@@ -223,20 +303,9 @@ enum Node {
     List(Vec<usize>),
     Tuple(Vec<usize>),
     Dict(Vec<(usize, usize)>),
-    Global {
-        module: String,
-        name: String,
-    },
-    Object {
-        module: String,
-        name: String,
-        args: Vec<usize>,
-        newobj: bool,
-        state: Option<usize>,
-        dict_items: Vec<(usize, usize)>,
-        list_items: Vec<usize>,
-        offset: usize,
-    },
+    /// Boxed, like `Object`, so that a node is 32 bytes.
+    Global(Box<PickleGlobal>),
+    Object(Box<NodeObject>),
     /// Already moved into the output tree.
     Taken,
 }
@@ -252,6 +321,14 @@ struct Parser<'a> {
     stack: Vec<usize>,
     marks: Vec<usize>,
     memo: HashMap<u32, usize>,
+    /// Per arena node: the bytes its value would take in the tree (itself, its payload
+    /// and what it holds), as far as known when it was made or grown.
+    size: Vec<usize>,
+    /// Per arena node: the offset and opcode that made it (for messages).
+    origin: Vec<(usize, u8)>,
+    /// Bytes of memory charged so far, and the most allowed ([`budget_for`]).
+    used: usize,
+    budget: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -316,9 +393,44 @@ impl<'a> Parser<'a> {
         Ok(text)
     }
 
-    fn push(&mut self, node: Node) {
-        self.arena.push(node);
-        self.stack.push(self.arena.len() - 1);
+    /// Charges `bytes` against the budget, or refuses at the current opcode.
+    fn charge(&mut self, bytes: usize) -> Result<()> {
+        let used = self.used.saturating_add(bytes);
+        if used > self.budget {
+            return Err(self.err(format!(
+                "the pickle would need more than {} bytes of memory, the limit for a file of {} bytes \
+                 ({BUDGET_PER_INPUT_BYTE} bytes per byte of input + {BUDGET_BASE}): refusing it (a pickle whose \
+                 objects are far bigger than the file is not a Planetoid file)",
+                self.budget,
+                self.data.len()
+            )));
+        }
+        self.used = used;
+        Ok(())
+    }
+
+    /// Pushes a new object whose payload (bytes or text held) is `payload` bytes and
+    /// whose children's tree size is `children` bytes; charged before anything is stored.
+    fn push_sized(&mut self, node: Node, payload: usize, children: usize) -> Result<()> {
+        self.charge(OBJECT_COST.saturating_add(payload))?;
+        self.store(node, payload, children)
+    }
+
+    /// Pushes a new object already charged.
+    fn store(&mut self, node: Node, payload: usize, children: usize) -> Result<()> {
+        let size = OBJECT_COST.saturating_add(payload).saturating_add(children);
+        try_push(&mut self.arena, node, self.file)?;
+        try_push(&mut self.size, size, self.file)?;
+        try_push(&mut self.origin, (self.op_pos, self.op), self.file)?;
+        try_push(&mut self.stack, self.arena.len() - 1, self.file)
+    }
+
+    fn push(&mut self, node: Node) -> Result<()> {
+        self.push_sized(node, 0, 0)
+    }
+
+    fn tree_size(&self, items: &[usize]) -> usize {
+        items.iter().fold(0usize, |a, &i| a.saturating_add(self.size[i]))
     }
 
     fn pop(&mut self) -> Result<usize> {
@@ -359,17 +471,19 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
+    /// Pushes a memoised object again. The tree will hold a copy of it, so its whole size
+    /// is charged now (the bomb of one big string referenced many times stops here).
     fn memo_get(&mut self, idx: u32) -> Result<()> {
         let Some(&id) = self.memo.get(&idx) else {
             return Err(self.err(format!("memo entry {idx} was never stored")));
         };
-        self.stack.push(id);
-        Ok(())
+        self.charge(self.size[id].saturating_add(REF_COST))?;
+        try_push(&mut self.stack, id, self.file)
     }
 
     fn global_of(&self, id: usize, what: &str) -> Result<(String, String)> {
         match &self.arena[id] {
-            Node::Global { module, name } => Ok((module.clone(), name.clone())),
+            Node::Global(g) => Ok((g.module.clone(), g.name.clone())),
             _ => Err(self.err(format!("{what} must be a global"))),
         }
     }
@@ -383,9 +497,11 @@ impl<'a> Parser<'a> {
 
     fn append(&mut self, items: Vec<usize>) -> Result<()> {
         let target = self.top()?;
+        let grown = self.tree_size(&items);
+        self.size[target] = self.size[target].saturating_add(grown);
         match &mut self.arena[target] {
             Node::List(v) => v.extend(items),
-            Node::Object { list_items, .. } => list_items.extend(items),
+            Node::Object(o) => o.list_items.extend(items),
             _ => return Err(self.err("APPEND target is not a list")),
         }
         Ok(())
@@ -396,19 +512,22 @@ impl<'a> Parser<'a> {
             return Err(self.err("odd number of items for SETITEMS"));
         }
         let target = self.top()?;
+        let grown = self.tree_size(&kv);
+        self.size[target] = self.size[target].saturating_add(grown);
         let pairs = kv.chunks(2).map(|p| (p[0], p[1]));
         match &mut self.arena[target] {
             Node::Dict(v) => v.extend(pairs),
-            Node::Object { dict_items, .. } => dict_items.extend(pairs),
+            Node::Object(o) => o.dict_items.extend(pairs),
             _ => return Err(self.err("SETITEM target is not a dict")),
         }
         Ok(())
     }
 
     fn string(&mut self, n: usize) -> Result<()> {
-        let b = self.take(n)?.to_vec();
-        self.push(Node::Bytes(b));
-        Ok(())
+        let b = self.take(n)?;
+        self.charge(OBJECT_COST.saturating_add(n))?;
+        let b = try_copy(b, self.file)?;
+        self.store(Node::Bytes(b), n, 0)
     }
 
     /// Runs the machine to STOP; returns the id of the result.
@@ -447,7 +566,8 @@ impl<'a> Parser<'a> {
                     if !ALLOWED_GLOBALS.iter().any(|&(m, n)| m == module && n == name) {
                         return Err(self.err(format!("unexpected global '{module}.{name}'")));
                     }
-                    self.push(Node::Global { module, name });
+                    let payload = module.len() + name.len();
+                    self.push_sized(Node::Global(Box::new(PickleGlobal { module, name })), payload, 0)?;
                 }
                 b'q' => {
                     let i = self.u8()? as u32;
@@ -466,27 +586,31 @@ impl<'a> Parser<'a> {
                     self.memo_get(i)?;
                 }
                 b'(' => self.marks.push(self.stack.len()),
-                b')' => self.push(Node::Tuple(Vec::new())),
+                b')' => self.push(Node::Tuple(Vec::new()))?,
                 b't' => {
                     let items = self.pop_mark()?;
-                    self.push(Node::Tuple(items));
+                    let children = self.tree_size(&items);
+                    self.push_sized(Node::Tuple(items), 0, children)?;
                 }
                 0x85..=0x87 => {
                     let items = self.pop_n((self.op - 0x84) as usize)?;
-                    self.push(Node::Tuple(items));
+                    let children = self.tree_size(&items);
+                    self.push_sized(Node::Tuple(items), 0, children)?;
                 }
-                b']' => self.push(Node::List(Vec::new())),
+                b']' => self.push(Node::List(Vec::new()))?,
                 b'l' => {
                     let items = self.pop_mark()?;
-                    self.push(Node::List(items));
+                    let children = self.tree_size(&items);
+                    self.push_sized(Node::List(items), 0, children)?;
                 }
-                b'}' => self.push(Node::Dict(Vec::new())),
+                b'}' => self.push(Node::Dict(Vec::new()))?,
                 b'd' => {
                     let kv = self.pop_mark()?;
                     if !kv.len().is_multiple_of(2) {
                         return Err(self.err("odd number of items for DICT"));
                     }
-                    self.push(Node::Dict(kv.chunks(2).map(|p| (p[0], p[1])).collect()));
+                    let children = self.tree_size(&kv);
+                    self.push_sized(Node::Dict(kv.chunks(2).map(|p| (p[0], p[1])).collect()), 0, children)?;
                 }
                 b'a' => {
                     let v = self.pop()?;
@@ -504,20 +628,20 @@ impl<'a> Parser<'a> {
                     let kv = self.pop_mark()?;
                     self.set_items(kv)?;
                 }
-                b'N' => self.push(Node::None),
-                0x88 => self.push(Node::Bool(true)),
-                0x89 => self.push(Node::Bool(false)),
+                b'N' => self.push(Node::None)?,
+                0x88 => self.push(Node::Bool(true))?,
+                0x89 => self.push(Node::Bool(false))?,
                 b'K' => {
                     let v = self.u8()? as i64;
-                    self.push(Node::Int(v));
+                    self.push(Node::Int(v))?;
                 }
                 b'M' => {
                     let v = self.u16()? as i64;
-                    self.push(Node::Int(v));
+                    self.push(Node::Int(v))?;
                 }
                 b'J' => {
                     let v = self.u32()? as i32 as i64;
-                    self.push(Node::Int(v));
+                    self.push(Node::Int(v))?;
                 }
                 0x8a => {
                     let n = self.u8()? as usize;
@@ -532,12 +656,12 @@ impl<'a> Parser<'a> {
                     if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
                         v -= 1i64 << (8 * n); // two's complement sign
                     }
-                    self.push(Node::Int(v));
+                    self.push(Node::Int(v))?;
                 }
                 b'G' => {
                     let b = self.take(8)?;
                     let v = f64::from_be_bytes(b.try_into().unwrap());
-                    self.push(Node::Float(v));
+                    self.push(Node::Float(v))?;
                 }
                 b'T' => {
                     let n = self.u32()? as i32;
@@ -554,36 +678,49 @@ impl<'a> Parser<'a> {
                     let n = self.u32()? as usize;
                     let b = self.take(n)?;
                     let s = std::str::from_utf8(b).map_err(|_| self.err("invalid UTF-8 in unicode string"))?;
-                    self.push(Node::Str(s.to_string()));
+                    self.charge(OBJECT_COST.saturating_add(n))?;
+                    let mut text = String::new();
+                    text.try_reserve_exact(n).map_err(|_| {
+                        Error::alloc(format!("{}: could not allocate {n} bytes for a pickle string", self.file))
+                    })?;
+                    text.push_str(s);
+                    self.store(Node::Str(text), n, 0)?;
                 }
                 b'R' | 0x81 => {
-                    let args = self.pop()?;
+                    let args_id = self.pop()?;
                     let callable = self.pop()?;
                     let what = if self.op == b'R' { "REDUCE callable" } else { "NEWOBJ class" };
                     let (module, name) = self.global_of(callable, what)?;
-                    let args = self.tuple_items(args, "arguments")?;
+                    let args = self.tuple_items(args_id, "arguments")?;
                     let newobj = self.op == 0x81;
                     let offset = self.op_pos;
-                    self.push(Node::Object {
-                        module,
-                        name,
-                        args,
-                        newobj,
-                        state: None,
-                        dict_items: Vec::new(),
-                        list_items: Vec::new(),
-                        offset,
-                    });
+                    let children = self.size[args_id];
+                    let payload = module.len() + name.len();
+                    self.push_sized(
+                        Node::Object(Box::new(NodeObject {
+                            module,
+                            name,
+                            args,
+                            newobj,
+                            state: None,
+                            dict_items: Vec::new(),
+                            list_items: Vec::new(),
+                            offset,
+                        })),
+                        payload,
+                        children,
+                    )?;
                 }
                 b'b' => {
                     let st = self.pop()?;
                     let target = self.top()?;
+                    self.size[target] = self.size[target].saturating_add(self.size[st]);
                     let err = match &mut self.arena[target] {
-                        Node::Object { state: s @ None, .. } => {
-                            *s = Some(st);
+                        Node::Object(o) if o.state.is_none() => {
+                            o.state = Some(st);
                             None
                         }
-                        Node::Object { .. } => Some("object already has a state"),
+                        Node::Object(_) => Some("object already has a state"),
                         _ => Some("BUILD target is not an object"),
                     };
                     if let Some(e) = err {
@@ -616,7 +753,8 @@ impl<'a> Parser<'a> {
                     count(k);
                     count(v)
                 }),
-                Node::Object { args, state, dict_items, list_items, .. } => {
+                Node::Object(o) => {
+                    let NodeObject { args, state, dict_items, list_items, .. } = &**o;
                     args.iter().for_each(|&i| count(i));
                     state.iter().for_each(|&i| count(i));
                     dict_items.iter().for_each(|&(k, v)| {
@@ -633,7 +771,9 @@ impl<'a> Parser<'a> {
             arena: std::mem::take(&mut self.arena),
             refs,
             on_path: vec![false; n],
-            budget: 4 * n + 1024,
+            origin: std::mem::take(&mut self.origin),
+            left: self.budget.saturating_sub(self.used),
+            budget: self.budget,
             file: self.file,
         };
         tb.build(root, true, 0)
@@ -644,7 +784,11 @@ struct TreeBuilder<'f> {
     arena: Vec<Node>,
     refs: Vec<u32>,
     on_path: Vec<bool>,
-    /// Nodes left to emit; sharing can make the tree much bigger than the arena.
+    /// Offset and opcode that made each node (for messages).
+    origin: Vec<(usize, u8)>,
+    /// Bytes of the budget left for copies of shared objects: sharing can make the tree
+    /// much bigger than the arena, and every copy is charged before it is made.
+    left: usize,
     budget: usize,
     file: &'f str,
 }
@@ -652,6 +796,36 @@ struct TreeBuilder<'f> {
 impl TreeBuilder<'_> {
     fn err(&self, what: &str) -> Error {
         Error::data(format!("{}: {what}", self.file))
+    }
+
+    /// A copy of the shared node `id` (its children stay references), charged first.
+    fn copy(&mut self, id: usize) -> Result<Node> {
+        let node = &self.arena[id];
+        // Its children are charged as they are copied in turn.
+        let payload = match node {
+            Node::Bytes(b) => b.len(),
+            Node::Str(s) => s.len(),
+            Node::Global(g) => g.module.len() + g.name.len(),
+            Node::Object(o) => o.module.len() + o.name.len(),
+            _ => 0,
+        };
+        let cost = OBJECT_COST.saturating_add(payload);
+        if cost > self.left {
+            let (at, op) = self.origin[id];
+            return Err(Error::data(format!(
+                "{}: pickle opcode 0x{op:02x} ('{}') at byte {at}: the object it made is shared so often that the \
+                 copies would need more than {} bytes of memory, the limit for a file of this size \
+                 ({BUDGET_PER_INPUT_BYTE} bytes per byte of input + {BUDGET_BASE}): refusing it",
+                self.file,
+                opcode_name(op),
+                self.budget
+            )));
+        }
+        self.left -= cost;
+        Ok(match &self.arena[id] {
+            Node::Bytes(b) => Node::Bytes(try_copy(b, self.file)?),
+            other => other.clone(),
+        })
     }
 
     fn many(&mut self, ids: Vec<usize>, unique: bool, depth: usize) -> Result<Vec<PickleValue>> {
@@ -676,12 +850,8 @@ impl TreeBuilder<'_> {
         if self.on_path[id] {
             return Err(self.err("pickle contains a reference cycle"));
         }
-        if self.budget == 0 {
-            return Err(self.err("pickle shares too many objects"));
-        }
-        self.budget -= 1;
         let unique = parent_unique && self.refs[id] <= 1;
-        let node = if unique { std::mem::replace(&mut self.arena[id], Node::Taken) } else { self.arena[id].clone() };
+        let node = if unique { std::mem::replace(&mut self.arena[id], Node::Taken) } else { self.copy(id)? };
         self.on_path[id] = true;
         let d = depth + 1;
         let value = match node {
@@ -694,8 +864,9 @@ impl TreeBuilder<'_> {
             Node::List(v) => PickleValue::List(self.many(v, unique, d)?),
             Node::Tuple(v) => PickleValue::Tuple(self.many(v, unique, d)?),
             Node::Dict(kv) => PickleValue::Dict(self.pairs(kv, unique, d)?),
-            Node::Global { module, name } => PickleValue::Global { module, name },
-            Node::Object { module, name, args, newobj, state, dict_items, list_items, offset } => {
+            Node::Global(g) => PickleValue::Global(g),
+            Node::Object(o) => {
+                let NodeObject { module, name, args, newobj, state, dict_items, list_items, offset } = *o;
                 let args = self.many(args, unique, d)?;
                 let state = match state {
                     Some(s) => Some(Box::new(self.build(s, unique, d)?)),
@@ -703,7 +874,16 @@ impl TreeBuilder<'_> {
                 };
                 let dict_items = self.pairs(dict_items, unique, d)?;
                 let list_items = self.many(list_items, unique, d)?;
-                PickleValue::Object { module, name, args, newobj, state, dict_items, list_items, offset }
+                PickleValue::Object(Box::new(PickleObject {
+                    module,
+                    name,
+                    args,
+                    newobj,
+                    state,
+                    dict_items,
+                    list_items,
+                    offset,
+                }))
             }
             Node::Taken => return Err(self.err("internal error: pickle object moved twice")),
         };
@@ -714,19 +894,29 @@ impl TreeBuilder<'_> {
 
 /// Parses a whole pickle. `file` names the source in error messages.
 pub fn parse(data: &[u8], file: &str) -> Result<PickleValue> {
-    let mut p = Parser {
-        data,
-        file,
-        pos: 0,
-        op_pos: 0,
-        op: 0,
-        arena: Vec::new(),
-        stack: Vec::new(),
-        marks: Vec::new(),
-        memo: HashMap::new(),
-    };
+    let mut p = Parser::new(data, file);
     let root = p.run()?;
     p.into_tree(root)
+}
+
+impl<'a> Parser<'a> {
+    fn new(data: &'a [u8], file: &'a str) -> Parser<'a> {
+        Parser {
+            data,
+            file,
+            pos: 0,
+            op_pos: 0,
+            op: 0,
+            arena: Vec::new(),
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: HashMap::new(),
+            size: Vec::new(),
+            origin: Vec::new(),
+            used: 0,
+            budget: budget_for(data.len()),
+        }
+    }
 }
 
 /// Element data of a numpy array, in the array's memory order.
@@ -832,18 +1022,29 @@ fn expect<'v>(v: Option<&'v PickleValue>, file: &str, what: &str) -> Result<&'v 
     v.ok_or_else(|| Error::data(format!("{file}: {what} is missing")))
 }
 
+/// A size read exactly (a 64-bit int): a negative one, or one past [`MAX_SIZE`], is an
+/// error, never a size cut to 32 bits.
 fn as_usize(v: &PickleValue, file: &str, what: &str) -> Result<usize> {
     match v.as_int() {
-        Some(i) if i >= 0 => Ok(i as usize),
+        Some(i) if i >= 0 => size_of_u64(i as u64, file, what),
         _ => Err(Error::data(format!("{file}: {what} must be a non-negative int, found {}", v.describe()))),
     }
 }
 
+/// `n` as a `usize` when it is at most [`MAX_SIZE`], else an error naming `what`.
+fn size_of_u64(n: u64, file: &str, what: &str) -> Result<usize> {
+    if n > MAX_SIZE {
+        return Err(Error::data(format!("{file}: {what} is {n}, more than the limit of {MAX_SIZE}")));
+    }
+    usize::try_from(n).map_err(|_| Error::data(format!("{file}: {what} is {n}, more than this target can hold")))
+}
+
 /// The dtype string (`<f4`, `|b1`, …) of a pickled `numpy.dtype` object.
 fn dtype_from_value(v: &PickleValue, file: &str) -> Result<String> {
-    let PickleValue::Object { module, name, args, state, offset, .. } = v else {
+    let PickleValue::Object(o) = v else {
         return Err(Error::data(format!("{file}: expected a numpy.dtype, found {}", v.describe())));
     };
+    let PickleObject { module, name, args, state, offset, .. } = &**o;
     if module != "numpy" || name != "dtype" {
         return Err(Error::data(format!("{file}: expected a numpy.dtype, found {}", v.describe())));
     }
@@ -876,9 +1077,10 @@ fn dtype_from_value(v: &PickleValue, file: &str) -> Result<String> {
 /// Interprets `numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), 'b')` followed by
 /// `BUILD (version, shape, dtype, is_fortran, raw_bytes)` as an [`NdArray`].
 pub fn ndarray_from_value(v: &PickleValue, file: &str) -> Result<NdArray> {
-    let PickleValue::Object { module, name, args, state, offset, .. } = v else {
+    let PickleValue::Object(o) = v else {
         return Err(Error::data(format!("{file}: expected a numpy array, found {}", v.describe())));
     };
+    let PickleObject { module, name, args, state, offset, .. } = &**o;
     let offset = *offset;
     if !(name == "_reconstruct" && (module == "numpy.core.multiarray" || module == "numpy._core.multiarray")) {
         return Err(Error::data(format!("{file}: expected a numpy array, found {}", v.describe())));
@@ -973,15 +1175,16 @@ fn one_d_ints(a: &NdArray, file: &str, what: &str) -> Result<Vec<i64>> {
 /// The result is canonical, like `todense()` followed by reading the non-zeros: column
 /// indices sorted within each row, duplicate entries summed and explicit zeros dropped.
 pub fn csr_from_value(v: &PickleValue, file: &str) -> Result<CsrMatrix> {
-    let PickleValue::Object { module, name, args, state, offset, .. } = v else {
+    let PickleValue::Object(o) = v else {
         return Err(Error::data(format!("{file}: expected a scipy csr_matrix, found {}", v.describe())));
     };
+    let PickleObject { module, name, args, state, offset, .. } = &**o;
     let is_csr = |m: &str, n: &str| n == "csr_matrix" && (m == "scipy.sparse.csr" || m == "scipy.sparse._csr");
     let direct = is_csr(module, name);
     // Older pickles: copy_reg._reconstructor(csr_matrix, object, None).
     let via_reconstructor = name == "_reconstructor"
         && (module == "copy_reg" || module == "copyreg")
-        && matches!(args.first(), Some(PickleValue::Global { module, name }) if is_csr(module, name));
+        && matches!(args.first(), Some(PickleValue::Global(g)) if is_csr(&g.module, &g.name));
     if !direct && !via_reconstructor {
         return Err(Error::data(format!("{file}: expected a scipy csr_matrix, found {}", v.describe())));
     }
@@ -1011,6 +1214,9 @@ pub fn csr_from_value(v: &PickleValue, file: &str) -> Result<CsrMatrix> {
     let bad = |what: &str| Error::data(format!("{file}: csr_matrix at byte {offset}: {what}"));
     if indptr.iter().any(|&p| p < 0) {
         return Err(bad("negative indptr entry"));
+    }
+    if let Some(&p) = indptr.iter().find(|&&p| p as u64 > MAX_SIZE) {
+        return Err(bad(&format!("indptr entry {p} is more than the limit of {MAX_SIZE}")));
     }
     if let Some(&c) = indices.iter().find(|&&c| c < 0 || c as u64 >= ncols as u64 || c > u32::MAX as i64) {
         return Err(bad(&format!("column index {c} out of range for {ncols} columns")));
@@ -1074,9 +1280,8 @@ fn canonicalize(m: CsrMatrix) -> CsrMatrix {
 pub fn adjacency_from_value(v: &PickleValue, file: &str) -> Result<Vec<(i64, Vec<i64>)>> {
     let items = match v {
         PickleValue::Dict(items) => items,
-        PickleValue::Object { module, name, args, dict_items, list_items, state, offset, .. }
-            if module == "collections" && name == "defaultdict" =>
-        {
+        PickleValue::Object(o) if o.module == "collections" && o.name == "defaultdict" => {
+            let PickleObject { args, dict_items, list_items, state, offset, .. } = &**o;
             let factory_ok = match args.first() {
                 None | Some(PickleValue::None) => true,
                 Some(f) => f.is_global("__builtin__", "list") || f.is_global("builtins", "list"),
@@ -1144,9 +1349,13 @@ mod tests {
             } else if (0..65536).contains(&v) {
                 self.0.push(b'M');
                 self.0.extend_from_slice(&(v as u16).to_le_bytes());
-            } else {
+            } else if i32::try_from(v).is_ok() {
                 self.0.push(b'J');
                 self.0.extend_from_slice(&(v as i32).to_le_bytes());
+            } else {
+                // LONG1 of 8 bytes, as Python writes an int past 32 bits.
+                self.0.extend_from_slice(&[0x8a, 8]);
+                self.0.extend_from_slice(&v.to_le_bytes());
             }
             self
         }
@@ -1473,5 +1682,127 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("ind.t.graph: expected a dict"));
+    }
+
+    /// Runs the machine over `bytes` and returns the result with the parser, whose
+    /// counters show how far it went.
+    fn run_parser(bytes: &[u8]) -> (Result<usize>, Parser<'_>) {
+        let mut p = Parser::new(bytes, "ind.cora.x");
+        let r = p.run();
+        (r, p)
+    }
+
+    #[test]
+    fn the_charge_per_object_covers_its_real_size() {
+        // What an object really takes (node, tree value, stack and container slots, size
+        // and origin records, reference count and path flag) is within OBJECT_COST, so the
+        // budget bounds the memory.
+        let real = size_of::<Node>()
+            + size_of::<PickleValue>()
+            + 3 * size_of::<usize>()
+            + size_of::<(usize, u8)>()
+            + size_of::<u32>()
+            + 1;
+        assert!(real <= OBJECT_COST, "{real} > {OBJECT_COST}");
+        assert!(size_of::<PickleValue>() <= 32 && size_of::<Node>() <= 32);
+        assert_eq!(budget_for(1000), 64 * 1000 + (1 << 20));
+        assert_eq!(budget_for(usize::MAX), usize::MAX);
+    }
+
+    #[test]
+    fn a_repetition_bomb_is_refused_within_the_budget() {
+        // [None] * n, each None one byte: the objects need twice the budget.
+        let n = 1_000_000;
+        let mut w = W::default().proto().op(b']').op(b'(');
+        w.0.extend(std::iter::repeat_n(b'N', n));
+        let bytes = w.op(b'e').stop();
+        let (r, p) = run_parser(&bytes);
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Data);
+        let budget = budget_for(bytes.len());
+        assert_eq!(p.budget, budget);
+        assert!(
+            e.message().starts_with("ind.cora.x: pickle opcode 0x4e ('NONE') at byte ")
+                && e.message().contains(&format!("more than {budget} bytes of memory")),
+            "{e}"
+        );
+        // Refused before the object past the budget was stored: the arena never held more
+        // than the budget allows.
+        assert!(p.used <= budget && p.arena.len() <= budget / OBJECT_COST, "{} objects", p.arena.len());
+        assert!(p.arena.len() < n * 3 / 4);
+        // The same list within the budget parses.
+        let mut w = W::default().proto().op(b']').op(b'(');
+        w.0.extend(std::iter::repeat_n(b'N', 1000));
+        let v = parse(&w.op(b'e').stop(), "t").unwrap();
+        assert_eq!(v, PickleValue::List(vec![PickleValue::None; 1000]));
+    }
+
+    #[test]
+    fn a_memo_reference_bomb_is_refused_before_copying() {
+        // One 1 MiB string referenced 5,000 times (BINGET): 5 GB as a tree.
+        let big = vec![b'a'; 1 << 20];
+        let mut w = W::default().proto().op(b']').op(b'(').bstr(&big).put(0);
+        for _ in 0..5000 {
+            w = w.get(0);
+        }
+        let bytes = w.op(b'e').stop();
+        let (r, p) = run_parser(&bytes);
+        let e = r.unwrap_err();
+        assert!(e.message().starts_with("ind.cora.x: pickle opcode 0x68 ('BINGET') at byte "), "{e}");
+        assert!(e.message().contains("bytes of memory"), "{e}");
+        // Refused at a reference: only the string itself was ever stored, and the
+        // references charged stay within the budget (about 65 of the 5,000).
+        assert_eq!(p.arena.len(), 2);
+        let refs = p.stack.len() - 2;
+        assert!(refs <= p.budget / (1 << 20) && refs < 100, "{refs} references");
+        // A few references within the budget parse, each a copy of the string.
+        let w = W::default().proto().op(b'(').sstr(b"ab").put(0).get(0).get(0).op(b't');
+        let v = parse(&w.stop(), "t").unwrap();
+        assert_eq!(v, PickleValue::Tuple(vec![PickleValue::Bytes(b"ab".to_vec()); 3]));
+    }
+
+    #[test]
+    fn sharing_made_by_a_later_mutation_is_charged_when_copied() {
+        // l = []; (l, l, …, l) with 5,000 references taken while l is empty, then a 1 MiB
+        // string appended to l: each reference becomes a copy of it in the tree.
+        let big = vec![b'a'; 1 << 20];
+        let mut w = W::default().proto().op(b'(').op(b']').put(0);
+        for _ in 0..4999 {
+            w = w.get(0);
+        }
+        let bytes = w.bstr(&big).op(b'a').op(b't').stop();
+        let at = bytes.len() - (1 << 20) - 5 - 3;
+        let e = parse(&bytes, "ind.cora.x").unwrap_err();
+        assert!(
+            e.message().starts_with(&format!(
+                "ind.cora.x: pickle opcode 0x54 ('BINSTRING') at byte {at}: the object it made is shared so often"
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn sizes_past_32_bits_are_read_exactly() {
+        // A `_shape` of 2^32 + 2 rows was read as 2 rows on wasm32.
+        let rows = (1i64 << 32) + 2;
+        let bytes = csr_pickle((rows, 3), &[0, 1, 2], &[0, 1], &[1.0, 1.0]);
+        let v = parse(&bytes, "ind.t.x").unwrap();
+        let e = csr_from_value(&v, "ind.t.x").unwrap_err();
+        assert_eq!(e.message(), "ind.t.x: matrix rows is 4294967298, more than the limit of 4294967295");
+        let bytes = csr_pickle((2, (1i64 << 32) + 3), &[0, 1, 2], &[0, 1], &[1.0, 1.0]);
+        let e = csr_from_value(&parse(&bytes, "ind.t.x").unwrap(), "ind.t.x").unwrap_err();
+        assert_eq!(e.message(), "ind.t.x: matrix columns is 4294967299, more than the limit of 4294967295");
+        // The largest 64-bit values are read whole, not wrapped.
+        let bytes = csr_pickle((i64::MAX, 3), &[0, 1, 2], &[0, 1], &[1.0, 1.0]);
+        let e = csr_from_value(&parse(&bytes, "ind.t.x").unwrap(), "ind.t.x").unwrap_err();
+        assert!(e.message().contains(&format!("matrix rows is {}", i64::MAX)), "{e}");
+        // An array dimension past 32 bits.
+        let bytes = W::default().proto().ndarray(&[(1i64 << 32) + 1], b"<", b"f4", &f32s(&[1.0])).stop();
+        let e = ndarray_from_value(&parse(&bytes, "ind.t.y").unwrap(), "ind.t.y").unwrap_err();
+        assert_eq!(e.message(), "ind.t.y: array dimension is 4294967297, more than the limit of 4294967295");
+        // Exactly 2^32 - 1 is a size (then refused by the data's length, not cut).
+        let bytes = csr_pickle((u32::MAX as i64, 3), &[0, 1, 2], &[0, 1], &[1.0, 1.0]);
+        let e = csr_from_value(&parse(&bytes, "ind.t.x").unwrap(), "ind.t.x").unwrap_err();
+        assert!(e.message().contains("nrows+1"), "{e}");
     }
 }
