@@ -396,3 +396,25 @@ fn loader_over_cora() {
         assert!((s - 1.0).abs() < 1e-5);
     }
 }
+
+#[test]
+fn files_of_another_dataset_are_named_as_such() {
+    let Some(dir) = raw_dir() else { return };
+    let opts = PlanetoidOptions::default();
+    // PubMed's files under the name "Cora": every size differs from Cora's, and the sizes
+    // are recognised as PubMed's.
+    let e = planetoid("Cora", Source::Files(&raw_files(&dir, "pubmed")), &opts).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "Cora: the raw files do not hold Cora: they have 19717 nodes (allx + the test rows) where Cora has 2708, \
+         500 features (ind.cora.allx columns) where Cora has 1433, 3 classes (ind.cora.ally columns) where Cora \
+         has 7 (these are PubMed's sizes: were PubMed's files given?)"
+    );
+    for name in ["PubMed", "citeseer"] {
+        let e = planetoid(name, Source::Files(&raw_files(&dir, "cora")), &opts).unwrap_err().to_string();
+        assert!(e.contains("the raw files do not hold") && e.contains("they have 2708 nodes"), "{e}");
+        assert!(e.ends_with("(these are Cora's sizes: were Cora's files given?)"), "{e}");
+    }
+    // Cora's own files still load under every spelling of the name.
+    assert_eq!(planetoid("cora", Source::Files(&raw_files(&dir, "cora")), &opts).unwrap().num_nodes, 2708);
+}

@@ -39,6 +39,10 @@ use crate::tensor::CsrMatrix;
 /// The dataset names, spelled as PyG does (lookup is case-insensitive).
 pub const PLANETOID_NAMES: [&str; 3] = ["Cora", "CiteSeer", "PubMed"];
 
+/// The sizes PyG reports for each dataset (`num_nodes`, `num_features`, `num_classes`), in
+/// [`PLANETOID_NAMES`] order: files given under a name must hold that dataset.
+pub const PLANETOID_SIZES: [(usize, usize, usize); 3] = [(2_708, 1_433, 7), (3_327, 3_703, 6), (19_717, 500, 3)];
+
 /// The raw file suffixes: file `k` is `ind.<name lowercased>.<PLANETOID_FILES[k]>`.
 pub const PLANETOID_FILES: [&str; 8] = ["x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"];
 
@@ -146,6 +150,39 @@ pub fn load_planetoid_bytes(name: &str, files: &HashMap<String, Vec<u8>>, split:
     load_planetoid_raw(canon, &raw_from_slices(&slices), split)
 }
 
+/// Checks that the files hold the dataset they are named as: its node, feature and class
+/// counts as PyG knows them (PubMed's files under the name "Cora" are an error).
+fn check_dataset_size(
+    canon: &str,
+    nodes: usize,
+    features: usize,
+    classes: usize,
+    fallx: &str,
+    fally: &str,
+) -> Result<()> {
+    let k = PLANETOID_NAMES.iter().position(|&n| n == canon).expect("a canonical name");
+    let (want_nodes, want_features, want_classes) = PLANETOID_SIZES[k];
+    let mut wrong = Vec::new();
+    if nodes != want_nodes {
+        wrong.push(format!("{nodes} nodes (allx + the test rows) where {canon} has {want_nodes}"));
+    }
+    if features != want_features {
+        wrong.push(format!("{features} features ({fallx} columns) where {canon} has {want_features}"));
+    }
+    if classes != want_classes {
+        wrong.push(format!("{classes} classes ({fally} columns) where {canon} has {want_classes}"));
+    }
+    if wrong.is_empty() {
+        return Ok(());
+    }
+    let like = PLANETOID_SIZES
+        .iter()
+        .zip(PLANETOID_NAMES)
+        .find(|(&(n, f, c), _)| (n, f, c) == (nodes, features, classes))
+        .map_or(String::new(), |(_, name)| format!(" (these are {name}'s sizes: were {name}'s files given?)"));
+    Err(Error::data(format!("{canon}: the raw files do not hold {canon}: they have {}{like}", wrong.join(", "))))
+}
+
 fn raw_from_slices<T: AsRef<[u8]>>(f: &[T]) -> PlanetoidRaw<'_> {
     PlanetoidRaw {
         x: f[0].as_ref(),
@@ -246,6 +283,8 @@ pub fn load_planetoid_raw(name: &str, raw: &PlanetoidRaw<'_>, split: Split) -> R
             line_of(t_max)
         )));
     }
+
+    check_dataset_size(canon, num_nodes, allx.ncols, ally.classes, &fallx, &fally)?;
 
     /// Where a row of the stacked matrices comes from.
     #[derive(Clone, Copy)]
