@@ -454,3 +454,95 @@ fn ipu_count_inter_ipu_copies_carry_values_across() {
         assert_eq!(c.bytes, p.graph.values[c.value as usize].ty.nbytes() as u64);
     }
 }
+
+/// A plan with too many IPUs stops at that error: no table per IPU (memory, tiles,
+/// timeline) is built, whatever the count, and the plan stays small.
+fn assert_stopped_at_too_many_ipus(p: &Plan, total: &str) {
+    assert!(!p.valid && !p.fits);
+    let e = error(p, "too_many_ipus");
+    assert!(e.message.contains(&format!("Too many IPUs requested ({total})")), "{e}");
+    assert!(p.memory.ipus.is_empty() && p.time.ipus.is_empty() && p.pipeline.is_none());
+    assert!(p.memory.capacity_bytes > 0);
+    let json = serde_json::to_string(p).unwrap();
+    assert!(json.len() < 64 << 10, "{} bytes of JSON", json.len());
+}
+
+#[test]
+fn ipu_count_one_block_on_ipu_65535_stops_at_the_count() {
+    // Used to build 65,536 IPUs' tables (25 s, 2 GB) before failing.
+    for training in [false, true] {
+        let g = on_ipus(&[65_535], training);
+        let p = plan_opts(&g, |o| {
+            o.device_iterations(2).unwrap();
+        });
+        assert_eq!((p.ipus_per_replica, p.ipus_used), (65_536, 65_536));
+        assert_stopped_at_too_many_ipus(&p, "65536");
+        // Sharded and phased strategies stop alike.
+        let p = plan_opts(&g, |o| {
+            o.set_execution_strategy(ExecutionStrategy::Sharded(PipelinedExecution::default())).unwrap();
+        });
+        assert_stopped_at_too_many_ipus(&p, "65536");
+    }
+    // A stage's IPU (Stage(...).ipu(n): any whole number) at the end of usize saturates
+    // rather than wrapping to a small count.
+    let g = on_ipus(&[0, 1], false);
+    let p = plan_opts(&g, |o| {
+        o.device_iterations(2).unwrap();
+        o.set_execution_strategy(ExecutionStrategy::Pipelined(PipelinedExecution {
+            auto_stage: None,
+            stages: Some(vec![StageSpec::new(&["b0"]), StageSpec::new(&["b1"]).ipu(usize::MAX)]),
+        }))
+        .unwrap();
+    });
+    assert_eq!(p.ipus_per_replica, usize::MAX);
+    assert_stopped_at_too_many_ipus(&p, &usize::MAX.to_string());
+}
+
+#[test]
+fn ipu_count_replicas_and_many_ipus_up_to_65536_stop_at_the_count() {
+    // Replicas × IPUs per replica up to 65,536, and beyond (saturating).
+    for (ipus, replicas, total) in [
+        (vec![0], 65_536, "65536"),
+        (vec![0, 1], 32_768, "65536"),
+        (vec![0, 1], usize::MAX, &usize::MAX.to_string()[..]),
+        ((0..2_000).collect::<Vec<_>>(), 1, "2000"),
+        (vec![0, 9_999], 1, "10000"),
+    ] {
+        let g = on_ipus(&ipus, false);
+        let p = plan_opts(&g, |o| {
+            o.device_iterations(2).unwrap();
+            o.replication_factor(replicas).unwrap();
+        });
+        assert_stopped_at_too_many_ipus(&p, total);
+    }
+}
+
+#[test]
+fn many_bad_blocks_give_a_short_list_of_short_errors() {
+    // 5,000 listed blocks, none of them the model's: one unknown Block (whose message
+    // would list all 5,000) and 5,000 dead ones (a warning each, and a scan per block).
+    let g = on_ipus(&[0, 1], false);
+    let names: Vec<String> = (0..5_000).map(|i| format!("listed_block_{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    let p = plan_opts(&g, |o| {
+        o.device_iterations(2).unwrap();
+        o.set_execution_strategy(ExecutionStrategy::Pipelined(PipelinedExecution {
+            auto_stage: None,
+            stages: Some(vec![StageSpec::new(&refs)]),
+        }))
+        .unwrap();
+    });
+    let cap = ipu_playground::error::MAX_MESSAGE_BYTES;
+    for d in p.errors.iter().chain(&p.warnings) {
+        assert!(d.message.len() <= cap && d.fix.len() <= cap, "{} bytes: {}", d.message.len(), d.code);
+    }
+    let unknown: Vec<_> = p.errors.iter().filter(|e| e.code == "unknown_block").collect();
+    assert_eq!(unknown.len(), 2, "{unknown:#?}");
+    assert!(unknown[0].message.starts_with("Unknown Block 'b0': the list of expected Blocks is [\"listed_block_0\""));
+    assert!(unknown[0].message.ends_with("… (more)."), "{}", unknown[0].message);
+    let dead: Vec<_> = p.warnings.iter().filter(|w| w.code == "dead_block").collect();
+    assert_eq!(dead.len(), 9);
+    assert_eq!(dead[8].message, "4992 more listed blocks with no op of the model (not listed; 5000 in all).");
+    let json = serde_json::to_string(&p.errors).unwrap();
+    assert!(json.len() < 16 << 10, "{} bytes of errors", json.len());
+}

@@ -305,7 +305,25 @@ fn check_output_mode(mode: OutputMode, period: Option<usize>) -> Result<(), Diag
     Ok(())
 }
 
+/// The longest options JSON read: options are a few dozen keys, so a longer text is
+/// refused before it is parsed (naming its largest option).
+pub const MAX_OPTIONS_JSON_BYTES: usize = 1 << 20;
+
+/// The most `availableMemoryProportion` entries: one per IPU, and no process has more than
+/// 64 IPUs (the largest `max_ipus`).
+pub const MAX_AMP_ENTRIES: usize = 64;
+
 fn check_amp(map: &BTreeMap<String, f64>) -> Result<(), Diagnostic> {
+    if map.len() > MAX_AMP_ENTRIES {
+        return Err(Diagnostic::new(
+            "available_memory_proportion_key",
+            format!(
+                "availableMemoryProportion has {} entries, more than the {MAX_AMP_ENTRIES} IPUs a process can have.",
+                map.len()
+            ),
+            "Give one proportion per IPU the model uses, e.g. {\"IPU0\": 0.5, \"IPU1\": 0.6}.",
+        ));
+    }
     for (k, &v) in map {
         let ok = k.strip_prefix("IPU").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         if !ok {
@@ -313,7 +331,8 @@ fn check_amp(map: &BTreeMap<String, f64>) -> Result<(), Diagnostic> {
                 "available_memory_proportion_key",
                 format!(
                     "Available memory proportions are given as a map like {{\"IPU0\": 0.5}}, where the number after \
-                     IPU is the IPU's index; '{k}' is not such a key."
+                     IPU is the IPU's index; '{}' is not such a key.",
+                    crate::error::brief(k, 80)
                 ),
                 "Name each IPU as IPU<index>, e.g. \"IPU1\".",
             ));
@@ -321,7 +340,10 @@ fn check_amp(map: &BTreeMap<String, f64>) -> Result<(), Diagnostic> {
         if !(v > 0.0 && v <= 1.0) {
             return Err(Diagnostic::new(
                 "available_memory_proportion_value",
-                format!("The available memory proportion of {k} must be in (0, 1], got {v}."),
+                format!(
+                    "The available memory proportion of {} must be in (0, 1], got {v}.",
+                    crate::error::brief(k, 80)
+                ),
                 "Give the share of each tile's memory temporaries may use, e.g. 0.6 (PopTorch's default).",
             ));
         }
@@ -361,14 +383,95 @@ const OPTION_GROUPS: &[(&[&str], &str)] = &[
 fn reject_positional_groups(value: &serde_json::Value) -> Result<(), String> {
     for (path, example) in OPTION_GROUPS {
         let found = path.iter().try_fold(value, |v, key| v.get(key));
-        if let Some(v @ serde_json::Value::Array(_)) = found {
+        if let Some(serde_json::Value::Array(items)) = found {
             return Err(format!(
-                "`{}` must be an object like {example}, not a list of values by position: got {v}",
-                path.join(".")
+                "`{}` must be an object like {example}, not a list of values by position: got a list of {} values",
+                path.join("."),
+                items.len()
             ));
         }
     }
     Ok(())
+}
+
+/// The first top-level option that does not parse on its own, and serde's error, as
+/// "`key`: error" (serde's own message does not name the field of a wrong type).
+fn field_error(fields: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    fields.iter().find_map(|(k, v)| {
+        let one = serde_json::Value::Object([(k.clone(), v.clone())].into_iter().collect());
+        serde_json::from_value::<Options>(one).err().map(|e| format!("`{}`: {e}", crate::error::brief(k, 80)))
+    })
+}
+
+/// The key and byte length of the longest top-level value of a JSON object, found by one
+/// pass over the text without parsing it (for the message on a text too long to parse);
+/// `None` when the text is not an object.
+fn largest_option(json: &str) -> Option<(&str, usize)> {
+    let b = json.as_bytes();
+    let mut i = 0;
+    let ws = |i: &mut usize| {
+        while *i < b.len() && b[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    // The end of the string starting at `i` (a quote), past its closing quote.
+    let string_end = |mut i: usize| -> Option<usize> {
+        i += 1;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                b'"' => return Some(i + 1),
+                _ => i += 1,
+            }
+        }
+        None
+    };
+    ws(&mut i);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let mut best: Option<(&str, usize)> = None;
+    loop {
+        ws(&mut i);
+        match b.get(i) {
+            Some(b'"') => {}
+            _ => return best,
+        }
+        let key_end = string_end(i)?;
+        let key = &json[i + 1..key_end - 1];
+        i = key_end;
+        ws(&mut i);
+        if b.get(i) != Some(&b':') {
+            return best;
+        }
+        i += 1;
+        ws(&mut i);
+        let start = i;
+        let mut depth = 0usize;
+        while i < b.len() {
+            match b[i] {
+                b'"' => {
+                    i = string_end(i)?;
+                    continue;
+                }
+                b'[' | b'{' => depth += 1,
+                b']' | b'}' if depth > 0 => depth -= 1,
+                b',' | b'}' if depth == 0 => break,
+                _ => {}
+            }
+            i += 1;
+        }
+        let len = i - start;
+        if best.is_none_or(|(_, n)| len > n) {
+            best = Some((key, len));
+        }
+        if b.get(i) == Some(&b',') {
+            i += 1;
+        } else {
+            return best;
+        }
+    }
 }
 
 fn frozen_error() -> Diagnostic {
@@ -575,12 +678,33 @@ impl Options {
                 "Use the keys and values of poptorch.Options in camelCase (see the planner's documentation).",
             )
         };
-        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
-        if !value.is_object() {
-            return Err(bad(format!("expected a JSON object of options, got {value}")));
+        if json.len() > MAX_OPTIONS_JSON_BYTES {
+            let largest = largest_option(json)
+                .map(|(k, n)| format!(": its largest option is `{}` ({n} bytes)", crate::error::brief(k, 80)))
+                .unwrap_or_default();
+            return Err(bad(format!(
+                "the JSON is {} bytes, more than the limit of {MAX_OPTIONS_JSON_BYTES} bytes{largest}",
+                json.len()
+            )));
         }
+        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
+        let serde_json::Value::Object(fields) = &value else {
+            return Err(bad(format!("expected a JSON object of options, got {}", crate::error::brief(&value, 80))));
+        };
         reject_positional_groups(&value).map_err(bad)?;
-        let mut o: Options = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+        if let Some(serde_json::Value::Object(amp)) = fields.get("availableMemoryProportion") {
+            // Bounded before its entries are read one by one.
+            if amp.len() > MAX_AMP_ENTRIES {
+                return Err(bad(format!(
+                    "`availableMemoryProportion` has {} entries, more than the {MAX_AMP_ENTRIES} IPUs a process can have",
+                    amp.len()
+                )));
+            }
+        }
+        let mut o: Options = match serde_json::from_value(value.clone()) {
+            Ok(o) => o,
+            Err(e) => return Err(bad(field_error(fields).unwrap_or_else(|| e.to_string()))),
+        };
         if let Some(e) = o.validate().into_iter().next() {
             return Err(e);
         }
@@ -683,5 +807,61 @@ mod tests {
         let j: serde_json::Value = serde_json::from_str(&o.to_json()).unwrap();
         assert_eq!(j["Training"]["gradientAccumulation"], 8);
         assert_eq!(j["autoRoundNumIPUs"], false);
+    }
+
+    /// The message of `json`'s error, checked to be within the cap.
+    fn short_error(json: &str) -> String {
+        let e = Options::from_json(json).unwrap_err();
+        assert!(e.message.len() <= crate::error::MAX_MESSAGE_BYTES, "{} bytes", e.message.len());
+        assert!(e.fix.len() <= crate::error::MAX_MESSAGE_BYTES);
+        e.message
+    }
+
+    #[test]
+    fn huge_values_give_short_errors_naming_the_field() {
+        // Options.fromJSON({availableMemoryProportion: new Array(2e7).fill(.5)}): an 80 MB
+        // message once; now refused by its length before it is parsed, naming the option.
+        let json =
+            format!("{{\"deviceIterations\": 2, \"availableMemoryProportion\": [{}0.5]}}", "0.5,".repeat(2_000_000));
+        let m = short_error(&json);
+        assert!(
+            m.contains("more than the limit of 1048576 bytes: its largest option is `availableMemoryProportion`"),
+            "{m}"
+        );
+        // Within the length limit, a list is refused by its count, not echoed.
+        let json = format!("{{\"availableMemoryProportion\": [{}0.5]}}", "0.5,".repeat(100_000));
+        let m = short_error(&json);
+        assert!(
+            m.contains("`availableMemoryProportion` must be an object") && m.ends_with("got a list of 100001 values."),
+            "{m}"
+        );
+        // A map of one entry per IPU, at most 64.
+        let entries: Vec<String> = (0..1000).map(|i| format!("\"IPU{i}\": 0.5")).collect();
+        let m = short_error(&format!("{{\"availableMemoryProportion\": {{{}}}}}", entries.join(",")));
+        assert!(m.contains("`availableMemoryProportion` has 1000 entries, more than the 64 IPUs"), "{m}");
+        let entries: Vec<String> = (0..64).map(|i| format!("\"IPU{i}\": 0.5")).collect();
+        assert!(Options::from_json(&format!("{{\"availableMemoryProportion\": {{{}}}}}", entries.join(","))).is_ok());
+        // A wrong type: serde's message, which echoes the value, prefixed by the field.
+        let m =
+            short_error(&format!("{{\"replicationFactor\": 1, \"deviceIterations\": \"{}\"}}", "x".repeat(500_000)));
+        assert!(m.starts_with("Invalid options: `deviceIterations`: invalid type: string"), "{m}");
+        // A long unknown key, a long bad key of the map, a long non-object.
+        let m = short_error(&format!("{{\"{}\": 1}}", "k".repeat(500_000)));
+        assert!(m.starts_with("Invalid options: `kkkk") && m.contains("… (more)`"), "{m}");
+        let m = short_error(&format!("{{\"availableMemoryProportion\": {{\"{}\": 0.5}}}}", "K".repeat(500_000)));
+        assert!(
+            m.starts_with("Available memory proportions are given as a map")
+                && m.contains("… (more)' is not such a key"),
+            "{m}"
+        );
+        let m = short_error(&format!("[{}1]", "1,".repeat(100_000)));
+        assert!(m.starts_with("Invalid options: expected a JSON object of options, got [1,1,1"), "{m}");
+    }
+
+    #[test]
+    fn the_largest_option_is_found_without_parsing() {
+        assert_eq!(largest_option(r#" {"a": 1, "b": [1, {"x": "}"}], "c": "\"q"} "#), Some(("b", 15)));
+        assert_eq!(largest_option("[1, 2]"), None);
+        assert_eq!(largest_option(r#"{"a": [1, 2"#), Some(("a", 5)));
     }
 }

@@ -400,37 +400,89 @@ fn stage_map<'a>(
 ) -> HashMap<&'a str, usize> {
     let mut map: HashMap<&str, usize> = HashMap::new();
     let mut listed: Vec<&str> = Vec::new();
+    let mut several = Capped::new();
     for (s, spec) in specs {
         for b in &spec.blocks {
             listed.push(b);
             if map.insert(b.as_str(), s).is_some_and(|prev| prev != s) {
-                p.errors.push(Diagnostic::new(
-                    "block_in_several_stages",
-                    format!("Block '{b}' is associated with more than one stage."),
-                    "List each block in exactly one stage.",
-                ));
+                several.add(&mut p.errors, || {
+                    Diagnostic::new(
+                        "block_in_several_stages",
+                        format!("Block '{}' is associated with more than one stage.", crate::error::brief(b, 80)),
+                        "List each block in exactly one stage.",
+                    )
+                });
             }
         }
     }
+    several.finish(&mut p.errors, "block_in_several_stages", "blocks associated with more than one stage");
+    let mut unknown = Capped::new();
     for r in raw {
         if r.id != DEFAULT_BLOCK && !map.contains_key(r.id.as_str()) {
-            p.errors.push(Diagnostic::new(
-                "unknown_block",
-                format!("Unknown Block '{}': the list of expected Blocks is {:?}.", r.id, listed),
-                "Add the block to a stage (or a phase), or check its id for typos.",
-            ));
+            unknown.add(&mut p.errors, || {
+                Diagnostic::new(
+                    "unknown_block",
+                    format!(
+                        "Unknown Block '{}': the list of expected Blocks is {}.",
+                        crate::error::brief(&r.id, 80),
+                        crate::error::brief(format_args!("{listed:?}"), 400)
+                    ),
+                    "Add the block to a stage (or a phase), or check its id for typos.",
+                )
+            });
         }
     }
+    unknown.finish(&mut p.errors, "unknown_block", "Blocks of the model in no stage");
+    // A set, not a scan of the blocks per listed id (65,536 of each would be 2^32 steps).
+    let present: std::collections::HashSet<&str> = raw.iter().map(|r| r.id.as_str()).collect();
+    let mut dead = Capped::new();
     for b in listed {
-        if !raw.iter().any(|r| r.id == b) {
-            p.warnings.push(Diagnostic::new(
-                "dead_block",
-                format!("Block '{b}' is listed in a stage but no op of the model is in it."),
-                "Remove it from the list, or check its id.",
+        if !present.contains(b) {
+            dead.add(&mut p.warnings, || {
+                Diagnostic::new(
+                    "dead_block",
+                    format!(
+                        "Block '{}' is listed in a stage but no op of the model is in it.",
+                        crate::error::brief(b, 80)
+                    ),
+                    "Remove it from the list, or check its id.",
+                )
+            });
+        }
+    }
+    dead.finish(&mut p.warnings, "dead_block", "listed blocks with no op of the model");
+    map
+}
+
+/// The first [`Capped::SHOWN`] diagnostics of a kind, then one line counting the rest: a
+/// plan with thousands of bad blocks stays a short list of errors.
+struct Capped {
+    count: usize,
+}
+
+impl Capped {
+    const SHOWN: usize = 8;
+
+    fn new() -> Capped {
+        Capped { count: 0 }
+    }
+
+    fn add(&mut self, to: &mut Vec<Diagnostic>, d: impl FnOnce() -> Diagnostic) {
+        self.count += 1;
+        if self.count <= Self::SHOWN {
+            to.push(d());
+        }
+    }
+
+    fn finish(self, to: &mut Vec<Diagnostic>, code: &'static str, what: &str) {
+        if self.count > Self::SHOWN {
+            to.push(Diagnostic::new(
+                code,
+                format!("{} more {what} (not listed; {} in all).", self.count - Self::SHOWN, self.count),
+                "Fix the ones listed above; the rest are alike.",
             ));
         }
     }
-    map
 }
 
 /// The IPU of a stage: `Stage.ipu(n)`, else its blocks' (which must agree), else `fallback`
@@ -457,9 +509,10 @@ fn stage_ipu(
                 p.errors.push(Diagnostic::new(
                     "stage_on_several_ipus",
                     format!(
-                        "The blocks of stage {s} ({}) are on different IPUs {distinct:?}: all ops with the same \
-                         pipeline stage must also be on the same IPU (virtual graph).",
-                        spec.blocks.join(", ")
+                        "The blocks of stage {s} ({}) are on different IPUs {}: all ops with the same pipeline \
+                         stage must also be on the same IPU (virtual graph).",
+                        crate::error::brief(spec.blocks.join(", "), 300),
+                        crate::error::brief(format_args!("{distinct:?}"), 200)
                     ),
                     "Put the stage on one IPU with Stage(...).ipu(n), or split it into one stage per IPU.",
                 ));
@@ -536,7 +589,7 @@ fn assign_phases(
                 format!(
                     "Phase {k} runs stage ({}) on IPU {chosen}: when phases are executed in parallel, even phases \
                      must run on even IPUs and odd phases on odd IPUs.",
-                    spec.blocks.join(", ")
+                    crate::error::brief(spec.blocks.join(", "), 300)
                 ),
                 "Alternate the two IPU groups, e.g. phases on IPUs (0, 2), (1, 3), (0, 2).",
             ));
@@ -562,7 +615,10 @@ fn assign_phases(
         if sets.iter().any(|s| s != &sets[0]) {
             p.warnings.push(Diagnostic::new(
                 "serial_phase_ipus",
-                format!("Serial phases should all run on the same IPU group; these phases use {sets:?}."),
+                format!(
+                    "Serial phases should all run on the same IPU group; these phases use {}.",
+                    crate::error::brief(format_args!("{sets:?}"), 400)
+                ),
                 "Give every phase the same IPUs, e.g. phase(k).ipus(0, 1), or use ParallelPhasedExecution.",
             ));
         }
@@ -609,12 +665,20 @@ fn check_pipeline_order(g: &Graph, raw: &[RawBlock], p: &mut Placement) {
     used.sort_unstable();
     used.dedup();
     if let Some(&max) = used.last() {
-        if let Some(missing) = (0..=max).find(|s| !used.contains(s)) {
+        // `used` is sorted and without duplicates: the first gap is the first k not at k.
+        let missing = used.iter().enumerate().find(|&(k, &s)| s != k).map(|(k, _)| k);
+        if let Some(missing) = missing {
+            // Many stages are summarised, not listed (a message stays short).
+            let listed = if used.len() <= 16 {
+                format!("{used:?}")
+            } else {
+                format!("{:?} … {:?} ({} distinct)", &used[..8], &used[used.len() - 4..], used.len())
+            };
             p.errors.push(Diagnostic::new(
                 "stage_missing",
                 format!(
-                    "The pipeline stages of the ops are {used:?}: {} stages, but stage {missing} is missing.",
-                    max + 1
+                    "The pipeline stages of the ops are {listed}: {} stages, but stage {missing} is missing.",
+                    max as u128 + 1
                 ),
                 "Number the stages without gaps (with AutoStage.SameAsIpu, use IPUs 0, 1, 2, … without gaps).",
             ));
@@ -800,8 +864,9 @@ fn count_ipus(opts: &Options, p: &mut Placement) {
     used.sort_unstable();
     used.dedup();
     let max_id = used.last().copied().unwrap_or(0);
-    p.ipus_per_replica = used.len().max(max_id + 1);
-    let total = p.ipus_per_replica * opts.replication_factor.max(1);
+    // Saturating: an IPU index or replica count near usize::MAX is still just too many.
+    p.ipus_per_replica = used.len().max(max_id.saturating_add(1));
+    let total = p.ipus_per_replica.saturating_mul(opts.replication_factor.max(1));
     p.ipus_used = total;
     let max = opts.ipu_generation.spec().max_ipus;
     if total > max {

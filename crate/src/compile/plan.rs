@@ -223,9 +223,12 @@ impl PlanRequest {
     pub fn from_json(json: &str) -> Result<PlanRequest, String> {
         let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("plan settings: {e}"))?;
         if !v.is_object() {
-            return Err(format!("plan settings must be an object like {{training: true, loss: 0}}, got {v}"));
+            return Err(format!(
+                "plan settings must be an object like {{training: true, loss: 0}}, got {}",
+                crate::error::brief(&v, 80)
+            ));
         }
-        serde_json::from_value(v).map_err(|e| format!("plan settings: {e}"))
+        serde_json::from_value(v).map_err(|e| crate::error::cap(format!("plan settings: {e}")))
     }
 }
 
@@ -316,11 +319,17 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
     } else {
         graph.clone()
     };
-    let life = liveness(&program);
     let placement = place(&program, options);
     errors.extend(placement.errors.iter().cloned());
     warnings.extend(placement.warnings.iter().cloned());
     let training = placement.training;
+    // A fatal IPU count stops planning here, before any table per IPU (memory, tiles,
+    // timeline) is built: the count may be anything up to 2^64, and no such plan can run.
+    if placement.errors.iter().any(|e| FATAL_CODES.contains(&e.code)) {
+        let memory = Memory { capacity_bytes: gen.capacity_bytes(), ..Memory::default() };
+        return assemble(program, options, gen, placement, None, memory, Time::default(), errors, warnings);
+    }
+    let life = liveness(&program);
     check_modes(&program, options, &placement, &mut errors, &mut warnings);
     let pipeline = match options.execution_strategy {
         ExecutionStrategy::Pipelined(_) if placement.ipus_per_replica > 1 => {
@@ -342,6 +351,27 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
             .unwrap_or(1)
     });
     let time = time(&program, &placement, options, &gen, pipeline.as_ref(), &mem.transfers, micro_batch);
+    assemble(program, options, gen, placement, pipeline, mem, time, errors, warnings)
+}
+
+/// Errors after which planning stops: the tables per IPU would be sized by a count that
+/// no process can have (more than the generation's `max_ipus`).
+const FATAL_CODES: &[&str] = &["too_many_ipus"];
+
+/// The plan from its parts.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    program: Graph,
+    options: &Options,
+    gen: Generation,
+    placement: Placement,
+    pipeline: Option<Pipeline>,
+    mem: Memory,
+    time: Time,
+    errors: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
+) -> Plan {
+    let training = placement.training;
     let valid = errors.iter().all(|e| FIT_CODES.contains(&e.code));
     let fits = valid && mem.ipus.iter().all(|m| m.fits);
     let Placement { blocks, stages, phases, nodes, copies, ipus_used, ipus_reserved, ipus_per_replica, .. } = placement;

@@ -58,17 +58,27 @@ fn blocks_from(v: &serde_json::Value, what: &str) -> Result<Vec<String>, String>
                     .ok_or_else(|| format!("{what}: block ids must be strings (poptorch.Stage takes strings), got {b}"))
             })
             .collect(),
-        other => Err(format!("{what}: expected a block id, a list of block ids or an object, got {other}")),
+        other => Err(format!(
+            "{what}: expected a block id, a list of block ids or an object, got {}",
+            crate::error::brief(other, 80)
+        )),
     }
 }
 
 fn usize_from(v: &serde_json::Value, what: &str) -> Result<usize, String> {
-    v.as_u64().map(|n| n as usize).ok_or_else(|| format!("{what} must be a whole number >= 0, got {v}"))
+    // Exact: an index past usize (wasm32: 2^32 - 1) is an error, not cut to 32 bits.
+    v.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+        format!("{what} must be a whole number from 0 to {}, got {}", usize::MAX, crate::error::brief(v, 80))
+    })
 }
 
 fn reject_unknown(obj: &serde_json::Map<String, serde_json::Value>, known: &[&str], what: &str) -> Result<(), String> {
     match obj.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(format!("unknown key `{k}` in {what} (expected one of: {})", known.join(", "))),
+        Some(k) => Err(format!(
+            "unknown key `{}` in {what} (expected one of: {})",
+            crate::error::brief(k, 80),
+            known.join(", ")
+        )),
         None => Ok(()),
     }
 }
