@@ -445,6 +445,7 @@ const LIMIT_TEXT = {
   "trainer.maxEpochs": "RevGnnTrainer config.epochs",
   "trainer.maxLayers": "RevGnnTrainer config.layers",
   "trainer.maxHidden": "RevGnnTrainer config.hidden",
+  "trainer.maxBlocks": "RevGnnTrainer config.layers × config.groups (GNN blocks)",
   "trainer.maxParts": "RevGnnTrainer config.parts (and at most the graph's nodes)",
   "trainer.maxLr": "RevGnnTrainer config.lr (above 0)",
   "trainer.maxWeightDecay": "RevGnnTrainer config.weightDecay",

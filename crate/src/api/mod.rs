@@ -105,6 +105,7 @@ struct TrainerLimits {
     max_epochs: usize,
     max_layers: usize,
     max_hidden: usize,
+    max_blocks: usize,
     max_parts: usize,
     max_lr: f64,
     max_weight_decay: f64,
@@ -115,7 +116,7 @@ struct TrainerLimits {
 
 /// The limits on sizes, counts, names and trainer options: `{ maxTensorBytes, maxRank,
 /// maxNameBytes, maxIpu, maxNodes, maxList, maxInputs, maxModuleDepth, maxMlpLayers,
-/// maxMlpBytes, maxSeed, trainer: { maxEpochs, maxLayers, maxHidden, maxParts, maxLr, maxWeightDecay,
+/// maxMlpBytes, maxSeed, trainer: { maxEpochs, maxLayers, maxHidden, maxBlocks, maxParts, maxLr, maxWeightDecay,
 /// maxParams, maxActivationBytes, maxFileBytes } }`.
 #[wasm_bindgen]
 pub fn limits() -> JsResult<JsValue> {
@@ -136,6 +137,7 @@ pub fn limits() -> JsResult<JsValue> {
             max_epochs: c::MAX_EPOCHS,
             max_layers: c::MAX_LAYERS,
             max_hidden: c::MAX_HIDDEN,
+            max_blocks: c::MAX_BLOCKS,
             max_parts: c::MAX_PARTS,
             max_lr: c::MAX_LR,
             max_weight_decay: c::MAX_WEIGHT_DECAY,

@@ -8,7 +8,7 @@
 //! | `epochs` | whole | 1 – [`MAX_EPOCHS`] | 200 |
 //! | `layers` | whole | 1 – [`MAX_LAYERS`] | 7 |
 //! | `hidden` | whole | 2 – [`MAX_HIDDEN`], divisible by `groups` | 160 |
-//! | `groups` | whole | 2 – `hidden` | 2 |
+//! | `groups` | whole | 2 – `hidden`, and `layers × groups` ≤ [`MAX_BLOCKS`] | 2 |
 //! | `parts` | whole | 1 – [`MAX_PARTS`] and the number of nodes | 10 |
 //! | `dropout` | number | 0 ≤ p < 1 | 0.5 |
 //! | `lr` | number | 0 < lr ≤ [`MAX_LR`] | 0.003 |
@@ -34,6 +34,12 @@ pub const MAX_EPOCHS: usize = 5_000;
 pub const MAX_LAYERS: usize = 1_001;
 /// The widest hidden layer.
 pub const MAX_HIDDEN: usize = 4_096;
+/// The most GNN blocks, `layers × groups`: each group of each layer is a block of its own
+/// (its ops traced, differentiated and run one by one, for training and for evaluation), so
+/// the constructor's and a step's work grow with this product, not with `hidden`. 4,096
+/// holds the paper's 1,001 layers × 2 groups and 7 layers × 512 groups; 7 layers × 4,096
+/// groups (each of one channel) is refused at once instead of tracing 600,000 ops.
+pub const MAX_BLOCKS: usize = 4_096;
 /// The most parts an epoch is cut into.
 pub const MAX_PARTS: usize = 100_000;
 /// The largest learning rate: larger steps only diverge.
@@ -128,6 +134,15 @@ impl TrainConfig {
             self.groups,
         )?;
         range("groups", self.groups <= self.hidden, "at most hidden", self.groups)?;
+        // Joint with layers: the work is linear in layers × groups (see MAX_BLOCKS).
+        if self.layers.saturating_mul(self.groups) > MAX_BLOCKS {
+            return Err(ArgError::range(format!(
+                "groups must be at most {} for {} layers (layers × groups, the GNN blocks, at most {MAX_BLOCKS}), got {}",
+                MAX_BLOCKS / self.layers,
+                self.layers,
+                self.groups
+            )));
+        }
         if !self.hidden.is_multiple_of(self.groups) {
             return Err(ArgError::range(format!(
                 "hidden must be divisible by groups, got hidden {} and groups {}: it is not divisible",
@@ -388,6 +403,22 @@ mod tests {
             e.message
         );
         assert!(TrainConfig::default().check_model_size(500, 3).is_ok());
+        // hidden 4096 and groups 4096 are each within their limits, but 7 × 4096 blocks
+        // would trace 600,000 ops: refused at once, naming the joint limit.
+        let e = err(r#"{"hidden": 4096, "groups": 4096}"#);
+        assert_eq!(
+            (e.kind, e.message.as_str()),
+            (
+                ArgErrorKind::Range,
+                "config.groups must be at most 585 for 7 layers (layers × groups, the GNN blocks, at most 4096), got 4096"
+            )
+        );
+        let e = err(r#"{"layers": 1001, "groups": 8, "hidden": 64}"#);
+        assert!(e.message.starts_with("config.groups must be at most 4 for 1001 layers"), "{}", e.message);
+        // The paper's 1001 layers × 2 groups and 7 layers × 512 groups stay allowed.
+        assert!(spec(r#"{"layers": 1001, "groups": 2}"#).to_config(1000).is_ok());
+        assert!(spec(r#"{"hidden": 4096, "groups": 512}"#).to_config(1000).is_ok());
+        assert!(spec(r#"{"layers": 1, "hidden": 4096, "groups": 4096}"#).to_config(1000).is_ok());
     }
 
     #[test]
