@@ -463,8 +463,9 @@ fn assert_stopped_at_too_many_ipus(p: &Plan, total: &str) {
     assert!(e.message.contains(&format!("Too many IPUs requested ({total})")), "{e}");
     assert!(p.memory.ipus.is_empty() && p.time.ipus.is_empty() && p.pipeline.is_none());
     assert!(p.memory.capacity_bytes > 0);
+    // The plan holds the program (its size grows with the graph), nothing per IPU.
     let json = serde_json::to_string(p).unwrap();
-    assert!(json.len() < 64 << 10, "{} bytes of JSON", json.len());
+    assert!(json.len() < (64 << 10) + 200 * p.num_nodes, "{} bytes of JSON for {} nodes", json.len(), p.num_nodes);
 }
 
 #[test]
