@@ -53,3 +53,14 @@ export function twin(Model, module, ...args) {
   m.loadStateDict(module.stateDict());
   return m;
 }
+
+/** A small reference training step (a seeded Classifier, two calls of SGD with momentum):
+ * its outputs and weights as plain numbers, to compare with a fresh process's. */
+export function referenceStep() {
+  const net = seededClassifier();
+  const m = poptorch.trainingModel(net, new poptorch.Options(), new poptorch.optim.SGD(net.parameters(), { lr: 0.1, momentum: 0.9 }));
+  const outs = [m.call(...classifierData(4, 3)), m.call(...classifierData(4, 5))].map((r) => r.map((t) => Array.from(t.data)));
+  m.destroy();
+  return { outs, weights: values(net) };
+}
+const seededClassifier = () => models.seeded(models.Classifier);
