@@ -19,7 +19,7 @@ import { rng } from "./helpers.mjs";
 import { api, models, nn, poptorch, classifierData, referenceStep } from "./poptorch-helpers.mjs";
 
 const SEED = Number(process.env.FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
-const CALLS = Number(process.env.FUZZ_CALLS ?? 3000);
+const CALLS = Number(process.env.FUZZ_CALLS ?? 2000);
 const MESSAGE_CAP = 1024;
 const rand = rng(SEED);
 const pick = (xs) => xs[Math.floor(rand() * xs.length)];
@@ -331,7 +331,7 @@ test(`boundary fuzz: ${CALLS} calls, 0 traps, 0 silent acceptances, messages und
   assert.deepEqual(referenceStep(), fresh, "the reference step after the fuzz");
   t.diagnostic(`${counted.calls} calls: ${counted.bad} rejected, ${counted.ok} accepted; ${checks} reference checks; longest message ${counted.longest} bytes`);
   assert.deepEqual(overCap, [], `messages of 1 KiB or more (seed ${SEED})`);
-  assert.ok(counted.bad > CALLS / 2, JSON.stringify(counted));
+  assert.ok(counted.bad > CALLS / 4 && counted.ok > CALLS / 10, JSON.stringify(counted));
 });
 
 test("poptorch.Options.deviceIterations called on a poptorch.Stage is a TypeError naming both, and reads nothing", () => {
