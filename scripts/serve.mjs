@@ -20,8 +20,8 @@
 // stops reading a download, or sends half a request) is closed: no client holds a file
 // descriptor open by doing nothing.
 //
-// Importing this file starts nothing: it exports CSP, CSP_ENGINE, cspFor and hostAllowed
-// for the tests and the page.
+// Importing this file starts nothing: it exports CSP, CSP_ENGINE, cspFor, hostAllowed,
+// clientErrorReply and IDLE_MS_DEFAULT for the tests and the page.
 
 import http from "node:http";
 import fs from "node:fs";
