@@ -71,38 +71,131 @@ if (problems.length) {
   console.error(`fix-pkg: ${file}:\n  ${problems.join("\n  ")}`);
   process.exit(1);
 }
-// Two patches to wasm-bindgen's glue, so that no exception unwinds through a Rust frame:
-// such an exception skips restoring wasm's own stack pointer and leaves borrows held, and
-// the module does not recover ("memory access out of bounds", then "unreachable").
-// 1. Live pointer: the glue hands `this.__wbg_ptr` to wasm, where a null pointer (an object
-//    whose free() was called, or a method called with a `this` that is not one of the
-//    package's objects) is reported by throwing from inside Rust; 200,000 such calls broke
-//    the module. The pointer is checked in JS first: the same Error, nothing enters wasm.
+// User-facing names of the classes the namespaces rename (for error messages).
+const USER_NAMES = {
+  ...Object.fromEntries(NN.map((n) => [n, `nn.${n}`])),
+  PoptorchOptions: "poptorch.Options", PoptorchTrainingOptions: "poptorch.Options.Training",
+  PoptorchTensorLocations: "poptorch.Options.TensorLocations", PoptorchTensorLocationSettings: "poptorch.TensorLocationSettings",
+  PoptorchStage: "poptorch.Stage", PoptorchPhase: "poptorch.Phase", PoptorchPipelinedExecution: "poptorch.PipelinedExecution",
+  PoptorchShardedExecution: "poptorch.ShardedExecution", PoptorchSerialPhasedExecution: "poptorch.SerialPhasedExecution",
+  PoptorchParallelPhasedExecution: "poptorch.ParallelPhasedExecution", PoptorchSGD: "poptorch.optim.SGD",
+  PoptorchAdam: "poptorch.optim.Adam", PoptorchAdamW: "poptorch.optim.AdamW", PoptorchRMSprop: "poptorch.optim.RMSprop",
+  PoptorchLAMB: "poptorch.optim.LAMB", PoptorchVariableAttrs: "poptorch.optim variableAttrs", PoplarExecutor: "poptorch.PoplarExecutor",
+  PlanetoidDataset: "datasets.PlanetoidDataset", GraphData: "datasets.GraphData", RandomNodeLoader: "loaders.RandomNodeLoader",
+  Batch: "loaders.Batch",
+};
+// Three patches to wasm-bindgen's glue, so that no call hands wasm a pointer it should not
+// have, and no exception unwinds through a Rust frame (such an exception skips restoring
+// wasm's own stack pointer and leaves borrows held: the module does not recover).
+// 1. Own class: wasm-bindgen's glue hands wasm `this.__wbg_ptr`, a property anyone can
+//    write, and a method called with another class's object as `this` passed that object's
+//    pointer (reading another type's memory, or trapping). Every object the glue makes (its
+//    constructors and `__wrap`) is registered here, in a module-private WeakMap, with its
+//    class and pointer; every method, `free()` and `Symbol.dispose`, and every argument the
+//    glue passes by reference (`_assertClass`) or by value (`__destroy_into_raw`), reads the
+//    pointer from there, after checking the class: a wrong `this` or argument is a TypeError
+//    naming both classes, a freed object's method a TypeError saying so, a second `free()` a
+//    no-op, and `free()` during one of the object's own calls frees it when that call ends.
+//    Nothing enters wasm with a null or foreign pointer.
 // 2. Stack headroom: a call entering wasm with the JS stack nearly spent (a forward that
 //    recurses without end) overflows inside Rust. Every entry into wasm first probes, in
 //    JS, that some stack is left, and throws the RangeError itself when it is not.
 let patched = glue;
 const STACK_PROBE_LEVELS = 400; // 100 were enough for 27,000 calls at every depth near the end
-if (!patched.includes("/* live-pointer check */")) {
-  let sites = 0;
-  patched = patched.replace(/\bwasm\.([A-Za-z0-9_$]+)\(this\.__wbg_ptr\b/g, (_, f) => {
-    sites++;
-    return `wasm.${f}(__ipuLivePtr(this)`;
-  });
-  const left = patched.match(/\bwasm\.[A-Za-z0-9_$]+\([^;]*\bthis\.__wbg_ptr\b/g);
-  if (sites === 0 || left) {
-    console.error(`fix-pkg: ${entry}: the live-pointer patch found ${sites} method calls and left ${left?.length ?? 0} (${left?.[0]}): has wasm-bindgen's glue changed?`);
-    process.exit(1);
+const fail = (msg) => {
+  console.error(`fix-pkg: ${entry}: ${msg}: has wasm-bindgen's glue changed?`);
+  process.exit(1);
+};
+if (!patched.includes("/* own-class check */")) {
+  if (/__wbg_ptr_[A-Za-z_$]/.test(patched)) fail("a class extends another (per-class __wbg_ptr_<Class> fields), which the own-class patch does not handle");
+  const lines = patched.split("\n");
+  const out = [];
+  let cls = null; // the class whose body the line is in
+  let method = null; // the method (of cls) the line is in
+  const registered = new Set();
+  const counts = { methods: 0, args: 0, frees: 0, destroys: 0 };
+  for (let i = 0; i < lines.length; i++) {
+    let line = lines[i];
+    const open = line.match(/^(?:export )?class ([A-Za-z_$][\w$]*) \{$/);
+    if (open) {
+      cls = open[1];
+      method = null;
+      out.push(line);
+      continue;
+    }
+    if (cls && line === "}") {
+      cls = null;
+      method = null;
+      out.push(line);
+      continue;
+    }
+    if (cls) {
+      const m = line.match(/^ {4}(?:static |get |set |async )*([A-Za-z_$][\w$]*|\[Symbol\.\w+\])\(.*\) \{$/);
+      if (m) method = m[1];
+      if (method === "__destroy_into_raw" && m) {
+        // The whole method: the pointer from the registry (its class checked), then cleared.
+        const body = [];
+        while (lines[++i] !== "    }") body.push(lines[i]);
+        if (!body.some((l) => l.includes("this.__wbg_ptr = 0")) || !body.some((l) => l.includes(`${cls}Finalization.unregister(this)`))) {
+          fail(`${cls}.__destroy_into_raw is not the expected shape`);
+        }
+        out.push(line, `        const ptr = __ipuTake(this, "${cls}");`, `        ${cls}Finalization.unregister(this);`, "        return ptr;", "    }");
+        counts.destroys++;
+        continue;
+      }
+      if (method === "free" && m) {
+        const body = [];
+        while (lines[++i] !== "    }") body.push(lines[i]);
+        const call = body.map((l) => l.match(/^\s*(wasm\.[\w$]+)\(ptr, 0\);$/)).find(Boolean);
+        if (!call || body.length !== 2) fail(`${cls}.free is not the expected shape`);
+        // allow_delayed = 1: an object freed while one of its own methods runs (a forward
+        // that frees its model) lives until that method returns, instead of Rust throwing
+        // "attempted to take ownership …" through its own frame (which leaks wasm stack).
+        out.push(line, `        const ptr = __ipuFree(this, "${cls}");`, "        if (ptr === 0) return;", `        ${cls}Finalization.unregister(this);`, `        ${call[1]}(ptr, 1);`, "    }");
+        counts.frees++;
+        continue;
+      }
+      if (method === "__unwrap") fail(`${cls}.__unwrap is used (a Vec or JsValue of this class reaches Rust), which the own-class patch does not handle`);
+    }
+    // Registration: right after the glue's own FinalizationRegistry registration.
+    line = line.replace(/^(\s*)([A-Za-z_$][\w$]*)Finalization\.register\((this|obj), \3\.__wbg_ptr, \3\);$/, (all, ws, c, o) => {
+      registered.add(c);
+      return `${all}\n${ws}__ipuRegister(${o}, "${c}", ${o}.__wbg_ptr);`;
+    });
+    const isCtorOrWrap = cls && (method === "constructor" || method === "__wrap");
+    if (!isCtorOrWrap) {
+      line = line.replace(/\bthis\.__wbg_ptr\b(?!\s*=[^=])/g, () => {
+        counts.methods++;
+        if (!cls || !method) fail(`this.__wbg_ptr outside a method: ${line.trim()}`);
+        return `__ipuThis(this, "${cls}", ${JSON.stringify(method)})`;
+      });
+      line = line.replace(/\b(?<!\.)((?!this\b)[A-Za-z_$][\w$]*)\.__wbg_ptr\b(?!\s*=[^=])/g, (_, v) => {
+        counts.args++;
+        return `__ipuArg(${v})`;
+      });
+    }
+    out.push(line);
+  }
+  patched = out.join("\n");
+  const leftRead = patched.split("\n").filter((l) => /__wbg_ptr\b/.test(l) && !/__wbg_ptr = |Finalization\.register\(|__ipuRegister\(/.test(l));
+  if (counts.methods === 0 || counts.frees === 0 || leftRead.length) {
+    fail(`the own-class patch rewrote ${counts.methods} methods and ${counts.frees} free()s, and left ${leftRead.length} reads of __wbg_ptr (${leftRead[0]?.trim()})`);
+  }
+  const made = new Set([...glue.matchAll(/([A-Za-z_$][\w$]*)Finalization\.register\(/g)].map((m) => m[1]));
+  const unregistered = [...made].filter((c) => !registered.has(c));
+  if (unregistered.length) fail(`no registration patched for ${unregistered.join(", ")}`);
+  // _assertClass checks the registry's class, not the prototype chain (which anyone can set).
+  const assertDef = /function _assertClass\(instance, klass\) \{\n(?:.*\n)*?\}\n/;
+  if (patched.includes("_assertClass(")) {
+    if (!assertDef.test(patched)) fail("_assertClass is not the expected shape");
+    patched = patched.replace(assertDef, "function _assertClass(instance, klass) {\n    __ipuCheck(instance, klass.name);\n}\n");
   }
   let entries = 0;
   patched = patched.replace(/\bwasm\.((?!__wbindgen_|__externref_)[A-Za-z0-9_$]+)\(/g, (_, f) => {
     entries++;
     return `(__ipuStack(), wasm.${f})(`;
   });
-  if (entries < sites) {
-    console.error(`fix-pkg: ${entry}: the stack-headroom patch found only ${entries} entries into wasm`);
-    process.exit(1);
-  }
+  if (entries < counts.methods) fail(`the stack-headroom patch found only ${entries} entries into wasm`);
   patched += `
 /* stack headroom */
 // Each level pushes its 16 arguments, so that the probe takes about the same stack cold or
@@ -119,12 +212,72 @@ function __ipuStack() {
 }
 `;
   patched += `
-/* live-pointer check */
-function __ipuLivePtr(obj) {
-    const ptr = obj === null || obj === undefined ? undefined : obj.__wbg_ptr;
-    if (typeof ptr !== "number" || ptr === 0) {
-        throw new Error("this object is no longer usable: its free() was called, or the method was called on an object that is not one of this package's (a wrong this)");
+/* own-class check */
+// Every object the glue made: object -> { cls, ptr } (ptr 0 once freed or passed by value).
+// \`var\` and function declarations: defined before any of the glue's code runs.
+var __ipuObjects;
+function __ipuName(cls) {
+    const names = ${JSON.stringify(USER_NAMES)};
+    return Object.hasOwn(names, cls) ? names[cls] : cls;
+}
+function __ipuRegister(obj, cls, ptr) {
+    (__ipuObjects || (__ipuObjects = new WeakMap())).set(obj, { cls, ptr });
+}
+function __ipuEntry(obj) {
+    return (obj !== null && (typeof obj === "object" || typeof obj === "function") && __ipuObjects) ? __ipuObjects.get(obj) : undefined;
+}
+function __ipuWhat(obj) {
+    if (obj === null) return "null";
+    if (typeof obj !== "object" && typeof obj !== "function") return typeof obj;
+    const e = __ipuEntry(obj);
+    if (e) return "a " + __ipuName(e.cls);
+    return "an object that is not one of this package's";
+}
+function __ipuFreed(cls) {
+    return new TypeError("this " + __ipuName(cls) + " was freed (its free() was called, or it was passed by value and consumed): it can no longer be used");
+}
+// The pointer of \`obj\` as the \`this\` of \`cls\`.\`method\`.
+function __ipuThis(obj, cls, method) {
+    const e = __ipuEntry(obj);
+    if (e === undefined || e.cls !== cls) {
+        throw new TypeError(__ipuName(cls) + "." + method + " called on " + __ipuWhat(obj) + ": a method works only on a live " + __ipuName(cls) + " made by this package");
     }
+    if (e.ptr === 0) throw __ipuFreed(cls);
+    return e.ptr;
+}
+// \`_assertClass(arg, klass)\`: \`arg\` is a live \`klass\` made by this package.
+function __ipuCheck(obj, cls) {
+    const e = __ipuEntry(obj);
+    if (e === undefined || e.cls !== cls) {
+        throw new TypeError("expected a " + __ipuName(cls) + ", got " + __ipuWhat(obj));
+    }
+    if (e.ptr === 0) throw __ipuFreed(cls);
+}
+// The pointer of an argument passed by reference (its class checked by _assertClass).
+function __ipuArg(obj) {
+    const e = __ipuEntry(obj);
+    if (e === undefined) throw new TypeError("expected one of this package's objects, got " + __ipuWhat(obj));
+    if (e.ptr === 0) throw __ipuFreed(e.cls);
+    return e.ptr;
+}
+// Takes the pointer of \`obj\`, an argument passed by value: checked, then cleared.
+function __ipuTake(obj, cls) {
+    __ipuCheck(obj, cls);
+    const e = __ipuEntry(obj);
+    const ptr = e.ptr;
+    e.ptr = 0;
+    try { obj.__wbg_ptr = 0; } catch (_) {}
+    return ptr;
+}
+// \`free()\`: the pointer to free, or 0 for an object already freed (a no-op).
+function __ipuFree(obj, cls) {
+    const e = __ipuEntry(obj);
+    if (e === undefined || e.cls !== cls) {
+        throw new TypeError(__ipuName(cls) + ".free called on " + __ipuWhat(obj) + ": free() works only on a " + __ipuName(cls) + " made by this package");
+    }
+    const ptr = e.ptr;
+    e.ptr = 0;
+    try { obj.__wbg_ptr = 0; } catch (_) {}
     return ptr;
 }
 `;

@@ -14,10 +14,14 @@
 // percent-encoded dots or slashes, backslashes, NUL bytes, dotfiles and symlinks that lead
 // outside get 403/404, and directories are never listed. Files are streamed with
 // stream.pipeline, so an aborted download closes its file at once. Every response carries
-// the Content-Security-Policy of cspFor(path).
+// the Content-Security-Policy of cspFor(path), and so does every reply Node itself would
+// have written (400 for a request it cannot parse, 431 for oversized headers: clientError).
+// A connection that moves no byte for IDLE_MS (SERVE_IDLE_MS, default 30 s; a client that
+// stops reading a download, or sends half a request) is closed: no client holds a file
+// descriptor open by doing nothing.
 //
-// Importing this file starts nothing: it exports CSP, CSP_ENGINE, cspFor and hostAllowed
-// for the tests and the page.
+// Importing this file starts nothing: it exports CSP, CSP_ENGINE, cspFor, hostAllowed,
+// clientErrorReply and IDLE_MS_DEFAULT for the tests and the page.
 
 import http from "node:http";
 import fs from "node:fs";
@@ -129,6 +133,15 @@ function parsePort(text) {
   return Number(text);
 }
 
+function parseIdle(text) {
+  if (text === undefined || text === "") return IDLE_MS_DEFAULT;
+  if (!/^\d+$/.test(text) || Number(text) < 100 || Number(text) > 3_600_000) {
+    console.error(`serve: SERVE_IDLE_MS must be a number of milliseconds from 100 to 3600000, got "${text}"`);
+    process.exit(2);
+  }
+  return Number(text);
+}
+
 let opts;
 let port;
 
@@ -212,6 +225,39 @@ const COMMON_HEADERS = {
   "Cross-Origin-Resource-Policy": "same-origin",
 };
 
+/** How long a connection may move no byte before it is closed (a slow reader's deadline). */
+export const IDLE_MS_DEFAULT = 30_000;
+
+/** The reply to a request Node could not parse (`clientError`): the status Node's own reply
+ * would have (431 for oversized headers, 413 for oversized chunk extensions, 408 for a
+ * request that took too long, else 400), with the same headers as every other reply. */
+export function clientErrorReply(code) {
+  const status =
+    code === "HPE_HEADER_OVERFLOW" ? 431
+      : code === "HPE_CHUNK_EXTENSIONS_OVERFLOW" ? 413
+        : code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408
+          : 400;
+  const body = `${status} ${http.STATUS_CODES[status]}\n`;
+  const headers = {
+    ...COMMON_HEADERS,
+    "Content-Security-Policy": CSP,
+    "Content-Type": "text/plain; charset=utf-8",
+    "Content-Length": Buffer.byteLength(body),
+    Connection: "close",
+  };
+  const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n${lines}\r\n${body}`;
+}
+
+function onClientError(err, socket) {
+  // Nothing can be written to a socket that is gone, or after a reply has begun.
+  if (err.code === "ECONNRESET" || !socket.writable || socket._httpMessage?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  socket.end(clientErrorReply(err.code));
+}
+
 function sendStatus(res, status, extra = {}) {
   const body = `${status} ${http.STATUS_CODES[status] ?? ""}\n`;
   res.writeHead(status, {
@@ -291,7 +337,11 @@ function main() {
     console.error(`serve: the root folder ${opts.root} does not exist`);
     process.exit(1);
   }
+  const idle = parseIdle(process.env.SERVE_IDLE_MS);
   server = http.createServer(handle);
+  server.on("clientError", onClientError);
+  // With no callback, a socket idle this long is destroyed (its file stream closes with it).
+  server.setTimeout(idle);
   server.on("error", (err) => {
     if (err.code === "EADDRINUSE") {
       console.error(`serve: port ${port} on ${HOST} is already in use; set PORT=… or stop the other server`);

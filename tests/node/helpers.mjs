@@ -7,6 +7,19 @@ import { fileURLToPath } from "node:url";
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const SERVE = path.join(REPO, "scripts", "serve.mjs");
 
+/** mulberry32: a small seeded generator of uniform numbers in [0, 1), so that a seed replays
+ * the same run (the fuzz tests and the seeded test data all draw from it). */
+export function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 /**
  * Starts the server. `args` are serve.mjs options (none = the playground's own layout).
  * Resolves once it prints its URL; rejects if it exits first or takes over 15 s.

@@ -9,20 +9,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { api, models, nn, poptorch, f32, classifierData, values } from "./poptorch-helpers.mjs";
+import { rng } from "./helpers.mjs";
 
 const SEED = Number(process.env.POPTORCH_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const CALLS = Number(process.env.POPTORCH_FUZZ_CALLS ?? 1500);
 
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const rand = rng(SEED);
 const pick = (xs) => xs[Math.floor(rand() * xs.length)];
 const chance = (p) => rand() < p;

@@ -4,24 +4,18 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
-import { REPO } from "./helpers.mjs";
+import { REPO, rng } from "./helpers.mjs";
 
 const CONSUMER = path.join(REPO, "tests", "consumer");
 export const api = createRequire(path.join(CONSUMER, "package.json"))("ipu-playground");
 export const models = await import(pathToFileURL(path.join(CONSUMER, "poptorch-models.mjs")).href);
 export const { nn, poptorch } = api;
 
-/** mulberry32: seeded uniform numbers in [lo, hi). */
+/** \`n\` seeded uniform numbers in [lo, hi) (helpers.mjs's rng). */
 export function uniform(n, seed, lo = -1, hi = 1) {
-  let a = seed >>> 0;
+  const r = rng(seed);
   const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = lo + (hi - lo) * (((t ^ (t >>> 14)) >>> 0) / 4294967296);
-  }
+  for (let i = 0; i < n; i++) out[i] = lo + (hi - lo) * r();
   return out;
 }
 
@@ -59,3 +53,14 @@ export function twin(Model, module, ...args) {
   m.loadStateDict(module.stateDict());
   return m;
 }
+
+/** A small reference training step (a seeded Classifier, two calls of SGD with momentum):
+ * its outputs and weights as plain numbers, to compare with a fresh process's. */
+export function referenceStep() {
+  const net = seededClassifier();
+  const m = poptorch.trainingModel(net, new poptorch.Options(), new poptorch.optim.SGD(net.parameters(), { lr: 0.1, momentum: 0.9 }));
+  const outs = [m.call(...classifierData(4, 3)), m.call(...classifierData(4, 5))].map((r) => r.map((t) => Array.from(t.data)));
+  m.destroy();
+  return { outs, weights: values(net) };
+}
+const seededClassifier = () => models.seeded(models.Classifier);

@@ -315,6 +315,145 @@ describe("serve.mjs on a scratch layout", () => {
   });
 });
 
+/** Writes `bytes` on a raw socket to 127.0.0.1:`port` and resolves every byte the server
+ * sends until it closes the connection ({ text, ms }); gives up after `limitMs`. */
+function rawExchange(port, bytes, { limitMs = 5000, pause = false } = {}) {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const socket = net.connect(port, "127.0.0.1");
+    const chunks = [];
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server kept the connection open for ${limitMs} ms`));
+    }, limitMs);
+    socket.on("connect", () => {
+      socket.write(bytes);
+      if (pause) socket.pause();
+    });
+    socket.on("data", (c) => chunks.push(c));
+    socket.on("error", () => {}); // a reset after a cut-off reply still resolves on close
+    socket.on("close", () => {
+      clearTimeout(timer);
+      resolve({ text: Buffer.concat(chunks).toString("latin1"), bytes: chunks.reduce((n, c) => n + c.length, 0), ms: Date.now() - started });
+    });
+  });
+}
+
+/** The status and headers of each HTTP response in `text` (which may hold several). */
+function responses(text) {
+  const out = [];
+  for (const m of text.matchAll(/HTTP\/1\.[01] (\d{3})[^\r]*\r\n((?:[^\r]+\r\n)*)\r\n/g)) {
+    const headers = {};
+    for (const line of m[2].split("\r\n").filter(Boolean)) {
+      const i = line.indexOf(":");
+      headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
+    }
+    out.push({ status: Number(m[1]), headers });
+  }
+  return out;
+}
+
+describe("serve.mjs: protocol errors and slow clients", () => {
+  const IDLE_MS = 800;
+  let tmp, server;
+  before(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), "serve-proto-"));
+    fs.writeFileSync(path.join(tmp, "index.html"), "<!doctype html><title>t</title>");
+    // Far more than the socket buffers of both ends hold, so a reader that stops stalls it.
+    fs.writeFileSync(path.join(tmp, "big.bin"), Buffer.alloc(64 << 20, 7));
+    server = await startServer({ args: ["--root", tmp, "--quiet"], env: { SERVE_IDLE_MS: String(IDLE_MS) } });
+  });
+  after(async () => {
+    if (server) await server.stop();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  test("Node's own error replies (400, 431) carry the CSP, nosniff and the other headers", async () => {
+    const host = `Host: 127.0.0.1:${server.port}\r\n`;
+    const cases = [
+      ["a request line that is not HTTP", "GARBAGE\r\n\r\n", 400],
+      ["a space in the target", `GET /a b HTTP/1.1\r\n${host}\r\n`, 400],
+      ["a header line without a colon", `GET / HTTP/1.1\r\n${host}Broken header\r\n\r\n`, 400],
+      ["a control byte in a header value", `GET / HTTP/1.1\r\n${host}X-A: a\x01b\r\n\r\n`, 400],
+      // Refused (405) before its body is read; the bad body then ends the connection.
+      ["a POST with a bad chunk size", `POST / HTTP/1.1\r\n${host}Transfer-Encoding: chunked\r\n\r\nzz\r\n`, 405],
+      ["two Content-Lengths", `GET / HTTP/1.1\r\n${host}Content-Length: 1\r\nContent-Length: 2\r\n\r\n`, 400],
+      ["an unknown HTTP version", `GET / HTTP/9.9\r\n${host}\r\n`, 400],
+      ["64 KiB of headers", `GET / HTTP/1.1\r\n${host}X-Big: ${"a".repeat(64 << 10)}\r\n\r\n`, 431],
+      ["1,000 small headers of 40 bytes", `GET / HTTP/1.1\r\n${host}${"X-H: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n".repeat(1000)}\r\n`, 431],
+    ];
+    for (const [what, request, status] of cases) {
+      const { text } = await rawExchange(server.port, Buffer.from(request, "latin1"));
+      const got = responses(text);
+      assert.equal(got.length, 1, `${what}: one reply, got ${JSON.stringify(text.slice(0, 200))}`);
+      assert.equal(got[0].status, status, what);
+      const h = got[0].headers;
+      assert.equal(h["content-security-policy"], CSP, `${what}: CSP`);
+      assert.equal(h["x-content-type-options"], "nosniff", `${what}: nosniff`);
+      assert.equal(h["cross-origin-resource-policy"], "same-origin", `${what}: CORP`);
+      assert.equal(h["cache-control"], "no-cache", what);
+      if (status !== 405) assert.equal(h.connection, "close", what);
+      // Every byte sent belongs to that one reply: its head and its announced body.
+      const body = text.slice(text.indexOf("\r\n\r\n") + 4);
+      assert.equal(Buffer.byteLength(body, "latin1"), Number(h["content-length"]), what);
+    }
+    // And the server still serves.
+    const res = await fetch(`${server.url}/`);
+    assert.equal(res.status, 200);
+    await res.text();
+  });
+
+  test("a client that stops reading a download loses its connection after the idle deadline", { skip: !fs.existsSync("/proc/self/fd") && "needs /proc" }, async () => {
+    const fdDir = `/proc/${server.child.pid}/fd`;
+    const open = () => fs.readdirSync(fdDir).length;
+    const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    await sleep(IDLE_MS * 2); // earlier keep-alive connections have gone by now
+    const before = open();
+    const socket = net.connect(server.port, "127.0.0.1");
+    let received = 0;
+    const closed = new Promise((resolve) => socket.on("close", resolve));
+    socket.on("error", () => {});
+    socket.on("data", (c) => (received += c.length));
+    socket.on("connect", () => {
+      socket.pause(); // reads nothing: the server's writes stall once the buffers are full
+      socket.write(`GET /big.bin HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`);
+    });
+    try {
+      // The server holds the connection and the file open …
+      let peak = open();
+      for (let t = 0; peak <= before && t < 3000; t += 20) {
+        await sleep(20);
+        peak = Math.max(peak, open());
+      }
+      assert.ok(peak > before, "the server never opened the download");
+      // … and closes both once no byte has moved for IDLE_MS, while the client still waits.
+      const started = Date.now();
+      let now = open();
+      for (; now > before && Date.now() - started < IDLE_MS * 15; await sleep(50)) now = open();
+      assert.equal(now, before, `${now - before} descriptors still open ${Date.now() - started} ms later`);
+    } finally {
+      socket.resume();
+    }
+    const ended = await Promise.race([closed.then(() => true), sleep(10000).then(() => false)]);
+    if (!ended) socket.destroy();
+    assert.ok(ended, "the client's connection was not closed");
+    assert.ok(received < 64 << 20, `the whole file arrived (${received} bytes): it was not cut off`);
+  });
+
+  test("a half-sent request is closed after the idle deadline", async () => {
+    const { ms } = await rawExchange(server.port, `GET / HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n`, { limitMs: 10000 });
+    assert.ok(ms >= IDLE_MS * 0.8, `closed after ${ms} ms, before the deadline`);
+  });
+
+  test("rejects a bad SERVE_IDLE_MS with a message", async () => {
+    for (const bad of ["0", "abc", "1.5"]) {
+      const { code, stderr } = await runServerToExit({ args: ["--root", tmp], port: 0, env: { SERVE_IDLE_MS: bad } });
+      assert.equal(code, 2, bad);
+      assert.match(stderr, /SERVE_IDLE_MS must be a number of milliseconds/, bad);
+    }
+  });
+});
+
 describe("serve.mjs as the playground runs it", () => {
   test("with no options it serves www/ at / and data/ at /data/", async () => {
     const server = await startServer();

@@ -156,7 +156,34 @@ pub(crate) fn object(v: &JsValue, what: &str) -> JsResult<Object> {
     if !(v.is_object() || v.is_function()) {
         return Err(not_a(what, "an object", v));
     }
+    if let Some(kind) = container_kind(v) {
+        return Err(type_error(&format!(
+            "{what} must be a plain object ({{ key: value, … }}), got {kind}: its entries are not its properties"
+        )));
+    }
     Ok(v.clone().unchecked_into())
+}
+
+/// What `v` is when it is an object whose contents are not its own properties (an array,
+/// a Map, a Set, a typed array, …): read as keyed options it would look empty or hold
+/// indices, and be accepted silently. `instanceof` runs no caller code that can throw
+/// through Rust (wasm-bindgen's check catches a Proxy's trap).
+fn container_kind(v: &JsValue) -> Option<&'static str> {
+    if v.is_instance_of::<Array>() {
+        Some("an array")
+    } else if v.is_instance_of::<js_sys::Map>() || v.is_instance_of::<js_sys::WeakMap>() {
+        Some("a Map")
+    } else if v.is_instance_of::<js_sys::Set>() || v.is_instance_of::<js_sys::WeakSet>() {
+        Some("a Set")
+    } else if ArrayBuffer::is_view(v) || v.is_instance_of::<ArrayBuffer>() {
+        Some("a typed array or buffer")
+    } else if v.is_instance_of::<js_sys::Date>() || v.is_instance_of::<js_sys::RegExp>() {
+        Some("a Date or RegExp")
+    } else if v.is_instance_of::<js_sys::Promise>() {
+        Some("a Promise (await it first)")
+    } else {
+        None
+    }
 }
 
 /// `obj[key]`, a getter's or Proxy's exception returned as the error.

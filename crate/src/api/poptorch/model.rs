@@ -208,8 +208,12 @@ fn wrap(module: JsValue, options: &JsValue, optimizer: &JsValue, training: bool)
         }
         None => Options::new(),
     };
+    // A copy: resolving reads the module (its getters may change this optimizer).
     let opt = match optimizer_arg(optimizer)? {
-        Some(o) => Some(resolve(&o.borrow(), &module)?),
+        Some(o) => {
+            let copy = o.borrow().clone();
+            Some(resolve(&copy, &module)?)
+        }
         None => None,
     };
     let host = host_model(&module)?;
@@ -501,7 +505,8 @@ impl PoplarExecutorJs {
             args::type_error("setOptimizer: optimizer must be a poptorch.optim optimizer, got nothing")
         })?;
         self.with(|w| {
-            let o = resolve(&opt.borrow(), &w.module)?;
+            let copy = opt.borrow().clone();
+            let o = resolve(&copy, &w.module)?;
             w.exec.set_optimizer(o).map_err(js_err)
         })
     }
