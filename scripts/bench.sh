@@ -2,7 +2,8 @@
 # `make bench`: figures for the speed and memory targets, with the peers measured in the
 # same run. Never part of `make test`. Results land in bench-out/ (git-ignored).
 #
-#   1. engine micro-benchmarks (tracing 112 layers, executor overhead, matmul vs ndarray)
+#   1. engine micro-benchmarks (tracing 112 layers, executor overhead, matmul vs ndarray,
+#      tracing ops/s: a 1,000,000-node chain and a Linear applied 100,000 times)
 #   2. RevGNN memory: bytes kept for backward and peak RSS at 7 and 112 layers, rev and --no-rev
 #   3. RevGNN on PubMed, natively and PyTorch Geometric (one thread each), BENCH_EPOCHS epochs
 #   4. RevGNN on PubMed in wasm in headless Chromium, BENCH_WASM_EPOCHS epochs
@@ -19,7 +20,9 @@
 #   8. the JavaScript API in Node: examples/rev_gnn.mjs (RevGNN of nn modules trained through
 #      poptorch.trainingModel) for BENCH_JS_EPOCHS (default BENCH_EPOCHS; 0 skips) epochs, then
 #      BENCH_ROUNDS rounds of BENCH_ROUND_EPOCHS epochs of it and of the RevGnnTrainer preset
-#      in the same package, one after the other (target: within 10% of the preset's epoch time)
+#      in the same package, one after the other (target: within 10% of the preset's epoch time);
+#      then tracing ops/s through the JS API (scripts/bench-trace.mjs: Tensor ops and a
+#      Linear applied 100,000 times, each op recording its JS file:line; target: 100,000)
 #
 # PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
@@ -166,6 +169,8 @@ for r in $(seq 1 "$ROUNDS"); do
     console.log(`round ${r}: nn modules + poptorch ${m.toFixed(3)} s, RevGnnTrainer ${t.toFixed(3)} s (${(m / t).toFixed(2)}x)`);
   ' "$OUT" "$r"
 done
+rm -f "$OUT"/trace-wasm.json
+node scripts/bench-trace.mjs --json "$OUT/trace-wasm.json" | grep -E "ops/s"
 
 echo
 echo "== summary"
@@ -180,7 +185,13 @@ if (e) {
   console.log(`tracing 112 layers ${e.trace_112_layers_ms.toFixed(1)} ms (target < 50: ${mark(e.trace_112_layers_ms < 50)})`);
   console.log(`executor overhead ${e.executor_overhead_us_per_node.toFixed(3)} us/node (target < 2: ${mark(e.executor_overhead_us_per_node < 2)})`);
   console.log(`matmul at ${(e.matmul_ratio * 100).toFixed(0)}% of ndarray dot (target >= 80%: ${mark(e.matmul_ratio >= 0.8)})`);
+  if (e.trace_chain_ops_per_s) {
+    const ops = Math.min(e.trace_chain_ops_per_s, e.trace_linear_ops_per_s);
+    console.log(`tracing ops/s (native): ${ops.toFixed(0)} (chain ${e.trace_chain_ops_per_s.toFixed(0)}, Linear ${e.trace_linear_ops_per_s.toFixed(0)}; target >= 200000: ${mark(ops >= 200000)}); a 1,000,000-node trace ${e.trace_1m_nodes_s.toFixed(2)} s (target < 10: ${mark(e.trace_1m_nodes_s < 10)})`);
+  }
 }
+const tw = read("trace-wasm.json");
+if (tw) console.log(`tracing ops/s (wasm, ${tw.runtime}, through the JS API): ${tw.ops_per_s.toFixed(0)} (chain ${tw.chain.ops_per_s.toFixed(0)}, Linear ${tw.linear.ops_per_s.toFixed(0)}; target >= 100000: ${mark(tw.ops_per_s >= 100000)})`);
 const r7 = mem("rev", 7), r112 = mem("rev", 112), n7 = mem("norev", 7), n112 = mem("norev", 112);
 if (r7 && r112) {
   const g = r112.saved_for_backward_bytes / r7.saved_for_backward_bytes;

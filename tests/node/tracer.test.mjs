@@ -53,6 +53,32 @@ describe("tracing a JS model with the npm package", () => {
     assert.match(text, /%\d+ = linear\(%\d+, %\d+\) \[bias=false\] : f32\[2,3\] +# head \| block "stage1" ipu 1 \| model\.mjs:\d+/);
   });
 
+  test("recording source lines leaves the caller's Error.prepareStackTrace and stackTraceLimit as they were", () => {
+    // Each op reads the JS stack (on V8 through a prepareStackTrace of the package's own,
+    // set only while it reads): a user's own settings survive, and lines are still found.
+    const had = Object.hasOwn(Error, "prepareStackTrace");
+    const orig = Error.prepareStackTrace;
+    const limit = Error.stackTraceLimit;
+    m.traceNet();
+    assert.equal(Object.hasOwn(Error, "prepareStackTrace"), had);
+    assert.equal(Error.stackTraceLimit, limit);
+    const mine = (_err, frames) => `custom ${frames.length}`;
+    Error.prepareStackTrace = mine;
+    Error.stackTraceLimit = 3;
+    try {
+      const { graph } = m.traceNet();
+      const head = graph.nodes.filter((n) => n.opname === "linear").at(-1);
+      assert.equal(head.meta.source, `model.mjs:${lineOf("this.head.forward(this.drop.forward(h))")}`);
+      assert.equal(Error.prepareStackTrace, mine);
+      assert.equal(Error.stackTraceLimit, 3);
+      assert.match(new Error("x").stack, /^custom \d+$/);
+    } finally {
+      if (had) Error.prepareStackTrace = orig;
+      else delete Error.prepareStackTrace;
+      Error.stackTraceLimit = limit;
+    }
+  });
+
   test("the nn namespace names the same classes as the top-level exports", () => {
     assert.equal(m.nn.Module, m.Module);
     assert.equal(m.nn.Linear, m.Linear);

@@ -95,17 +95,99 @@ pub(super) fn lookup_var(trace: u32, id: u32) -> JsResult<Var> {
     })
 }
 
+/// A caller's file name as recorded: its last path segment, printed on one line of the
+/// graph, so it may not break it.
+fn source_of(file: &str, line_no: &str) -> String {
+    let file = file.rsplit('/').next().unwrap_or(file);
+    let file: String = file
+        .chars()
+        .take(check::MAX_NAME_BYTES)
+        .map(|c| if c.is_control() || c == '\u{2028}' || c == '\u{2029}' { '?' } else { c })
+        .collect();
+    format!("{file}:{line_no}")
+}
+
+/// Whether a frame's file is this package's own (its JS glue, its wasm) rather than the user's.
+fn is_package_file(file: &str) -> bool {
+    file.contains("ipu_playground") || file.starts_with("wasm") || file.contains("wasm-function")
+}
+
+thread_local! {
+    /// `Error.prepareStackTrace` while [`js_caller`] reads a stack, where the engine is V8
+    /// (Node, Chromium): V8 hands it the stack as call-site objects, and only the frames up
+    /// to the first of the user's are asked for their file and line, instead of formatting
+    /// every frame into the `stack` string and parsing it. It leaves its answer in
+    /// `HOOK_FOUND` (`Some(None)`: it ran and found no user frame).
+    static HOOK: Closure<dyn Fn(JsValue, JsValue) -> JsValue> =
+        Closure::new(|_error: JsValue, frames: JsValue| {
+            HOOK_FOUND.with(|f| *f.borrow_mut() = Some(user_frame(&frames)));
+            JsValue::UNDEFINED
+        });
+    static HOOK_FOUND: RefCell<Option<Option<String>>> = const { RefCell::new(None) };
+}
+
+/// Calls the call-site method `name` of `frame`.
+fn call_site(frame: &JsValue, name: &str) -> Option<JsValue> {
+    let f = Reflect::get(frame, &JsValue::from_str(name)).ok()?;
+    f.dyn_ref::<Function>()?.call0(frame).ok()
+}
+
+/// The `file:line` of the first of V8's call sites (`frames`) outside this package: not a
+/// builtin (no file name: `<anonymous>` in a stack string), not this package's glue or wasm,
+/// not code from `eval`.
+fn user_frame(frames: &JsValue) -> Option<String> {
+    let frames = frames.dyn_ref::<Array>()?;
+    for i in 0..frames.length() {
+        let frame = frames.get(i);
+        let Some(file) = call_site(&frame, "getFileName").and_then(|f| f.as_string()) else { continue };
+        if is_package_file(&file) || file.contains("<anonymous>") {
+            continue;
+        }
+        if call_site(&frame, "isEval").is_some_and(|e| e.is_truthy()) {
+            continue;
+        }
+        let line = call_site(&frame, "getLineNumber").and_then(|l| l.as_f64())?;
+        return Some(source_of(&file, &(line as u64).to_string()));
+    }
+    None
+}
+
 /// The `file:line` of the first JavaScript frame outside this package.
+///
+/// This runs for every op the JS API records, so it avoids formatting the whole stack where
+/// it can: on V8 through [`HOOK`], elsewhere (or where `Error.prepareStackTrace` cannot be
+/// set) by parsing the `stack` string. The caller's `Error.stackTraceLimit` and
+/// `Error.prepareStackTrace` are put back as they were.
 fn js_caller() -> Option<String> {
     // Calls through wasm and the package's glue are deep: look past V8's default 10 frames.
     let ctor = Reflect::get(&js_sys::global(), &"Error".into()).ok()?;
-    let limit = Reflect::get(&ctor, &"stackTraceLimit".into()).unwrap_or(JsValue::UNDEFINED);
-    let _ = Reflect::set(&ctor, &"stackTraceLimit".into(), &JsValue::from(64));
+    let limit_key = JsValue::from_str("stackTraceLimit");
+    let prepare_key = JsValue::from_str("prepareStackTrace");
+    let limit = Reflect::get(&ctor, &limit_key).unwrap_or(JsValue::UNDEFINED);
+    let _ = Reflect::set(&ctor, &limit_key, &JsValue::from(64));
+    // The caller's own prepareStackTrace (own property or not) is restored afterwards.
+    let ctor_obj = ctor.unchecked_ref::<Object>();
+    let own_prepare = Reflect::get_own_property_descriptor(ctor_obj, &prepare_key)
+        .ok()
+        .filter(|d| !d.is_undefined())
+        .map(|_| Reflect::get(&ctor, &prepare_key).unwrap_or(JsValue::UNDEFINED));
+    HOOK_FOUND.with(|f| *f.borrow_mut() = None);
+    let hooked = HOOK.with(|h| Reflect::set(&ctor, &prepare_key, h.as_ref()).unwrap_or(false));
     // Reflect.construct: a replaced global Error throws as an Err, not through this frame.
-    let err = Reflect::construct(ctor.unchecked_ref::<Function>(), &Array::new()).ok()?;
-    let stack = Reflect::get(&err, &"stack".into()).ok().and_then(|s| s.as_string());
-    let _ = Reflect::set(&ctor, &"stackTraceLimit".into(), &limit);
-    let stack = stack?;
+    let err = Reflect::construct(ctor.unchecked_ref::<Function>(), &Array::new()).ok();
+    let stack = err.and_then(|e| Reflect::get(&e, &"stack".into()).ok());
+    if hooked {
+        let _ = match &own_prepare {
+            Some(p) => Reflect::set(&ctor, &prepare_key, p),
+            None => Reflect::delete_property(ctor_obj, &prepare_key),
+        };
+    }
+    let _ = Reflect::set(&ctor, &limit_key, &limit);
+    if let Some(found) = HOOK_FOUND.with(|f| f.take()) {
+        return found;
+    }
+    // Not V8: the stack as a string.
+    let stack = stack?.as_string()?;
     for line in stack.lines().skip(1) {
         let l = line.trim();
         if l.contains("ipu_playground")
@@ -118,14 +200,7 @@ fn js_caller() -> Option<String> {
         let loc = l.rsplit_once('(').map(|(_, r)| r.trim_end_matches(')')).unwrap_or(l.trim_start_matches("at "));
         let mut parts = loc.rsplitn(3, ':');
         let (_col, line_no, file) = (parts.next()?, parts.next()?, parts.next()?);
-        let file = file.rsplit('/').next().unwrap_or(file);
-        // A file name is the caller's: printed on one line of the graph, it may not break it.
-        let file: String = file
-            .chars()
-            .take(check::MAX_NAME_BYTES)
-            .map(|c| if c.is_control() || c == '\u{2028}' || c == '\u{2029}' { '?' } else { c })
-            .collect();
-        return Some(format!("{file}:{line_no}"));
+        return Some(source_of(file, line_no));
     }
     None
 }

@@ -133,6 +133,18 @@ impl Graph {
     /// Appends a node after inferring and checking its output types. The error names the
     /// op, its scope, its source line and the offending shapes.
     pub fn add(&mut self, op: Op, inputs: Vec<ValueId>, meta: NodeMeta) -> Result<Vec<ValueId>> {
+        self.add_checked(op, inputs, meta, |_, _, _| Ok(()))
+    }
+
+    /// [`Graph::add`], with `check` run on the inferred output types before anything is
+    /// appended (the tracer's size limits): its error leaves the graph as it was.
+    pub fn add_checked(
+        &mut self,
+        op: Op,
+        inputs: Vec<ValueId>,
+        meta: NodeMeta,
+        check: impl FnOnce(&Op, &NodeMeta, &[TensorType]) -> Result<()>,
+    ) -> Result<Vec<ValueId>> {
         for &v in &inputs {
             if v.0 as usize >= self.values.len() {
                 return Err(Error::ir(format!("{}: input {v} is not defined", describe_site(&op, &meta))));
@@ -140,6 +152,7 @@ impl Graph {
         }
         let in_types: Vec<&TensorType> = inputs.iter().map(|&v| &self.values[v.0 as usize].ty).collect();
         let out_types = infer(&op, &in_types).map_err(|e| Error::ir(format!("{}: {e}", describe_site(&op, &meta))))?;
+        check(&op, &meta, &out_types)?;
         let node = self.nodes.len();
         let outputs: Vec<ValueId> = out_types
             .into_iter()

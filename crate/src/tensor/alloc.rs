@@ -30,6 +30,12 @@ pub fn checked_bytes(shape: &[u64], dtype: DType) -> Option<u128> {
 /// Checks that a tensor `what` of `shape` and `dtype` is within [`MAX_RANK`] and
 /// [`MAX_TENSOR_BYTES`]; returns the shape in `usize` (every dim then fits).
 pub fn check_shape(what: &str, shape: &[u64], dtype: DType) -> Result<Vec<usize>> {
+    check_dims(what, shape, dtype)?;
+    Ok(shape.iter().map(|&d| d as usize).collect())
+}
+
+/// The rule of [`check_shape`], allocating nothing unless it fails.
+fn check_dims(what: &str, shape: &[u64], dtype: DType) -> Result<()> {
     if shape.len() > MAX_RANK {
         return Err(Error::alloc(format!(
             "{what}: a tensor has at most {MAX_RANK} dimensions, got {} dimensions",
@@ -54,13 +60,21 @@ pub fn check_shape(what: &str, shape: &[u64], dtype: DType) -> Result<Vec<usize>
             describe_shape(shape, dtype)
         )));
     }
-    Ok(shape.iter().map(|&d| d as usize).collect())
+    Ok(())
 }
 
 /// Like [`check_shape`] for a shape already in `usize`.
 pub fn check_usize_shape(what: &str, shape: &[usize], dtype: DType) -> Result<()> {
+    // The tracer checks every op's result: shapes within the rank limit go on the stack.
+    if shape.len() <= MAX_RANK {
+        let mut wide = [0u64; MAX_RANK];
+        for (w, &d) in wide.iter_mut().zip(shape) {
+            *w = d as u64;
+        }
+        return check_dims(what, &wide[..shape.len()], dtype);
+    }
     let wide: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
-    check_shape(what, &wide, dtype).map(|_| ())
+    check_dims(what, &wide, dtype)
 }
 
 /// A vector of `n` copies of `value`, or an error naming `what` and the bytes asked for if

@@ -34,19 +34,34 @@ struct Frame {
     graph: Graph,
     /// Values of the enclosing frame lifted into this one as inputs: (outer value, inner value).
     captures: Vec<(ValueId, ValueId)>,
+    /// `captures` by outer value (a lift per op looks it up).
+    captured: HashMap<ValueId, ValueId>,
+}
+
+impl Frame {
+    fn new(graph: Graph) -> Frame {
+        Frame { graph, captures: Vec::new(), captured: HashMap::new() }
+    }
+
+    fn capture(&mut self, outer: ValueId, inner: ValueId) {
+        self.captures.push((outer, inner));
+        self.captured.insert(outer, inner);
+    }
 }
 
 #[derive(Default)]
 struct State {
     frames: Vec<Frame>,
-    scope: Vec<String>,
+    /// The module scope path, dotted (`convs.3.blocks.1`; empty at the top level): kept
+    /// joined, as every node records it.
+    scope: String,
     /// The active Block (id, IPU) and the annotation that made it so (`Ended`: a Block
     /// scope ended and none started since).
     block: Option<(String, Option<usize>)>,
     block_kind: Option<BlockKind>,
     /// BeginBlocks on modules: (module path, block id, IPU), applied when the module's
     /// scope is entered ([`Tracer::begin_block_at`]).
-    block_hooks: Vec<(String, String, Option<usize>)>,
+    block_hooks: HashMap<String, (String, Option<usize>)>,
     /// Placeholders of the model graph (frame 0) by full name, with their initial tensors.
     params: Vec<(String, Rc<Tensor>)>,
     buffers: Vec<(String, Rc<Tensor>)>,
@@ -55,6 +70,9 @@ struct State {
     region_names: HashMap<String, usize>,
     /// Source location override (the JS API sets the caller's `file:line`).
     source_override: Option<String>,
+    /// The last Rust caller's `file:line`, by the address of its [`Location`] (the same
+    /// call site records many ops: formatted once).
+    last_caller: Option<(usize, String)>,
     /// Training trace: Dropout records a random mask (inference traces make it identity).
     training: bool,
     /// Nodes recorded so far, in every frame, and their limit ([`check::MAX_NODES`]).
@@ -140,7 +158,7 @@ impl Tracer {
     /// A tracer with an empty model graph.
     pub fn new() -> Tracer {
         let st = State {
-            frames: vec![Frame { graph: Graph::new(), captures: Vec::new() }],
+            frames: vec![Frame::new(Graph::new())],
             max_nodes: check::MAX_NODES,
             ..State::default()
         };
@@ -152,12 +170,24 @@ impl Tracer {
     }
 
     fn meta(&self, caller: &Location<'_>) -> NodeMeta {
-        let st = self.st.borrow();
-        let source = st.source_override.clone().unwrap_or_else(|| {
-            format!("{}:{}", caller.file().rsplit('/').next().unwrap_or(caller.file()), caller.line())
-        });
+        let mut st = self.st.borrow_mut();
+        let source = match &st.source_override {
+            Some(s) => s.clone(),
+            None => {
+                let key = caller as *const Location<'_> as usize;
+                match &st.last_caller {
+                    Some((k, s)) if *k == key => s.clone(),
+                    _ => {
+                        let file = caller.file().rsplit('/').next().unwrap_or(caller.file());
+                        let s = format!("{file}:{}", caller.line());
+                        st.last_caller = Some((key, s.clone()));
+                        s
+                    }
+                }
+            }
+        };
         NodeMeta {
-            scope: st.scope.join("."),
+            scope: st.scope.clone(),
             block: st.block.as_ref().map(|b| b.0.clone()),
             ipu: st.block.as_ref().and_then(|b| b.1),
             block_kind: st.block_kind,
@@ -198,14 +228,14 @@ impl Tracer {
         let mut st = self.st.borrow_mut();
         for f in v.frame + 1..=top {
             let frame = &mut st.frames[f];
-            if let Some(&(_, inner)) = frame.captures.iter().find(|(outer, _)| *outer == id) {
+            if let Some(&inner) = frame.captured.get(&id) {
                 id = inner;
                 continue;
             }
             let name = format!("capture{}", frame.captures.len());
             let ty = v.ty.clone();
             let inner = add_placeholder(&mut frame.graph, &name, &ty)?;
-            frame.captures.push((id, inner));
+            frame.capture(id, inner);
             id = inner;
         }
         Ok(id)
@@ -232,19 +262,20 @@ impl Tracer {
         let ids = inputs.iter().map(|v| self.lift(v)).collect::<Result<Vec<_>>>()?;
         let meta = self.meta(caller);
         let frame = self.depth();
-        let in_types: Vec<&TensorType> = inputs.iter().map(|v| &v.ty).collect();
-        if let Ok(out_types) = crate::ir::shape::infer(&op, &in_types) {
-            for t in &out_types {
-                if crate::tensor::alloc::check_usize_shape("", &t.shape, t.dtype).is_err() {
-                    let what = format!("{}: its result", crate::ir::describe_site(&op, &meta));
-                    crate::tensor::alloc::check_usize_shape(&what, &t.shape, t.dtype)?;
-                }
-            }
-        } // else: Graph::add reports the shape error with its site
         self.count_node()?;
         let mut st = self.st.borrow_mut();
         let g = &mut st.frames[frame].graph;
-        let outs = g.add(op, ids, meta)?;
+        // Shape inference runs once, in Graph::add; the size check sees its result before
+        // the node is appended.
+        let outs = g.add_checked(op, ids, meta, |op, meta, out_types| {
+            for t in out_types {
+                if crate::tensor::alloc::check_usize_shape("", &t.shape, t.dtype).is_err() {
+                    let what = format!("{}: its result", crate::ir::describe_site(op, meta));
+                    crate::tensor::alloc::check_usize_shape(&what, &t.shape, t.dtype)?;
+                }
+            }
+            Ok(())
+        })?;
         Ok(outs.into_iter().map(|id| Var { tr: self.clone(), frame, id, ty: g.ty(id).clone() }).collect())
     }
 
@@ -287,7 +318,7 @@ impl Tracer {
             None => {
                 self.count_node()?;
                 let mut st = self.st.borrow_mut();
-                let meta = NodeMeta { scope: st.scope.join("."), ..NodeMeta::default() };
+                let meta = NodeMeta { scope: st.scope.clone(), ..NodeMeta::default() };
                 let op = Op::Placeholder { kind, name: full.clone() };
                 let ty = TensorType { shape: value.shape().to_vec(), dtype: value.dtype() };
                 let id = st.frames[0].graph.add_source(op, ty, meta)?;
@@ -375,45 +406,49 @@ impl Tracer {
         if st.scope.is_empty() {
             local.to_string()
         } else {
-            format!("{}.{local}", st.scope.join("."))
+            format!("{}.{local}", st.scope)
         }
     }
 
     /// Runs `f` inside the module scope `name` (nested scopes join with dots).
     pub fn scope<T>(&self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         check::name("a module's name", name)?;
-        {
+        let outer = {
             let mut st = self.st.borrow_mut();
-            st.scope.push(name.to_string());
+            let outer = st.scope.len();
+            if outer > 0 {
+                st.scope.push('.');
+            }
+            st.scope.push_str(name);
             if !st.block_hooks.is_empty() {
-                let path = st.scope.join(".");
-                if let Some((_, id, ipu)) = st.block_hooks.iter().find(|h| h.0 == path).cloned() {
+                let st = &mut *st;
+                if let Some((id, ipu)) = st.block_hooks.get(&st.scope).cloned() {
                     st.block = Some((id, ipu));
                     st.block_kind = Some(BlockKind::Begin);
                 }
             }
-        }
+            outer
+        };
         let r = f();
-        self.st.borrow_mut().scope.pop();
+        self.st.borrow_mut().scope.truncate(outer);
         r
     }
 
     /// Replaces the scope path (e.g. `"encoder.layers.0"`), returning the previous one, for
     /// callers that track module paths themselves (the JS API); restore it with
     /// [`Tracer::restore_scope`].
-    pub fn set_scope(&self, path: &str) -> Vec<String> {
-        let new = if path.is_empty() { Vec::new() } else { path.split('.').map(str::to_string).collect() };
-        std::mem::replace(&mut self.st.borrow_mut().scope, new)
+    pub fn set_scope(&self, path: &str) -> String {
+        std::mem::replace(&mut self.st.borrow_mut().scope, path.to_string())
     }
 
     /// Restores a scope path saved by [`Tracer::set_scope`].
-    pub fn restore_scope(&self, saved: Vec<String>) {
+    pub fn restore_scope(&self, saved: String) {
         self.st.borrow_mut().scope = saved;
     }
 
     /// The current scope path.
     pub fn current_scope(&self) -> String {
-        self.st.borrow().scope.join(".")
+        self.st.borrow().scope.clone()
     }
 
     /// Runs `f` inside Block `id` placed on `ipu` (PopTorch `with poptorch.Block(id, ipu)`).
@@ -459,11 +494,11 @@ impl Tracer {
         check::name("a module's path", module_path)?;
         check_block(id, ipu)?;
         let mut st = self.st.borrow_mut();
-        if st.block_hooks.iter().any(|h| h.0 == module_path) {
+        if st.block_hooks.contains_key(module_path) {
             // PopTorch: "module has already been assigned to a block."
             return Err(Error::trace(format!("module '{module_path}' has already been assigned to a block")));
         }
-        st.block_hooks.push((module_path.to_string(), id.to_string(), ipu));
+        st.block_hooks.insert(module_path.to_string(), (id.to_string(), ipu));
         Ok(())
     }
 
@@ -474,7 +509,7 @@ impl Tracer {
             ids.push(add_placeholder(&mut g, name, ty)?);
         }
         let mut st = self.st.borrow_mut();
-        st.frames.push(Frame { graph: g, captures: Vec::new() });
+        st.frames.push(Frame::new(g));
         let frame = st.frames.len() - 1;
         drop(st);
         Ok(ids
@@ -533,7 +568,7 @@ impl Tracer {
             for (i, (outer, _)) in fwd.captures.iter().enumerate() {
                 let ty = fwd_graph.ty(fwd.captures[i].1).clone();
                 let inner = add_placeholder(&mut frame.graph, &format!("capture{i}"), &ty)?;
-                frame.captures.push((*outer, inner));
+                frame.capture(*outer, inner);
             }
         }
         let xr = inverse(&vars[0], &vars[1..]).and_then(|x| self.end_value(&x));
