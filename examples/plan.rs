@@ -4,7 +4,8 @@
 //! cargo run --release --example plan -- --model mlp|transformer|revgnn --layers N --ipus N \
 //!     --strategy pipelined|sharded|serial-phased|parallel-phased [--train] [--replicas N] \
 //!     [--accumulation N] [--device-iterations N] [--auto-round] [--generation mk1|mk2|bow] \
-//!     [--options JSON] [--small] [--json FILE] [--check-executor] [--repeat N] [--timings FILE]
+//!     [--options JSON] [--small] [--json FILE] [--check-executor] [--repeat N] [--timings FILE] \
+//!     [--batch N] [--width N] [--seq N] [--heads N] [--ff N] [--vocab N]
 //! ```
 //!
 //! The model's layers are split evenly over `--ipus` IPUs, one Block per IPU (`ipu0`,
@@ -18,7 +19,9 @@
 //! prints the predicted and measured peaks of live activation bytes and their ratio.
 //! `--small` uses the small sizes of the tests. `--repeat N` traces, differentiates and
 //! plans N times and prints the median times; `--timings FILE` writes them as JSON (the
-//! benchmark, `scripts/bench.sh`).
+//! benchmark, `scripts/bench.sh`). `--batch`, `--width`, `--seq`, `--heads`, `--ff` and
+//! `--vocab` override the model's sizes (`DemoSizes`), e.g. a BERT-Large-like transformer:
+//! `--model transformer --layers 24 --width 1024 --heads 16 --seq 128`.
 
 use ipu_playground::autograd::{training_graph, TrainOptions};
 use ipu_playground::compile::{
@@ -46,6 +49,8 @@ struct Args {
     check_executor: bool,
     repeat: usize,
     timings: Option<String>,
+    /// Size overrides: (name, value).
+    sizes: Vec<(String, usize)>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -66,6 +71,7 @@ fn parse() -> Result<Args, String> {
         check_executor: false,
         repeat: 1,
         timings: None,
+        sizes: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     let num = |v: Option<String>, flag: &str| -> Result<usize, String> {
@@ -96,12 +102,16 @@ fn parse() -> Result<Args, String> {
             "--check-executor" => a.check_executor = true,
             "--repeat" => a.repeat = num(it.next(), "--repeat")?,
             "--timings" => a.timings = Some(it.next().ok_or("--timings needs a file name")?),
+            "--batch" | "--width" | "--seq" | "--heads" | "--ff" | "--vocab" => {
+                let v = num(it.next(), &flag)?;
+                a.sizes.push((flag[2..].to_string(), v));
+            }
             "-h" | "--help" => {
                 return Err("usage: plan --model mlp|transformer|revgnn --layers N --ipus N --strategy \
                             pipelined|sharded|serial-phased|parallel-phased [--train] [--replicas N] \
                             [--accumulation N] [--device-iterations N] [--auto-round] [--generation mk1|mk2|bow] \
                             [--options JSON] [--small] [--json FILE] [--check-executor] [--repeat N] \
-                            [--timings FILE]"
+                            [--timings FILE] [--batch N] [--width N] [--seq N] [--heads N] [--ff N] [--vocab N]"
                     .into())
             }
             other => return Err(format!("unknown flag '{other}' (--help lists them)")),
@@ -164,7 +174,18 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main_inner() -> Result<ExitCode, String> {
     let a = parse()?;
     let opts = options(&a)?;
-    let sizes = if a.small { DemoSizes::small(a.model) } else { DemoSizes::full(a.model) };
+    let mut sizes = if a.small { DemoSizes::small(a.model) } else { DemoSizes::full(a.model) };
+    for (name, v) in &a.sizes {
+        let field = match name.as_str() {
+            "batch" => &mut sizes.batch,
+            "width" => &mut sizes.width,
+            "seq" => &mut sizes.seq,
+            "heads" => &mut sizes.heads,
+            "ff" => &mut sizes.ff,
+            _ => &mut sizes.vocab,
+        };
+        *field = *v;
+    }
     let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
     let t = std::time::Instant::now();
     let net = DemoNet::new(a.model, a.layers, &sizes).map_err(|e| e.to_string())?;
@@ -211,6 +232,7 @@ fn main_inner() -> Result<ExitCode, String> {
     if let Some(path) = &a.timings {
         let t = serde_json::json!({
             "model": format!("{:?}", a.model), "layers": a.layers, "ipus": a.ipus, "training": a.train,
+            "accumulation": opts.training.gradient_accumulation,
             "nodes": plan.num_nodes, "parameters_ms": parameters_ms, "trace_ms": trace_ms,
             "training_graph_ms": graph_ms, "plan_ms": plan_ms, "json_ms": json_ms,
             "total_ms": trace_ms + graph_ms + plan_ms, "json_bytes": json.len(), "runs": a.repeat.max(1),

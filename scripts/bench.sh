@@ -13,8 +13,9 @@
 #      200-epoch run of each, minutes apart, cannot cancel.
 #   6. the IPU planner: tracing a 1,000-layer RevGNN, building its training graph and
 #      planning it on 8 IPUs (placement, schedule, memory, time), natively and in wasm in
-#      headless Chromium (target: under 1 s each). `scripts/bench.sh planner` runs this
-#      step alone.
+#      headless Chromium (target: under 1 s each); then the planning time of a 24-layer,
+#      width-1024 transformer pipelined over 4 IPUs at gradient accumulation 16 and 16,384
+#      (target: the same). `scripts/bench.sh planner` runs this step alone.
 #   7. the page: first render of the default preset after load, in headless Chromium, and
 #      BENCH_PAGE_EPOCHS (default BENCH_EPOCHS; 0 skips) epochs of PubMed trained in the page
 #   8. the JavaScript API in Node: examples/rev_gnn.mjs (RevGNN of nn modules trained through
@@ -58,6 +59,28 @@ const read = (f) => { try { return JSON.parse(fs.readFileSync(path.join(process.
 for (const [name, p] of [["native", read("plan-native.json")], ["wasm", read("plan-wasm.json")]]) {
   if (p) console.log(`planner (${name}): ${p.layers}-layer RevGNN training plan on ${p.ipus} IPUs, ${p.nodes} nodes: trace ${p.trace_ms.toFixed(0)} + training graph ${p.training_graph_ms.toFixed(0)} + plan ${p.plan_ms.toFixed(0)} = ${p.total_ms.toFixed(0)} ms (target < 1000: ${p.total_ms < 1000 ? "met" : "NOT met"})`);
 }
+EOF
+  plan_cost_bench
+}
+
+# Planning cost against gradient accumulation: a BERT-Large-like transformer (24 layers,
+# width 1024, 16 heads, sequence 128; feed-forward 1024 keeps it under the demo models'
+# parameter cap) pipelined over 4 IPUs, trained, at accumulation 16 and 16,384. The time
+# model elides the steady state, so the two plan times must match (within 25%: the
+# machine's noise).
+plan_cost_bench() {
+  echo "== 6b. planner: planning cost at gradient accumulation 16 and 16,384 (24-layer transformer, width 1024, 4 IPUs pipelined)"
+  for acc in 16 16384; do
+    ./target/release/examples/plan --model transformer --layers 24 --width 1024 --heads 16 --seq 128 --ff 1024 \
+      --ipus 4 --train --accumulation "$acc" --repeat 5 --timings "$OUT/plan-acc$acc.json" >"$OUT/plan-acc$acc.log"
+  done
+  node - "$OUT" <<'EOF'
+const fs = require("fs"), path = require("path");
+const read = (f) => JSON.parse(fs.readFileSync(path.join(process.argv[2], f), "utf8"));
+const [a, b] = [read("plan-acc16.json"), read("plan-acc16384.json")];
+for (const p of [a, b]) console.log(`planner: accumulation ${p.accumulation}: ${p.nodes} nodes, plan ${p.plan_ms.toFixed(1)} ms (median of ${p.runs}), plan JSON ${(p.json_bytes / 1e6).toFixed(2)} MB`);
+const r = b.plan_ms / a.plan_ms;
+console.log(`planner: plan time at 16,384 / at 16 = ${r.toFixed(2)} (target: the same, 0.8-1.25: ${r >= 0.8 && r <= 1.25 ? "met" : "NOT met"})`);
 EOF
 }
 

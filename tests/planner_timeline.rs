@@ -270,3 +270,122 @@ fn replica_sharding_without_replicas_is_a_warning() {
     assert!(p.valid);
     assert!(warning_codes(&p).contains(&"replicated_tensor_sharding_without_replicas"));
 }
+
+/// The four strategies over IPUs 0..4, one block per IPU (phases: one per block).
+fn strategies() -> Vec<ExecutionStrategy> {
+    use ipu_playground::compile::{PhaseSpec, PhasedExecution, StageSpec};
+    let phases: Vec<PhaseSpec> =
+        (0..4).map(|k| PhaseSpec::stages(vec![StageSpec::new(&[&format!("b{k}")]).ipu(k)])).collect();
+    vec![
+        ExecutionStrategy::parse("pipelined").unwrap(),
+        ExecutionStrategy::parse("sharded").unwrap(),
+        ExecutionStrategy::ParallelPhased(PhasedExecution::new(phases.clone())),
+        ExecutionStrategy::SerialPhased(PhasedExecution::new(phases)),
+    ]
+}
+
+#[test]
+fn timeline_busy_adds_up_to_the_iteration_and_long_steady_states_are_elided_not_cut() {
+    use ipu_playground::compile::options::MeanReductionStrategy;
+    use ipu_playground::compile::time::{STEADY_UNITS_DRAWN, STEADY_UNITS_LISTED};
+    let g = on_ipus(&[0, 1, 2, 3], true);
+    for strategy in strategies() {
+        for mean in [MeanReductionStrategy::Running, MeanReductionStrategy::Post] {
+            let name = format!("{} {mean:?}", strategy.name());
+            let at = |acc: usize| {
+                let p = plan_opts(&g, |o| {
+                    o.gradient_accumulation(acc)
+                        .unwrap()
+                        .replication_factor(2)
+                        .unwrap()
+                        .set_mean_accumulation_and_replication_reduction_strategy(mean)
+                        .unwrap()
+                        .set_automatic_loss_scaling(true)
+                        .unwrap()
+                        .set_execution_strategy(strategy.clone())
+                        .unwrap();
+                });
+                assert!(p.valid, "{name}: {:#?}", p.errors);
+                p.time
+            };
+            let (t15, t16, big) = (at(15), at(16), at(16_384));
+            for t in [&t16, &big] {
+                let it = t.iteration_time_s;
+                for lane in &t.ipus {
+                    // Every kind (idle included) adds up to the iteration, per IPU.
+                    let busy: f64 = lane.busy.values().sum();
+                    assert!((busy - it).abs() <= 1e-9 * it, "{name} IPU {}: busy {busy} of {it}", lane.ipu);
+                    assert!(!lane.busy.contains_key("elided"));
+                    // The lane covers the iteration, in order, without overlaps.
+                    assert_eq!(lane.intervals[0].start, 0.0);
+                    for w in lane.intervals.windows(2) {
+                        assert!(w[0].end <= w[1].start + 1e-12 * it, "{name}: {:?} then {:?}", w[0], w[1]);
+                    }
+                    let covered: f64 = lane.intervals.iter().map(|x| x.end - x.start).sum();
+                    assert!((covered - it).abs() <= 1e-9 * it, "{name} IPU {}: {covered} of {it}", lane.ipu);
+                }
+            }
+            // 16 micro-batches are drawn in full; 16,384 with their steady state elided, one
+            // marked interval per IPU standing for the units left out.
+            assert!(t16.ipus.iter().all(|l| l.intervals.iter().all(|x| x.kind != Kind::Elided && x.repeat.is_none())));
+            let mut span = None;
+            for lane in &big.ipus {
+                let el: Vec<_> = lane.intervals.iter().filter(|x| x.kind == Kind::Elided).collect();
+                assert_eq!(el.len(), 1, "{name} IPU {}", lane.ipu);
+                let r = el[0].repeat.as_ref().expect("an elided interval says what it repeats");
+                assert!(r.count > 16_384 - 2 * STEADY_UNITS_DRAWN, "{name}: {} elided", r.count);
+                let d = el[0].end - el[0].start;
+                assert!((d - r.count as f64 * r.period_s).abs() <= 1e-9 * d, "{name}");
+                let per: f64 = r.busy.values().sum();
+                assert!((per - r.period_s).abs() <= 1e-9 * r.period_s, "{name}: {per} of {}", r.period_s);
+                assert!(
+                    span.get_or_insert((el[0].start, el[0].end)) == &(el[0].start, el[0].end),
+                    "the same span on every IPU"
+                );
+                // Bounded drawing: ramps and a few units at each end of the steady state.
+                assert!(lane.intervals.len() < 400, "{name} IPU {}: {} intervals", lane.ipu, lane.intervals.len());
+                assert!(r.count + 2 * STEADY_UNITS_LISTED <= 16_384 + 8);
+            }
+            // The elided iteration is the full walk's: each unit adds the same time and the
+            // same busy seconds of each kind (16 and 15 micro-batches are walked in full).
+            let n = (16_384 - 16) as f64;
+            let want = t16.iteration_time_s + n * (t16.iteration_time_s - t15.iteration_time_s);
+            assert!((big.iteration_time_s - want).abs() <= 1e-9 * want, "{name}: {} vs {want}", big.iteration_time_s);
+            for ((a, b), c) in t15.ipus.iter().zip(&t16.ipus).zip(&big.ipus) {
+                for (kind, &s16) in &b.busy {
+                    let s15 = a.busy.get(kind).copied().unwrap_or(0.0);
+                    let want = s16 + n * (s16 - s15);
+                    let got = c.busy.get(kind).copied().unwrap_or(0.0);
+                    assert!(
+                        (got - want).abs() <= 1e-9 * big.iteration_time_s,
+                        "{name} IPU {} {kind}: {got} vs {want}",
+                        c.ipu
+                    );
+                }
+            }
+            assert!((big.throughput - big.samples_per_step as f64 / big.step_time_s).abs() <= 1e-9 * big.throughput);
+        }
+    }
+}
+
+#[test]
+fn timeline_inference_pipeline_over_many_device_iterations_is_elided() {
+    let g = on_ipus(&[0, 1, 2, 3], false);
+    let at = |di: usize| {
+        plan_opts(&g, |o| {
+            o.device_iterations(di).unwrap();
+        })
+        .time
+    };
+    let (a, b, big) = (at(18), at(19), at(100_000));
+    let want = b.iteration_time_s + (100_000 - 19) as f64 * (b.iteration_time_s - a.iteration_time_s);
+    assert!((big.iteration_time_s - want).abs() <= 1e-9 * want, "{} vs {want}", big.iteration_time_s);
+    for lane in &big.ipus {
+        let busy: f64 = lane.busy.values().sum();
+        assert!((busy - big.iteration_time_s).abs() <= 1e-9 * big.iteration_time_s);
+        let el = lane.intervals.iter().find(|x| x.kind == Kind::Elided).expect("steady steps elided");
+        let r = el.repeat.as_ref().unwrap();
+        assert_eq!(r.unit, "pipeline step");
+        assert!(el.label.contains("pipeline steps"), "{}", el.label);
+    }
+}

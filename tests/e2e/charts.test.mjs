@@ -176,6 +176,31 @@ describe("charts, the plan adapter and the options", () => {
     await screenshot(ctx.page, "charts-fixture");
   });
 
+  test("the Gantt chart draws an elided steady state shortened, at a marked gap", T, async () => {
+    const r = await run(async () => {
+      const a = await import("/plan/adapter.js");
+      const { drawGantt } = await import("/charts/gantt.js");
+      // Two 1-ms micro-batches, 100 elided, two more: the planner's listing of a long iteration.
+      const unit = (t) => [{ start: t, end: t + 6e-4, kind: "compute", label: "stage 0" }, { start: t + 6e-4, end: t + 1e-3, kind: "copy", label: "c" }];
+      const elided = { start: 2e-3, end: 0.102, kind: "elided", label: "100 more micro-batches (2–101) like micro-batch 1", repeat: { count: 100, unit: "micro-batch", periodS: 1e-3, busy: { compute: 6e-4, copy: 4e-4 } } };
+      const intervals = [...unit(0), ...unit(1e-3), elided, ...unit(0.102), ...unit(0.103)];
+      const plan = { time: { stepTimeS: 0.104, iterationTimeS: 0.104, iterationsPerStep: 1, microBatchesPerIteration: 104, microBatchSize: 1, samplesPerStep: 104, throughput: 1000, ipus: [{ ipu: 0, busy: {}, intervals }] } };
+      const d = a.ganttData(plan);
+      const svg = document.body.appendChild(document.createElementNS("http://www.w3.org/2000/svg", "svg"));
+      const drawn = drawGantt(svg, { ...d, width: 610 });
+      const gap = svg.querySelector("rect.gantt-gap");
+      const xs = [...svg.querySelectorAll("rect.iv")].map((e) => +e.getAttribute("x"));
+      return { gap: d.gap, rects: drawn.rects, x: +gap.getAttribute("x"), w: +gap.getAttribute("width"), dots: svg.querySelector(".pipe-gap").textContent, xs, last: [...svg.querySelectorAll("text.axis")].at(-1).textContent };
+    });
+    assert.deepEqual([r.gap.start, r.gap.end, r.gap.count, r.gap.unit], [2e-3, 0.102, 100, "micro-batch"]);
+    assert.equal(r.rects, 8, "compute and copy of the four units drawn; the elided interval is no rectangle");
+    // 4 ms drawn over 500 px (125 px/ms) around a 28-px gap.
+    assert.ok(Math.abs(r.x - 320) < 1e-6 && Math.abs(r.w - 28) < 1e-6, `${r.x} ${r.w}`);
+    assert.ok(r.dots.startsWith("…"));
+    assert.ok(r.xs.some((x) => Math.abs(x - 348) < 1e-6), "the units after the gap start right of it");
+    assert.equal(r.last, "104.00 ms", "the axis ends at the whole iteration");
+  });
+
   test("the Gantt chart pools intervals narrower than a pixel: its drawing stays bounded", T, async () => {
     const r = await run(async () => {
       const { laneRects, drawGantt } = await import("/charts/gantt.js");

@@ -16,7 +16,9 @@
 //              peak, peakBytes, peakStep, livePeakBytes, fits, largest: [{name, bytes, class}], tiles, maxTileBytes}],
 //              values: {value, node, ipu, class, bytes, birth, death: [..]}},
 //     time: {stepTimeS, iterationTimeS, iterationsPerStep, microBatchesPerIteration, microBatchSize, samplesPerStep,
-//            throughput, truncated, ipus: [{ipu, busy: {kind: s}, intervals: [{start, end, kind, label}]}]},
+//            throughput, ipus: [{ipu, busy: {kind: s}, intervals: [{start, end, kind, label,
+//                                                            repeat?: {count, unit, periodS, busy: {kind: s}}}]}]},
+//            (kind "elided": `repeat.count` units like the one before, left out of the drawing)
 //     warnings: [{code, message, fix, node}], errors: [{code, message, fix, node}] }
 // Node indices are the planned program's: the traced forward graph's nodes keep their indices
 // in it; backward and optimizer nodes follow (named through `program`).
@@ -237,13 +239,19 @@ export function tilesData(plan, ipu) {
   return { tiles: m.tiles, bytesPerTile: plan.generation?.bytesPerTile ?? 638976, maxTileBytes: m.maxTileBytes };
 }
 
-/** Input of charts/gantt.js: one iteration's timeline per IPU. */
+/**
+ * Input of charts/gantt.js: one iteration's timeline per IPU. `gap` is the steady state the
+ * planner elided (one `elided` interval per IPU, the same span on each): drawn shortened.
+ */
 export function ganttData(plan) {
   const t = plan.time;
   if (!t?.ipus?.length) return null;
+  const rows = [...t.ipus].sort((a, b) => a.ipu - b.ipu).map((r) => ({ ipu: r.ipu, intervals: r.intervals ?? [], busy: r.busy ?? {} }));
+  const el = rows.flatMap((r) => r.intervals).find((i) => i.kind === "elided" && i.end > i.start);
   return {
-    rows: [...t.ipus].sort((a, b) => a.ipu - b.ipu).map((r) => ({ ipu: r.ipu, intervals: r.intervals ?? [], busy: r.busy ?? {} })),
+    rows,
     end: t.iterationTimeS,
+    gap: el ? { start: el.start, end: el.end, count: el.repeat?.count ?? 0, unit: el.repeat?.unit ?? "unit", periodS: el.repeat?.periodS ?? 0, label: el.label ?? "" } : null,
     iterationTimeS: t.iterationTimeS,
     stepTimeS: t.stepTimeS,
     iterationsPerStep: t.iterationsPerStep,
@@ -251,7 +259,6 @@ export function ganttData(plan) {
     microBatchSize: t.microBatchSize,
     throughput: t.throughput,
     samplesPerStep: t.samplesPerStep,
-    truncated: t.truncated,
     ipusReserved: plan.ipusReserved,
     ipusUsed: plan.ipusUsed,
     replicas: plan.replicas,

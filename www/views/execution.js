@@ -2,7 +2,7 @@
 // streaming), the time of a step, the throughput estimate, the IPUs used and reserved, and
 // each IPU's busy time by kind.
 import { h, stat, contentWidth } from "./dom.js";
-import { drawGantt } from "../charts/gantt.js";
+import { drawGantt, units } from "../charts/gantt.js";
 import { ganttData } from "../plan/adapter.js";
 import { seconds, KIND_COLOURS } from "../charts/svg.js";
 
@@ -39,7 +39,9 @@ export function createExecutionView(root) {
       note.textContent =
         `One iteration (${seconds(d.iterationTimeS)}): ${mb} micro-batch${mb === 1 ? "" : "es"} of ${d.microBatchSize}` +
         `${d.replicas > 1 ? ` on each of ${d.replicas} replicas (one replica drawn)` : ""}; a step (one host call) runs ${d.iterationsPerStep} iteration${d.iterationsPerStep === 1 ? "" : "s"}.` +
-        (d.truncated ? " The planner lists the first intervals of a long iteration only: the rest of the timeline is cut." : "") +
+        (d.gap
+          ? ` The steady state is drawn shortened: at “…” ${d.gap.count.toLocaleString("en")} more ${units(d.gap.unit, d.gap.count)} (${seconds(d.gap.end - d.gap.start)}), each like the one drawn before, are left out; the busy table counts them.`
+          : "") +
         " Estimates: a roofline per op in BSP supersteps (see the README's planner section).";
       const r = drawGantt(chart, { ...d, width: contentWidth(root, 560) });
       chart.dataset.rects = String(r.rects);

@@ -24,8 +24,9 @@
 //!            values: {value: [..], node: [..], ipu: [..], class: [..], bytes: [..],
 //!                     birth: [..], death: [..]}},   // class: activation | gradient | loaded
 //!   time: {stepTimeS, iterationTimeS, iterationsPerStep, microBatchesPerIteration,
-//!          microBatchSize, samplesPerStep, throughput, truncated,
-//!          ipus: [{ipu, busy: {kind: seconds}, intervals: [{start, end, kind, label}]}]},
+//!          microBatchSize, samplesPerStep, throughput,
+//!          ipus: [{ipu, busy: {kind: seconds}, intervals: [{start, end, kind, label,
+//!                  repeat?: {count, unit, periodS, busy: {kind: seconds}}}]}]},
 //!   warnings: [{code, message, fix, node}], errors: [{code, message, fix, node|null}] }
 //! ```
 //! Changes from the first draft of the contract, to keep a 1,000-layer RevGNN training plan
@@ -37,8 +38,10 @@
 //! * `memory.ipus[].steps` lists at most [`super::memory::MAX_STEPS`] steps per IPU (the
 //!   largest of each stretch of the program, so the peak is always there; `programSteps`
 //!   says how many there were, `peak` is the peak step in full);
-//! * timeline intervals of the same kind and label that touch are merged, and at most
-//!   [`super::time::MAX_INTERVALS`] are listed (`truncated`).
+//! * timeline intervals of the same kind and label that touch are merged, and a long run
+//!   of identical units (micro-batches, steady pipeline steps) is listed as its first and
+//!   last few units with one `kind: "elided"` interval per IPU between them, whose `repeat`
+//!   says how many units of how long it stands for ([`super::time`]); nothing is cut.
 //!
 //! Additions: `steps.loaded` (tensors brought back from Streaming Memory), `livePeakBytes`
 //! (the executor's quantity), `maxTileBytes`, `time.busy`, `stages[].phase`,

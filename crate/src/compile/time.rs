@@ -29,6 +29,15 @@
 //! * Automatic loss scaling (PopART's automaticlossscaling.cpp, default tracking
 //!   `AllNonViewChangingGradientTensors`): a histogram of every float16 gradient each
 //!   micro-batch, and one loss-scale update per iteration.
+//!
+//! The timeline is laid out unit by unit (a micro-batch, or a pipeline step), and identical
+//! units repeat: the micro-batches of a sharded iteration, those of a phased one after the
+//! first (which loads its first phase) and before the last (which prefetches nothing), and
+//! the pipeline's steady steps. A run of more than [`STEADY_UNITS_DRAWN`] such units keeps
+//! its first and last [`STEADY_UNITS_LISTED`]; the ones between are one [`Kind::Elided`]
+//! interval per IPU, `count` copies of the unit before it (`repeat`), whose time goes into
+//! `busy` by kind. The cost of a plan does not grow with the accumulation, device iterations
+//! or replicas, and every IPU's `busy` adds up to the iteration.
 
 use super::hardware::Generation;
 use super::memory::Transfer;
@@ -43,8 +52,10 @@ use crate::tensor::DType;
 use serde::Serialize;
 use std::collections::HashMap;
 
-/// Intervals listed per plan at most (the rest of a long iteration is cut, `truncated`).
-pub const MAX_INTERVALS: usize = 50_000;
+/// Identical units (micro-batches or pipeline steps) in a row drawn in full at most.
+pub const STEADY_UNITS_DRAWN: usize = 16;
+/// Units kept at each end of a longer run of identical units; the rest is elided.
+pub const STEADY_UNITS_LISTED: usize = 2;
 
 /// What an IPU does during an interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -56,6 +67,35 @@ pub enum Kind {
     Copy,
     Stream,
     Idle,
+    /// Units like the one before, left out of the drawing (`repeat` says how many).
+    Elided,
+}
+
+impl Kind {
+    /// The name used in `busy` and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Compute => "compute",
+            Kind::Exchange => "exchange",
+            Kind::Sync => "sync",
+            Kind::Copy => "copy",
+            Kind::Stream => "stream",
+            Kind::Idle => "idle",
+            Kind::Elided => "elided",
+        }
+    }
+}
+
+/// What an [`Kind::Elided`] interval stands for: `count` units of `period_s` seconds each,
+/// every one like the unit drawn before it, with `busy` seconds of each kind per unit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Repeat {
+    pub count: usize,
+    /// `micro-batch` or `pipeline step`.
+    pub unit: &'static str,
+    pub period_s: f64,
+    pub busy: std::collections::BTreeMap<&'static str, f64>,
 }
 
 /// One interval of an IPU's timeline, in seconds from the start of the iteration.
@@ -65,6 +105,9 @@ pub struct TimeInterval {
     pub end: f64,
     pub kind: Kind,
     pub label: String,
+    /// Only on [`Kind::Elided`] intervals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<Repeat>,
 }
 
 /// One IPU's timeline.
@@ -73,7 +116,8 @@ pub struct TimeInterval {
 pub struct IpuTime {
     pub ipu: usize,
     pub intervals: Vec<TimeInterval>,
-    /// Seconds of each kind in the iteration.
+    /// Seconds of each kind in the iteration (elided units included); they add up to the
+    /// iteration time.
     pub busy: std::collections::BTreeMap<&'static str, f64>,
 }
 
@@ -92,7 +136,6 @@ pub struct Time {
     /// Samples per second, all replicas together.
     pub throughput: f64,
     pub ipus: Vec<IpuTime>,
-    pub truncated: bool,
 }
 
 /// An op's work.
@@ -254,10 +297,10 @@ impl<'a> CostModel<'a> {
     }
 }
 
+type Busy = std::collections::BTreeMap<&'static str, f64>;
+
 struct Builder {
     ipus: Vec<IpuTime>,
-    count: usize,
-    truncated: bool,
 }
 
 impl Builder {
@@ -266,24 +309,24 @@ impl Builder {
         self.ipus[ipu].intervals.last().map(|x| x.end).unwrap_or(0.0)
     }
 
-    /// Appends an interval to `ipu`'s lane; a gap before it is filled with idle time.
+    /// Appends an interval to `ipu`'s lane; a gap before it is filled with idle time (an
+    /// idle interval is stretched back over it).
     fn push(&mut self, ipu: usize, start: f64, end: f64, kind: Kind, label: &str) {
         if end <= start {
             return;
         }
         let lane = self.lane_end(ipu);
-        if start > lane && kind != Kind::Idle {
-            self.push(ipu, lane, start, Kind::Idle, "idle");
-        }
-        let name = match kind {
-            Kind::Compute => "compute",
-            Kind::Exchange => "exchange",
-            Kind::Sync => "sync",
-            Kind::Copy => "copy",
-            Kind::Stream => "stream",
-            Kind::Idle => "idle",
+        let start = if start > lane {
+            if kind == Kind::Idle {
+                lane
+            } else {
+                self.push(ipu, lane, start, Kind::Idle, "idle");
+                start
+            }
+        } else {
+            start
         };
-        *self.ipus[ipu].busy.entry(name).or_insert(0.0) += end - start;
+        *self.ipus[ipu].busy.entry(kind.name()).or_insert(0.0) += end - start;
         let list = &mut self.ipus[ipu].intervals;
         if let Some(last) = list.last_mut() {
             if last.kind == kind && last.label == label && (last.end - start).abs() <= 1e-12 * end.max(1e-9) {
@@ -291,12 +334,7 @@ impl Builder {
                 return;
             }
         }
-        if self.count >= MAX_INTERVALS {
-            self.truncated = true;
-            return;
-        }
-        self.count += 1;
-        list.push(TimeInterval { start, end, kind, label: label.to_string() });
+        list.push(TimeInterval { start, end, kind, label: label.to_string(), repeat: None });
     }
 
     /// Work `c` on `ipu` from `t`: exchange, sync, compute. Returns the end.
@@ -306,6 +344,85 @@ impl Builder {
         self.push(ipu, t + c.exchange + c.sync, t + c.total(), Kind::Compute, label);
         t + c.total()
     }
+
+    /// Every lane idle up to `t` (the end of a unit).
+    fn fill_to(&mut self, t: f64) {
+        for ipu in 0..self.ipus.len() {
+            self.push(ipu, self.lane_end(ipu), t, Kind::Idle, "idle");
+        }
+    }
+
+    fn busy(&self) -> Vec<Busy> {
+        self.ipus.iter().map(|x| x.busy.clone()).collect()
+    }
+}
+
+/// Lays out `n` units (micro-batches or pipeline steps) with `run(builder, k, t)`, which
+/// draws unit `k` from `t` and returns its end. The units in `steady` are identical: when
+/// there are more than [`STEADY_UNITS_DRAWN`] of them, the first and last
+/// [`STEADY_UNITS_LISTED`] are drawn and those between become one elided interval per IPU,
+/// copies of the unit before them; `run`'s last argument is then the seconds elided just
+/// before the unit it draws (to move any state it keeps in absolute time), else 0.
+/// Returns the end of the last unit.
+fn lay_out(
+    b: &mut Builder,
+    mut t: f64,
+    n: usize,
+    steady: std::ops::Range<usize>,
+    unit: &'static str,
+    mut run: impl FnMut(&mut Builder, usize, f64, f64) -> f64,
+) -> f64 {
+    let steady = steady.start.min(n)..steady.end.min(n);
+    let elide = (steady.len() > STEADY_UNITS_DRAWN)
+        .then(|| (steady.start + STEADY_UNITS_LISTED, steady.end - STEADY_UNITS_LISTED));
+    let mut before: Option<(f64, Vec<Busy>)> = None;
+    let mut skipped = 0.0;
+    let mut k = 0;
+    while k < n {
+        if let Some((from, to)) = elide {
+            if k + 1 == from {
+                before = Some((t, b.busy()));
+            }
+            if k == from {
+                let (t0, busy0) = before.take().expect("the unit before the elided ones was drawn");
+                let period = t - t0;
+                let count = to - from;
+                let d = count as f64 * period;
+                for (ipu, was) in busy0.iter().enumerate() {
+                    let lane = &mut b.ipus[ipu];
+                    let per: Busy = lane
+                        .busy
+                        .iter()
+                        .map(|(kind, s)| (*kind, s - was.get(kind).copied().unwrap_or(0.0)))
+                        .filter(|(_, s)| *s > 0.0)
+                        .collect();
+                    for (kind, s) in &per {
+                        *lane.busy.entry(kind).or_insert(0.0) += count as f64 * s;
+                    }
+                    let units = match (count, unit.ends_with("ch")) {
+                        (1, _) => unit.to_string(),
+                        (_, true) => format!("{unit}es"),
+                        _ => format!("{unit}s"),
+                    };
+                    lane.intervals.push(TimeInterval {
+                        start: t,
+                        end: t + d,
+                        kind: Kind::Elided,
+                        label: format!("{count} more {units} ({from}–{}) like {unit} {}", to - 1, from - 1),
+                        repeat: Some(Repeat { count, unit, period_s: period, busy: per }),
+                    });
+                }
+                t += d;
+                skipped = d;
+                k = to;
+                continue;
+            }
+        }
+        t = run(b, k, t, std::mem::take(&mut skipped));
+        b.fill_to(t);
+        k += 1;
+    }
+    t
 }
 
 /// Builds the time model of a placed program.
@@ -420,26 +537,21 @@ pub fn time(
         };
         format!("stage {s} {pass} ({})", st.blocks.join(","))
     };
-    let mut b = Builder {
-        ipus: (0..nipus).map(|ipu| IpuTime { ipu, ..IpuTime::default() }).collect(),
-        count: 0,
-        truncated: false,
-    };
+    let mut b = Builder { ipus: (0..nipus).map(|ipu| IpuTime { ipu, ..IpuTime::default() }).collect() };
     let host = |bytes: f64| bytes / gen.host_bandwidth;
     let link = |bytes: f64| bytes / gen.ipu_link_bandwidth;
     let stream = |bytes: f64| bytes / gen.streaming_bandwidth;
     let ipu_sync = gen.ipu_sync_cycles / gen.clock_hz;
     let micro_batches = if training { opts.training.gradient_accumulation.max(1) } else { 1 };
-    let mut t = 0.0f64;
-    let (iterations_per_step, mbs) = match (&opts.execution_strategy, pipeline) {
+    let (t, iterations_per_step, mbs) = match (&opts.execution_strategy, pipeline) {
         (ExecutionStrategy::Pipelined(_), Some(p)) => {
-            // One pipeline over p.micro_batches: step t runs stage s on micro-batch t - s.
-            let steps = p.steps();
-            let active: Vec<Vec<usize>> =
-                (0..steps).map(|st| (0..ns).filter(|&s| st >= s && st - s < p.micro_batches).collect()).collect();
-            for (st, act) in active.iter().enumerate() {
+            // One pipeline over p.micro_batches: step st runs stage s on micro-batch st - s;
+            // the steady steps (every stage busy) are identical.
+            let m = p.micro_batches;
+            let step = |b: &mut Builder, st: usize, t: f64, _: f64| -> f64 {
+                let act: Vec<usize> = (0..ns).filter(|&s| st >= s && st - s < m).collect();
                 let mut ends = vec![t; nipus];
-                for &s in act {
+                for &s in &act {
                     let ipu = place.stages[s].ipu;
                     let l = label(s);
                     let mut e = ends[ipu];
@@ -464,73 +576,87 @@ pub fn time(
                     let kind = if involved.contains(&ipu) { Kind::Copy } else { Kind::Sync };
                     b.push(ipu, busiest, end, kind, &format!("pipeline step {st} copies"));
                 }
-                t = end;
-            }
+                end
+            };
+            let t = lay_out(&mut b, 0.0, p.steps(), p.ramp_up..p.ramp_up + p.steady, "pipeline step", step);
             // Inference pipelines over the device iterations; training over the accumulation.
             if training {
-                (opts.device_iterations.max(1), p.micro_batches)
+                (t, opts.device_iterations.max(1), m)
             } else {
-                (1, p.micro_batches)
+                (t, 1, m)
             }
         }
         (ExecutionStrategy::SerialPhased(ph) | ExecutionStrategy::ParallelPhased(ph), _) => {
             // Phases in order, their stages in parallel. Parallel phases load the next phase
             // onto the other IPU group while this one computes; serial phases prefetch with
             // IO tiles, so only loads longer than the previous phase's compute show (none
-            // hidden with OffChipAfterFwdNoOverlap).
+            // hidden with OffChipAfterFwdNoOverlap). The micro-batches between the first
+            // (nothing prefetched for it) and the last (it prefetches nothing) are identical.
             let parallel = matches!(opts.execution_strategy, ExecutionStrategy::ParallelPhased(_));
             let overlap = ph.liveness() != PhaseLiveness::OffChipAfterFwdNoOverlap;
-            let seq: Vec<&super::placement::PhaseInfo> = (0..micro_batches).flat_map(|_| place.phases.iter()).collect();
+            let phases = &place.phases;
             let io_of = |s: usize| stream(stage_stream[s]) + host(input_bytes[s]);
             let mut loaded_at = vec![f64::NAN; ns]; // parallel: when a stage's loads are done
             let mut prev_compute = vec![0.0f64; nipus];
-            for (k, phase) in seq.iter().enumerate() {
-                let mut end = t;
-                let mut compute = vec![0.0f64; nipus];
-                for &s in &phase.stages {
-                    let ipu = place.stages[s].ipu;
-                    let load = format!("phase {} loads", phase.id);
-                    let start = if parallel && !loaded_at[s].is_nan() {
-                        loaded_at[s].max(t)
-                    } else {
-                        let io = io_of(s);
-                        let visible = if parallel || !overlap { io } else { (io - prev_compute[ipu]).max(0.0) };
-                        let from = t.max(b.lane_end(ipu));
-                        b.push(ipu, from, from + visible, Kind::Stream, &load);
-                        from + visible
-                    };
-                    let e = b.work(ipu, start, stage_cost[s], &label(s));
-                    compute[ipu] = stage_cost[s].total();
-                    end = end.max(e);
+            let micro_batch = |b: &mut Builder, mb: usize, mut t: f64, skipped: f64| -> f64 {
+                for x in loaded_at.iter_mut() {
+                    *x += skipped;
                 }
-                if parallel {
-                    // The next phase's group loads while this one computes.
-                    if let Some(next) = seq.get(k + 1) {
-                        for &s in &next.stages {
-                            let ipu = place.stages[s].ipu;
+                for (j, phase) in phases.iter().enumerate() {
+                    let mut end = t;
+                    let mut compute = vec![0.0f64; nipus];
+                    for &s in &phase.stages {
+                        let ipu = place.stages[s].ipu;
+                        let load = format!("phase {} loads", phase.id);
+                        let start = if parallel && !loaded_at[s].is_nan() {
+                            loaded_at[s].max(t)
+                        } else {
+                            let io = io_of(s);
+                            let visible = if parallel || !overlap { io } else { (io - prev_compute[ipu]).max(0.0) };
                             let from = t.max(b.lane_end(ipu));
-                            b.push(ipu, from, from + io_of(s), Kind::Stream, &format!("phase {} loads", next.id));
-                            loaded_at[s] = from + io_of(s);
+                            b.push(ipu, from, from + visible, Kind::Stream, &load);
+                            from + visible
+                        };
+                        let e = b.work(ipu, start, stage_cost[s], &label(s));
+                        compute[ipu] = stage_cost[s].total();
+                        end = end.max(e);
+                    }
+                    if parallel {
+                        // The next phase's group loads while this one computes.
+                        let next = match phases.get(j + 1) {
+                            Some(n) => Some(n),
+                            None if mb + 1 < micro_batches => phases.first(),
+                            None => None,
+                        };
+                        if let Some(next) = next {
+                            for &s in &next.stages {
+                                let ipu = place.stages[s].ipu;
+                                let from = t.max(b.lane_end(ipu));
+                                b.push(ipu, from, from + io_of(s), Kind::Stream, &format!("phase {} loads", next.id));
+                                loaded_at[s] = from + io_of(s);
+                            }
                         }
                     }
+                    let copy = phase.stages.iter().map(|&s| link(copy_out[s])).fold(0.0, f64::max);
+                    for ipu in 0..nipus {
+                        b.push(ipu, b.lane_end(ipu).max(t), end, Kind::Idle, "waiting for the phase to end");
+                        let from = b.lane_end(ipu).max(end);
+                        let kind = if copy > 0.0 { Kind::Copy } else { Kind::Sync };
+                        b.push(ipu, from, end + ipu_sync + copy, kind, &format!("end of phase {}", phase.id));
+                    }
+                    prev_compute = compute;
+                    t = end + ipu_sync + copy;
+                    // Loads that outlast the phase delay the next one.
+                    t = t.max((0..nipus).map(|q| b.lane_end(q)).fold(t, f64::max));
                 }
-                let copy = phase.stages.iter().map(|&s| link(copy_out[s])).fold(0.0, f64::max);
-                for ipu in 0..nipus {
-                    b.push(ipu, b.lane_end(ipu).max(t), end, Kind::Idle, "waiting for the phase to end");
-                    let from = b.lane_end(ipu).max(end);
-                    let kind = if copy > 0.0 { Kind::Copy } else { Kind::Sync };
-                    b.push(ipu, from, end + ipu_sync + copy, kind, &format!("end of phase {}", phase.id));
-                }
-                prev_compute = compute;
-                t = end + ipu_sync + copy;
-                // Loads that outlast the phase delay the next one.
-                t = t.max((0..nipus).map(|q| b.lane_end(q)).fold(t, f64::max));
-            }
-            (opts.device_iterations.max(1), micro_batches)
+                t
+            };
+            let t = lay_out(&mut b, 0.0, micro_batches, 1..micro_batches - 1, "micro-batch", micro_batch);
+            (t, opts.device_iterations.max(1), micro_batches)
         }
         _ => {
-            // Sharded or one IPU: stages one after another.
-            for _ in 0..micro_batches {
+            // Sharded or one IPU: stages one after another, every micro-batch alike.
+            let micro_batch = |b: &mut Builder, _: usize, mut t: f64, _: f64| -> f64 {
                 for s in 0..ns {
                     let ipu = place.stages[s].ipu;
                     let l = label(s);
@@ -552,10 +678,13 @@ pub fn time(
                         t += d;
                     }
                 }
-            }
-            (opts.device_iterations.max(1), micro_batches)
+                t
+            };
+            let t = lay_out(&mut b, 0.0, micro_batches, 0..micro_batches, "micro-batch", micro_batch);
+            (t, opts.device_iterations.max(1), micro_batches)
         }
     };
+    let mut t = t;
     // Outputs to the host, then (training) the all-reduce across replicas and the updates.
     // outputMode: All returns every micro-batch's outputs, EveryN every N-th, Final and Sum one.
     let returned = match opts.resolved_output_mode(training) {
@@ -622,6 +751,5 @@ pub fn time(
         samples_per_step: samples,
         throughput: if step > 0.0 { samples as f64 / step } else { 0.0 },
         ipus: b.ipus,
-        truncated: b.truncated,
     }
 }
