@@ -239,13 +239,15 @@ type Set<'a> = Result<&'a mut Options, Diagnostic>;
 
 // ---- the checks, shared by the setters and `validate` ----
 
-fn check_positive(name: &str, n: usize) -> Result<(), Diagnostic> {
+/// `name` (option `key`, or a part of it) must not be 0.
+fn check_positive(key: &str, name: &str, n: usize) -> Result<(), Diagnostic> {
     if n == 0 {
         return Err(Diagnostic::new(
             "options_not_positive",
             format!("{name} must be a positive whole number, got 0."),
             format!("Set {name} to 1 or more."),
-        ));
+        )
+        .on(key));
     }
     Ok(())
 }
@@ -256,9 +258,9 @@ fn check_grouping(g: InputReplicaGrouping, replicas: usize) -> Result<(), Diagno
             "input_replica_grouping_all",
             "inputReplicaGrouping: the input group type cannot be All (every replica would read the same input).",
             "Use Consecutive or Orthogonal groups, or NoGrouping.",
-        ));
+        ).on("inputReplicaGrouping"));
     }
-    check_positive("inputReplicaGrouping's group size", g.size)?;
+    check_positive("inputReplicaGrouping", "inputReplicaGrouping's group size", g.size)?;
     if g.size > replicas {
         return Err(Diagnostic::new(
             "input_replica_grouping_too_large",
@@ -267,7 +269,7 @@ fn check_grouping(g: InputReplicaGrouping, replicas: usize) -> Result<(), Diagno
                 g.size
             ),
             "Use a group size no larger than the number of replicas, or raise replicationFactor first.",
-        ));
+        ).on("inputReplicaGrouping"));
     }
     if !replicas.is_multiple_of(g.size) {
         return Err(Diagnostic::new(
@@ -277,7 +279,7 @@ fn check_grouping(g: InputReplicaGrouping, replicas: usize) -> Result<(), Diagno
                 g.size
             ),
             "Pick a group size that is a factor of the number of replicas.",
-        ));
+        ).on("inputReplicaGrouping"));
     }
     Ok(())
 }
@@ -289,7 +291,7 @@ fn check_reduction(r: ReductionType) -> Result<(), Diagnostic> {
             "Training.accumulationAndReplicationReductionType must be Mean or Sum: gradients over \
              accumulation steps and replicas have to be reduced.",
             "Use poptorch.ReductionType.Mean (the default) or poptorch.ReductionType.Sum.",
-        ));
+        ).on("Training.accumulationAndReplicationReductionType"));
     }
     Ok(())
 }
@@ -300,7 +302,7 @@ fn check_output_mode(mode: OutputMode, period: Option<usize>) -> Result<(), Diag
             "output_mode_every_n_period",
             "OutputMode.EveryN needs an output return period, a positive whole number.",
             "Call outputMode(OutputMode.EveryN, period) with period >= 1 (JSON: \"outputReturnPeriod\").",
-        ));
+        ).on("outputMode"));
     }
     Ok(())
 }
@@ -316,14 +318,14 @@ fn check_amp(map: &BTreeMap<String, f64>) -> Result<(), Diagnostic> {
                      IPU is the IPU's index; '{k}' is not such a key."
                 ),
                 "Name each IPU as IPU<index>, e.g. \"IPU1\".",
-            ));
+            ).on("availableMemoryProportion"));
         }
         if !(v > 0.0 && v <= 1.0) {
             return Err(Diagnostic::new(
                 "available_memory_proportion_value",
                 format!("The available memory proportion of {k} must be in (0, 1], got {v}."),
                 "Give the share of each tile's memory temporaries may use, e.g. 0.6 (PopTorch's default).",
-            ));
+            ).on("availableMemoryProportion"));
         }
     }
     Ok(())
@@ -336,7 +338,7 @@ fn check_io_tiles(n: Option<usize>) -> Result<(), Diagnostic> {
                 "num_io_tiles",
                 format!("numIOTiles must be an even number from 32 to 192, got {n}."),
                 "Pick an even count of IO tiles between 32 and 192, or leave it unset.",
-            ));
+            ).on("TensorLocations.numIOTiles"));
         }
     }
     Ok(())
@@ -357,18 +359,47 @@ const OPTION_GROUPS: &[(&[&str], &str)] = &[
     (&["TensorLocations", "accumulator"], r#"{"useOnChipStorage": false}"#),
 ];
 
-/// The first option group of `value` given as an array (see [`OPTION_GROUPS`]).
-fn reject_positional_groups(value: &serde_json::Value) -> Result<(), String> {
+/// The first option group of `value` given as an array (see [`OPTION_GROUPS`]): its key and
+/// the error.
+fn reject_positional_groups(value: &serde_json::Value) -> Result<(), (String, String)> {
     for (path, example) in OPTION_GROUPS {
         let found = path.iter().try_fold(value, |v, key| v.get(key));
         if let Some(v @ serde_json::Value::Array(_)) = found {
-            return Err(format!(
-                "`{}` must be an object like {example}, not a list of values by position: got {v}",
-                path.join(".")
-            ));
+            let key = path.join(".");
+            let e = format!("`{key}` must be an object like {example}, not a list of values by position: got {v}");
+            return Err((key, e));
         }
     }
     Ok(())
+}
+
+/// The key of the option of `value` (a JSON object) that `Options` cannot read (unknown,
+/// or a value of the wrong type), by trying each key alone over the defaults; a group's
+/// key (`Training`, `executionStrategy`) is narrowed to the key inside it
+/// (`Training.gradientAccumulation`). `None` if each reads alone.
+fn unreadable_key(value: &serde_json::Value) -> Option<String> {
+    let defaults = serde_json::to_value(Options::default()).ok()?;
+    let reads = |v: &serde_json::Value| serde_json::from_value::<Options>(v.clone()).is_ok();
+    for (key, v) in value.as_object()? {
+        let mut one = defaults.clone();
+        one[key.as_str()] = v.clone();
+        if reads(&one) {
+            continue;
+        }
+        if let (Some(inner), Some(base)) = (v.as_object(), defaults.get(key).filter(|d| d.is_object())) {
+            for (k, w) in inner {
+                let mut one = defaults.clone();
+                let mut group = base.clone();
+                group[k.as_str()] = w.clone();
+                one[key.as_str()] = group;
+                if !reads(&one) {
+                    return Some(format!("{key}.{k}"));
+                }
+            }
+        }
+        return Some(key.clone());
+    }
+    None
 }
 
 fn frozen_error() -> Diagnostic {
@@ -405,7 +436,7 @@ impl Options {
 
     /// `deviceIterations(n)`: iterations run on the device per host call.
     pub fn device_iterations(&mut self, n: usize) -> Set<'_> {
-        check_positive("deviceIterations", n)?;
+        check_positive("deviceIterations", "deviceIterations", n)?;
         let o = self.open()?;
         o.device_iterations = n;
         Ok(o)
@@ -413,7 +444,7 @@ impl Options {
 
     /// `replicationFactor(n)`: data-parallel replicas.
     pub fn replication_factor(&mut self, n: usize) -> Set<'_> {
-        check_positive("replicationFactor", n)?;
+        check_positive("replicationFactor", "replicationFactor", n)?;
         let o = self.open()?;
         o.replication_factor = n;
         Ok(o)
@@ -497,7 +528,7 @@ impl Options {
 
     /// `opts.Training.gradientAccumulation(n)`.
     pub fn gradient_accumulation(&mut self, n: usize) -> Set<'_> {
-        check_positive("Training.gradientAccumulation", n)?;
+        check_positive("Training.gradientAccumulation", "Training.gradientAccumulation", n)?;
         let o = self.open()?;
         o.training.gradient_accumulation = n;
         Ok(o)
@@ -549,9 +580,9 @@ impl Options {
     /// Every check, as the setters make them (the first failure of each kind).
     pub fn validate(&self) -> Vec<Diagnostic> {
         let checks = [
-            check_positive("deviceIterations", self.device_iterations),
-            check_positive("replicationFactor", self.replication_factor),
-            check_positive("Training.gradientAccumulation", self.training.gradient_accumulation),
+            check_positive("deviceIterations", "deviceIterations", self.device_iterations),
+            check_positive("replicationFactor", "replicationFactor", self.replication_factor),
+            check_positive("Training.gradientAccumulation", "Training.gradientAccumulation", self.training.gradient_accumulation),
             if self.input_replica_grouping.kind == CommGroupType::NoGrouping {
                 Ok(())
             } else {
@@ -579,8 +610,14 @@ impl Options {
         if !value.is_object() {
             return Err(bad(format!("expected a JSON object of options, got {value}")));
         }
-        reject_positional_groups(&value).map_err(bad)?;
-        let mut o: Options = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+        reject_positional_groups(&value).map_err(|(key, e)| bad(e).on(key))?;
+        let mut o: Options = serde_json::from_value(value.clone()).map_err(|e| {
+            let d = bad(e.to_string());
+            match unreadable_key(&value) {
+                Some(key) => d.on(key),
+                None => d,
+            }
+        })?;
         if let Some(e) = o.validate().into_iter().next() {
             return Err(e);
         }

@@ -342,7 +342,7 @@ fn assign_stages(pe: &PipelinedExecution, raw: &[RawBlock], p: &mut Placement) -
                 "auto_stage_ignored",
                 "Both a stage list and an AutoStage were given: the stage list decides.",
                 "Give either a list of stages or an AutoStage.",
-            ));
+            ).on("executionStrategy.autoStage"));
         }
         let map = stage_map(list.iter().enumerate(), raw, p);
         for (b, r) in raw.iter().enumerate() {
@@ -378,7 +378,7 @@ fn assign_stages(pe: &PipelinedExecution, raw: &[RawBlock], p: &mut Placement) -
                             r.id
                         ),
                         "Give the block an IPU (Block(id, ipu_id=…)), or use poptorch.AutoStage.AutoIncrement.",
-                    )),
+                    ).on("executionStrategy.autoStage")),
                 }
             }
         }
@@ -408,7 +408,7 @@ fn stage_map<'a>(
                     "block_in_several_stages",
                     format!("Block '{b}' is associated with more than one stage."),
                     "List each block in exactly one stage.",
-                ));
+                ).on("executionStrategy"));
             }
         }
     }
@@ -418,7 +418,7 @@ fn stage_map<'a>(
                 "unknown_block",
                 format!("Unknown Block '{}': the list of expected Blocks is {:?}.", r.id, listed),
                 "Add the block to a stage (or a phase), or check its id for typos.",
-            ));
+            ).on("executionStrategy"));
         }
     }
     for b in listed {
@@ -427,7 +427,7 @@ fn stage_map<'a>(
                 "dead_block",
                 format!("Block '{b}' is listed in a stage but no op of the model is in it."),
                 "Remove it from the list, or check its id.",
-            ));
+            ).on("executionStrategy"));
         }
     }
     map
@@ -486,7 +486,7 @@ fn assign_phases(
             "phased_auto_stage",
             "There is currently no AutoStage for phased execution: the phases must be given explicitly.",
             "List the phases, e.g. SerialPhasedExecution(Phase(\"a\"), Phase(\"b\")) (JSON: \"phases\": [[\"a\"], [\"b\"]]).",
-        ));
+        ).on("executionStrategy"));
     }
     if parallel
         && matches!(ph.tensors_liveness, PhaseLiveness::OffChipAfterFwdNoOverlap | PhaseLiveness::OffChipAfterEachPhase)
@@ -495,7 +495,7 @@ fn assign_phases(
             "liveness_serial_only",
             format!("Tensor liveness {:?} is only supported for serial phase execution.", ph.tensors_liveness),
             "Use SerialPhasedExecution, or AlwaysLive / sendTensorsOffChipAfterFwd with parallel phases.",
-        ));
+        ).on("executionStrategy"));
     }
     // (global stage id, phase, spec)
     let mut flat: Vec<(usize, usize, &StageSpec, Option<usize>)> = Vec::new();
@@ -510,7 +510,7 @@ fn assign_phases(
                         ipus.len()
                     ),
                     "Give one IPU per stage in phase.ipus(...).",
-                ));
+                ).on("executionStrategy"));
             }
         }
         for (j, st) in phase_spec.stages.iter().enumerate() {
@@ -539,7 +539,7 @@ fn assign_phases(
                     spec.blocks.join(", ")
                 ),
                 "Alternate the two IPU groups, e.g. phases on IPUs (0, 2), (1, 3), (0, 2).",
-            ));
+            ).on("executionStrategy"));
         }
     }
     // The default block (ops before the first block) joins the first stage.
@@ -564,7 +564,7 @@ fn assign_phases(
                 "serial_phase_ipus",
                 format!("Serial phases should all run on the same IPU group; these phases use {sets:?}."),
                 "Give every phase the same IPUs, e.g. phase(k).ipus(0, 1), or use ParallelPhasedExecution.",
-            ));
+            ).on("executionStrategy"));
         }
     }
     (stage, ipu, phase)
@@ -598,7 +598,7 @@ fn check_pipeline_order(g: &Graph, raw: &[RawBlock], p: &mut Placement) {
                             raw[np.block].id, np.stage, np.ipu, raw[pb].id
                         ),
                         "Use poptorch.AutoStage.AutoIncrement (stages 0, 1, 2, …), or list the stages in execution order.",
-                    )
+                    ).on("executionStrategy.autoStage")
                     .at(i),
                 );
                 return;
@@ -617,7 +617,7 @@ fn check_pipeline_order(g: &Graph, raw: &[RawBlock], p: &mut Placement) {
                     max + 1
                 ),
                 "Number the stages without gaps (with AutoStage.SameAsIpu, use IPUs 0, 1, 2, … without gaps).",
-            ));
+            ).on("executionStrategy"));
         }
     }
 }
@@ -809,7 +809,7 @@ fn count_ipus(opts: &Options, p: &mut Placement) {
             "too_many_ipus",
             format!("Too many IPUs requested ({total}): more than {max} IPUs per process need distributed execution."),
             "Use fewer IPUs per replica or fewer replicas, or run distributed (several processes).",
-        ));
+        ).on("replicationFactor"));
         p.ipus_reserved = total;
         return;
     }
@@ -824,7 +824,7 @@ fn count_ipus(opts: &Options, p: &mut Placement) {
                     reserved - total
                 ),
                 "Use a power of two of IPUs (per replica × replicas) to use every reserved IPU.",
-            ));
+            ).on("autoRoundNumIPUs"));
         } else {
             p.errors.push(Diagnostic::new(
                 "ipu_count_not_power_of_two",
@@ -833,7 +833,7 @@ fn count_ipus(opts: &Options, p: &mut Placement) {
                      of two of IPUs (at most 64) per process."
                 ),
                 "Change the model to use a power of two of IPUs, or set poptorch.Options().autoRoundNumIPUs(True).",
-            ));
+            ).on("autoRoundNumIPUs"));
         }
     }
 }
