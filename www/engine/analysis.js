@@ -305,7 +305,8 @@ function wrapperLine(code, training) {
 function wrappedError(e, url, code, training) {
   const info = describe(e, url);
   if (info.line === undefined) {
-    const shapes = /mismatch|batch dimension|positional arguments/i.test(info.message);
+    // The call's inputs do not fit what was compiled, or do not divide into micro-batches.
+    const shapes = info.code === "input_mismatch" || info.code === "batch_dimension";
     info.line = (shapes ? lineOfKey(code, "inputs") : undefined) ?? wrapperLine(code, training);
   }
   return info;
