@@ -85,7 +85,10 @@ fn options_errors_carry_the_key_of_the_option_they_are_about() {
         (r#"{"TensorLocations": {"weight": [false]}}"#, "TensorLocations.weight"),
         (r#"{"deviceIterations": 0}"#, "deviceIterations"),
         (r#"{"Training": {"gradientAccumulation": 0}}"#, "Training.gradientAccumulation"),
-        (r#"{"replicationFactor": 4, "inputReplicaGrouping": {"size": 3, "type": "consecutive"}}"#, "inputReplicaGrouping"),
+        (
+            r#"{"replicationFactor": 4, "inputReplicaGrouping": {"size": 3, "type": "consecutive"}}"#,
+            "inputReplicaGrouping",
+        ),
     ] {
         let e = Options::from_json(json).unwrap_err();
         assert_eq!(e.option.as_deref(), Some(key), "{json}: {e}");

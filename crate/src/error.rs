@@ -238,12 +238,10 @@ mod tests {
             .with_option("deviceIterations")
             .context("model.plan");
         assert_eq!(e.message(), "model.plan: deviceIterations must be positive. Set it to 1 or more.");
-        assert_eq!((e.kind(), e.code(), e.fix(), e.option()), (
-            ErrorKind::Plan,
-            Some("options_not_positive"),
-            Some("Set it to 1 or more."),
-            Some("deviceIterations")
-        ));
+        assert_eq!(
+            (e.kind(), e.code(), e.fix(), e.option()),
+            (ErrorKind::Plan, Some("options_not_positive"), Some("Set it to 1 or more."), Some("deviceIterations"))
+        );
     }
 
     #[test]

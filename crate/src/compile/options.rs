@@ -258,7 +258,8 @@ fn check_grouping(g: InputReplicaGrouping, replicas: usize) -> Result<(), Diagno
             "input_replica_grouping_all",
             "inputReplicaGrouping: the input group type cannot be All (every replica would read the same input).",
             "Use Consecutive or Orthogonal groups, or NoGrouping.",
-        ).on("inputReplicaGrouping"));
+        )
+        .on("inputReplicaGrouping"));
     }
     check_positive("inputReplicaGrouping", "inputReplicaGrouping's group size", g.size)?;
     if g.size > replicas {
@@ -269,7 +270,8 @@ fn check_grouping(g: InputReplicaGrouping, replicas: usize) -> Result<(), Diagno
                 g.size
             ),
             "Use a group size no larger than the number of replicas, or raise replicationFactor first.",
-        ).on("inputReplicaGrouping"));
+        )
+        .on("inputReplicaGrouping"));
     }
     if !replicas.is_multiple_of(g.size) {
         return Err(Diagnostic::new(
@@ -279,7 +281,8 @@ fn check_grouping(g: InputReplicaGrouping, replicas: usize) -> Result<(), Diagno
                 g.size
             ),
             "Pick a group size that is a factor of the number of replicas.",
-        ).on("inputReplicaGrouping"));
+        )
+        .on("inputReplicaGrouping"));
     }
     Ok(())
 }
@@ -291,7 +294,8 @@ fn check_reduction(r: ReductionType) -> Result<(), Diagnostic> {
             "Training.accumulationAndReplicationReductionType must be Mean or Sum: gradients over \
              accumulation steps and replicas have to be reduced.",
             "Use poptorch.ReductionType.Mean (the default) or poptorch.ReductionType.Sum.",
-        ).on("Training.accumulationAndReplicationReductionType"));
+        )
+        .on("Training.accumulationAndReplicationReductionType"));
     }
     Ok(())
 }
@@ -302,7 +306,8 @@ fn check_output_mode(mode: OutputMode, period: Option<usize>) -> Result<(), Diag
             "output_mode_every_n_period",
             "OutputMode.EveryN needs an output return period, a positive whole number.",
             "Call outputMode(OutputMode.EveryN, period) with period >= 1 (JSON: \"outputReturnPeriod\").",
-        ).on("outputMode"));
+        )
+        .on("outputMode"));
     }
     Ok(())
 }
@@ -318,14 +323,16 @@ fn check_amp(map: &BTreeMap<String, f64>) -> Result<(), Diagnostic> {
                      IPU is the IPU's index; '{k}' is not such a key."
                 ),
                 "Name each IPU as IPU<index>, e.g. \"IPU1\".",
-            ).on("availableMemoryProportion"));
+            )
+            .on("availableMemoryProportion"));
         }
         if !(v > 0.0 && v <= 1.0) {
             return Err(Diagnostic::new(
                 "available_memory_proportion_value",
                 format!("The available memory proportion of {k} must be in (0, 1], got {v}."),
                 "Give the share of each tile's memory temporaries may use, e.g. 0.6 (PopTorch's default).",
-            ).on("availableMemoryProportion"));
+            )
+            .on("availableMemoryProportion"));
         }
     }
     Ok(())
@@ -338,7 +345,8 @@ fn check_io_tiles(n: Option<usize>) -> Result<(), Diagnostic> {
                 "num_io_tiles",
                 format!("numIOTiles must be an even number from 32 to 192, got {n}."),
                 "Pick an even count of IO tiles between 32 and 192, or leave it unset.",
-            ).on("TensorLocations.numIOTiles"));
+            )
+            .on("TensorLocations.numIOTiles"));
         }
     }
     Ok(())
@@ -582,7 +590,11 @@ impl Options {
         let checks = [
             check_positive("deviceIterations", "deviceIterations", self.device_iterations),
             check_positive("replicationFactor", "replicationFactor", self.replication_factor),
-            check_positive("Training.gradientAccumulation", "Training.gradientAccumulation", self.training.gradient_accumulation),
+            check_positive(
+                "Training.gradientAccumulation",
+                "Training.gradientAccumulation",
+                self.training.gradient_accumulation,
+            ),
             if self.input_replica_grouping.kind == CommGroupType::NoGrouping {
                 Ok(())
             } else {

@@ -338,11 +338,14 @@ fn assign_stages(pe: &PipelinedExecution, raw: &[RawBlock], p: &mut Placement) -
     let mut ipu = vec![0usize; nb];
     if let Some(list) = &pe.stages {
         if pe.auto_stage.is_some() {
-            p.warnings.push(Diagnostic::new(
-                "auto_stage_ignored",
-                "Both a stage list and an AutoStage were given: the stage list decides.",
-                "Give either a list of stages or an AutoStage.",
-            ).on("executionStrategy.autoStage"));
+            p.warnings.push(
+                Diagnostic::new(
+                    "auto_stage_ignored",
+                    "Both a stage list and an AutoStage were given: the stage list decides.",
+                    "Give either a list of stages or an AutoStage.",
+                )
+                .on("executionStrategy.autoStage"),
+            );
         }
         let map = stage_map(list.iter().enumerate(), raw, p);
         for (b, r) in raw.iter().enumerate() {
@@ -371,14 +374,17 @@ fn assign_stages(pe: &PipelinedExecution, raw: &[RawBlock], p: &mut Placement) -
                         stage[b] = i;
                         ipu[b] = i;
                     }
-                    None => p.errors.push(Diagnostic::new(
-                        "same_as_ipu_without_ipu",
-                        format!(
-                            "poptorch.AutoStage.SameAsIpu was selected but no IPU was specified for block '{}'.",
-                            r.id
-                        ),
-                        "Give the block an IPU (Block(id, ipu_id=…)), or use poptorch.AutoStage.AutoIncrement.",
-                    ).on("executionStrategy.autoStage")),
+                    None => p.errors.push(
+                        Diagnostic::new(
+                            "same_as_ipu_without_ipu",
+                            format!(
+                                "poptorch.AutoStage.SameAsIpu was selected but no IPU was specified for block '{}'.",
+                                r.id
+                            ),
+                            "Give the block an IPU (Block(id, ipu_id=…)), or use poptorch.AutoStage.AutoIncrement.",
+                        )
+                        .on("executionStrategy.autoStage"),
+                    ),
                 }
             }
         }
@@ -404,30 +410,39 @@ fn stage_map<'a>(
         for b in &spec.blocks {
             listed.push(b);
             if map.insert(b.as_str(), s).is_some_and(|prev| prev != s) {
-                p.errors.push(Diagnostic::new(
-                    "block_in_several_stages",
-                    format!("Block '{b}' is associated with more than one stage."),
-                    "List each block in exactly one stage.",
-                ).on("executionStrategy"));
+                p.errors.push(
+                    Diagnostic::new(
+                        "block_in_several_stages",
+                        format!("Block '{b}' is associated with more than one stage."),
+                        "List each block in exactly one stage.",
+                    )
+                    .on("executionStrategy"),
+                );
             }
         }
     }
     for r in raw {
         if r.id != DEFAULT_BLOCK && !map.contains_key(r.id.as_str()) {
-            p.errors.push(Diagnostic::new(
-                "unknown_block",
-                format!("Unknown Block '{}': the list of expected Blocks is {:?}.", r.id, listed),
-                "Add the block to a stage (or a phase), or check its id for typos.",
-            ).on("executionStrategy"));
+            p.errors.push(
+                Diagnostic::new(
+                    "unknown_block",
+                    format!("Unknown Block '{}': the list of expected Blocks is {:?}.", r.id, listed),
+                    "Add the block to a stage (or a phase), or check its id for typos.",
+                )
+                .on("executionStrategy"),
+            );
         }
     }
     for b in listed {
         if !raw.iter().any(|r| r.id == b) {
-            p.warnings.push(Diagnostic::new(
-                "dead_block",
-                format!("Block '{b}' is listed in a stage but no op of the model is in it."),
-                "Remove it from the list, or check its id.",
-            ).on("executionStrategy"));
+            p.warnings.push(
+                Diagnostic::new(
+                    "dead_block",
+                    format!("Block '{b}' is listed in a stage but no op of the model is in it."),
+                    "Remove it from the list, or check its id.",
+                )
+                .on("executionStrategy"),
+            );
         }
     }
     map
@@ -491,26 +506,32 @@ fn assign_phases(
     if parallel
         && matches!(ph.tensors_liveness, PhaseLiveness::OffChipAfterFwdNoOverlap | PhaseLiveness::OffChipAfterEachPhase)
     {
-        p.errors.push(Diagnostic::new(
-            "liveness_serial_only",
-            format!("Tensor liveness {:?} is only supported for serial phase execution.", ph.tensors_liveness),
-            "Use SerialPhasedExecution, or AlwaysLive / sendTensorsOffChipAfterFwd with parallel phases.",
-        ).on("executionStrategy"));
+        p.errors.push(
+            Diagnostic::new(
+                "liveness_serial_only",
+                format!("Tensor liveness {:?} is only supported for serial phase execution.", ph.tensors_liveness),
+                "Use SerialPhasedExecution, or AlwaysLive / sendTensorsOffChipAfterFwd with parallel phases.",
+            )
+            .on("executionStrategy"),
+        );
     }
     // (global stage id, phase, spec)
     let mut flat: Vec<(usize, usize, &StageSpec, Option<usize>)> = Vec::new();
     for (k, phase_spec) in ph.phases.iter().enumerate() {
         if let Some(ipus) = &phase_spec.ipus {
             if ipus.len() != phase_spec.stages.len() {
-                p.errors.push(Diagnostic::new(
-                    "phase_ipus_mismatch",
-                    format!(
-                        "Phase {k} contains {} stages but {} IPUs were given.",
-                        phase_spec.stages.len(),
-                        ipus.len()
-                    ),
-                    "Give one IPU per stage in phase.ipus(...).",
-                ).on("executionStrategy"));
+                p.errors.push(
+                    Diagnostic::new(
+                        "phase_ipus_mismatch",
+                        format!(
+                            "Phase {k} contains {} stages but {} IPUs were given.",
+                            phase_spec.stages.len(),
+                            ipus.len()
+                        ),
+                        "Give one IPU per stage in phase.ipus(...).",
+                    )
+                    .on("executionStrategy"),
+                );
             }
         }
         for (j, st) in phase_spec.stages.iter().enumerate() {
@@ -531,15 +552,18 @@ fn assign_phases(
             phase[b] = Some(k);
         }
         if parallel && chosen % 2 != k % 2 {
-            p.errors.push(Diagnostic::new(
-                "parallel_phase_parity",
-                format!(
-                    "Phase {k} runs stage ({}) on IPU {chosen}: when phases are executed in parallel, even phases \
+            p.errors.push(
+                Diagnostic::new(
+                    "parallel_phase_parity",
+                    format!(
+                        "Phase {k} runs stage ({}) on IPU {chosen}: when phases are executed in parallel, even phases \
                      must run on even IPUs and odd phases on odd IPUs.",
-                    spec.blocks.join(", ")
-                ),
-                "Alternate the two IPU groups, e.g. phases on IPUs (0, 2), (1, 3), (0, 2).",
-            ).on("executionStrategy"));
+                        spec.blocks.join(", ")
+                    ),
+                    "Alternate the two IPU groups, e.g. phases on IPUs (0, 2), (1, 3), (0, 2).",
+                )
+                .on("executionStrategy"),
+            );
         }
     }
     // The default block (ops before the first block) joins the first stage.
@@ -560,11 +584,14 @@ fn assign_phases(
             })
             .collect();
         if sets.iter().any(|s| s != &sets[0]) {
-            p.warnings.push(Diagnostic::new(
-                "serial_phase_ipus",
-                format!("Serial phases should all run on the same IPU group; these phases use {sets:?}."),
-                "Give every phase the same IPUs, e.g. phase(k).ipus(0, 1), or use ParallelPhasedExecution.",
-            ).on("executionStrategy"));
+            p.warnings.push(
+                Diagnostic::new(
+                    "serial_phase_ipus",
+                    format!("Serial phases should all run on the same IPU group; these phases use {sets:?}."),
+                    "Give every phase the same IPUs, e.g. phase(k).ipus(0, 1), or use ParallelPhasedExecution.",
+                )
+                .on("executionStrategy"),
+            );
         }
     }
     (stage, ipu, phase)
@@ -610,14 +637,17 @@ fn check_pipeline_order(g: &Graph, raw: &[RawBlock], p: &mut Placement) {
     used.dedup();
     if let Some(&max) = used.last() {
         if let Some(missing) = (0..=max).find(|s| !used.contains(s)) {
-            p.errors.push(Diagnostic::new(
-                "stage_missing",
-                format!(
-                    "The pipeline stages of the ops are {used:?}: {} stages, but stage {missing} is missing.",
-                    max + 1
-                ),
-                "Number the stages without gaps (with AutoStage.SameAsIpu, use IPUs 0, 1, 2, … without gaps).",
-            ).on("executionStrategy"));
+            p.errors.push(
+                Diagnostic::new(
+                    "stage_missing",
+                    format!(
+                        "The pipeline stages of the ops are {used:?}: {} stages, but stage {missing} is missing.",
+                        max + 1
+                    ),
+                    "Number the stages without gaps (with AutoStage.SameAsIpu, use IPUs 0, 1, 2, … without gaps).",
+                )
+                .on("executionStrategy"),
+            );
         }
     }
 }
@@ -805,11 +835,16 @@ fn count_ipus(opts: &Options, p: &mut Placement) {
     p.ipus_used = total;
     let max = opts.ipu_generation.spec().max_ipus;
     if total > max {
-        p.errors.push(Diagnostic::new(
-            "too_many_ipus",
-            format!("Too many IPUs requested ({total}): more than {max} IPUs per process need distributed execution."),
-            "Use fewer IPUs per replica or fewer replicas, or run distributed (several processes).",
-        ).on("replicationFactor"));
+        p.errors.push(
+            Diagnostic::new(
+                "too_many_ipus",
+                format!(
+                    "Too many IPUs requested ({total}): more than {max} IPUs per process need distributed execution."
+                ),
+                "Use fewer IPUs per replica or fewer replicas, or run distributed (several processes).",
+            )
+            .on("replicationFactor"),
+        );
         p.ipus_reserved = total;
         return;
     }
@@ -817,23 +852,29 @@ fn count_ipus(opts: &Options, p: &mut Placement) {
     p.ipus_reserved = reserved;
     if reserved != total {
         if opts.auto_round_num_ipus {
-            p.warnings.push(Diagnostic::new(
-                "ipu_count_rounded",
-                format!(
-                    "Reserving {reserved} IPUs when the model uses only {total}: {} will be reserved but not used.",
-                    reserved - total
-                ),
-                "Use a power of two of IPUs (per replica × replicas) to use every reserved IPU.",
-            ).on("autoRoundNumIPUs"));
+            p.warnings.push(
+                Diagnostic::new(
+                    "ipu_count_rounded",
+                    format!(
+                        "Reserving {reserved} IPUs when the model uses only {total}: {} will be reserved but not used.",
+                        reserved - total
+                    ),
+                    "Use a power of two of IPUs (per replica × replicas) to use every reserved IPU.",
+                )
+                .on("autoRoundNumIPUs"),
+            );
         } else {
-            p.errors.push(Diagnostic::new(
-                "ipu_count_not_power_of_two",
-                format!(
+            p.errors.push(
+                Diagnostic::new(
+                    "ipu_count_not_power_of_two",
+                    format!(
                     "The model uses {total} IPUs, but PopTorch must reserve at least {reserved}: it reserves a power \
                      of two of IPUs (at most 64) per process."
                 ),
-                "Change the model to use a power of two of IPUs, or set poptorch.Options().autoRoundNumIPUs(True).",
-            ).on("autoRoundNumIPUs"));
+                    "Change the model to use a power of two of IPUs, or set poptorch.Options().autoRoundNumIPUs(True).",
+                )
+                .on("autoRoundNumIPUs"),
+            );
         }
     }
 }

@@ -414,28 +414,35 @@ fn check_modes(g: &Graph, o: &Options, p: &Placement, errors: &mut Vec<Diagnosti
             ).on("Training.gradientAccumulation"));
         }
         if o.training.automatic_loss_scaling {
-            warnings.push(Diagnostic::new(
-                "inference_training_options",
-                "Training.setAutomaticLossScaling is set on an inference model, where it has no effect: Training \
+            warnings.push(
+                Diagnostic::new(
+                    "inference_training_options",
+                    "Training.setAutomaticLossScaling is set on an inference model, where it has no effect: Training \
                  options must not be set for inference models.",
-                "Unset it, or plan a training model.",
-            ).on("Training.automaticLossScaling"));
+                    "Unset it, or plan a training model.",
+                )
+                .on("Training.automaticLossScaling"),
+            );
         }
         if pipelined && o.device_iterations < stages {
-            errors.push(Diagnostic::new(
-                "pipeline_device_iterations",
-                format!(
+            errors.push(
+                Diagnostic::new(
+                    "pipeline_device_iterations",
+                    format!(
                     "deviceIterations ({}) must be greater than or equal to the number of pipeline stages ({stages}) \
                      when using PipelinedExecution.",
                     o.device_iterations
                 ),
-                format!("Set poptorch.Options().deviceIterations({stages}) or more, or use fewer IPUs."),
-            ).on("deviceIterations"));
+                    format!("Set poptorch.Options().deviceIterations({stages}) or more, or use fewer IPUs."),
+                )
+                .on("deviceIterations"),
+            );
         }
     } else if pipelined && o.training.gradient_accumulation < stages {
-        errors.push(Diagnostic::new(
-            "pipeline_gradient_accumulation",
-            format!(
+        errors.push(
+            Diagnostic::new(
+                "pipeline_gradient_accumulation",
+                format!(
                 "Training.gradientAccumulation ({}) must be greater than or equal to the number of pipeline stages \
                  ({stages}) when using PipelinedExecution. Note that a model with {} pipeline stages has {} more \
                  stages when training.",
@@ -443,8 +450,10 @@ fn check_modes(g: &Graph, o: &Options, p: &Placement, errors: &mut Vec<Diagnosti
                 stages.div_ceil(2),
                 stages / 2
             ),
-            format!("Set poptorch.Options().Training.gradientAccumulation({stages}) or more."),
-        ).on("Training.gradientAccumulation"));
+                format!("Set poptorch.Options().Training.gradientAccumulation({stages}) or more."),
+            )
+            .on("Training.gradientAccumulation"),
+        );
     }
     if o.replication_factor > 1
         && o.broadcast_buffers

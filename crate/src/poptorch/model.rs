@@ -60,8 +60,9 @@ pub fn state_reassigned(buffer: bool, name: &str, local: &str) -> Error {
 /// model (`delete this.fc2`), with the fix.
 pub fn state_removed(buffer: bool, name: &str) -> Error {
     let what = if buffer { "Buffer" } else { "Parameter" };
-    Error::poptorch(format!("{what} {name} is removed from the model when calling the forward method."))
-        .with_fix("Keep every submodule, parameter and buffer the model has while forward runs: don't delete them there.")
+    Error::poptorch(format!("{what} {name} is removed from the model when calling the forward method.")).with_fix(
+        "Keep every submodule, parameter and buffer the model has while forward runs: don't delete them there.",
+    )
 }
 
 /// A traced model and its host weights (see the module docs). Cheap to clone; clones share
