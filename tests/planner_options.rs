@@ -73,6 +73,45 @@ fn options_json_rejects_unknown_keys_naming_them() {
 }
 
 #[test]
+fn options_errors_carry_the_key_of_the_option_they_are_about() {
+    // A key that does not parse is found by reading each key alone over the defaults; a
+    // group's key is narrowed to the key inside it.
+    for (json, key) in [
+        (r#"{"deviceIteration": 4}"#, "deviceIteration"),
+        (r#"{"replicationFactor": 2, "Training": {"gradientAcumulation": 4}}"#, "Training.gradientAcumulation"),
+        (r#"{"Training": {"gradientAccumulation": "4"}}"#, "Training.gradientAccumulation"),
+        (r#"{"deviceIterations": 2, "ipuGeneration": "mk3"}"#, "ipuGeneration"),
+        (r#"{"executionStrategy": {"type": "pipelined", "autoStage": "sometimes"}}"#, "executionStrategy.autoStage"),
+        (r#"{"TensorLocations": {"weight": [false]}}"#, "TensorLocations.weight"),
+        (r#"{"deviceIterations": 0}"#, "deviceIterations"),
+        (r#"{"Training": {"gradientAccumulation": 0}}"#, "Training.gradientAccumulation"),
+        (
+            r#"{"replicationFactor": 4, "inputReplicaGrouping": {"size": 3, "type": "consecutive"}}"#,
+            "inputReplicaGrouping",
+        ),
+    ] {
+        let e = Options::from_json(json).unwrap_err();
+        assert_eq!(e.option.as_deref(), Some(key), "{json}: {e}");
+    }
+    // Not about one option: a document that is not an object.
+    assert_eq!(Options::from_json("[1, 2]").unwrap_err().option, None);
+    // Setters name their option too, and the thrown error keeps it with the code and the fix.
+    let e = Options::new().gradient_accumulation(0).unwrap_err();
+    assert_eq!(e.option.as_deref(), Some("Training.gradientAccumulation"));
+    let e = ipu_playground::Error::from(e);
+    assert_eq!(
+        (e.kind(), e.code(), e.option(), e.fix()),
+        (
+            ipu_playground::ErrorKind::Plan,
+            Some("options_not_positive"),
+            Some("Training.gradientAccumulation"),
+            Some("Set Training.gradientAccumulation to 1 or more.")
+        )
+    );
+    assert!(e.message().starts_with("Training.gradientAccumulation must be a positive whole number, got 0. Set"));
+}
+
+#[test]
 fn options_json_groups_given_as_lists_by_position_are_rejected_naming_the_key() {
     // Serde reads a struct from an array item by item: `"Training": [4]` would silently be
     // a gradient accumulation of 4. Every nested group must be an object, like the top level.

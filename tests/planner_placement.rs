@@ -396,6 +396,7 @@ fn ipu_count_three_ipus_reserve_four_and_fail_without_auto_round() {
     let e = error(&p, "ipu_count_not_power_of_two");
     assert!(e.message.contains("uses 3 IPUs") && e.message.contains("at least 4"), "{e}");
     assert!(e.fix.contains("autoRoundNumIPUs(True)"));
+    assert_eq!(e.option.as_deref(), Some("autoRoundNumIPUs"));
     assert!(!p.valid);
 }
 

@@ -192,6 +192,42 @@ fn wrapping_inference_with_accumulation_or_an_optimizer_fails() {
 }
 
 #[test]
+fn wrapping_a_plan_error_is_thrown_with_its_fix_code_and_option() {
+    // Three layers in blocks on IPUs 0, 1 and 2: PopTorch reserves a power of two, so the
+    // model's three IPUs are an error without autoRoundNumIPUs; the thrown error names the
+    // fix as the plan's diagnostic does.
+    let mut rng = Rng::new(2);
+    let layers: Vec<Linear> = (0..3).map(|_| Linear::new(3, 3, true, &mut rng).unwrap()).collect();
+    let tr = Tracer::new();
+    let mut h = tr.input("x", &[2, 3], DType::Float32).unwrap();
+    for (i, l) in layers.iter().enumerate().take(2) {
+        h = tr.block(&format!("b{i}"), Some(i), || call(&tr, &format!("fc{i}"), l, &h)).unwrap();
+    }
+    let loss = tr
+        .block("b2", Some(2), || call(&tr, "fc2", &layers[2], &h)?.mean(&[], false)?.identity_loss(Reduction::Sum))
+        .unwrap();
+    let model = HostModel::new(&tr.finish(&[&loss]).unwrap());
+    let sharded = || {
+        let mut o = Options::new();
+        o.set_execution_strategy(ExecutionStrategy::parse("sharded").unwrap()).unwrap();
+        o
+    };
+    let (x, _) = data(2, 3, DType::Float32);
+    let mut m = training_model(&model, &mut sharded(), None).unwrap();
+    let e = m.call(std::slice::from_ref(&x)).unwrap_err();
+    assert_eq!(e.kind(), ipu_playground::ErrorKind::Plan);
+    assert_eq!((e.code(), e.option()), (Some("ipu_count_not_power_of_two"), Some("autoRoundNumIPUs")));
+    let fix = e.fix().unwrap();
+    assert!(fix.contains("poptorch.Options().autoRoundNumIPUs(True)"), "{fix}");
+    assert!(e.message().contains("uses 3 IPUs") && e.message().ends_with(fix), "{e}");
+    m.destroy().unwrap();
+    let mut o = sharded();
+    o.auto_round_num_ipus(true).unwrap();
+    let mut m = training_model(&model, &mut o, None).unwrap();
+    m.call(std::slice::from_ref(&x)).unwrap();
+}
+
+#[test]
 fn wrapping_freezes_options_and_the_default_optimizer_is_sgd_lr_0_01() {
     let trace = classifier(4, DType::Float32);
     let model = HostModel::new(&trace);

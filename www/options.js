@@ -97,60 +97,38 @@ export function toPlannerOptions(o) {
   return out;
 }
 
-// Which panel field a planner diagnostic is about: by its code, or (for the codes that name
-// any option) by the option its message names first.
-const FIELD_OF_CODE = {
-  pipeline_gradient_accumulation: "gradientAccumulation",
-  inference_gradient_accumulation: "gradientAccumulation",
-  pipeline_device_iterations: "deviceIterations",
-  ipu_count_not_power_of_two: "autoRound",
-  ipu_count_rounded: "autoRound",
-  too_many_ipus: "replicationFactor",
-  broadcast_buffers: "replicationFactor",
-  replicated_tensor_sharding_without_replicas: "replicationFactor",
-  inference_training_options: "automaticLossScaling",
-  same_as_ipu_without_ipu: "autoStage",
-  stage_order_conflict: "autoStage",
-  auto_stage_ignored: "autoStage",
-  phased_auto_stage: "phases",
-  unknown_block: "phases",
-  block_in_several_stages: "phases",
-  phase_ipus_mismatch: "phases",
-  parallel_phase_parity: "phases",
-  serial_phase_ipus: "phases",
-  stage_missing: "phases",
-  liveness_serial_only: "phases",
-  dead_block: "phases",
-  not_enough_ipus: "ipus",
-  half_unread: "half",
+// The panel's field of each option, by the option's key in the Options JSON (`Diagnostic.option`,
+// `err.option`: the key the planner names in a diagnostic or a thrown error). A key below one of
+// these (`executionStrategy.autoStage` below `executionStrategy`) belongs to the longest listed.
+const FIELD_OF_OPTION = {
+  deviceIterations: "deviceIterations",
+  replicationFactor: "replicationFactor",
+  broadcastBuffers: "replicationFactor",
+  autoRoundNumIPUs: "autoRound",
+  ipuGeneration: "ipuGeneration",
+  executionStrategy: "phases",
+  "executionStrategy.autoStage": "autoStage",
+  "Training.gradientAccumulation": "gradientAccumulation",
+  "Training.automaticLossScaling": "automaticLossScaling",
+  "TensorLocations.activation": "loc-activation",
+  "TensorLocations.weight": "loc-weight",
+  "TensorLocations.optimizer": "loc-optimizer",
+  "TensorLocations.accumulator": "loc-accumulator",
 };
 
-const FIELD_OF_KEY = [
-  ["gradientAccumulation", "gradientAccumulation"],
-  ["deviceIterations", "deviceIterations"],
-  ["replicationFactor", "replicationFactor"],
-  ["autoRoundNumIPUs", "autoRound"],
-  ["automaticLossScaling", "automaticLossScaling"],
-  ["ipuGeneration", "ipuGeneration"],
-  ["variant `mk", "ipuGeneration"],
-  ["phase", "phases"],
-  ["stage", "phases"],
-  ["block", "phases"],
-];
-
-/** The panel field `d` (a plan error or warning) belongs to, or null. */
-export function fieldOfDiagnostic(d) {
-  if (Object.hasOwn(FIELD_OF_CODE, d.code)) return FIELD_OF_CODE[d.code];
-  if (d.code === "options_not_positive" || d.code === "options_json") {
-    // Only what the message says is wrong, not the list of what was expected.
-    const text = (d.message ?? "").split(/,? expected (one of|a|an) /)[0];
-    if (/unknown field `/.test(text)) return "options";
-    let best = null;
-    for (const [key, field] of FIELD_OF_KEY) {
-      const at = text.indexOf(key);
-      if (at >= 0 && (best === null || at < best.at)) best = { at, field };
-    }
-    return best ? best.field : "options";
+/** The panel field of option `key` (an Options JSON key, dotted), "options" for one the panel has no field of, or null for none. */
+export function fieldOfOption(key) {
+  if (typeof key !== "string" || key === "") return null;
+  for (let k = key; k; k = k.includes(".") ? k.slice(0, k.lastIndexOf(".")) : "") {
+    if (Object.hasOwn(FIELD_OF_OPTION, k)) return FIELD_OF_OPTION[k];
   }
-  return null;
+  return "options";
+}
+
+/**
+ * The panel field `d` (a plan error or warning, or a thrown error) belongs to, or null: the
+ * page's own `field` (its settings: IPUs, float16), else the field of the option it names.
+ */
+export function fieldOfDiagnostic(d) {
+  return d?.field ?? fieldOfOption(d?.option);
 }

@@ -2,12 +2,16 @@
 //! message naming the cause and the place (the op and source line, the file and byte, the
 //! option and value — PopTorch's own wording where PopTorch raises one) and an
 //! [`ErrorKind`] saying which layer raised it. Errors pass between layers with `?`
-//! unchanged; a layer that adds context wraps the message (`in block 'b': …`).
+//! unchanged; a layer that adds context wraps the message with [`Error::context`]
+//! (`in block 'b': …`), which keeps the kind.
 //!
-//! Two structured errors stay apart because callers use their extra fields, and convert
-//! into [`Error`] with `?` where the extra structure is no longer needed:
-//! [`crate::trace::check::ArgError`] (its kind picks the JS `TypeError`/`RangeError` at
-//! the API edge) and [`crate::compile::Diagnostic`] (a plan's errors with a code and a fix).
+//! An error made from a plan's diagnostic also keeps the diagnostic's stable `code`, its
+//! `fix` and the `option` it is about, so a caller (the JS API: `err.kind`, `err.code`,
+//! `err.fix`, `err.option`) reads them as fields instead of matching the message. Two
+//! structured errors stay apart because callers use their extra fields, and convert into
+//! [`Error`] with `?` (the `From` impls live beside them, so this module depends on no
+//! layer): `trace::check::ArgError` (its kind picks the JS `TypeError`/`RangeError` at the
+//! API edge) and `compile::Diagnostic` (a plan's errors with a code and a fix).
 //!
 //! Every message is capped at [`MAX_MESSAGE_BYTES`] (1 KiB): a longer one keeps its start
 //! and ends in `… (N more characters)` ([`cap`]). Messages name the field and describe a
@@ -100,9 +104,9 @@ pub enum ErrorKind {
     Alloc,
     /// Training the RevGNN (`gnn::train`): a diverged loss, a run past its epochs.
     Train,
-    /// A rejected argument ([`crate::trace::check::ArgError`]).
+    /// A rejected argument (`trace::check::ArgError`).
     Arg,
-    /// An error of a plan ([`crate::compile::Diagnostic`]).
+    /// An error of a plan (`compile::Diagnostic`).
     Plan,
     /// Reading or writing a file.
     Io,
@@ -110,11 +114,41 @@ pub enum ErrorKind {
     Json,
 }
 
-/// An error of any layer: its kind and its message. `Display` prints the message alone.
+impl ErrorKind {
+    /// The kind's name as JS callers read it (`err.kind`): `"ir"`, `"trace"`, `"poptorch"`, ….
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Ir => "ir",
+            ErrorKind::Trace => "trace",
+            ErrorKind::Exec => "exec",
+            ErrorKind::Data => "data",
+            ErrorKind::Poptorch => "poptorch",
+            ErrorKind::Alloc => "alloc",
+            ErrorKind::Train => "train",
+            ErrorKind::Arg => "arg",
+            ErrorKind::Plan => "plan",
+            ErrorKind::Io => "io",
+            ErrorKind::Json => "json",
+        }
+    }
+}
+
+/// An error of any layer: its kind and its message, and for an error that came from a
+/// plan's diagnostic its code, fix and option. `Display` prints the message alone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    detail: Option<Box<Detail>>,
+}
+
+/// What a diagnostic adds to an error (boxed: most errors have none, and every `Result`
+/// of the crate carries an `Error`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Detail {
+    code: Option<&'static str>,
+    fix: Option<String>,
+    option: Option<String>,
 }
 
 /// The crate's result type.
@@ -124,7 +158,7 @@ impl Error {
     /// An error of `kind` with `message`.
     /// The message is capped at [`MAX_MESSAGE_BYTES`] ([`cap`]).
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: cap(message.into()) }
+        Error { kind, message: cap(message.into()), detail: None }
     }
 
     /// An error building or checking a graph.
@@ -172,9 +206,58 @@ impl Error {
         &self.message
     }
 
-    /// The same error with `prefix` before its message (`prefix: message`), keeping its kind.
-    pub fn context(self, prefix: impl fmt::Display) -> Error {
-        Error { kind: self.kind, message: cap(format!("{prefix}: {}", self.message)) }
+    /// The stable code of the diagnostic it came from (`ipu_count_not_power_of_two`, …).
+    pub fn code(&self) -> Option<&'static str> {
+        self.detail.as_ref().and_then(|d| d.code)
+    }
+
+    /// How to fix it, when known (also at the end of the message).
+    pub fn fix(&self) -> Option<&str> {
+        self.detail.as_ref().and_then(|d| d.fix.as_deref())
+    }
+
+    /// The option it is about, by its `poptorch.Options` JSON key
+    /// (`Training.gradientAccumulation`), when it is about one.
+    pub fn option(&self) -> Option<&str> {
+        self.detail.as_ref().and_then(|d| d.option.as_deref())
+    }
+
+    fn detail_mut(&mut self) -> &mut Detail {
+        self.detail.get_or_insert_with(Box::default)
+    }
+
+    /// The same error with a stable `code`.
+    pub fn with_code(mut self, code: &'static str) -> Error {
+        self.detail_mut().code = Some(code);
+        self
+    }
+
+    /// The same error with its `fix`, which is also appended to the message (a thrown
+    /// error reads as PopTorch's do: the cause, then what to do).
+    pub fn with_fix(mut self, fix: impl Into<String>) -> Error {
+        let fix = fix.into();
+        if !fix.is_empty() {
+            if !self.message.is_empty() {
+                self.message.push(' ');
+            }
+            self.message.push_str(&fix);
+            self.message = cap(std::mem::take(&mut self.message));
+            self.detail_mut().fix = Some(cap(fix));
+        }
+        self
+    }
+
+    /// The same error about option `key` (its `poptorch.Options` JSON key).
+    pub fn with_option(mut self, key: impl Into<String>) -> Error {
+        self.detail_mut().option = Some(key.into());
+        self
+    }
+
+    /// The same error with `prefix` before its message (`prefix: message`), keeping its
+    /// kind, code, fix and option.
+    pub fn context(mut self, prefix: impl fmt::Display) -> Error {
+        self.message = cap(format!("{prefix}: {}", self.message));
+        self
     }
 }
 
@@ -185,19 +268,6 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-impl From<crate::trace::check::ArgError> for Error {
-    fn from(e: crate::trace::check::ArgError) -> Error {
-        Error::new(ErrorKind::Arg, e.message)
-    }
-}
-
-/// A plan's error as PopTorch reports it: the message, without the suggested fix.
-impl From<crate::compile::Diagnostic> for Error {
-    fn from(d: crate::compile::Diagnostic) -> Error {
-        Error::new(ErrorKind::Plan, d.message)
-    }
-}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {
@@ -220,7 +290,6 @@ impl From<fmt::Error> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::check::ArgError;
 
     #[test]
     fn display_is_the_message_alone() {
@@ -236,12 +305,25 @@ mod tests {
     }
 
     #[test]
-    fn structured_errors_convert_with_their_message() {
-        let e: Error = ArgError::range("batch must not be negative, got -1".into()).into();
-        assert_eq!((e.kind(), e.to_string().as_str()), (ErrorKind::Arg, "batch must not be negative, got -1"));
-        let d = crate::compile::Diagnostic::new("ipu_count_not_power_of_two", "3 IPUs is not a power of two", "use 4");
-        let e: Error = d.into();
-        assert_eq!((e.kind(), e.message()), (ErrorKind::Plan, "3 IPUs is not a power of two"));
+    fn context_keeps_code_fix_and_option() {
+        let e = Error::new(ErrorKind::Plan, "deviceIterations must be positive.")
+            .with_code("options_not_positive")
+            .with_fix("Set it to 1 or more.")
+            .with_option("deviceIterations")
+            .context("model.plan");
+        assert_eq!(e.message(), "model.plan: deviceIterations must be positive. Set it to 1 or more.");
+        assert_eq!(
+            (e.kind(), e.code(), e.fix(), e.option()),
+            (ErrorKind::Plan, Some("options_not_positive"), Some("Set it to 1 or more."), Some("deviceIterations"))
+        );
+    }
+
+    #[test]
+    fn plain_errors_have_no_detail_and_foreign_errors_convert() {
+        let e = Error::poptorch("Model has not been compiled or has been destroyed.");
+        assert_eq!((e.code(), e.fix(), e.option()), (None, None, None));
+        assert_eq!(e.kind().as_str(), "poptorch");
+        assert_eq!(Error::trace("x").with_fix("").message(), "x");
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
         assert_eq!(Error::from(io).kind(), ErrorKind::Io);
         let json = serde_json::from_str::<u32>("x").unwrap_err();

@@ -1,6 +1,6 @@
 // Models a PopTorch user writes against the npm package, imported by name: each mirrors a
 // model of PopTorch's documentation where there is one (docs/user_guide/*.py).
-import { nn, poptorch, constant, manualSeed } from "ipu-playground";
+import { nn, poptorch, constant, manualSeed, block } from "ipu-playground";
 
 /** Two linear layers with a cross-entropy loss: forward(x, y) → [logits, loss]. */
 export class Classifier extends nn.Module {
@@ -102,6 +102,62 @@ export class ReassignsBuffer extends nn.Module {
   forward(x) {
     this.registerBuffer("b", [1], [1]);
     return poptorch.identity_loss(x, "sum");
+  }
+}
+
+/**
+ * Replaces a submodule inside forward (`this.fc1 = nn.Linear(3, 3)` in PyTorch): its parameters
+ * are reassigned, which PopTorch rejects after tracing (errorOnBufferOrParameterAddressChanges).
+ */
+export class ReplacesLayer extends nn.Module {
+  constructor() {
+    super();
+    this.fc1 = new nn.Linear(3, 3);
+    this.fc2 = new nn.Linear(3, 1);
+  }
+  forward(x) {
+    this.fc1 = new nn.Linear(3, 3);
+    return poptorch.identity_loss(this.fc2.forward(this.fc1.forward(x)), "sum");
+  }
+}
+
+/** Deletes a submodule inside forward (`del self.fc2`): its parameters are removed, which PopTorch rejects. */
+export class DeletesLayer extends nn.Module {
+  constructor() {
+    super();
+    this.fc1 = new nn.Linear(3, 1);
+    this.fc2 = new nn.Linear(3, 1);
+  }
+  forward(x) {
+    delete this.fc2;
+    return poptorch.identity_loss(this.fc1.forward(x), "sum");
+  }
+}
+
+/** Registers its parameter again inside forward: a reassigned parameter, which PopTorch rejects. */
+export class ReregistersParameter extends nn.Module {
+  constructor() {
+    super();
+    this.registerParameter("w", [1, 1, 1], [3]);
+  }
+  forward(x) {
+    this.registerParameter("w", [2, 2, 2], [3]);
+    return poptorch.identity_loss(x.mul(this.param("w")), "sum");
+  }
+}
+
+/** Three Linear layers in blocks on IPUs 0, 1 and 2: three IPUs, not a power of two. */
+export class ThreeIpus extends nn.Module {
+  constructor() {
+    super();
+    this.fc1 = new nn.Linear(3, 3);
+    this.fc2 = new nn.Linear(3, 3);
+    this.fc3 = new nn.Linear(3, 1);
+  }
+  forward(x) {
+    const a = block("b0", 0, () => this.fc1.forward(x));
+    const b = block("b1", 1, () => this.fc2.forward(a));
+    return block("b2", 2, () => poptorch.identity_loss(this.fc3.forward(b), "sum"));
   }
 }
 

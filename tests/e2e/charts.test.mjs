@@ -292,6 +292,16 @@ describe("charts, the plan adapter and the options", () => {
           phases: field({ executionStrategy: { type: "serialPhased", phases: [] } }),
           phaseJson: field({ executionStrategy: { type: "serialPhased", phases: [[{ blocks: ["a"], ipu: 0 }]] } }),
           unknown: field({ frobnicate: 1 }),
+          // A thrown error carries the option's key too (err.option), and the page's own diagnostics their field.
+          thrown: (() => {
+            try {
+              pkg.poptorch.Options.fromJSON({ Training: { gradientAccumulation: "4" } });
+            } catch (e) {
+              return [e.kind, e.code, e.option, O.fieldOfDiagnostic(e)];
+            }
+          })(),
+          own: O.fieldOfDiagnostic({ code: "not_enough_ipus", field: "ipus" }),
+          nested: O.fieldOfOption("executionStrategy.autoStage"),
         },
         typeErrors: O.typeErrors(O.mergeOptions(O.defaultOptions(), { deviceIterations: 1.5, Training: { gradientAccumulation: "x" } })),
         roundTrip: ["default", "onChip", "offChip"].map((v) => O.locationOf(O.locationSettings(v))),
@@ -307,6 +317,9 @@ describe("charts, the plan adapter and the options", () => {
       phases: ["phases"],
       phaseJson: ["phases"],
       unknown: ["options"],
+      thrown: ["plan", "options_json", "Training.gradientAccumulation", "gradientAccumulation"],
+      own: "ipus",
+      nested: "autoStage",
     });
     assert.deepEqual(r.typeErrors.map((e) => e.field), ["deviceIterations", "gradientAccumulation"]);
     assert.deepEqual(r.roundTrip, ["default", "onChip", "offChip"]);

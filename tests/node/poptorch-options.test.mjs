@@ -70,6 +70,21 @@ describe("poptorch.Options", () => {
     assert.throws(() => o.ipuGeneration("mk9"), /"mk1", "mk2" or "bow"/);
     assert.throws(() => poptorch.Options.fromJSON({ deviceIteration: 2 }), /unknown field `deviceIteration`/);
     assert.throws(() => poptorch.Options.fromJSON({ deviceIterations: 0 }), /deviceIterations must be a positive whole number/);
+    // Each error says what it is in fields, not only in its message: its kind, and a plan
+    // diagnostic's code, fix and the option it is about (by its JSON key).
+    assert.throws(() => o.deviceIterations(0), {
+      kind: "plan", code: "options_not_positive", option: "deviceIterations", fix: "Set deviceIterations to 1 or more.",
+      message: "deviceIterations must be a positive whole number, got 0. Set deviceIterations to 1 or more.",
+    });
+    assert.throws(() => o.Training.gradientAccumulation(0), { code: "options_not_positive", option: "Training.gradientAccumulation" });
+    assert.throws(() => o.deviceIterations(1.5), { name: "TypeError", kind: "arg" });
+    assert.throws(() => o.replicationFactor(-1), { name: "RangeError", kind: "arg" });
+    assert.throws(() => o.inputReplicaGrouping(3), { kind: "plan", option: "inputReplicaGrouping" });
+    assert.throws(() => poptorch.Options.fromJSON({ deviceIteration: 2 }), { kind: "plan", code: "options_json", option: "deviceIteration" });
+    assert.throws(() => poptorch.Options.fromJSON({ replicationFactor: 2, Training: { gradientAccumulation: "4" } }), {
+      code: "options_json", option: "Training.gradientAccumulation",
+    });
+    assert.throws(() => poptorch.Options.fromJSON({ Training: [4] }), { code: "options_json", option: "Training" });
     // Nothing of a failed call was applied.
     assert.equal(o.toJSON().deviceIterations, 1);
     assert.equal(o.toJSON().inputReplicaGrouping.size, 1);

@@ -7,7 +7,7 @@ import {
   api, models, nn, poptorch, f32, i32, rows, classifierData, values, assertClose, twin, uniform,
 } from "./poptorch-helpers.mjs";
 
-const { Classifier, NoLoss, TwoLosses, Throws, ReassignsBuffer, CounterModel, seeded } = models;
+const { Classifier, NoLoss, TwoLosses, Throws, ReassignsBuffer, ReplacesLayer, DeletesLayer, ReregistersParameter, ThreeIpus, CounterModel, seeded } = models;
 
 const options = (d, r, a) => {
   const o = new poptorch.Options().deviceIterations(d).replicationFactor(r);
@@ -206,10 +206,65 @@ describe("PopTorch's errors", () => {
   });
 
   test("buffers reassigned in forward, and written with replicas while broadcast", () => {
-    assert.throws(() => poptorch.trainingModel(new ReassignsBuffer()).call(f32([1, 1], [1])), /reassigned during the trace/);
+    // PopTorch's buffers_test.py test_error_on_redefine_buffer: `self.y = x` in forward.
+    assert.throws(() => poptorch.trainingModel(new ReassignsBuffer()).call(f32([1, 1], [1])), {
+      message: 'Buffer b is reassigned within the model when calling the forward method. This is not supported. Consider using this.updateBuffer("b", src) to copy data from a source tensor, where src is the name of the source tensor.',
+      kind: "poptorch",
+    });
     assert.throws(() => poptorch.inferenceModel(new CounterModel(), new poptorch.Options().replicationFactor(2)).call(), {
       message: "PopTorch does not support broadcasting buffers. If your model is able to tolerate buffers becoming out of sync between replicas, you can disable buffer broadcasting using poptorch.Options.broadcastBuffers(False).",
     });
+  });
+
+  test("parameters reassigned or removed in forward are PopTorch's errors, with the fix", () => {
+    const x = f32([2, 3], uniform(6, 4));
+    // The issue's cases: `this.fc1 = new nn.Linear(3, 3)` and `delete this.fc2` inside forward.
+    for (const wrap of [(m) => poptorch.trainingModel(m), (m) => poptorch.inferenceModel(m)]) {
+      assert.throws(() => wrap(new ReplacesLayer()).call(x), (e) => {
+        assert.match(e.message, /^Parameter fc1\.weight is reassigned within the model when calling the forward method\. This is not supported\. /);
+        assert.equal(e.kind, "poptorch");
+        assert.match(e.fix, /in the constructor/);
+        assert.doesNotMatch(e.message, /updateBuffer/, "a parameter has no updateBuffer");
+        assert.ok(e.message.endsWith(e.fix), "the message ends with the fix");
+        return true;
+      });
+      assert.throws(() => wrap(new DeletesLayer()).call(x), (e) => {
+        assert.match(e.message, /^Parameter fc2\.weight is removed from the model when calling the forward method\./);
+        assert.equal(e.kind, "poptorch");
+        assert.match(e.fix, /don't delete them/);
+        return true;
+      });
+    }
+    // registerParameter again inside forward: a reassigned parameter, whose fix is not updateBuffer.
+    assert.throws(() => poptorch.trainingModel(new ReregistersParameter()).call(x), (e) => {
+      assert.match(e.message, /^Parameter w is reassigned within the model when calling the forward method\. This is not supported\./);
+      assert.doesNotMatch(e.message, /updateBuffer/);
+      assert.match(e.fix, /loadStateDict/);
+      return true;
+    });
+    // A model that keeps its modules passes the check.
+    assert.deepEqual(poptorch.inferenceModel(seeded(Classifier)).call(...classifierData(2))[0].shape, [2, 2]);
+  });
+
+  test("an IPU count that is not a power of two: the thrown error names the cause and the fix", () => {
+    const x = f32([2, 3], uniform(6, 5));
+    // Sharded: three IPUs without the pipeline's rule on gradient accumulation.
+    const sharded = () => new poptorch.Options().setExecutionStrategy(new poptorch.ShardedExecution());
+    for (const run of [(m) => m.call(x), (m) => m.plan(x)]) {
+      assert.throws(() => run(poptorch.trainingModel(new ThreeIpus(), sharded())), (e) => {
+        assert.match(e.message, /The model uses 3 IPUs, but PopTorch must reserve at least 4/);
+        assert.match(e.message, /autoRoundNumIPUs\(True\)\.$/, "the message ends with the fix");
+        assert.equal(e.kind, "plan");
+        assert.equal(e.code, "ipu_count_not_power_of_two");
+        assert.equal(e.option, "autoRoundNumIPUs");
+        assert.match(e.fix, /poptorch\.Options\(\)\.autoRoundNumIPUs\(True\)/);
+        return true;
+      });
+    }
+    const rounded = poptorch.trainingModel(new ThreeIpus(), sharded().autoRoundNumIPUs(true));
+    const plan = rounded.plan(x);
+    assert.equal(plan.valid, true, JSON.stringify(plan.errors));
+    assert.deepEqual(plan.warnings.filter((w) => w.code === "ipu_count_rounded").map((w) => w.option), ["autoRoundNumIPUs"]);
   });
 
   test("a forward that throws: the user's error, and the model and package keep working", () => {

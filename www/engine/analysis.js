@@ -70,7 +70,7 @@ export function panelOptions(json) {
     return pkg.poptorch.Options.fromJSON(json);
   } catch (e) {
     const message = `Invalid options: ${e?.message ?? String(e)}`;
-    throw makeError(ErrorKind.OPTION, message, { field: fieldOfDiagnostic({ code: "options_json", message }) });
+    throw makeError(ErrorKind.OPTION, message, { field: fieldOfDiagnostic(e) ?? "options" });
   }
 }
 
@@ -277,6 +277,7 @@ export async function analyse({ code, options, ipus = 1, half = false, dataset =
     result.checks.push({
       level: "warning",
       code: "half_unread",
+      field: "half",
       message: "The float16 switch is on, but your code does not read `half`: the model is planned in the dtypes it traces. (PopTorch has no float16 option: a model is made float16 with model.half().)",
       fix: "Take `half` in your default export ({ options, half }) and, when it is set, call model.half() and give float16 inputs; or turn the switch off.",
       node: null,
@@ -286,11 +287,11 @@ export async function analyse({ code, options, ipus = 1, half = false, dataset =
   return result;
 }
 
-/** PopTorch's refusal of automatic loss scaling on a float32 model, with the page's way out. */
+/** PopTorch's refusal of automatic loss scaling on a float32 model (told by its code), with the page's way out. */
 function withHalfHint(e) {
-  if (e && typeof e.message === "string" && /No tracked gradient tensors of type fp16/.test(e.message)) {
+  if (e?.code === "automatic_loss_scaling_without_fp16" && typeof e.message === "string") {
     e.message += " Automatic loss scaling needs a float16 model: turn on float16 (model.half()) in the options panel, or turn loss scaling off.";
-    e.field = "automaticLossScaling";
+    e.field = fieldOfDiagnostic(e);
   }
   return e;
 }
@@ -304,7 +305,8 @@ function wrapperLine(code, training) {
 function wrappedError(e, url, code, training) {
   const info = describe(e, url);
   if (info.line === undefined) {
-    const shapes = /mismatch|batch dimension|positional arguments/i.test(info.message);
+    // The call's inputs do not fit what was compiled, or do not divide into micro-batches.
+    const shapes = info.code === "input_mismatch" || info.code === "batch_dimension";
     info.line = (shapes ? lineOfKey(code, "inputs") : undefined) ?? wrapperLine(code, training);
   }
   return info;
@@ -452,6 +454,7 @@ async function analyseModule(code, exports, url, ctx, panel, dataset) {
     checks.push({
       level: "error",
       code: "not_enough_ipus",
+      field: "ipus",
       message: `The plan reserves ${plan.ipusReserved} IPUs (${plan.ipusPerReplica} per replica × ${plan.replicas} replica${plan.replicas === 1 ? "" : "s"}), but the system has ${ctx.ipus}.`,
       fix: `Set "IPUs in the system" to ${plan.ipusReserved} or more, or use fewer IPUs or replicas.`,
       node: null,

@@ -217,7 +217,21 @@ export function describe(err, url) {
     if (m) where.line = Number(m[1]);
   }
   const prefix = name && name !== "Error" && !message.startsWith(name) ? `${name}: ` : "";
-  return makeError(ErrorKind.MODEL, prefix + message, { ...where, fatal: err instanceof WebAssembly.RuntimeError });
+  return makeError(ErrorKind.MODEL, prefix + message, { ...where, ...engineFields(err), fatal: err instanceof WebAssembly.RuntimeError });
+}
+
+/**
+ * What the package's errors say in fields (crate/src/api/args.rs): the stable `code` of a
+ * plan's diagnostic, the `option` it is about and its `fix`; the layer that raised it, the
+ * package's `err.kind`, as `engineKind` (`kind` is the page's own, protocol.js ErrorKind).
+ */
+function engineFields(err) {
+  const out = {};
+  if (!(err instanceof Error)) return out;
+  for (const [from, to] of [["code", "code"], ["option", "option"], ["fix", "fix"], ["kind", "engineKind"]]) {
+    if (typeof err[from] === "string") out[to] = err[from];
+  }
+  return out;
 }
 
 function safeString(v) {

@@ -18,27 +18,47 @@ use wasm_bindgen::{JsCast, JsValue};
 
 pub(crate) type JsResult<T> = Result<T, JsValue>;
 
-/// A plain `Error` with `message`.
+/// `err` with the structured fields JS callers read instead of the message: `kind` (the
+/// layer that raised it, [`crate::ErrorKind::as_str`]), and where known `code`, `fix` and
+/// `option` (a plan's diagnostic: its stable code, how to fix it, the `poptorch.Options`
+/// key it is about). Setting a property on an error just made cannot throw.
+fn with_fields(err: JsValue, kind: &str, code: Option<&str>, fix: Option<&str>, option: Option<&str>) -> JsValue {
+    let set = |key: &str, v: &str| {
+        let _ = Reflect::set(&err, &JsValue::from_str(key), &JsValue::from_str(v));
+    };
+    set("kind", kind);
+    for (key, v) in [("code", code), ("fix", fix), ("option", option)] {
+        if let Some(v) = v {
+            set(key, v);
+        }
+    }
+    err
+}
+
+/// A plain `Error` with `message`, about what the caller handed the API (`kind` "arg").
 pub(crate) fn error(message: &str) -> JsValue {
-    js_sys::Error::new(message).into()
+    with_fields(js_sys::Error::new(message).into(), "arg", None, None, None)
 }
 
-/// A `TypeError` with `message`.
+/// A `TypeError` with `message` (`kind` "arg").
 pub(crate) fn type_error(message: &str) -> JsValue {
-    js_sys::TypeError::new(message).into()
+    with_fields(js_sys::TypeError::new(message).into(), "arg", None, None, None)
 }
 
-/// A `RangeError` with `message`.
+/// A `RangeError` with `message` (`kind` "arg").
 pub(crate) fn range_error(message: &str) -> JsValue {
-    js_sys::RangeError::new(message).into()
+    with_fields(js_sys::RangeError::new(message).into(), "arg", None, None, None)
 }
 
-/// A core error as an `Error`.
-pub(crate) fn js_err(e: impl std::fmt::Display) -> JsValue {
-    error(&e.to_string())
+/// A core error (or anything that converts into one: a plan's `Diagnostic`) as a JS
+/// `Error`: its message, `kind`, and `code`, `fix` and `option` where it has them. The one
+/// place a core error crosses into JS.
+pub(crate) fn js_err(e: impl Into<crate::Error>) -> JsValue {
+    let e: crate::Error = e.into();
+    with_fields(js_sys::Error::new(e.message()).into(), e.kind().as_str(), e.code(), e.fix(), e.option())
 }
 
-/// A rejected argument as the JS error of its kind.
+/// A rejected argument as the JS error of its kind (`kind` "arg").
 pub(crate) fn arg_err(e: ArgError) -> JsValue {
     match e.kind {
         ArgErrorKind::Type => type_error(&e.message),

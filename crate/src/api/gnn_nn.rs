@@ -234,7 +234,7 @@ impl GroupAddRev {
         let thrown = Rc::new(RefCell::new(None));
         let groups: Vec<JsGroup> = groups.into_iter().map(|obj| JsGroup { obj, thrown: thrown.clone() }).collect();
         let inner = gnn::GroupAddRev::with_split_dim(groups, split_dim, disable)
-            .map_err(|e| args::error(&format!("GroupAddRev: {e}")))?;
+            .map_err(|e| js_err(e.context("GroupAddRev")))?;
         Ok(GroupAddRev { inner, thrown })
     }
 

@@ -32,7 +32,8 @@ fn start() {
 }
 
 fn to_js<T: Serialize>(v: &T) -> JsResult<JsValue> {
-    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).map_err(js_err)
+    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| js_err(crate::Error::new(crate::ErrorKind::Json, e.to_string())))
 }
 
 #[derive(Serialize)]

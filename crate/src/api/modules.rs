@@ -59,8 +59,8 @@ type Registered = RefCell<Vec<(String, Rc<HostTensor>)>>;
 /// Parameters and buffers of your own: `this.registerParameter(name, values, shape)` and
 /// `this.registerBuffer(name, values, shape)` in the constructor; in `forward`,
 /// `this.param(name)` / `this.buffer(name)` read them (named by the module's path) and
-/// `this.updateBuffer(name, tensor)` writes a buffer in place. Registering again while a
-/// trace runs is the reassignment PopTorch rejects, and an error.
+/// `this.updateBuffer(name, tensor)` writes a buffer in place. Registering while a trace
+/// runs is the reassignment PopTorch rejects, and an error with PopTorch's message.
 #[wasm_bindgen]
 #[derive(Default)]
 pub struct Module {
@@ -84,10 +84,10 @@ fn register(list: &Registered, kind: &str, name: JsValue, values: JsValue, shape
         return Err(args::error(&format!("{kind} name '{name}' must contain no '.' (dots join module paths)")));
     }
     if is_tracing() {
-        return Err(args::error(&format!(
-            "{kind} '{name}' was reassigned during the trace: PopTorch does not allow replacing a parameter or \
-             buffer; update a buffer in place with updateBuffer"
-        )));
+        // Named under the module whose forward is running (where `this.register…` is called).
+        let scope = current()?.current_scope();
+        let full = if scope.is_empty() { name.clone() } else { format!("{scope}.{name}") };
+        return Err(js_err(crate::poptorch::model::state_reassigned(kind == "buffer", &full, &name)));
     }
     let t = host_tensor(&values, &shape, &format!("{kind} '{name}'"))?;
     let mut list = list.borrow_mut();

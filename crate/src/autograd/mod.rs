@@ -369,7 +369,7 @@ fn backprop(
         b.meta = NodeMeta { pass: Pass::Backward, ..node.meta.clone() };
         let need: Vec<bool> = node.inputs.iter().map(|v| depends[v.0 as usize]).collect();
         let in_grads = vjp_rule(&mut b, &node.op, &node.inputs, &node.outputs, &gouts, &need)
-            .map_err(|e| Error::ir(format!("backward of {}: {}", crate::ir::describe_site(&node.op, &node.meta), e)))?;
+            .map_err(|e| e.context(format_args!("backward of {}", crate::ir::describe_site(&node.op, &node.meta))))?;
         for ((&x, gx), &n) in node.inputs.iter().zip(in_grads).zip(&need) {
             let (Some(gx), true) = (gx, n) else { continue };
             let acc = match grads.get(&x) {
@@ -658,8 +658,37 @@ fn vjp_rule(
             let mut it = res[1..].iter();
             need.iter().map(|&n| if n { it.next().copied() } else { None }).collect()
         }
-        other => {
-            return Err(Error::ir(format!("no gradient rule for '{}'", other.name())));
+        // Every other op is listed, so that a new op is a compile error here until it has a
+        // rule. Inputs, constants, random masks and index results carry no gradient; the
+        // backward's and the optimizer's own ops, and the executor's fused forms, are never
+        // differentiated (a training graph is built once, from a forward graph).
+        Op::Placeholder { .. }
+        | Op::Constant { .. }
+        | Op::Full { .. }
+        | Op::RandomMask { .. }
+        | Op::Positive
+        | Op::ArgMax { .. }
+        | Op::BufferUpdate { .. }
+        | Op::MatMulTN
+        | Op::LinearAdd { .. }
+        | Op::SumTo { .. }
+        | Op::UnaryGrad { .. }
+        | Op::PowGrad
+        | Op::MaxGrad { .. }
+        | Op::SoftmaxGrad { .. }
+        | Op::LogSoftmaxGrad { .. }
+        | Op::LayerNormGrad { .. }
+        | Op::CrossEntropyGrad { .. }
+        | Op::SliceGrad { .. }
+        | Op::DynamicSliceGrad { .. }
+        | Op::IndexAdd { .. }
+        | Op::GatherGrad { .. }
+        | Op::ScatterMeanGrad { .. }
+        | Op::SpMMTransposed { .. }
+        | Op::SpMMValuesGrad { .. }
+        | Op::InvertibleBackward { .. }
+        | Op::OptimizerUpdate { .. } => {
+            return Err(Error::ir(format!("no gradient rule for '{}'", op.name())));
         }
     })
 }

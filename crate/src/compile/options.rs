@@ -239,13 +239,15 @@ type Set<'a> = Result<&'a mut Options, Diagnostic>;
 
 // ---- the checks, shared by the setters and `validate` ----
 
-fn check_positive(name: &str, n: usize) -> Result<(), Diagnostic> {
+/// `name` (option `key`, or a part of it) must not be 0.
+fn check_positive(key: &str, name: &str, n: usize) -> Result<(), Diagnostic> {
     if n == 0 {
         return Err(Diagnostic::new(
             "options_not_positive",
             format!("{name} must be a positive whole number, got 0."),
             format!("Set {name} to 1 or more."),
-        ));
+        )
+        .on(key));
     }
     Ok(())
 }
@@ -256,9 +258,10 @@ fn check_grouping(g: InputReplicaGrouping, replicas: usize) -> Result<(), Diagno
             "input_replica_grouping_all",
             "inputReplicaGrouping: the input group type cannot be All (every replica would read the same input).",
             "Use Consecutive or Orthogonal groups, or NoGrouping.",
-        ));
+        )
+        .on("inputReplicaGrouping"));
     }
-    check_positive("inputReplicaGrouping's group size", g.size)?;
+    check_positive("inputReplicaGrouping", "inputReplicaGrouping's group size", g.size)?;
     if g.size > replicas {
         return Err(Diagnostic::new(
             "input_replica_grouping_too_large",
@@ -267,7 +270,8 @@ fn check_grouping(g: InputReplicaGrouping, replicas: usize) -> Result<(), Diagno
                 g.size
             ),
             "Use a group size no larger than the number of replicas, or raise replicationFactor first.",
-        ));
+        )
+        .on("inputReplicaGrouping"));
     }
     if !replicas.is_multiple_of(g.size) {
         return Err(Diagnostic::new(
@@ -277,7 +281,8 @@ fn check_grouping(g: InputReplicaGrouping, replicas: usize) -> Result<(), Diagno
                 g.size
             ),
             "Pick a group size that is a factor of the number of replicas.",
-        ));
+        )
+        .on("inputReplicaGrouping"));
     }
     Ok(())
 }
@@ -289,7 +294,8 @@ fn check_reduction(r: ReductionType) -> Result<(), Diagnostic> {
             "Training.accumulationAndReplicationReductionType must be Mean or Sum: gradients over \
              accumulation steps and replicas have to be reduced.",
             "Use poptorch.ReductionType.Mean (the default) or poptorch.ReductionType.Sum.",
-        ));
+        )
+        .on("Training.accumulationAndReplicationReductionType"));
     }
     Ok(())
 }
@@ -300,7 +306,8 @@ fn check_output_mode(mode: OutputMode, period: Option<usize>) -> Result<(), Diag
             "output_mode_every_n_period",
             "OutputMode.EveryN needs an output return period, a positive whole number.",
             "Call outputMode(OutputMode.EveryN, period) with period >= 1 (JSON: \"outputReturnPeriod\").",
-        ));
+        )
+        .on("outputMode"));
     }
     Ok(())
 }
@@ -335,7 +342,8 @@ fn check_amp(map: &BTreeMap<String, f64>) -> Result<(), Diagnostic> {
                     crate::error::brief(k, 80)
                 ),
                 "Name each IPU as IPU<index>, e.g. \"IPU1\".",
-            ));
+            )
+            .on("availableMemoryProportion"));
         }
         if !(v > 0.0 && v <= 1.0) {
             return Err(Diagnostic::new(
@@ -345,7 +353,8 @@ fn check_amp(map: &BTreeMap<String, f64>) -> Result<(), Diagnostic> {
                     crate::error::brief(k, 80)
                 ),
                 "Give the share of each tile's memory temporaries may use, e.g. 0.6 (PopTorch's default).",
-            ));
+            )
+            .on("availableMemoryProportion"));
         }
     }
     Ok(())
@@ -358,7 +367,8 @@ fn check_io_tiles(n: Option<usize>) -> Result<(), Diagnostic> {
                 "num_io_tiles",
                 format!("numIOTiles must be an even number from 32 to 192, got {n}."),
                 "Pick an even count of IO tiles between 32 and 192, or leave it unset.",
-            ));
+            )
+            .on("TensorLocations.numIOTiles"));
         }
     }
     Ok(())
@@ -379,16 +389,18 @@ const OPTION_GROUPS: &[(&[&str], &str)] = &[
     (&["TensorLocations", "accumulator"], r#"{"useOnChipStorage": false}"#),
 ];
 
-/// The first option group of `value` given as an array (see [`OPTION_GROUPS`]).
-fn reject_positional_groups(value: &serde_json::Value) -> Result<(), String> {
+/// The first option group of `value` given as an array (see [`OPTION_GROUPS`]): its key and
+/// the error.
+fn reject_positional_groups(value: &serde_json::Value) -> Result<(), (String, String)> {
     for (path, example) in OPTION_GROUPS {
         let found = path.iter().try_fold(value, |v, key| v.get(key));
         if let Some(serde_json::Value::Array(items)) = found {
-            return Err(format!(
-                "`{}` must be an object like {example}, not a list of values by position: got a list of {} values",
-                path.join("."),
+            let key = path.join(".");
+            let e = format!(
+                "`{key}` must be an object like {example}, not a list of values by position: got a list of {} values",
                 items.len()
-            ));
+            );
+            return Err((key, e));
         }
     }
     Ok(())
@@ -474,6 +486,35 @@ fn largest_option(json: &str) -> Option<(&str, usize)> {
     }
 }
 
+/// The key of the option of `value` (a JSON object) that `Options` cannot read (unknown,
+/// or a value of the wrong type), by trying each key alone over the defaults; a group's
+/// key (`Training`, `executionStrategy`) is narrowed to the key inside it
+/// (`Training.gradientAccumulation`). `None` if each reads alone.
+fn unreadable_key(value: &serde_json::Value) -> Option<String> {
+    let defaults = serde_json::to_value(Options::default()).ok()?;
+    let reads = |v: &serde_json::Value| serde_json::from_value::<Options>(v.clone()).is_ok();
+    for (key, v) in value.as_object()? {
+        let mut one = defaults.clone();
+        one[key.as_str()] = v.clone();
+        if reads(&one) {
+            continue;
+        }
+        if let (Some(inner), Some(base)) = (v.as_object(), defaults.get(key).filter(|d| d.is_object())) {
+            for (k, w) in inner {
+                let mut one = defaults.clone();
+                let mut group = base.clone();
+                group[k.as_str()] = w.clone();
+                one[key.as_str()] = group;
+                if !reads(&one) {
+                    return Some(format!("{key}.{k}"));
+                }
+            }
+        }
+        return Some(key.clone());
+    }
+    None
+}
+
 fn frozen_error() -> Diagnostic {
     Diagnostic::new(
         "options_frozen",
@@ -508,7 +549,7 @@ impl Options {
 
     /// `deviceIterations(n)`: iterations run on the device per host call.
     pub fn device_iterations(&mut self, n: usize) -> Set<'_> {
-        check_positive("deviceIterations", n)?;
+        check_positive("deviceIterations", "deviceIterations", n)?;
         let o = self.open()?;
         o.device_iterations = n;
         Ok(o)
@@ -516,7 +557,7 @@ impl Options {
 
     /// `replicationFactor(n)`: data-parallel replicas.
     pub fn replication_factor(&mut self, n: usize) -> Set<'_> {
-        check_positive("replicationFactor", n)?;
+        check_positive("replicationFactor", "replicationFactor", n)?;
         let o = self.open()?;
         o.replication_factor = n;
         Ok(o)
@@ -600,7 +641,7 @@ impl Options {
 
     /// `opts.Training.gradientAccumulation(n)`.
     pub fn gradient_accumulation(&mut self, n: usize) -> Set<'_> {
-        check_positive("Training.gradientAccumulation", n)?;
+        check_positive("Training.gradientAccumulation", "Training.gradientAccumulation", n)?;
         let o = self.open()?;
         o.training.gradient_accumulation = n;
         Ok(o)
@@ -652,9 +693,13 @@ impl Options {
     /// Every check, as the setters make them (the first failure of each kind).
     pub fn validate(&self) -> Vec<Diagnostic> {
         let checks = [
-            check_positive("deviceIterations", self.device_iterations),
-            check_positive("replicationFactor", self.replication_factor),
-            check_positive("Training.gradientAccumulation", self.training.gradient_accumulation),
+            check_positive("deviceIterations", "deviceIterations", self.device_iterations),
+            check_positive("replicationFactor", "replicationFactor", self.replication_factor),
+            check_positive(
+                "Training.gradientAccumulation",
+                "Training.gradientAccumulation",
+                self.training.gradient_accumulation,
+            ),
             if self.input_replica_grouping.kind == CommGroupType::NoGrouping {
                 Ok(())
             } else {
@@ -691,19 +736,26 @@ impl Options {
         let serde_json::Value::Object(fields) = &value else {
             return Err(bad(format!("expected a JSON object of options, got {}", crate::error::brief(&value, 80))));
         };
-        reject_positional_groups(&value).map_err(bad)?;
+        reject_positional_groups(&value).map_err(|(key, e)| bad(e).on(key))?;
         if let Some(serde_json::Value::Object(amp)) = fields.get("availableMemoryProportion") {
             // Bounded before its entries are read one by one.
             if amp.len() > MAX_AMP_ENTRIES {
                 return Err(bad(format!(
                     "`availableMemoryProportion` has {} entries, more than the {MAX_AMP_ENTRIES} IPUs a process can have",
                     amp.len()
-                )));
+                ))
+                .on("availableMemoryProportion"));
             }
         }
         let mut o: Options = match serde_json::from_value(value.clone()) {
             Ok(o) => o,
-            Err(e) => return Err(bad(field_error(fields).unwrap_or_else(|| e.to_string()))),
+            Err(e) => {
+                let d = bad(field_error(fields).unwrap_or_else(|| e.to_string()));
+                return Err(match unreadable_key(&value) {
+                    Some(key) => d.on(key),
+                    None => d,
+                });
+            }
         };
         if let Some(e) = o.validate().into_iter().next() {
             return Err(e);

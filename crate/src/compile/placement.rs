@@ -338,11 +338,14 @@ fn assign_stages(pe: &PipelinedExecution, raw: &[RawBlock], p: &mut Placement) -
     let mut ipu = vec![0usize; nb];
     if let Some(list) = &pe.stages {
         if pe.auto_stage.is_some() {
-            p.warnings.push(Diagnostic::new(
-                "auto_stage_ignored",
-                "Both a stage list and an AutoStage were given: the stage list decides.",
-                "Give either a list of stages or an AutoStage.",
-            ));
+            p.warnings.push(
+                Diagnostic::new(
+                    "auto_stage_ignored",
+                    "Both a stage list and an AutoStage were given: the stage list decides.",
+                    "Give either a list of stages or an AutoStage.",
+                )
+                .on("executionStrategy.autoStage"),
+            );
         }
         let map = stage_map(list.iter().enumerate(), raw, p);
         for (b, r) in raw.iter().enumerate() {
@@ -371,14 +374,17 @@ fn assign_stages(pe: &PipelinedExecution, raw: &[RawBlock], p: &mut Placement) -
                         stage[b] = i;
                         ipu[b] = i;
                     }
-                    None => p.errors.push(Diagnostic::new(
-                        "same_as_ipu_without_ipu",
-                        format!(
-                            "poptorch.AutoStage.SameAsIpu was selected but no IPU was specified for block '{}'.",
-                            r.id
-                        ),
-                        "Give the block an IPU (Block(id, ipu_id=…)), or use poptorch.AutoStage.AutoIncrement.",
-                    )),
+                    None => p.errors.push(
+                        Diagnostic::new(
+                            "same_as_ipu_without_ipu",
+                            format!(
+                                "poptorch.AutoStage.SameAsIpu was selected but no IPU was specified for block '{}'.",
+                                r.id
+                            ),
+                            "Give the block an IPU (Block(id, ipu_id=…)), or use poptorch.AutoStage.AutoIncrement.",
+                        )
+                        .on("executionStrategy.autoStage"),
+                    ),
                 }
             }
         }
@@ -411,6 +417,7 @@ fn stage_map<'a>(
                         format!("Block '{}' is associated with more than one stage.", crate::error::brief(b, 80)),
                         "List each block in exactly one stage.",
                     )
+                    .on("executionStrategy")
                 });
             }
         }
@@ -429,6 +436,7 @@ fn stage_map<'a>(
                     ),
                     "Add the block to a stage (or a phase), or check its id for typos.",
                 )
+                .on("executionStrategy")
             });
         }
     }
@@ -447,6 +455,7 @@ fn stage_map<'a>(
                     ),
                     "Remove it from the list, or check its id.",
                 )
+                .on("executionStrategy")
             });
         }
     }
@@ -476,11 +485,14 @@ impl Capped {
 
     fn finish(self, to: &mut Vec<Diagnostic>, code: &'static str, what: &str) {
         if self.count > Self::SHOWN {
-            to.push(Diagnostic::new(
-                code,
-                format!("{} more {what} (not listed; {} in all).", self.count - Self::SHOWN, self.count),
-                "Fix the ones listed above; the rest are alike.",
-            ));
+            to.push(
+                Diagnostic::new(
+                    code,
+                    format!("{} more {what} (not listed; {} in all).", self.count - Self::SHOWN, self.count),
+                    "Fix the ones listed above; the rest are alike.",
+                )
+                .on("executionStrategy"),
+            );
         }
     }
 }
@@ -539,31 +551,37 @@ fn assign_phases(
             "phased_auto_stage",
             "There is currently no AutoStage for phased execution: the phases must be given explicitly.",
             "List the phases, e.g. SerialPhasedExecution(Phase(\"a\"), Phase(\"b\")) (JSON: \"phases\": [[\"a\"], [\"b\"]]).",
-        ));
+        ).on("executionStrategy"));
     }
     if parallel
         && matches!(ph.tensors_liveness, PhaseLiveness::OffChipAfterFwdNoOverlap | PhaseLiveness::OffChipAfterEachPhase)
     {
-        p.errors.push(Diagnostic::new(
-            "liveness_serial_only",
-            format!("Tensor liveness {:?} is only supported for serial phase execution.", ph.tensors_liveness),
-            "Use SerialPhasedExecution, or AlwaysLive / sendTensorsOffChipAfterFwd with parallel phases.",
-        ));
+        p.errors.push(
+            Diagnostic::new(
+                "liveness_serial_only",
+                format!("Tensor liveness {:?} is only supported for serial phase execution.", ph.tensors_liveness),
+                "Use SerialPhasedExecution, or AlwaysLive / sendTensorsOffChipAfterFwd with parallel phases.",
+            )
+            .on("executionStrategy"),
+        );
     }
     // (global stage id, phase, spec)
     let mut flat: Vec<(usize, usize, &StageSpec, Option<usize>)> = Vec::new();
     for (k, phase_spec) in ph.phases.iter().enumerate() {
         if let Some(ipus) = &phase_spec.ipus {
             if ipus.len() != phase_spec.stages.len() {
-                p.errors.push(Diagnostic::new(
-                    "phase_ipus_mismatch",
-                    format!(
-                        "Phase {k} contains {} stages but {} IPUs were given.",
-                        phase_spec.stages.len(),
-                        ipus.len()
-                    ),
-                    "Give one IPU per stage in phase.ipus(...).",
-                ));
+                p.errors.push(
+                    Diagnostic::new(
+                        "phase_ipus_mismatch",
+                        format!(
+                            "Phase {k} contains {} stages but {} IPUs were given.",
+                            phase_spec.stages.len(),
+                            ipus.len()
+                        ),
+                        "Give one IPU per stage in phase.ipus(...).",
+                    )
+                    .on("executionStrategy"),
+                );
             }
         }
         for (j, st) in phase_spec.stages.iter().enumerate() {
@@ -584,15 +602,18 @@ fn assign_phases(
             phase[b] = Some(k);
         }
         if parallel && chosen % 2 != k % 2 {
-            p.errors.push(Diagnostic::new(
-                "parallel_phase_parity",
-                format!(
-                    "Phase {k} runs stage ({}) on IPU {chosen}: when phases are executed in parallel, even phases \
+            p.errors.push(
+                Diagnostic::new(
+                    "parallel_phase_parity",
+                    format!(
+                        "Phase {k} runs stage ({}) on IPU {chosen}: when phases are executed in parallel, even phases \
                      must run on even IPUs and odd phases on odd IPUs.",
-                    crate::error::brief(spec.blocks.join(", "), 300)
-                ),
-                "Alternate the two IPU groups, e.g. phases on IPUs (0, 2), (1, 3), (0, 2).",
-            ));
+                        crate::error::brief(spec.blocks.join(", "), 300)
+                    ),
+                    "Alternate the two IPU groups, e.g. phases on IPUs (0, 2), (1, 3), (0, 2).",
+                )
+                .on("executionStrategy"),
+            );
         }
     }
     // The default block (ops before the first block) joins the first stage.
@@ -613,14 +634,17 @@ fn assign_phases(
             })
             .collect();
         if sets.iter().any(|s| s != &sets[0]) {
-            p.warnings.push(Diagnostic::new(
-                "serial_phase_ipus",
-                format!(
-                    "Serial phases should all run on the same IPU group; these phases use {}.",
-                    crate::error::brief(format_args!("{sets:?}"), 400)
-                ),
-                "Give every phase the same IPUs, e.g. phase(k).ipus(0, 1), or use ParallelPhasedExecution.",
-            ));
+            p.warnings.push(
+                Diagnostic::new(
+                    "serial_phase_ipus",
+                    format!(
+                        "Serial phases should all run on the same IPU group; these phases use {}.",
+                        crate::error::brief(format_args!("{sets:?}"), 400)
+                    ),
+                    "Give every phase the same IPUs, e.g. phase(k).ipus(0, 1), or use ParallelPhasedExecution.",
+                )
+                .on("executionStrategy"),
+            );
         }
     }
     (stage, ipu, phase)
@@ -654,7 +678,7 @@ fn check_pipeline_order(g: &Graph, raw: &[RawBlock], p: &mut Placement) {
                             raw[np.block].id, np.stage, np.ipu, raw[pb].id
                         ),
                         "Use poptorch.AutoStage.AutoIncrement (stages 0, 1, 2, …), or list the stages in execution order.",
-                    )
+                    ).on("executionStrategy.autoStage")
                     .at(i),
                 );
                 return;
@@ -674,14 +698,17 @@ fn check_pipeline_order(g: &Graph, raw: &[RawBlock], p: &mut Placement) {
             } else {
                 format!("{:?} … {:?} ({} distinct)", &used[..8], &used[used.len() - 4..], used.len())
             };
-            p.errors.push(Diagnostic::new(
-                "stage_missing",
-                format!(
-                    "The pipeline stages of the ops are {listed}: {} stages, but stage {missing} is missing.",
-                    max as u128 + 1
-                ),
-                "Number the stages without gaps (with AutoStage.SameAsIpu, use IPUs 0, 1, 2, … without gaps).",
-            ));
+            p.errors.push(
+                Diagnostic::new(
+                    "stage_missing",
+                    format!(
+                        "The pipeline stages of the ops are {listed}: {} stages, but stage {missing} is missing.",
+                        max as u128 + 1
+                    ),
+                    "Number the stages without gaps (with AutoStage.SameAsIpu, use IPUs 0, 1, 2, … without gaps).",
+                )
+                .on("executionStrategy"),
+            );
         }
     }
 }
@@ -870,11 +897,16 @@ fn count_ipus(opts: &Options, p: &mut Placement) {
     p.ipus_used = total;
     let max = opts.ipu_generation.spec().max_ipus;
     if total > max {
-        p.errors.push(Diagnostic::new(
-            "too_many_ipus",
-            format!("Too many IPUs requested ({total}): more than {max} IPUs per process need distributed execution."),
-            "Use fewer IPUs per replica or fewer replicas, or run distributed (several processes).",
-        ));
+        p.errors.push(
+            Diagnostic::new(
+                "too_many_ipus",
+                format!(
+                    "Too many IPUs requested ({total}): more than {max} IPUs per process need distributed execution."
+                ),
+                "Use fewer IPUs per replica or fewer replicas, or run distributed (several processes).",
+            )
+            .on("replicationFactor"),
+        );
         p.ipus_reserved = total;
         return;
     }
@@ -882,23 +914,29 @@ fn count_ipus(opts: &Options, p: &mut Placement) {
     p.ipus_reserved = reserved;
     if reserved != total {
         if opts.auto_round_num_ipus {
-            p.warnings.push(Diagnostic::new(
-                "ipu_count_rounded",
-                format!(
-                    "Reserving {reserved} IPUs when the model uses only {total}: {} will be reserved but not used.",
-                    reserved - total
-                ),
-                "Use a power of two of IPUs (per replica × replicas) to use every reserved IPU.",
-            ));
+            p.warnings.push(
+                Diagnostic::new(
+                    "ipu_count_rounded",
+                    format!(
+                        "Reserving {reserved} IPUs when the model uses only {total}: {} will be reserved but not used.",
+                        reserved - total
+                    ),
+                    "Use a power of two of IPUs (per replica × replicas) to use every reserved IPU.",
+                )
+                .on("autoRoundNumIPUs"),
+            );
         } else {
-            p.errors.push(Diagnostic::new(
-                "ipu_count_not_power_of_two",
-                format!(
+            p.errors.push(
+                Diagnostic::new(
+                    "ipu_count_not_power_of_two",
+                    format!(
                     "The model uses {total} IPUs, but PopTorch must reserve at least {reserved}: it reserves a power \
                      of two of IPUs (at most 64) per process."
                 ),
-                "Change the model to use a power of two of IPUs, or set poptorch.Options().autoRoundNumIPUs(True).",
-            ));
+                    "Change the model to use a power of two of IPUs, or set poptorch.Options().autoRoundNumIPUs(True).",
+                )
+                .on("autoRoundNumIPUs"),
+            );
         }
     }
 }

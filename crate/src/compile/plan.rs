@@ -444,31 +444,38 @@ fn check_modes(g: &Graph, o: &Options, p: &Placement, errors: &mut Vec<Diagnosti
                 message,
                 "Set poptorch.Options().Training.gradientAccumulation to 1 (or leave it), and raise deviceIterations \
                  to process enough batches per run.",
-            ));
+            ).on("Training.gradientAccumulation"));
         }
         if o.training.automatic_loss_scaling {
-            warnings.push(Diagnostic::new(
-                "inference_training_options",
-                "Training.setAutomaticLossScaling is set on an inference model, where it has no effect: Training \
+            warnings.push(
+                Diagnostic::new(
+                    "inference_training_options",
+                    "Training.setAutomaticLossScaling is set on an inference model, where it has no effect: Training \
                  options must not be set for inference models.",
-                "Unset it, or plan a training model.",
-            ));
+                    "Unset it, or plan a training model.",
+                )
+                .on("Training.automaticLossScaling"),
+            );
         }
         if pipelined && o.device_iterations < stages {
-            errors.push(Diagnostic::new(
-                "pipeline_device_iterations",
-                format!(
+            errors.push(
+                Diagnostic::new(
+                    "pipeline_device_iterations",
+                    format!(
                     "deviceIterations ({}) must be greater than or equal to the number of pipeline stages ({stages}) \
                      when using PipelinedExecution.",
                     o.device_iterations
                 ),
-                format!("Set poptorch.Options().deviceIterations({stages}) or more, or use fewer IPUs."),
-            ));
+                    format!("Set poptorch.Options().deviceIterations({stages}) or more, or use fewer IPUs."),
+                )
+                .on("deviceIterations"),
+            );
         }
     } else if pipelined && o.training.gradient_accumulation < stages {
-        errors.push(Diagnostic::new(
-            "pipeline_gradient_accumulation",
-            format!(
+        errors.push(
+            Diagnostic::new(
+                "pipeline_gradient_accumulation",
+                format!(
                 "Training.gradientAccumulation ({}) must be greater than or equal to the number of pipeline stages \
                  ({stages}) when using PipelinedExecution. Note that a model with {} pipeline stages has {} more \
                  stages when training.",
@@ -476,8 +483,10 @@ fn check_modes(g: &Graph, o: &Options, p: &Placement, errors: &mut Vec<Diagnosti
                 stages.div_ceil(2),
                 stages / 2
             ),
-            format!("Set poptorch.Options().Training.gradientAccumulation({stages}) or more."),
-        ));
+                format!("Set poptorch.Options().Training.gradientAccumulation({stages}) or more."),
+            )
+            .on("Training.gradientAccumulation"),
+        );
     }
     if o.replication_factor > 1
         && o.broadcast_buffers
@@ -488,7 +497,7 @@ fn check_modes(g: &Graph, o: &Options, p: &Placement, errors: &mut Vec<Diagnosti
             "The model updates a buffer in place with several replicas, but buffers are broadcast from one \
              replica by default, which PopTorch does not support for buffers that change.",
             "If the model tolerates buffers drifting apart between replicas, set poptorch.Options().broadcastBuffers(False).",
-        ));
+        ).on("broadcastBuffers"));
     }
     if o.replication_factor == 1 {
         for (class, name) in [
@@ -502,7 +511,8 @@ fn check_modes(g: &Graph, o: &Options, p: &Placement, errors: &mut Vec<Diagnosti
                     "replicated_tensor_sharding_without_replicas",
                     format!("Replicated tensor sharding is set for {name} tensors but there is one replica: it has no effect."),
                     "Raise replicationFactor, or unset useReplicatedTensorSharding.",
-                ));
+                )
+                .on(format!("TensorLocations.{name}.useReplicatedTensorSharding")));
             }
         }
     }

@@ -180,7 +180,8 @@ fn flops_bytes(g: &Graph, i: usize) -> (f64, f64, f64, Class) {
     let out_numel: f64 = n.outputs.iter().map(|v| value_elements(g.ty(*v)) as f64).sum();
     let (flops, class) = match &n.op {
         Op::Placeholder { .. } | Op::Constant { .. } => (0.0, Class::Free),
-        op if is_view(op) => (0.0, Class::Free),
+        // Views (`is_view`) move nothing.
+        Op::Reshape { .. } | Op::Permute { .. } => (0.0, Class::Free),
         Op::MatMul => {
             let k = *ty(0).shape.last().unwrap_or(&1) as f64;
             (2.0 * out_numel * k, Class::Dense)
@@ -204,7 +205,43 @@ fn flops_bytes(g: &Graph, i: usize) -> (f64, f64, f64, Class) {
         | Op::IndexAdd { .. }
         | Op::GatherGrad { .. }
         | Op::ScatterMeanGrad { .. } => (out_numel, Class::Gather),
-        _ => (4.0 * out_numel.max(in_bytes / 4.0), Class::Elementwise),
+        // Every other op is listed, so that a new op is a compile error here until it has a
+        // cost: these stream their operands once, at a few operations per element.
+        Op::Full { .. }
+        | Op::RandomMask { .. }
+        | Op::Unary { .. }
+        | Op::Binary { .. }
+        | Op::Where
+        | Op::Positive
+        | Op::Reduce { .. }
+        | Op::Max { .. }
+        | Op::ArgMax { .. }
+        | Op::Softmax { .. }
+        | Op::LogSoftmax { .. }
+        | Op::LayerNorm { .. }
+        | Op::Dropout { .. }
+        | Op::CrossEntropy { .. }
+        | Op::IdentityLoss { .. }
+        | Op::Concat { .. }
+        | Op::Split { .. }
+        | Op::Slice { .. }
+        | Op::DynamicSlice { .. }
+        | Op::Cast { .. }
+        | Op::BroadcastTo { .. }
+        | Op::BufferUpdate { .. }
+        | Op::SumTo { .. }
+        | Op::UnaryGrad { .. }
+        | Op::PowGrad
+        | Op::MaxGrad { .. }
+        | Op::SoftmaxGrad { .. }
+        | Op::LogSoftmaxGrad { .. }
+        | Op::LayerNormGrad { .. }
+        | Op::CrossEntropyGrad { .. }
+        | Op::SliceGrad { .. }
+        | Op::DynamicSliceGrad { .. }
+        | Op::Call { .. }
+        | Op::InvertibleBackward { .. }
+        | Op::OptimizerUpdate { .. } => (4.0 * out_numel.max(in_bytes / 4.0), Class::Elementwise),
     };
     (flops, in_bytes + out_bytes, in_bytes, class)
 }

@@ -294,8 +294,7 @@ fn run_sub(
     what: impl FnOnce() -> String,
 ) -> Result<(Vec<Rc<Tensor>>, u64)> {
     let mut sub = RunStats::default();
-    let out =
-        run_graph(sub_graph, store, args, &mut sub, false).map_err(|e| Error::exec(format!("in {}: {e}", what())))?;
+    let out = run_graph(sub_graph, store, args, &mut sub, false).map_err(|e| e.context(format!("in {}", what())))?;
     stats.nodes_run += sub.nodes_run;
     merge_op_times(&mut stats.op_time, &sub.op_time);
     Ok((out, sub.peak_bytes))

@@ -45,9 +45,9 @@ pub fn verify(g: &Graph) -> Result<()> {
             *slot = true;
         }
         if let Op::Call { region } | Op::InvertibleBackward { region, .. } = &n.op {
-            verify(&region.forward).map_err(|e| Error::ir(format!("region '{}': {e}", region.name)))?;
+            verify(&region.forward).map_err(|e| e.context(format!("region '{}'", region.name)))?;
             if let Some(inv) = &region.inverse {
-                verify(inv).map_err(|e| Error::ir(format!("inverse of '{}': {e}", region.name)))?;
+                verify(inv).map_err(|e| e.context(format!("inverse of '{}'", region.name)))?;
             }
         }
     }

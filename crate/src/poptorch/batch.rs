@@ -91,7 +91,7 @@ impl Batching {
         (d * self.accumulation + a) * self.input_groups() + self.input_group_of(r)
     }
 
-    /// PopTorch's batch-dimension error for an input of `shape`.
+    /// PopTorch's batch-dimension error for an input of `shape` (code `batch_dimension`).
     pub fn batch_error(&self, shape: &[usize]) -> Error {
         let b = shape.first().copied().unwrap_or(1);
         Error::poptorch(format!(
@@ -107,6 +107,7 @@ impl Batching {
             self.accumulation,
             self.factor()
         ))
+        .with_code("batch_dimension")
     }
 
     /// The micro-batch shape of an input of `shape` (combined batch): dim 0 divided by

@@ -123,7 +123,7 @@ impl PoplarExecutor {
             ));
         }
         if let Some(d) = options.validate().into_iter().next() {
-            return Err(Error::poptorch(d.message));
+            return Err(Error::from(d));
         }
         if !training {
             if options.training.gradient_accumulation != 1 {
@@ -136,7 +136,9 @@ impl PoplarExecutor {
                          for pipelined execution instead.",
                     );
                 }
-                return Err(Error::poptorch(msg));
+                return Err(Error::poptorch(msg)
+                    .with_code("inference_gradient_accumulation")
+                    .with_option("Training.gradientAccumulation"));
             }
             if optimizer.is_some() {
                 return Err(Error::poptorch("Optimizer should be None for inference"));
@@ -350,7 +352,8 @@ impl PoplarExecutor {
         let micro = traced.first().and_then(|(_, t)| t.shape.first().copied()).unwrap_or(1);
         let plan = plan_with(&self.plan_graph(&graph)?, o, &PlanSettings { micro_batch_size: Some(micro) });
         if let Some(e) = plan.errors.iter().find(|e| e.code != "out_of_memory") {
-            return Err(Error::poptorch(e.message.clone()));
+            // PopTorch's message followed by the fix, with the diagnostic's code and option.
+            return Err(Error::from(e.clone()));
         }
         Ok(Step { graph, n_user_outputs, grads, input_grads, stats, loss_scaling, max_loss_scaling, batching, plan })
     }
@@ -630,7 +633,8 @@ impl PoplarExecutor {
                 "Number of positional arguments mismatch: expected {} arguments but got {}.{end}",
                 exe.inputs.len(),
                 inputs.len()
-            )));
+            ))
+            .with_code("input_mismatch"));
         }
         for ((name, want), t) in exe.inputs.iter().zip(inputs) {
             if want.dtype != t.dtype() {
@@ -638,14 +642,16 @@ impl PoplarExecutor {
                     "Data type mismatch for {name}: expected {} but got {}.{end}",
                     torch_dtype(want.dtype),
                     torch_dtype(t.dtype())
-                )));
+                ))
+                .with_code("input_mismatch"));
             }
             if want.shape != t.shape() {
                 return Err(Error::poptorch(format!(
                     "Shape mismatch for {name}: expected {} but got {}.{end}",
                     torch_size(&want.shape),
                     torch_size(t.shape())
-                )));
+                ))
+                .with_code("input_mismatch"));
             }
         }
         Ok(())

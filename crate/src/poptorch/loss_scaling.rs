@@ -94,7 +94,9 @@ pub fn add_gradient_statistics(g: &Graph) -> Result<(Graph, usize, usize)> {
     if tracked.is_empty() {
         return Err(Error::poptorch(
             "[AutomaticLossScale transform] No tracked gradient tensors of type fp16 were found.",
-        ));
+        )
+        .with_code("automatic_loss_scaling_without_fp16")
+        .with_option("Training.automaticLossScaling"));
     }
     let mut out = g.clone();
     let n0 = out.nodes.len();
@@ -188,7 +190,15 @@ mod tests {
     #[test]
     fn no_float16_gradient_is_poparts_error() {
         let (_, tg) = half_model(DType::Float32);
-        let e = add_gradient_statistics(&tg.graph).unwrap_err().to_string();
-        assert_eq!(e, "[AutomaticLossScale transform] No tracked gradient tensors of type fp16 were found.");
+        let e = add_gradient_statistics(&tg.graph).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[AutomaticLossScale transform] No tracked gradient tensors of type fp16 were found."
+        );
+        // The page tells this error by its code and option, not its text.
+        assert_eq!(
+            (e.code(), e.option()),
+            (Some("automatic_loss_scaling_without_fp16"), Some("Training.automaticLossScaling"))
+        );
     }
 }

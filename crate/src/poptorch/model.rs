@@ -25,6 +25,46 @@ struct Weights {
     trained_version: u64,
 }
 
+/// A model's parameters and buffers must stay the ones it had while `forward` runs: PopTorch
+/// compares them after tracing (`_impl.py: errorOnBufferOrParameterAddressChanges`). This is
+/// its error for the parameter (or `buffer`) `name` (`local` in its module) replaced during
+/// `forward` (a submodule assigned anew, `this.fc1 = new nn.Linear(3, 3)`, or a parameter or
+/// buffer registered again), with PopTorch's cause and this API's fix: PopTorch's
+/// `self.y.copy_(src)` for a buffer is `updateBuffer`; a parameter has no such write in
+/// `forward`, so it is given new values outside.
+pub fn state_reassigned(buffer: bool, name: &str, local: &str) -> Error {
+    let (what, fix) = if buffer {
+        (
+            "Buffer",
+            format!(
+                "Consider using this.updateBuffer({local:?}, src) to copy data from a source tensor, where src is the \
+                 name of the source tensor."
+            ),
+        )
+    } else {
+        (
+            "Parameter",
+            "Create submodules and parameters in the constructor and only use them in forward; to give a parameter \
+             new values, load them outside forward (module.loadStateDict(...), then model.copyWeightsToDevice() for \
+             a wrapped model)."
+                .to_string(),
+        )
+    };
+    Error::poptorch(format!(
+        "{what} {name} is reassigned within the model when calling the forward method. This is not supported."
+    ))
+    .with_fix(fix)
+}
+
+/// PopTorch's error for the parameter (or `buffer`) `name` that `forward` removed from the
+/// model (`delete this.fc2`), with the fix.
+pub fn state_removed(buffer: bool, name: &str) -> Error {
+    let what = if buffer { "Buffer" } else { "Parameter" };
+    Error::poptorch(format!("{what} {name} is removed from the model when calling the forward method.")).with_fix(
+        "Keep every submodule, parameter and buffer the model has while forward runs: don't delete them there.",
+    )
+}
+
 /// A traced model and its host weights (see the module docs). Cheap to clone; clones share
 /// the weights.
 #[derive(Clone, Debug)]

@@ -68,6 +68,14 @@ impl ArgError {
     }
 }
 
+/// A rejected argument as the crate's error, of kind `Arg` (its JS class is dropped: the
+/// API edge throws an `ArgError` itself where the class matters).
+impl From<ArgError> for crate::Error {
+    fn from(e: ArgError) -> crate::Error {
+        crate::Error::new(crate::ErrorKind::Arg, e.message)
+    }
+}
+
 impl fmt::Display for ArgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)

@@ -260,6 +260,25 @@ pub fn inference_model(
     wrap(model, &options, &optimizer, false)
 }
 
+/// PopTorch's check after the trace: every parameter and buffer (`[parameters, buffers]`)
+/// the model had before `forward` is still there, owned by the same module under the same
+/// name (a submodule assigned anew in `forward` replaces its parameters; one deleted
+/// removes them).
+fn check_state_kept(before: &[Vec<state::Entry>; 2], after: &[Vec<state::Entry>; 2]) -> JsResult<()> {
+    for (buffer, (before, after)) in [(false, (&before[0], &after[0])), (true, (&before[1], &after[1]))] {
+        for b in before {
+            match after.iter().find(|a| a.full == b.full) {
+                None => return Err(js_err(crate::poptorch::model::state_removed(buffer, &b.full))),
+                Some(a) if !Object::is(&a.module, &b.module) || a.local != b.local => {
+                    return Err(js_err(crate::poptorch::model::state_reassigned(buffer, &b.full, &b.local)))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Wrapped {
     /// Reads the module's parameters and buffers into the host copy. Before compilation they
     /// replace the host values as they are (the module may have been cast or changed since it
@@ -311,6 +330,7 @@ impl Wrapped {
                 )));
             }
         }
+        let before = [state::entries(&self.module, Kind::Parameter)?, state::entries(&self.module, Kind::Buffer)?];
         let TracedModule { trace, returned_list, .. } = trace_module(&self.module, self.training, |tr| {
             inputs
                 .args
@@ -327,10 +347,13 @@ impl Wrapped {
                 })
                 .collect()
         })?;
+        let after = [state::entries(&self.module, Kind::Parameter)?, state::entries(&self.module, Kind::Buffer)?];
+        check_state_kept(&before, &after)?;
         self.exec.attach_trace(&trace).map_err(js_err)?;
         self.returned_list = returned_list;
-        self.params = state::entries(&self.module, Kind::Parameter)?;
-        self.buffers = state::entries(&self.module, Kind::Buffer)?;
+        let [params, buffers] = after;
+        self.params = params;
+        self.buffers = buffers;
         if !self.input_grads.is_empty() {
             let names = self
                 .input_grads
