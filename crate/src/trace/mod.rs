@@ -157,11 +157,7 @@ impl Default for Tracer {
 impl Tracer {
     /// A tracer with an empty model graph.
     pub fn new() -> Tracer {
-        let st = State {
-            frames: vec![Frame::new(Graph::new())],
-            max_nodes: check::MAX_NODES,
-            ..State::default()
-        };
+        let st = State { frames: vec![Frame::new(Graph::new())], max_nodes: check::MAX_NODES, ..State::default() };
         Tracer { st: Rc::new(RefCell::new(st)) }
     }
 
