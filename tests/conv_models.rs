@@ -324,7 +324,10 @@ fn shape_errors_name_the_op_and_the_cause() {
     let tr = Tracer::new();
     let x = tr.input("x", &[1, 2, 5, 5], DType::Float32).unwrap();
     let e = call(&tr, "conv", &conv, &x).unwrap_err().to_string();
-    assert!(e.contains("'conv2d' in scope conv") && e.contains("to have 3 channels") && e.contains("but it has 2"), "{e}");
+    assert!(
+        e.contains("'conv2d' in scope conv") && e.contains("to have 3 channels") && e.contains("but it has 2"),
+        "{e}"
+    );
     let small = tr.input("s", &[1, 3, 2, 2], DType::Float32).unwrap();
     let e = call(&tr, "conv", &conv, &small).unwrap_err().to_string();
     assert!(e.contains("larger than the padded input"), "{e}");
