@@ -50,6 +50,7 @@ if (problems.length) {
 const NN = [
   "Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "Embedding", "Sequential", "ModuleList", "Parameter",
   "SAGEConv", "GCNConv", "GroupAddRev",
+  "Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten",
 ];
 // The classes of `datasets` and `loaders` (the GNN stack, api/datasets.rs and api/loaders.rs).
 const GNN_CLASSES = ["PlanetoidDataset", "GraphData", "RandomNodeLoader", "Batch", "SparseTensor"];

@@ -8,10 +8,11 @@
 //! A second test checks the backward kernels that have a direct PyTorch counterpart
 //! (UnaryGrad, PowGrad, SoftmaxGrad, LogSoftmaxGrad, LayerNormGrad, CrossEntropyGrad,
 //! MaxGrad, SliceGrad, IndexAdd, GatherGrad, ScatterMeanGrad, SpMMTransposed,
-//! X
+//! SpMMValuesGrad, Conv2dGradInput/Weight, the pooling gradients and BatchNormGrad) against
+//! the fixtures' gradients.
 
 use half::f16;
-use ipu_playground::ir::{BinaryKind, Op, ReduceKind, Reduction, UnaryKind};
+use ipu_playground::ir::{BinaryKind, Conv2dGeom, Op, Pool2dGeom, ReduceKind, Reduction, UnaryKind};
 use ipu_playground::kernels::eval;
 use ipu_playground::tensor::{DType, Tensor};
 use serde_json::Value;
@@ -151,6 +152,24 @@ fn chunk_sizes(n: usize, chunks: usize) -> Vec<usize> {
     sizes
 }
 
+/// A two-element attribute (`[h, w]`).
+fn attr_pair(a: &Value, k: &str) -> Result<[usize; 2], String> {
+    match attr_list(a, k)?.as_slice() {
+        &[h, w] if h >= 0 && w >= 0 => Ok([h as usize, w as usize]),
+        other => Err(format!("attribute '{k}' must be two sizes, got {other:?}")),
+    }
+}
+
+fn pool_geom(a: &Value, dilation: bool) -> Result<Pool2dGeom, String> {
+    Ok(Pool2dGeom {
+        kernel: attr_pair(a, "kernel_size")?,
+        stride: attr_pair(a, "stride")?,
+        padding: attr_pair(a, "padding")?,
+        dilation: if dilation { attr_pair(a, "dilation")? } else { [1, 1] },
+        ceil_mode: a["ceil_mode"].as_bool().ok_or("ceil_mode missing")?,
+    })
+}
+
 fn to_op(c: &Case) -> Result<Op, String> {
     let a = &c.attrs;
     let rank = c.inputs.first().map_or(0, |t| t.shape().len());
@@ -195,6 +214,24 @@ fn to_op(c: &Case) -> Result<Op, String> {
             eps: a["eps"].as_f64().ok_or("eps missing")? as f32,
             affine: c.inputs.len() == 3,
         }),
+        "conv2d" => Ok(Op::Conv2d {
+            geom: Conv2dGeom {
+                stride: attr_pair(a, "stride")?,
+                padding: attr_pair(a, "padding")?,
+                dilation: attr_pair(a, "dilation")?,
+                groups: attr_i(a, "groups")? as usize,
+            },
+            has_bias: c.inputs.len() == 3,
+        }),
+        "max_pool2d" => Ok(Op::MaxPool2d { geom: pool_geom(a, true)? }),
+        "avg_pool2d" => Ok(Op::AvgPool2d {
+            geom: pool_geom(a, false)?,
+            count_include_pad: a["count_include_pad"].as_bool().ok_or("count_include_pad missing")?,
+        }),
+        "adaptive_avg_pool2d" => Ok(Op::AdaptiveAvgPool2d { output: attr_pair(a, "output_size")? }),
+        "batch_norm" => {
+            Ok(Op::BatchNorm { eps: a["eps"].as_f64().ok_or("eps missing")? as f32, affine: c.inputs.len() == 3 })
+        }
         "dropout" => Ok(Op::Dropout { p: a["p"].as_f64().ok_or("p missing")? as f32 }),
         "cross_entropy" => Ok(Op::CrossEntropy {
             reduction: reduction(a)?,
@@ -202,7 +239,10 @@ fn to_op(c: &Case) -> Result<Op, String> {
                 .as_array()
                 .map(|w| w.iter().map(|v| v.as_f64().unwrap_or(f64::NAN) as f32).collect()),
             has_mask: c.inputs.len() == 3,
+            ignore_index: a["ignore_index"].as_i64().map(|i| i as i32),
+            label_smoothing: a["label_smoothing"].as_f64().unwrap_or(0.0) as f32,
         }),
+        "one_hot" => Ok(Op::OneHot { num_classes: attr_i(a, "num_classes")? as usize }),
         "identity_loss" => Ok(Op::IdentityLoss { reduction: reduction(a)? }),
         "reshape" => {
             let spec = attr_list(a, "shape")?;
@@ -361,14 +401,50 @@ fn backward(c: &Case, op: &Op) -> Result<Option<Vec<(usize, Tensor)>>, String> {
                 vec![(0, one(op, &[&x[0], g])?)]
             }
         }
-        Op::CrossEntropy { reduction, class_weight, has_mask } => {
-            let op =
-                Op::CrossEntropyGrad { reduction: *reduction, class_weight: class_weight.clone(), has_mask: *has_mask };
+        Op::CrossEntropy { reduction, class_weight, has_mask, ignore_index, label_smoothing } => {
+            let op = Op::CrossEntropyGrad {
+                reduction: *reduction,
+                class_weight: class_weight.clone(),
+                has_mask: *has_mask,
+                ignore_index: *ignore_index,
+                label_smoothing: *label_smoothing,
+            };
             let mut ins: Vec<&Tensor> = x.iter().collect();
             ins.push(g);
             vec![(0, one(op, &ins)?)]
         }
         Op::Dropout { p } => vec![(0, one(Op::Dropout { p: *p }, &[g, &x[1]])?)],
+        Op::Conv2d { geom, has_bias } => {
+            let (geom, in_shape, weight_shape) = (*geom, x[0].shape().to_vec(), x[1].shape().to_vec());
+            let mut v = vec![
+                (0, one(Op::Conv2dGradInput { geom, in_shape }, &[&x[1], g])?),
+                (1, one(Op::Conv2dGradWeight { geom, weight_shape }, &[&x[0], g])?),
+            ];
+            if *has_bias {
+                v.push((2, one(Op::Reduce { kind: ReduceKind::Sum, dims: vec![0, 2, 3], keepdim: false }, &[g])?));
+            }
+            v
+        }
+        Op::MaxPool2d { geom } => vec![(0, one(Op::MaxPool2dGrad { geom: *geom }, &[&x[0], g])?)],
+        Op::AvgPool2d { geom, count_include_pad } => {
+            let op = Op::AvgPool2dGrad {
+                geom: *geom,
+                count_include_pad: *count_include_pad,
+                in_shape: x[0].shape().to_vec(),
+            };
+            vec![(0, one(op, &[g])?)]
+        }
+        Op::AdaptiveAvgPool2d { .. } => {
+            vec![(0, one(Op::AdaptiveAvgPool2dGrad { in_shape: x[0].shape().to_vec() }, &[g])?)]
+        }
+        Op::BatchNorm { eps, affine } => {
+            let op = Op::BatchNormGrad { eps: *eps, affine: *affine };
+            if *affine {
+                run(op, &[&x[0], &x[1], g])?.into_iter().enumerate().collect()
+            } else {
+                vec![(0, one(op, &[&x[0], g])?)]
+            }
+        }
         Op::Slice { dim, start, end, step } => vec![(
             0,
             one(

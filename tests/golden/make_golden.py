@@ -150,11 +150,13 @@ def rng_for(name):
 
 
 def add_case(family, name, op, attrs, inputs, fn, backward=True, check_f32=True,
-             rng=None):
+             rng=None, diff_outputs=None):
     """Run `fn` on the inputs with torch and record a case.
 
     fn receives torch tensors (float32 inputs as float64 in the f64 pipeline;
     int32 inputs as int64) and returns a tensor or a tuple/list of tensors.
+    `diff_outputs=k` differentiates the first k outputs only (batch norm's batch
+    statistics feed the running-statistics update, which has no gradient).
     """
     if name in NAMES:
         raise ValueError(f"duplicate case name {name}")
@@ -177,17 +179,18 @@ def add_case(family, name, op, attrs, inputs, fn, backward=True, check_f32=True,
 
     grad_outputs, grads = [], [None] * len(inputs)
     if do_bwd:
-        gos32 = [rng.uniform(-1.0, 1.0, size=tuple(o.shape)).astype(np.float32) for o in outs]
+        douts = outs[:diff_outputs] if diff_outputs else outs
+        gos32 = [rng.uniform(-1.0, 1.0, size=tuple(o.shape)).astype(np.float32) for o in douts]
         gos = [torch.from_numpy(g.astype(np.float64)) for g in gos32]
-        gs = torch.autograd.grad(outs, [ts[k] for k in diff_idx], gos, allow_unused=True)
+        gs = torch.autograd.grad(douts, [ts[k] for k in diff_idx], gos, allow_unused=True)
         for k, g in zip(diff_idx, gs):
             if g is None:
                 g = torch.zeros_like(ts[k])
             grads[k] = encode(to_np(g), "float32")
         grad_outputs = [encode(g, "float32") for g in gos32]
         # Finite-difference check in float64: catches cases sitting on a kink.
-        if not torch.autograd.gradcheck(lambda *a: fn(*a), tuple(ts), eps=1e-6, atol=1e-6,
-                                         rtol=1e-4):
+        gfn = (lambda *a: tuple(fn(*a))[:diff_outputs]) if diff_outputs else (lambda *a: fn(*a))
+        if not torch.autograd.gradcheck(gfn, tuple(ts), eps=1e-6, atol=1e-6, rtol=1e-4):
             raise AssertionError(f"{name}: gradcheck failed")
     elif backward and diff_idx and not float_outs:
         # int/bool outputs: nothing to differentiate
@@ -427,6 +430,90 @@ def gen_layer_norm():
                      lambda x, ns=ns: F.layer_norm(x, ns, None, None, eps))
 
 
+def gen_conv():
+    fam = "conv"
+    for tag, sx, sw, bias, stride, padding, dilation, groups in [
+        ("3x3_pad1", [2, 3, 5, 5], [4, 3, 3, 3], True, [1, 1], [1, 1], [1, 1], 1),
+        ("stride2_nobias", [1, 2, 7, 6], [3, 2, 3, 3], False, [2, 2], [1, 1], [1, 1], 1),
+        ("1x1", [2, 4, 3, 3], [5, 4, 1, 1], True, [1, 1], [0, 0], [1, 1], 1),
+        ("7x7_stride2_pad3", [1, 3, 9, 9], [2, 3, 7, 7], False, [2, 2], [3, 3], [1, 1], 1),
+        ("rect_dilated", [1, 2, 8, 7], [2, 2, 2, 3], True, [2, 1], [0, 2], [2, 1], 1),
+        ("groups2", [2, 4, 5, 4], [6, 2, 3, 3], True, [1, 1], [1, 1], [1, 1], 2),
+        ("depthwise", [1, 3, 5, 5], [3, 1, 3, 3], False, [1, 1], [1, 1], [1, 1], 3),
+    ]:
+        name = f"conv2d_{tag}"
+        r = rng_for(name)
+        x, w = U(r, sx, -1, 1), U(r, sw, -0.5, 0.5)
+        attrs = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+        kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        if bias:
+            add_case(fam, name, "conv2d", attrs, [x, w, U(r, [sw[0]], -0.5, 0.5)],
+                     lambda x, w, b, kw=kw: F.conv2d(x, w, b, **kw))
+        else:
+            add_case(fam, name, "conv2d", attrs, [x, w], lambda x, w, kw=kw: F.conv2d(x, w, None, **kw))
+
+
+def gen_pool():
+    fam = "pool"
+    for tag, sx, k, stride, padding, dilation, ceil in [
+        ("2x2", [1, 2, 4, 6], [2, 2], [2, 2], [0, 0], [1, 1], False),
+        ("3x3_s2_p1", [2, 2, 7, 7], [3, 3], [2, 2], [1, 1], [1, 1], False),
+        ("ceil", [1, 1, 5, 8], [2, 3], [2, 2], [0, 1], [1, 1], True),
+        ("dilated", [1, 2, 7, 6], [2, 2], [1, 2], [1, 0], [2, 2], False),
+    ]:
+        name = f"max_pool2d_{tag}"
+        # Distinct values: no ties, so the gradient is well defined.
+        x = distinct(rng_for(name), sx)
+        attrs = {"kernel_size": k, "stride": stride, "padding": padding, "dilation": dilation, "ceil_mode": ceil}
+        add_case(fam, name, "max_pool2d", attrs, [x],
+                 lambda x, k=k, s=stride, p=padding, d=dilation, c=ceil: F.max_pool2d(x, k, s, p, d, c))
+    for tag, sx, k, stride, padding, ceil, cip in [
+        ("2x2", [1, 2, 4, 6], [2, 2], [2, 2], [0, 0], False, True),
+        ("3x3_s2_p1", [2, 2, 7, 7], [3, 3], [2, 2], [1, 1], False, True),
+        ("3x3_s2_p1_exclude_pad", [2, 2, 7, 7], [3, 3], [2, 2], [1, 1], False, False),
+        ("ceil", [1, 1, 5, 8], [2, 3], [2, 2], [0, 1], True, True),
+        ("ceil_exclude_pad", [1, 1, 5, 8], [3, 3], [2, 2], [1, 1], True, False),
+    ]:
+        name = f"avg_pool2d_{tag}"
+        x = U(rng_for(name), sx)
+        attrs = {"kernel_size": k, "stride": stride, "padding": padding, "ceil_mode": ceil,
+                 "count_include_pad": cip}
+        add_case(fam, name, "avg_pool2d", attrs, [x],
+                 lambda x, k=k, s=stride, p=padding, c=ceil, i=cip: F.avg_pool2d(x, k, s, p, c, i))
+    for tag, sx, out in [
+        ("global", [2, 3, 5, 4], [1, 1]),
+        ("uneven", [1, 2, 7, 5], [3, 2]),
+        ("upsample", [1, 1, 2, 3], [3, 4]),
+    ]:
+        name = f"adaptive_avg_pool2d_{tag}"
+        add_case(fam, name, "adaptive_avg_pool2d", {"output_size": out}, [U(rng_for(name), sx)],
+                 lambda x, out=out: F.adaptive_avg_pool2d(x, out))
+
+
+def gen_batch_norm():
+    """Training-mode batch norm over dim 1: outputs y, the batch mean and the unbiased
+    batch variance (what the running statistics are updated with); only y is
+    differentiated."""
+    fam = "batch_norm"
+    eps = 1e-5
+    for tag, sx, affine in [("4d", [3, 2, 3, 4], True), ("4d_no_affine", [2, 3, 2, 2], False), ("2d", [5, 3], True)]:
+        name = f"batch_norm_{tag}"
+        r = rng_for(name)
+        x = U(r, sx, -2, 2)
+        dims = [0] + list(range(2, len(sx)))
+        stats = lambda x: (x.mean(dims), x.var(dims, unbiased=True))  # noqa: E731
+        attrs = {"eps": eps}
+        if affine:
+            w, bb = U(r, [sx[1]], 0.5, 1.5), U(r, [sx[1]], -0.5, 0.5)
+            add_case(fam, name, "batch_norm", attrs, [x, w, bb],
+                     lambda x, w, bb: (F.batch_norm(x, None, None, w, bb, True, 0.1, eps),) + stats(x),
+                     diff_outputs=1)
+        else:
+            add_case(fam, name, "batch_norm", attrs, [x],
+                     lambda x: (F.batch_norm(x, None, None, None, None, True, 0.1, eps),) + stats(x),
+                     diff_outputs=1)
+
+
 def gen_dropout():
     fam = "dropout"
     for tag, s, p in [("p05_2d", [3, 4], 0.5), ("p05_3d", [2, 3, 4], 0.5), ("p025_2d", [4, 5], 0.25)]:
@@ -481,6 +568,45 @@ def gen_loss():
             mask = np.array([True, False, True, True, False, True])
             inputs.append(b(mask))
         add_case(fam, name, "cross_entropy", attrs, inputs, _ce(red, weight, masked))
+
+    # ignore_index and label_smoothing (F.cross_entropy's own arguments).
+    for tag, red, weighted, ignore, smooth in [
+        ("ignore_mean", "mean", False, -100, 0.0),
+        ("ignore_class_mean", "mean", True, 2, 0.0),
+        ("ignore_none", "none", False, 1, 0.0),
+        ("smooth_mean", "mean", False, None, 0.1),
+        ("smooth_weight_sum", "sum", True, None, 0.25),
+        ("smooth_ignore_weight_mean", "mean", True, -100, 0.2),
+        ("smooth_ignore_none", "none", False, 3, 0.3),
+    ]:
+        name = f"cross_entropy_{tag}"
+        r = rng_for(name)
+        logits = U(r, [N, C], -3, 3)
+        target = r.integers(0, C, size=N)
+        if ignore is not None:
+            # Two rows hold the ignored index (-100 is out of range, as PyTorch allows).
+            target[[1, 4]] = ignore
+        attrs = {"reduction": red}
+        w = None
+        if weighted:
+            w = [float(v) for v in U(r, [C], 0.5, 2.0)]
+            attrs["class_weight"] = w
+        if ignore is not None:
+            attrs["ignore_index"] = int(ignore)
+        if smooth:
+            attrs["label_smoothing"] = smooth
+
+        def fn(logits, target, red=red, w=w, ignore=ignore, smooth=smooth):
+            wt = None if w is None else torch.tensor(w, dtype=logits.dtype)
+            kw = {} if ignore is None else {"ignore_index": ignore}
+            return F.cross_entropy(logits, target, weight=wt, reduction=red, label_smoothing=smooth, **kw)
+
+        add_case(fam, name, "cross_entropy", attrs, [logits, i32(target)], fn)
+
+    for tag, idx, n in [("1d", [0, 3, 1, 3], 4), ("2d", [[2, 0], [1, 4]], 5)]:
+        name = f"one_hot_{tag}"
+        add_case(fam, name, "one_hot", {"num_classes": n}, [i32(idx)],
+                 lambda x, n=n: F.one_hot(x, n))
 
     for red, f in [("sum", torch.sum), ("mean", torch.mean), ("none", lambda x: x)]:
         for tag, s in [("2d", [3, 4]), ("scalar", [])]:
@@ -734,6 +860,9 @@ def main():
     gen_reduction()
     gen_softmax()
     gen_layer_norm()
+    gen_conv()
+    gen_pool()
+    gen_batch_norm()
     gen_dropout()
     gen_loss()
     gen_shape()

@@ -18,6 +18,7 @@ pub mod sparse;
 pub mod state;
 pub mod tensor;
 pub mod train;
+pub mod vision;
 mod weights;
 
 use crate::ir::{print::print_graph, Graph};

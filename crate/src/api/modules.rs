@@ -44,7 +44,7 @@ pub(super) fn with_rng<T>(f: impl FnOnce(&mut Rng) -> Result<T>) -> JsResult<T> 
 }
 
 /// A size of a built-in module: whole, from 1 (the tensor limits bound the product).
-fn positive_size(v: &JsValue, what: &str) -> JsResult<usize> {
+pub(super) fn positive_size(v: &JsValue, what: &str) -> JsResult<usize> {
     let n = args::count(v, what, MAX_TENSOR_BYTES)?;
     if n == 0 {
         return Err(args::range_error(&format!("{what} must be at least 1, got 0")));
@@ -232,12 +232,12 @@ pub(super) fn rust_forward(module: &dyn rnn::Module, class: &str, values: &[JsVa
     at_js_caller(&tr, || module.forward_args(&tr, &a)).map_err(js_err).and_then(wrap)
 }
 
-/// `_stateNames` of a Rust module: its parameters with those of its Rust submodules, by
-/// dotted name (`lin_l.weight`: JS sees no Rust submodule), no buffers.
+/// `_stateNames` of a Rust module: its parameters or buffers with those of its Rust
+/// submodules, by dotted name (`lin_l.weight`: JS sees no Rust submodule).
 pub(super) fn rust_state_names(module: &dyn rnn::Module, kind: &JsValue) -> JsResult<Vec<String>> {
     Ok(match Kind::parse(kind, "_stateNames: kind")? {
         Kind::Parameter => module.named_parameters().into_iter().map(|(n, _)| n).collect(),
-        Kind::Buffer => Vec::new(),
+        Kind::Buffer => module.named_buffers().into_iter().map(|(n, _)| n).collect(),
     })
 }
 
@@ -250,7 +250,7 @@ pub(super) fn rust_get_state(
 ) -> JsResult<JsValue> {
     let kind = Kind::parse(kind, "_getState: kind")?;
     let name = args::string(name, "_getState: name", check::MAX_NAME_BYTES)?;
-    let params = if kind == Kind::Parameter { module.named_parameters() } else { Vec::new() };
+    let params = if kind == Kind::Parameter { module.named_parameters() } else { module.named_buffers() };
     match params.iter().find(|(n, _)| *n == name) {
         Some((_, t)) => host_tensor::to_js(t),
         None => Err(args::error(&format!("{class} has no {} named {name:?}", kind.as_str()))),
@@ -274,15 +274,17 @@ pub(super) fn rust_set_state(
     no_trace(kind, &name)?;
     let mut inner = module.try_borrow_mut().map_err(|_| args::error(&format!("{class} is in use")))?;
     let mut result = Err(args::error(&format!("{class} has no {} named {name:?}", kind.as_str())));
-    if kind == Kind::Parameter {
-        let mut value = Some(t);
-        inner.for_each_parameter_mut(&mut |n, slot| {
-            if n == name {
-                if let Some(v) = value.take() {
-                    result = replacement(kind, &name, slot, v, any_dtype).map(|t| *slot = Rc::new(t));
-                }
+    let mut value = Some(t);
+    let mut visit = |n: String, slot: &mut Rc<HostTensor>| {
+        if n == name {
+            if let Some(v) = value.take() {
+                result = replacement(kind, &name, slot, v, any_dtype).map(|t| *slot = Rc::new(t));
             }
-        });
+        }
+    };
+    match kind {
+        Kind::Parameter => inner.for_each_parameter_mut(&mut visit),
+        Kind::Buffer => inner.for_each_buffer_mut(&mut visit),
     }
     result
 }
@@ -348,17 +350,17 @@ macro_rules! rust_module {
                 let inner = self.inner.borrow();
                 $crate::api::modules::rust_forward(&*inner, stringify!($name), &[$x $(, $rest)*])
             }
-            /// The names of its own parameters (a Rust module has no buffers).
+            /// The names of its own parameters or buffers.
             #[wasm_bindgen(js_name = _stateNames)]
             pub fn state_names(&self, kind: JsValue) -> JsResult<Vec<String>> {
                 $crate::api::modules::rust_state_names(&*self.inner.borrow(), &kind)
             }
-            /// One of its parameters, as a host tensor.
+            /// One of its parameters or buffers, as a host tensor.
             #[wasm_bindgen(js_name = _getState)]
             pub fn get_state(&self, kind: JsValue, name: JsValue) -> JsResult<JsValue> {
                 $crate::api::modules::rust_get_state(&*self.inner.borrow(), stringify!($name), &kind, &name)
             }
-            /// Replaces one of its parameters (same shape, and same dtype unless `any_dtype`;
+            /// Replaces one of its parameters or buffers (same shape, and same dtype unless `any_dtype`;
             /// not while a trace runs).
             #[wasm_bindgen(js_name = _setState)]
             pub fn set_state(&self, kind: JsValue, name: JsValue, value: JsValue, any_dtype: JsValue) -> JsResult<()> {

@@ -268,16 +268,113 @@ impl Tensor {
         let d: Vec<usize> = d.into_iter().map(|x| x as usize).collect();
         self.op(|v| v.permute(&d))
     }
-    /// Cross-entropy of logits against int32 `target`, over rows where `mask` (bool) is set.
+    /// Cross-entropy (mean) of logits against int32 `target`, over rows where `mask` (bool)
+    /// is set; `options`: PyTorch's `ignoreIndex` (an int32: rows with that target count for
+    /// nothing; none unless given) and `labelSmoothing` (0 to 1, default 0).
     #[wasm_bindgen(js_name = crossEntropy, unchecked_return_type = "Tensor")]
     pub fn cross_entropy(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] target: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "Tensor")] mask: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] mask: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ ignoreIndex?: number; labelSmoothing?: number }")]
+        options: JsValue,
     ) -> JsResult<JsValue> {
         let t = tensor_arg(&target, "Tensor.crossEntropy: target")?;
         let m = opt_tensor_arg(&mask, "Tensor.crossEntropy: mask")?;
-        self.op(|v| v.cross_entropy(&t, m.as_ref(), crate::ir::Reduction::Mean, None))
+        let (mut ignore, mut smooth) = (None, 0.0f32);
+        if !args::is_absent(&options) {
+            let ii = args::get(&options, "ignoreIndex")?;
+            if !args::is_absent(&ii) {
+                ignore =
+                    Some(args::integer(&ii, "Tensor.crossEntropy: ignoreIndex", i32::MIN as i64, i32::MAX as i64)?
+                        as i32);
+            }
+            let ls = args::get(&options, "labelSmoothing")?;
+            if !args::is_absent(&ls) {
+                let v = args::number(&ls, "Tensor.crossEntropy: labelSmoothing")?;
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(args::range_error(&format!(
+                        "Tensor.crossEntropy: labelSmoothing must be between 0.0 and 1.0, got {}",
+                        crate::trace::check::js_number(v)
+                    )));
+                }
+                smooth = v as f32;
+            }
+        }
+        self.op(|v| v.cross_entropy_with(&t, m.as_ref(), crate::ir::Reduction::Mean, None, ignore, smooth))
+    }
+    /// `F.oneHot(self, numClasses)` of int32 class indices (int32 result, one more dim).
+    #[wasm_bindgen(js_name = oneHot, unchecked_return_type = "Tensor")]
+    pub fn one_hot(&self, #[wasm_bindgen(unchecked_param_type = "number")] num_classes: JsValue) -> JsResult<JsValue> {
+        let n = args::count(&num_classes, "Tensor.oneHot: numClasses", MAX_TENSOR_BYTES)?;
+        if n == 0 {
+            return Err(args::range_error("Tensor.oneHot: numClasses must be at least 1, got 0"));
+        }
+        self.op(|v| v.one_hot(n))
+    }
+    /// `F.conv2d(self, weight, bias, { stride, padding, dilation, groups })` on NCHW: weight
+    /// `[O, C/groups, kh, kw]`, bias `[O]` or null.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn conv2d(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] weight: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] bias: JsValue,
+        #[wasm_bindgen(
+            unchecked_optional_param_type = "{ stride?: number | [number, number]; padding?: number | [number, number]; dilation?: number | [number, number]; groups?: number }"
+        )]
+        options: JsValue,
+    ) -> JsResult<JsValue> {
+        let w = tensor_arg(&weight, "Tensor.conv2d: weight")?;
+        let b = opt_tensor_arg(&bias, "Tensor.conv2d: bias")?;
+        let opts = if args::is_absent(&options) { js_sys::Object::new().into() } else { options };
+        let geom = super::vision::conv_geom(&opts, "Tensor.conv2d")?;
+        self.op(|v| v.conv2d(&w, b.as_ref(), geom))
+    }
+    /// `F.max_pool2d(self, kernelSize, { stride = kernelSize, padding, dilation, ceilMode })`.
+    #[wasm_bindgen(js_name = maxPool2d, unchecked_return_type = "Tensor")]
+    pub fn max_pool2d(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel_size: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "object")] options: JsValue,
+    ) -> JsResult<JsValue> {
+        let geom = super::vision::pool_geom(&kernel_size, &options, "Tensor.maxPool2d", true)?;
+        self.op(|v| v.max_pool2d(geom))
+    }
+    /// `F.avg_pool2d(self, kernelSize, { stride = kernelSize, padding, ceilMode,
+    /// countIncludePad = true })`.
+    #[wasm_bindgen(js_name = avgPool2d, unchecked_return_type = "Tensor")]
+    pub fn avg_pool2d(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel_size: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "object")] options: JsValue,
+    ) -> JsResult<JsValue> {
+        let geom = super::vision::pool_geom(&kernel_size, &options, "Tensor.avgPool2d", false)?;
+        let cip = if args::is_absent(&options) {
+            true
+        } else {
+            args::opt_bool(&args::get(&options, "countIncludePad")?, "Tensor.avgPool2d: countIncludePad", true)?
+        };
+        self.op(|v| v.avg_pool2d(geom, cip))
+    }
+    /// `F.adaptive_avg_pool2d(self, outputSize)`.
+    #[wasm_bindgen(js_name = adaptiveAvgPool2d, unchecked_return_type = "Tensor")]
+    pub fn adaptive_avg_pool2d(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] output_size: JsValue,
+    ) -> JsResult<JsValue> {
+        let out = super::vision::pair(&output_size, "Tensor.adaptiveAvgPool2d: outputSize", 1, None)?;
+        self.op(|v| v.adaptive_avg_pool2d(out))
+    }
+    /// `torch.flatten(self, startDim = 0, endDim = -1)`.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn flatten(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] start_dim: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] end_dim: JsValue,
+    ) -> JsResult<JsValue> {
+        let s = if args::is_absent(&start_dim) { 0 } else { dim_arg(&start_dim, "Tensor.flatten: startDim")? };
+        let e = if args::is_absent(&end_dim) { -1 } else { dim_arg(&end_dim, "Tensor.flatten: endDim")? };
+        self.op(|v| v.flatten(s, e))
     }
     /// Converts to "float32", "float16", "int32" or "bool".
     #[wasm_bindgen(unchecked_return_type = "Tensor")]

@@ -268,6 +268,7 @@ fn non_differentiable(op: &Op) -> bool {
             | Op::RandomMask { .. }
             | Op::Positive
             | Op::ArgMax { .. }
+            | Op::OneHot { .. }
             | Op::BufferUpdate { .. }
             | Op::OptimizerUpdate { .. }
     )
@@ -507,6 +508,40 @@ fn vjp_rule(
             }
             out
         }
+        Op::Conv2d { geom, has_bias } => {
+            let g = g.unwrap();
+            let (xv, w) = (x(b, 0), x(b, 1));
+            let (sx, sw) = (ty(b, xv).shape, ty(b, w).shape);
+            let gx = if need[0] {
+                Some(b.add(Op::Conv2dGradInput { geom: *geom, in_shape: sx }, vec![w, g])?)
+            } else {
+                None
+            };
+            let gw = if need[1] {
+                Some(b.add(Op::Conv2dGradWeight { geom: *geom, weight_shape: sw }, vec![xv, g])?)
+            } else {
+                None
+            };
+            let mut out = vec![gx, gw];
+            if *has_bias {
+                out.push(if need[2] {
+                    Some(b.add(Op::Reduce { kind: ReduceKind::Sum, dims: vec![0, 2, 3], keepdim: false }, vec![g])?)
+                } else {
+                    None
+                });
+            }
+            out
+        }
+        Op::MaxPool2d { geom } => vec![Some(b.add(Op::MaxPool2dGrad { geom: *geom }, vec![x(b, 0), g.unwrap()])?)],
+        Op::AvgPool2d { geom, count_include_pad } => {
+            let in_shape = ty(b, ins[0]).shape;
+            let op = Op::AvgPool2dGrad { geom: *geom, count_include_pad: *count_include_pad, in_shape };
+            vec![Some(b.add(op, vec![g.unwrap()])?)]
+        }
+        Op::AdaptiveAvgPool2d { .. } => {
+            let in_shape = ty(b, ins[0]).shape;
+            vec![Some(b.add(Op::AdaptiveAvgPool2dGrad { in_shape }, vec![g.unwrap()])?)]
+        }
         Op::SpMM { n_rows, n_cols } => {
             let g = g.unwrap();
             let (ip, ix, vals, dense) = (x(b, 0), x(b, 1), x(b, 2), x(b, 3));
@@ -554,12 +589,29 @@ fn vjp_rule(
                 vec![Some(outs[0])]
             }
         }
+        Op::BatchNorm { eps, affine } => {
+            if gouts[1..].iter().any(|g| g.is_some()) {
+                return Err(Error::ir(
+                    "a gradient reaches batch norm's batch statistics: only its normalised output is differentiable",
+                ));
+            }
+            let g = g.unwrap();
+            let op = Op::BatchNormGrad { eps: *eps, affine: *affine };
+            let inputs = if *affine { vec![x(b, 0), x(b, 1), g] } else { vec![x(b, 0), g] };
+            let outs = b.g.add(op, inputs, b.meta.clone())?;
+            outs.into_iter().map(Some).collect()
+        }
         Op::Dropout { p } => vec![Some(b.add(Op::Dropout { p: *p }, vec![g.unwrap(), x(b, 1)])?), None],
-        Op::CrossEntropy { reduction, class_weight, has_mask } => {
+        Op::CrossEntropy { reduction, class_weight, has_mask, ignore_index, label_smoothing } => {
             let mut inputs: Vec<ValueId> = (0..ins.len()).map(|k| x(b, k)).collect();
             inputs.push(g.unwrap());
-            let op =
-                Op::CrossEntropyGrad { reduction: *reduction, class_weight: class_weight.clone(), has_mask: *has_mask };
+            let op = Op::CrossEntropyGrad {
+                reduction: *reduction,
+                class_weight: class_weight.clone(),
+                has_mask: *has_mask,
+                ignore_index: *ignore_index,
+                label_smoothing: *label_smoothing,
+            };
             let mut out = vec![Some(b.add(op, inputs)?)];
             out.resize(ins.len(), None);
             out
@@ -677,7 +729,14 @@ fn vjp_rule(
         | Op::MaxGrad { .. }
         | Op::SoftmaxGrad { .. }
         | Op::LogSoftmaxGrad { .. }
+        | Op::OneHot { .. }
         | Op::LayerNormGrad { .. }
+        | Op::BatchNormGrad { .. }
+        | Op::Conv2dGradInput { .. }
+        | Op::Conv2dGradWeight { .. }
+        | Op::MaxPool2dGrad { .. }
+        | Op::AvgPool2dGrad { .. }
+        | Op::AdaptiveAvgPool2dGrad { .. }
         | Op::CrossEntropyGrad { .. }
         | Op::SliceGrad { .. }
         | Op::DynamicSliceGrad { .. }

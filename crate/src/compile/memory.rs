@@ -265,8 +265,9 @@ fn optimizer_state_bytes(step: &OptimizerStep, elements: u64) -> u64 {
     (per_element as u64).saturating_mul(elements)
 }
 
-/// Scratch of an op beyond its outputs: dense products keep fp32 partials of their output,
-/// at most the available memory proportion of the IPU.
+/// Scratch of an op beyond its outputs: dense products (convolutions included: poplin
+/// plans them like matmuls) keep fp32 partials of their output, at most the available
+/// memory proportion of the IPU.
 fn op_temporaries(g: &Graph, i: usize, cap: u64) -> u64 {
     let n = &g.nodes[i];
     match n.op {
@@ -274,6 +275,9 @@ fn op_temporaries(g: &Graph, i: usize, cap: u64) -> u64 {
         | Op::MatMulTN
         | Op::Linear { .. }
         | Op::LinearAdd { .. }
+        | Op::Conv2d { .. }
+        | Op::Conv2dGradInput { .. }
+        | Op::Conv2dGradWeight { .. }
         | Op::SpMM { .. }
         | Op::SpMMTransposed { .. } => {
             // fp32 partials: 4 bytes per output element, whatever the output's dtype.

@@ -188,6 +188,46 @@ fn flops_bytes(g: &Graph, i: usize) -> (f64, f64, f64, Class) {
         }
         Op::MatMulTN => (2.0 * out_numel * ty(0).shape.first().copied().unwrap_or(1) as f64, Class::Dense),
         Op::Linear { .. } | Op::LinearAdd { .. } => (2.0 * out_numel * ty(1).shape[1] as f64, Class::Dense),
+        // Convolutions: 2 FLOPs per multiply-add of the direct definition (what poplin's
+        // convolution planner counts), `N·O·oh·ow · C/g·kh·kw` of them for the forward and
+        // for each gradient; bytes are the operands and result once (modelled). The
+        // efficiency is the dense products' (an estimate: PopLin's conv vertices reach a
+        // different fraction of peak than its matmuls, shape by shape).
+        Op::Conv2d { .. } => {
+            let w = &ty(1).shape;
+            (2.0 * out_numel * (w[1] * w[2] * w[3]) as f64, Class::Dense)
+        }
+        Op::Conv2dGradInput { .. } => {
+            let w = &ty(0).shape;
+            (2.0 * value_elements(ty(1)) as f64 * (w[1] * w[2] * w[3]) as f64, Class::Dense)
+        }
+        Op::Conv2dGradWeight { .. } => {
+            let w = &g.ty(n.outputs[0]).shape;
+            (2.0 * value_elements(ty(1)) as f64 * (w[1] * w[2] * w[3]) as f64, Class::Dense)
+        }
+        // Pools read every input element once per window it sits in and write each output:
+        // one compare or add per tap (modelled); memory bound, as elementwise ops.
+        Op::MaxPool2d { geom }
+        | Op::AvgPool2d { geom, .. }
+        | Op::MaxPool2dGrad { geom }
+        | Op::AvgPool2dGrad { geom, .. } => {
+            let taps = (geom.kernel[0] * geom.kernel[1]) as f64;
+            let outs = match &n.op {
+                Op::MaxPool2d { .. } | Op::AvgPool2d { .. } => out_numel,
+                _ => value_elements(ty(n.inputs.len() - 1)) as f64,
+            };
+            (outs * taps, Class::Elementwise)
+        }
+        // Batch norm reads x twice (statistics, then normalising) and writes y; its
+        // gradient reads x and g twice and writes gx (modelled as memory-bound passes).
+        Op::BatchNorm { .. } | Op::BatchNormGrad { .. } => {
+            let x = value_bytes(ty(0)) as f64;
+            let extra = if matches!(n.op, Op::BatchNormGrad { .. }) { 2.0 * x } else { x };
+            return (8.0 * out_numel, in_bytes + out_bytes + extra, in_bytes, Class::Elementwise);
+        }
+        Op::AdaptiveAvgPool2d { .. } | Op::AdaptiveAvgPool2dGrad { .. } => {
+            (out_numel.max(value_elements(ty(0)) as f64), Class::Elementwise)
+        }
         Op::SpMM { .. } | Op::SpMMTransposed { .. } => {
             let nnz = value_elements(ty(1)) as f64;
             let f = *g.ty(n.outputs[0]).shape.last().unwrap_or(&1) as f64;
@@ -216,6 +256,7 @@ fn flops_bytes(g: &Graph, i: usize) -> (f64, f64, f64, Class) {
         | Op::Reduce { .. }
         | Op::Max { .. }
         | Op::ArgMax { .. }
+        | Op::OneHot { .. }
         | Op::Softmax { .. }
         | Op::LogSoftmax { .. }
         | Op::LayerNorm { .. }

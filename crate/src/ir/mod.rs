@@ -12,5 +12,7 @@ pub mod simplify;
 pub mod verify;
 
 pub use graph::{describe_site, BlockKind, Graph, Node, NodeMeta, Pass, Value, ValueId};
-pub use op::{BinaryKind, InputKind, Op, OptimizerStep, ReduceKind, Reduction, Region, UnaryKind};
+pub use op::{
+    BinaryKind, Conv2dGeom, InputKind, Op, OptimizerStep, Pool2dGeom, ReduceKind, Reduction, Region, UnaryKind,
+};
 pub use shape::{broadcast_shapes, TensorType};

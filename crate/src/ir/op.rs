@@ -166,6 +166,58 @@ impl OptimizerStep {
     }
 }
 
+/// The geometry of a 2-D convolution over NCHW tensors (PyTorch's `nn.Conv2d` arguments):
+/// per spatial dim `(H, W)` a stride, a zero padding on both sides and a dilation, and the
+/// number of channel groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Conv2dGeom {
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+}
+
+impl Conv2dGeom {
+    /// The output size of one spatial dim: `⌊(in + 2p − d(k−1) − 1)/s⌋ + 1`, or `None`
+    /// when the dilated kernel does not fit the padded input.
+    pub fn out_size(&self, axis: usize, input: usize, kernel: usize) -> Option<usize> {
+        let span = self.dilation[axis] * (kernel.checked_sub(1)?) + 1;
+        let padded = input + 2 * self.padding[axis];
+        (padded >= span).then(|| (padded - span) / self.stride[axis] + 1)
+    }
+}
+
+/// The window of a 2-D pooling over NCHW tensors (PyTorch's `MaxPool2d`/`AvgPool2d`
+/// arguments); `dilation` is 1 for average pooling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Pool2dGeom {
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub ceil_mode: bool,
+}
+
+impl Pool2dGeom {
+    /// PyTorch's `pooling_output_shape`: `⌊ or ⌈(in + 2p − d(k−1) − 1)/s⌉ + 1`, and with
+    /// `ceil_mode` a last window that would start in the right padding is dropped. `None`
+    /// when no window fits.
+    pub fn out_size(&self, axis: usize, input: usize) -> Option<usize> {
+        let (k, s, p, d) = (self.kernel[axis], self.stride[axis], self.padding[axis], self.dilation[axis]);
+        let span = d * k.checked_sub(1)? + 1;
+        let padded = input + 2 * p;
+        if padded < span {
+            return None;
+        }
+        let num = padded - span;
+        let mut out = if self.ceil_mode { num.div_ceil(s) } else { num / s } + 1;
+        if self.ceil_mode && (out - 1) * s >= input + p {
+            out -= 1;
+        }
+        Some(out)
+    }
+}
+
 /// An operation. Inputs are listed per variant as `(a, b, …)`; attributes are the fields.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -210,6 +262,20 @@ pub enum Op {
     /// `(indptr i32[n+1], indices i32[nnz], values f32[nnz], dense[m,f])` → CSR(n×m) @ dense, [n,f].
     SpMM { n_rows: usize, n_cols: usize },
 
+    /// `(x[N,C,H,W], weight[O,C/groups,kh,kw], bias[O]?)` → torch.nn.functional.conv2d,
+    /// `[N,O,H',W']`.
+    Conv2d { geom: Conv2dGeom, has_bias: bool },
+
+    // ---- pooling ----
+    /// `(x[N,C,H,W])` → the maximum of each window (padding is −∞), `[N,C,H',W']`.
+    MaxPool2d { geom: Pool2dGeom },
+    /// `(x[N,C,H,W])` → the mean of each window; `count_include_pad` divides by the whole
+    /// window (padding counted as zeros) instead of the elements inside the input.
+    AvgPool2d { geom: Pool2dGeom, count_include_pad: bool },
+    /// `(x[N,C,H,W])` → `[N,C,oh,ow]`, output `i` the mean of input rows
+    /// `⌊i·H/oh⌋ .. ⌈(i+1)·H/oh⌉` (likewise columns), as torch's adaptive_avg_pool2d.
+    AdaptiveAvgPool2d { output: [usize; 2] },
+
     // ---- reductions ----
     /// Sum or mean over `dims` (empty = all dims).
     Reduce { kind: ReduceKind, dims: Vec<usize>, keepdim: bool },
@@ -225,11 +291,24 @@ pub enum Op {
     // ---- normalisation, regularisation, losses ----
     /// `(x, weight?, bias?)`: normalise over the last `normalized_ndim` dims.
     LayerNorm { normalized_ndim: usize, eps: f32, affine: bool },
+    /// Training-mode batch norm over dim 1 of `x[N, C, …]` (PyTorch's `F.batch_norm` with
+    /// `training=True`): `(x, weight[C]?, bias[C]?)` → `(y, mean[C], var[C])`, y normalised
+    /// with the batch mean and biased variance; `var` is the unbiased batch variance (what
+    /// the running statistics are updated with). Only `y` has a gradient.
+    BatchNorm { eps: f32, affine: bool },
     /// `(x, mask: bool)` → `mask ? x / (1-p) : 0`. The mask is an explicit input.
     Dropout { p: f32 },
     /// `(logits[N,C], target i32[N], node_mask bool[N]?)`: softmax cross-entropy over the
-    /// rows kept by the mask, weighted per class when `class_weight` is given.
-    CrossEntropy { reduction: Reduction, class_weight: Option<Vec<f32>>, has_mask: bool },
+    /// rows kept by the mask and whose target is not `ignore_index`, weighted per class when
+    /// `class_weight` is given, with PyTorch's `label_smoothing` (the target mixed with the
+    /// uniform distribution over the C classes).
+    CrossEntropy {
+        reduction: Reduction,
+        class_weight: Option<Vec<f32>>,
+        has_mask: bool,
+        ignore_index: Option<i32>,
+        label_smoothing: f32,
+    },
     /// Marks the final loss; `sum`/`mean` reduce it to a scalar, `none` passes it through.
     IdentityLoss { reduction: Reduction },
 
@@ -283,8 +362,29 @@ pub enum Op {
     LogSoftmaxGrad { dim: usize },
     /// `(x, weight?, g)` → `(gx, gweight?, gbias?)`.
     LayerNormGrad { normalized_ndim: usize, eps: f32, affine: bool },
+    /// `(x, weight?, g)` → `(gx, gweight?, gbias?)` of `BatchNorm`'s `y`.
+    BatchNormGrad { eps: f32, affine: bool },
     /// `(logits, target, node_mask?, g)` → gradient w.r.t. logits.
-    CrossEntropyGrad { reduction: Reduction, class_weight: Option<Vec<f32>>, has_mask: bool },
+    CrossEntropyGrad {
+        reduction: Reduction,
+        class_weight: Option<Vec<f32>>,
+        has_mask: bool,
+        ignore_index: Option<i32>,
+        label_smoothing: f32,
+    },
+    /// `(x i32[…])` → `i32[…, num_classes]`, 1 at each value's class (torch's
+    /// `F.one_hot`, int32 here). No gradient.
+    OneHot { num_classes: usize },
+    /// `(weight, g)` → the gradient of `Conv2d` w.r.t. its input of shape `in_shape`.
+    Conv2dGradInput { geom: Conv2dGeom, in_shape: Vec<usize> },
+    /// `(x, g)` → the gradient of `Conv2d` w.r.t. its weight of shape `weight_shape`.
+    Conv2dGradWeight { geom: Conv2dGeom, weight_shape: Vec<usize> },
+    /// `(x, g)` → the gradient of `MaxPool2d` w.r.t. x (to the first maximum of each window).
+    MaxPool2dGrad { geom: Pool2dGeom },
+    /// `(g)` → the gradient of `AvgPool2d` w.r.t. its input of shape `in_shape`.
+    AvgPool2dGrad { geom: Pool2dGeom, count_include_pad: bool, in_shape: Vec<usize> },
+    /// `(g)` → the gradient of `AdaptiveAvgPool2d` w.r.t. its input of shape `in_shape`.
+    AdaptiveAvgPool2dGrad { in_shape: Vec<usize> },
     /// `(g)` → zeros of `in_shape` with `g` written at the slice.
     SliceGrad { in_shape: Vec<usize>, dim: usize, start: usize, end: usize, step: usize },
     /// `(g, start)` → zeros of `in_shape` with `g` written at the wrapped positions of
@@ -365,6 +465,10 @@ impl Op {
             Op::Linear { .. } => "linear",
             Op::LinearAdd { .. } => "linear_add",
             Op::SpMM { .. } => "spmm",
+            Op::Conv2d { .. } => "conv2d",
+            Op::MaxPool2d { .. } => "max_pool2d",
+            Op::AvgPool2d { .. } => "avg_pool2d",
+            Op::AdaptiveAvgPool2d { .. } => "adaptive_avg_pool2d",
             Op::Reduce { kind: ReduceKind::Sum, .. } => "sum",
             Op::Reduce { kind: ReduceKind::Mean, .. } => "mean",
             Op::Max { .. } => "max",
@@ -372,6 +476,7 @@ impl Op {
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",
             Op::LayerNorm { .. } => "layer_norm",
+            Op::BatchNorm { .. } => "batch_norm",
             Op::Dropout { .. } => "dropout",
             Op::CrossEntropy { .. } => "cross_entropy",
             Op::IdentityLoss { .. } => "identity_loss",
@@ -395,7 +500,14 @@ impl Op {
             Op::SoftmaxGrad { .. } => "softmax_grad",
             Op::LogSoftmaxGrad { .. } => "log_softmax_grad",
             Op::LayerNormGrad { .. } => "layer_norm_grad",
+            Op::BatchNormGrad { .. } => "batch_norm_grad",
             Op::CrossEntropyGrad { .. } => "cross_entropy_grad",
+            Op::OneHot { .. } => "one_hot",
+            Op::Conv2dGradInput { .. } => "conv2d_grad_input",
+            Op::Conv2dGradWeight { .. } => "conv2d_grad_weight",
+            Op::MaxPool2dGrad { .. } => "max_pool2d_grad",
+            Op::AvgPool2dGrad { .. } => "avg_pool2d_grad",
+            Op::AdaptiveAvgPool2dGrad { .. } => "adaptive_avg_pool2d_grad",
             Op::SliceGrad { .. } => "slice_grad",
             Op::DynamicSliceGrad { .. } => "dynamic_slice_grad",
             Op::IndexAdd { .. } => "index_add",

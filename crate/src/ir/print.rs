@@ -10,8 +10,20 @@
 //! ```
 
 use super::graph::{Graph, Node, Pass};
-use super::op::{InputKind, Op};
+use super::op::{Conv2dGeom, InputKind, Op, Pool2dGeom};
 use std::fmt::{self, Write};
+
+fn pool_attrs(g: &Pool2dGeom) -> String {
+    let Pool2dGeom { kernel, stride, padding, dilation, ceil_mode } = g;
+    let mut s = format!("kernel={kernel:?} stride={stride:?} padding={padding:?}");
+    if *dilation != [1, 1] {
+        write!(s, " dilation={dilation:?}").unwrap();
+    }
+    if *ceil_mode {
+        s.push_str(" ceil_mode=true");
+    }
+    s
+}
 
 fn attrs(op: &Op) -> String {
     match op {
@@ -29,6 +41,23 @@ fn attrs(op: &Op) -> String {
         Op::SpMM { n_rows, n_cols } | Op::SpMMTransposed { n_rows, n_cols } | Op::SpMMValuesGrad { n_rows, n_cols } => {
             format!("sparse={n_rows}x{n_cols}")
         }
+        Op::Conv2d { geom, has_bias } => {
+            let Conv2dGeom { stride, padding, dilation, groups } = geom;
+            let mut s = format!("stride={stride:?} padding={padding:?} dilation={dilation:?} groups={groups}");
+            if !has_bias {
+                s.push_str(" bias=false");
+            }
+            s
+        }
+        Op::Conv2dGradInput { geom, .. } | Op::Conv2dGradWeight { geom, .. } => {
+            let Conv2dGeom { stride, padding, dilation, groups } = geom;
+            format!("stride={stride:?} padding={padding:?} dilation={dilation:?} groups={groups}")
+        }
+        Op::MaxPool2d { geom } | Op::MaxPool2dGrad { geom } => pool_attrs(geom),
+        Op::AvgPool2d { geom, count_include_pad } | Op::AvgPool2dGrad { geom, count_include_pad, .. } => {
+            format!("{} count_include_pad={count_include_pad}", pool_attrs(geom))
+        }
+        Op::AdaptiveAvgPool2d { output } => format!("output={output:?}"),
         Op::Reduce { dims, keepdim, .. } => format!("dims={dims:?} keepdim={keepdim}"),
         Op::Max { dim, keepdim } | Op::ArgMax { dim, keepdim } | Op::MaxGrad { dim, keepdim } => {
             format!("dim={dim} keepdim={keepdim}")
@@ -36,15 +65,26 @@ fn attrs(op: &Op) -> String {
         Op::Softmax { dim } | Op::LogSoftmax { dim } | Op::SoftmaxGrad { dim } | Op::LogSoftmaxGrad { dim } => {
             format!("dim={dim}")
         }
-        Op::LayerNorm { eps, .. } | Op::LayerNormGrad { eps, .. } => format!("eps={eps}"),
+        Op::LayerNorm { eps, .. }
+        | Op::LayerNormGrad { eps, .. }
+        | Op::BatchNorm { eps, .. }
+        | Op::BatchNormGrad { eps, .. } => format!("eps={eps}"),
         Op::Dropout { p } | Op::RandomMask { p, .. } => format!("p={p}"),
-        Op::CrossEntropy { reduction, class_weight, .. } | Op::CrossEntropyGrad { reduction, class_weight, .. } => {
+        Op::CrossEntropy { reduction, class_weight, ignore_index, label_smoothing, .. }
+        | Op::CrossEntropyGrad { reduction, class_weight, ignore_index, label_smoothing, .. } => {
             let mut s = format!("reduction={reduction:?}").to_lowercase();
             if let Some(w) = class_weight {
                 write!(s, " class_weight={w:?}").unwrap();
             }
+            if let Some(i) = ignore_index {
+                write!(s, " ignore_index={i}").unwrap();
+            }
+            if *label_smoothing != 0.0 {
+                write!(s, " label_smoothing={label_smoothing}").unwrap();
+            }
             s
         }
+        Op::OneHot { num_classes } => format!("num_classes={num_classes}"),
         Op::IdentityLoss { reduction } => format!("reduction={reduction:?}").to_lowercase(),
         Op::Reshape { shape } | Op::BroadcastTo { shape } | Op::SumTo { shape } => format!("shape={shape:?}"),
         Op::Permute { dims } => format!("dims={dims:?}"),

@@ -3,7 +3,7 @@
 //! This is the one place the shape rules live; the tracer, the verifier and autograd all
 //! go through [`infer`], and the kernels produce exactly these shapes.
 
-use super::op::{Op, Reduction};
+use super::op::{Conv2dGeom, Op, Pool2dGeom, Reduction};
 use crate::tensor::DType;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -135,6 +135,69 @@ pub fn matmul_shape(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
+fn nchw<'a>(x: &'a TensorType, what: &str) -> Result<&'a [usize], String> {
+    want_dtype(x, what, FLOATS)?;
+    if x.rank() != 4 {
+        return Err(format!("{what} must be 4-D [N, C, H, W], got {x}"));
+    }
+    Ok(&x.shape)
+}
+
+/// The output shape of `Conv2d` for an input and a weight shape.
+pub fn conv2d_shape(geom: &Conv2dGeom, x: &[usize], w: &[usize]) -> Result<Vec<usize>, String> {
+    let Conv2dGeom { stride, dilation, groups, .. } = *geom;
+    if stride.contains(&0) || dilation.contains(&0) || groups == 0 {
+        return Err(format!("stride {stride:?}, dilation {dilation:?} and groups {groups} must be positive"));
+    }
+    if w.len() != 4 {
+        return Err(format!("weight must be 4-D [out_channels, in_channels/groups, kh, kw], got {w:?}"));
+    }
+    let (c, o) = (x[1], w[0]);
+    if !c.is_multiple_of(groups) || !o.is_multiple_of(groups) {
+        return Err(format!("in_channels {c} and out_channels {o} must both be divisible by groups {groups}"));
+    }
+    if w[1] * groups != c {
+        return Err(format!(
+            "expected the input [N, C, H, W] {x:?} to have {} channels (weight {w:?} with groups {groups}), but it has {c}",
+            w[1] * groups
+        ));
+    }
+    let mut out = vec![x[0], o];
+    for axis in 0..2 {
+        let n = geom.out_size(axis, x[2 + axis], w[2 + axis]).filter(|&n| n > 0).ok_or_else(|| {
+            format!(
+                "the kernel {:?} (dilation {dilation:?}) is larger than the padded input {:?} (padding {:?})",
+                &w[2..],
+                &x[2..],
+                geom.padding
+            )
+        })?;
+        out.push(n);
+    }
+    Ok(out)
+}
+
+/// The output shape of `MaxPool2d`/`AvgPool2d`, with PyTorch's checks.
+pub fn pool2d_shape(geom: &Pool2dGeom, x: &[usize]) -> Result<Vec<usize>, String> {
+    let Pool2dGeom { kernel, stride, padding, dilation, .. } = *geom;
+    if kernel.contains(&0) || stride.contains(&0) || dilation.contains(&0) {
+        return Err(format!("kernel {kernel:?}, stride {stride:?} and dilation {dilation:?} must be positive"));
+    }
+    if padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2 {
+        return Err(format!(
+            "pad should be at most half of effective kernel size, but got pad={padding:?} and kernel_size={kernel:?}"
+        ));
+    }
+    let mut out = x[..2].to_vec();
+    for axis in 0..2 {
+        let n = geom.out_size(axis, x[2 + axis]).filter(|&n| n > 0).ok_or_else(|| {
+            format!("the window {kernel:?} (dilation {dilation:?}) does not fit the padded input {:?}", &x[2..])
+        })?;
+        out.push(n);
+    }
+    Ok(out)
+}
+
 /// Infers output types, or says why the inputs do not fit the op.
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
     let one = |t: TensorType| Ok(vec![t]);
@@ -235,6 +298,76 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             *s.last_mut().unwrap() = w.shape[0];
             one(TensorType::new(&s, x.dtype))
         }
+        Op::Conv2d { geom, has_bias } => {
+            let n = 2 + *has_bias as usize;
+            arity(inputs, n, n)?;
+            let (x, w) = (inputs[0], inputs[1]);
+            let xs = nchw(x, "input")?;
+            let out = conv2d_shape(geom, xs, &w.shape)?;
+            if *has_bias && inputs[2].shape != [w.shape[0]] {
+                return Err(format!("bias must be [{}], got {}", w.shape[0], inputs[2]));
+            }
+            let params: Vec<(&str, &TensorType)> =
+                [("weight", w)].into_iter().chain(has_bias.then(|| ("bias", inputs[2]))).collect();
+            same_dtype_as_input(x, &params)?;
+            one(TensorType::new(&out, x.dtype))
+        }
+        Op::Conv2dGradInput { geom, in_shape } => {
+            arity(inputs, 2, 2)?;
+            let (w, g) = (inputs[0], inputs[1]);
+            if in_shape.len() != 4 || conv2d_shape(geom, in_shape, &w.shape)? != g.shape {
+                return Err(format!("gradient {g} does not match a convolution of {in_shape:?} by {w}"));
+            }
+            one(TensorType::new(in_shape, g.dtype))
+        }
+        Op::Conv2dGradWeight { geom, weight_shape } => {
+            arity(inputs, 2, 2)?;
+            let (x, g) = (inputs[0], inputs[1]);
+            let xs = nchw(x, "input")?;
+            if conv2d_shape(geom, xs, weight_shape)? != g.shape {
+                return Err(format!("gradient {g} does not match a convolution of {x} by {weight_shape:?}"));
+            }
+            one(TensorType::new(weight_shape, g.dtype))
+        }
+        Op::MaxPool2d { geom } | Op::AvgPool2d { geom, .. } => {
+            arity(inputs, 1, 1)?;
+            let xs = nchw(inputs[0], "input")?;
+            if matches!(op, Op::AvgPool2d { .. }) && geom.dilation != [1, 1] {
+                return Err(format!("average pooling has no dilation, got {:?}", geom.dilation));
+            }
+            one(TensorType::new(&pool2d_shape(geom, xs)?, inputs[0].dtype))
+        }
+        Op::AdaptiveAvgPool2d { output } => {
+            arity(inputs, 1, 1)?;
+            let xs = nchw(inputs[0], "input")?;
+            if output.contains(&0) {
+                return Err(format!("the output size {output:?} must be positive"));
+            }
+            one(TensorType::new(&[xs[0], xs[1], output[0], output[1]], inputs[0].dtype))
+        }
+        Op::MaxPool2dGrad { geom } => {
+            arity(inputs, 2, 2)?;
+            let xs = nchw(inputs[0], "input")?;
+            if pool2d_shape(geom, xs)? != inputs[1].shape {
+                return Err(format!("gradient {} does not match pooling {}", inputs[1], inputs[0]));
+            }
+            one(inputs[0].clone())
+        }
+        Op::AvgPool2dGrad { geom, in_shape, .. } => {
+            arity(inputs, 1, 1)?;
+            if in_shape.len() != 4 || pool2d_shape(geom, in_shape)? != inputs[0].shape {
+                return Err(format!("gradient {} does not match pooling {in_shape:?}", inputs[0]));
+            }
+            one(TensorType::new(in_shape, inputs[0].dtype))
+        }
+        Op::AdaptiveAvgPool2dGrad { in_shape } => {
+            arity(inputs, 1, 1)?;
+            let g = nchw(inputs[0], "gradient")?;
+            if in_shape.len() != 4 || in_shape[..2] != g[..2] {
+                return Err(format!("gradient {} does not match pooling {in_shape:?}", inputs[0]));
+            }
+            one(TensorType::new(in_shape, inputs[0].dtype))
+        }
         Op::SpMM { n_rows, n_cols } => {
             arity(inputs, 4, 4)?;
             want_dtype(inputs[0], "indptr", &[DType::Int32])?;
@@ -296,6 +429,46 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             }
             one(x.clone())
         }
+        Op::BatchNorm { affine, .. } => {
+            let n = if *affine { 3 } else { 1 };
+            arity(inputs, n, n)?;
+            let x = inputs[0];
+            want_dtype(x, "input", FLOATS)?;
+            if x.rank() < 2 {
+                return Err(format!("batch norm needs an input [N, C, …] of at least 2 dims, got {x}"));
+            }
+            let c = x.shape[1];
+            if x.numel() / c.max(1) <= 1 {
+                return Err(format!(
+                    "Expected more than 1 value per channel when training, got input size {:?}",
+                    x.shape
+                ));
+            }
+            if *affine {
+                for (what, t) in [("weight", inputs[1]), ("bias", inputs[2])] {
+                    if t.shape != [c] {
+                        return Err(format!("{what} must be [{c}] (one per channel), got {t}"));
+                    }
+                }
+                same_dtype_as_input(x, &[("weight", inputs[1]), ("bias", inputs[2])])?;
+            }
+            let stat = TensorType::new(&[c], x.dtype);
+            Ok(vec![x.clone(), stat.clone(), stat])
+        }
+        Op::BatchNormGrad { affine, .. } => {
+            let n = if *affine { 3 } else { 2 };
+            arity(inputs, n, n)?;
+            let (x, g) = (inputs[0], inputs[n - 1]);
+            if x.rank() < 2 || g.shape != x.shape {
+                return Err(format!("gradient {g} must have the input's shape {x}"));
+            }
+            let mut out = vec![x.clone()];
+            if *affine {
+                out.push(TensorType::new(&[x.shape[1]], x.dtype));
+                out.push(TensorType::new(&[x.shape[1]], x.dtype));
+            }
+            Ok(out)
+        }
         Op::Dropout { p } => {
             arity(inputs, 2, 2)?;
             want_dtype(inputs[0], "input", FLOATS)?;
@@ -308,7 +481,10 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             }
             one(inputs[0].clone())
         }
-        Op::CrossEntropy { reduction, class_weight, has_mask } => {
+        Op::CrossEntropy { reduction, class_weight, has_mask, label_smoothing, .. } => {
+            if !(0.0..=1.0).contains(label_smoothing) {
+                return Err(format!("label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}"));
+            }
             let n = 2 + *has_mask as usize;
             arity(inputs, n, n)?;
             let (logits, target) = (inputs[0], inputs[1]);
@@ -444,6 +620,16 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
                 }
             }
             one(TensorType::new(&inputs[1].shape, inputs[0].dtype))
+        }
+        Op::OneHot { num_classes } => {
+            arity(inputs, 1, 1)?;
+            want_dtype(inputs[0], "input", &[DType::Int32])?;
+            if *num_classes == 0 {
+                return Err("num_classes must be positive".into());
+            }
+            let mut s = inputs[0].shape.clone();
+            s.push(*num_classes);
+            one(TensorType::new(&s, DType::Int32))
         }
         Op::Cast { dtype } => {
             arity(inputs, 1, 1)?;

@@ -4,8 +4,11 @@
 //! the node mask: per row `w[t]·(logsumexp(x) − x[t])` (log-softmax based, max-subtracted,
 //! in f64); `mean` divides by the sum of the class weights of the kept rows (the number of
 //! kept rows without weights) and is NaN when that is 0, like PyTorch on an empty batch;
-//! `none` gives 0 at masked-out rows. Targets are checked on the kept rows only (masked-out
-//! rows may hold any label); there is no `ignore_index`.
+//! `none` gives 0 at masked-out rows. Rows whose target is `ignore_index` are left out like
+//! masked-out rows (PyTorch's `ignore_index`). Targets are checked on the kept rows only
+//! (masked-out rows may hold any label). With label smoothing `ε` a kept row's loss is
+//! `(1−ε)·w[t]·(lse − x[t]) + ε/C·Σ_c w[c]·(lse − x[c])`, and `mean` still divides by the
+//! kept rows' `Σ w[t]`, as PyTorch's `cross_entropy_loss_label_smoothing`.
 
 use super::common::{array, bool_data, f32_data, i32_data};
 use super::reduce::reduce;
@@ -23,11 +26,20 @@ struct CeInputs<'a> {
     wsum: f64,
 }
 
+/// How a cross-entropy reduces, weighs, ignores and smooths (the op's attributes).
+pub struct CeOptions<'a> {
+    pub reduction: Reduction,
+    pub class_weight: Option<&'a [f32]>,
+    pub ignore_index: Option<i32>,
+    pub label_smoothing: f32,
+}
+
 fn ce_inputs<'a>(
     logits: &'a Tensor,
     target: &'a Tensor,
     mask: Option<&'a Tensor>,
     class_weight: Option<&[f32]>,
+    ignore_index: Option<i32>,
 ) -> Result<CeInputs<'a>, String> {
     let x = f32_data(logits, "logits")?;
     let s = logits.shape();
@@ -61,6 +73,10 @@ fn ce_inputs<'a>(
             continue;
         }
         let ti = t[i];
+        if ignore_index == Some(ti) {
+            rows.push(None);
+            continue;
+        }
         if ti < 0 || ti as usize >= c {
             return Err(format!("target {ti} at row {i} is out of range for {c} classes"));
         }
@@ -81,23 +97,33 @@ fn lse(row: &[f32]) -> f64 {
     m + row.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln()
 }
 
-/// `CrossEntropy { reduction, class_weight, has_mask }`: `(logits, target, node_mask?)`.
+/// The class weight of class `c` (1 without weights).
+fn cw(class_weight: Option<&[f32]>, c: usize) -> f64 {
+    class_weight.map_or(1.0, |w| w[c] as f64)
+}
+
+/// `CrossEntropy`: `(logits, target, node_mask?)`.
 pub fn cross_entropy(
     logits: &Tensor,
     target: &Tensor,
     mask: Option<&Tensor>,
-    reduction: Reduction,
-    class_weight: Option<&[f32]>,
+    how: &CeOptions<'_>,
 ) -> Result<Tensor, String> {
-    let ce = ce_inputs(logits, target, mask, class_weight)?;
+    let ce = ce_inputs(logits, target, mask, how.class_weight, how.ignore_index)?;
+    let eps = how.label_smoothing as f64;
     let mut per = vec![0f64; ce.n];
     for (i, row) in ce.rows.iter().enumerate() {
         if let Some((t, w)) = *row {
             let xr = &ce.x[i * ce.c..(i + 1) * ce.c];
-            per[i] = w * (lse(xr) - xr[t] as f64);
+            let l = lse(xr);
+            per[i] = (1.0 - eps) * w * (l - xr[t] as f64);
+            if eps != 0.0 {
+                let smooth: f64 = xr.iter().enumerate().map(|(c, &v)| cw(how.class_weight, c) * (l - v as f64)).sum();
+                per[i] += eps / ce.c as f64 * smooth;
+            }
         }
     }
-    match reduction {
+    match how.reduction {
         Reduction::None => Ok(Tensor::F32(array(&[ce.n], per.into_iter().map(|v| v as f32).collect())?)),
         Reduction::Sum => Ok(Tensor::scalar(per.iter().sum::<f64>() as f32)),
         Reduction::Mean => Ok(Tensor::scalar((per.iter().sum::<f64>() / ce.wsum) as f32)),
@@ -105,17 +131,20 @@ pub fn cross_entropy(
 }
 
 /// `CrossEntropyGrad`: `(logits, target, node_mask?, g)` → gradient w.r.t. the logits:
-/// `g·w[t]·(softmax(x) − onehot(t))` on kept rows (divided by the weight sum for `mean`),
-/// 0 on masked-out rows. `g` is a scalar for `mean`/`sum` and `[N]` for `none`.
+/// `g·((1−ε)·w[t]·(softmax(x) − onehot(t)) + ε/C·(W·softmax(x) − w))` on kept rows, with
+/// `W = Σ w` (divided by the kept weight sum for `mean`), 0 on rows left out. `g` is a
+/// scalar for `mean`/`sum` and `[N]` for `none`.
 pub fn cross_entropy_grad(
     logits: &Tensor,
     target: &Tensor,
     mask: Option<&Tensor>,
     g: &Tensor,
-    reduction: Reduction,
-    class_weight: Option<&[f32]>,
+    how: &CeOptions<'_>,
 ) -> Result<Tensor, String> {
-    let ce = ce_inputs(logits, target, mask, class_weight)?;
+    let reduction = how.reduction;
+    let ce = ce_inputs(logits, target, mask, how.class_weight, how.ignore_index)?;
+    let eps = how.label_smoothing as f64;
+    let wall: f64 = (0..ce.c).map(|c| cw(how.class_weight, c)).sum();
     let gd = f32_data(g, "gradient")?;
     let want = if reduction == Reduction::None { ce.n } else { 1 };
     if gd.len() != want {
@@ -134,15 +163,16 @@ pub fn cross_entropy_grad(
             Reduction::Sum => gd[0] as f64,
             Reduction::Mean => gd[0] as f64 / ce.wsum,
         };
-        let coef = gi * w;
         let xr = &ce.x[i * ce.c..(i + 1) * ce.c];
         let l = lse(xr);
-        for (pj, &v) in p.iter_mut().zip(xr) {
-            *pj = (v as f64 - l).exp();
+        let k = eps / ce.c as f64;
+        for (j, (pj, &v)) in p.iter_mut().zip(xr).enumerate() {
+            let sm = (v as f64 - l).exp();
+            *pj = (1.0 - eps) * w * sm + k * (wall * sm - cw(how.class_weight, j));
         }
-        p[t] -= 1.0;
+        p[t] -= (1.0 - eps) * w;
         for (o, &pj) in out[i * ce.c..(i + 1) * ce.c].iter_mut().zip(&p) {
-            *o = (coef * pj) as f32;
+            *o = (gi * pj) as f32;
         }
     }
     Ok(Tensor::F32(array(&[ce.n, ce.c], out)?))
@@ -167,7 +197,7 @@ mod tests {
     use crate::tensor::{DType, Tensor};
 
     fn ce_op(reduction: Reduction, class_weight: Option<Vec<f32>>, has_mask: bool) -> Op {
-        Op::CrossEntropy { reduction, class_weight, has_mask }
+        Op::CrossEntropy { reduction, class_weight, has_mask, ignore_index: None, label_smoothing: 0.0 }
     }
 
     #[test]
@@ -220,32 +250,50 @@ mod tests {
         for reduction in [Reduction::Mean, Reduction::Sum, Reduction::None] {
             for cw in [None, Some(vec![0.5, 2.0, 1.0, 1.5])] {
                 for has_mask in [false, true] {
-                    let fwd = ce_op(reduction, cw.clone(), has_mask);
-                    let bwd = Op::CrossEntropyGrad { reduction, class_weight: cw.clone(), has_mask };
-                    let gv: Vec<f32> =
-                        if reduction == Reduction::None { vec![0.3, -1.2, 0.8, 1.1, -0.4] } else { vec![0.7] };
-                    let gshape: Vec<usize> = if reduction == Reduction::None { vec![n] } else { vec![] };
-                    let g = f32t(&gshape, &gv);
-                    let x = f32t(&[n, c], &xv);
-                    let mut ins = vec![&x, &t];
-                    if has_mask {
-                        ins.push(&m);
-                    }
-                    let mut bins = ins.clone();
-                    bins.push(&g);
-                    let got = run1(&bwd, &bins).to_f32_vec();
-                    let loss = |v: &[f32]| {
-                        let xx = f32t(&[n, c], v);
-                        let mut ins = vec![&xx, &t];
+                    for (ignore_index, label_smoothing) in [(None, 0.0), (Some(1), 0.0), (Some(3), 0.2), (None, 0.1)] {
+                        let fwd = Op::CrossEntropy {
+                            reduction,
+                            class_weight: cw.clone(),
+                            has_mask,
+                            ignore_index,
+                            label_smoothing,
+                        };
+                        let bwd = Op::CrossEntropyGrad {
+                            reduction,
+                            class_weight: cw.clone(),
+                            has_mask,
+                            ignore_index,
+                            label_smoothing,
+                        };
+                        let gv: Vec<f32> =
+                            if reduction == Reduction::None { vec![0.3, -1.2, 0.8, 1.1, -0.4] } else { vec![0.7] };
+                        let gshape: Vec<usize> = if reduction == Reduction::None { vec![n] } else { vec![] };
+                        let g = f32t(&gshape, &gv);
+                        let x = f32t(&[n, c], &xv);
+                        let mut ins = vec![&x, &t];
                         if has_mask {
                             ins.push(&m);
                         }
-                        dotv(&run1(&fwd, &ins), &gv)
-                    };
-                    close(&got, &numeric_grad(loss, &xv, 1e-2), 2e-3);
-                    if has_mask {
-                        // masked-out rows get no gradient
-                        assert!(got[2 * c..3 * c].iter().all(|&v| v == 0.0));
+                        let mut bins = ins.clone();
+                        bins.push(&g);
+                        let got = run1(&bwd, &bins).to_f32_vec();
+                        let loss = |v: &[f32]| {
+                            let xx = f32t(&[n, c], v);
+                            let mut ins = vec![&xx, &t];
+                            if has_mask {
+                                ins.push(&m);
+                            }
+                            dotv(&run1(&fwd, &ins), &gv)
+                        };
+                        close(&got, &numeric_grad(loss, &xv, 1e-2), 2e-3);
+                        if has_mask {
+                            // masked-out rows get no gradient
+                            assert!(got[2 * c..3 * c].iter().all(|&v| v == 0.0));
+                        }
+                        if ignore_index == Some(1) {
+                            // ignored rows (targets 1 at rows 2 and 3) get no gradient
+                            assert!(got[2 * c..4 * c].iter().all(|&v| v == 0.0));
+                        }
                     }
                 }
             }
@@ -253,7 +301,13 @@ mod tests {
         let x = f32t(&[n, c], &xv);
         let bad_g = f32t(&[2], &[1., 1.]);
         assert!(eval(
-            &Op::CrossEntropyGrad { reduction: Reduction::Mean, class_weight: None, has_mask: false },
+            &Op::CrossEntropyGrad {
+                reduction: Reduction::Mean,
+                class_weight: None,
+                has_mask: false,
+                ignore_index: None,
+                label_smoothing: 0.0
+            },
             &[&x, &t, &bad_g]
         )
         .is_err());

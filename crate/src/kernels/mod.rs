@@ -16,12 +16,14 @@
 //! — for `+ − × ÷` that is the correctly rounded IEEE half result, with overflow to ±inf and
 //! gradual underflow. Int32 `Binary` supports add/sub/mul (wrapping).
 
+pub mod conv;
 pub mod elementwise;
 pub mod gemm_simd;
 pub mod loss;
 pub mod matmul;
 pub mod norm;
 pub mod optim;
+pub mod pool;
 pub mod reduce;
 pub mod scatter;
 pub mod shape_ops;
@@ -63,6 +65,15 @@ fn widens_half(op: &Op) -> bool {
             | Op::MatMulTN
             | Op::Linear { .. }
             | Op::LinearAdd { .. }
+            | Op::Conv2d { .. }
+            | Op::Conv2dGradInput { .. }
+            | Op::Conv2dGradWeight { .. }
+            | Op::MaxPool2d { .. }
+            | Op::MaxPool2dGrad { .. }
+            | Op::AvgPool2d { .. }
+            | Op::AvgPool2dGrad { .. }
+            | Op::AdaptiveAvgPool2d { .. }
+            | Op::AdaptiveAvgPool2dGrad { .. }
             | Op::SpMM { .. }
             | Op::SpMMTransposed { .. }
             | Op::SpMMValuesGrad { .. }
@@ -73,6 +84,8 @@ fn widens_half(op: &Op) -> bool {
             | Op::LogSoftmaxGrad { .. }
             | Op::LayerNorm { .. }
             | Op::LayerNormGrad { .. }
+            | Op::BatchNorm { .. }
+            | Op::BatchNormGrad { .. }
             | Op::Dropout { .. }
             | Op::CrossEntropy { .. }
             | Op::CrossEntropyGrad { .. }
@@ -155,6 +168,42 @@ fn dispatch(op: &Op, ins: &[&Tensor]) -> Result<Vec<Tensor>, String> {
             let bias = if *has_bias { Some(ins[2]) } else { None };
             one(matmul::linear(ins[0], ins[1], bias, ins.last().copied()))
         }
+        Op::Conv2d { geom, has_bias } => {
+            arity(ins, 2 + *has_bias as usize)?;
+            one(conv::conv2d(geom, ins[0], ins[1], ins.get(2).copied()))
+        }
+        Op::Conv2dGradInput { geom, in_shape } => {
+            arity(ins, 2)?;
+            one(conv::conv2d_grad_input(geom, in_shape, ins[0], ins[1]))
+        }
+        Op::Conv2dGradWeight { geom, weight_shape } => {
+            arity(ins, 2)?;
+            one(conv::conv2d_grad_weight(geom, weight_shape, ins[0], ins[1]))
+        }
+        Op::MaxPool2d { geom } => {
+            arity(ins, 1)?;
+            one(pool::max_pool2d(geom, ins[0]))
+        }
+        Op::MaxPool2dGrad { geom } => {
+            arity(ins, 2)?;
+            one(pool::max_pool2d_grad(geom, ins[0], ins[1]))
+        }
+        Op::AvgPool2d { geom, count_include_pad } => {
+            arity(ins, 1)?;
+            one(pool::avg_pool2d(geom, *count_include_pad, ins[0]))
+        }
+        Op::AvgPool2dGrad { geom, count_include_pad, in_shape } => {
+            arity(ins, 1)?;
+            one(pool::avg_pool2d_grad(geom, *count_include_pad, in_shape, ins[0]))
+        }
+        Op::AdaptiveAvgPool2d { output } => {
+            arity(ins, 1)?;
+            one(pool::adaptive_avg_pool2d(*output, ins[0]))
+        }
+        Op::AdaptiveAvgPool2dGrad { in_shape } => {
+            arity(ins, 1)?;
+            one(pool::adaptive_avg_pool2d_grad(in_shape, ins[0]))
+        }
         Op::SpMM { n_rows, n_cols } => {
             arity(ins, 4)?;
             one(matmul::spmm(ins, *n_rows, *n_cols))
@@ -207,20 +256,44 @@ fn dispatch(op: &Op, ins: &[&Tensor]) -> Result<Vec<Tensor>, String> {
             arity(ins, if *affine { 3 } else { 2 })?;
             norm::layer_norm_grad(ins, *normalized_ndim, *eps, *affine)
         }
+        Op::BatchNorm { eps, affine } => {
+            arity(ins, if *affine { 3 } else { 1 })?;
+            norm::batch_norm(ins, *eps, *affine)
+        }
+        Op::BatchNormGrad { eps, affine } => {
+            arity(ins, if *affine { 3 } else { 2 })?;
+            norm::batch_norm_grad(ins, *eps, *affine)
+        }
         Op::Dropout { p } => {
             arity(ins, 2)?;
             one(norm::dropout(ins[0], ins[1], *p))
         }
-        Op::CrossEntropy { reduction, class_weight, has_mask } => {
+        Op::CrossEntropy { reduction, class_weight, has_mask, ignore_index, label_smoothing } => {
             arity(ins, 2 + *has_mask as usize)?;
             let mask = if *has_mask { Some(ins[2]) } else { None };
-            one(loss::cross_entropy(ins[0], ins[1], mask, *reduction, class_weight.as_deref()))
+            let how = loss::CeOptions {
+                reduction: *reduction,
+                class_weight: class_weight.as_deref(),
+                ignore_index: *ignore_index,
+                label_smoothing: *label_smoothing,
+            };
+            one(loss::cross_entropy(ins[0], ins[1], mask, &how))
         }
-        Op::CrossEntropyGrad { reduction, class_weight, has_mask } => {
+        Op::CrossEntropyGrad { reduction, class_weight, has_mask, ignore_index, label_smoothing } => {
             arity(ins, 3 + *has_mask as usize)?;
             let mask = if *has_mask { Some(ins[2]) } else { None };
             let g = ins[2 + *has_mask as usize];
-            one(loss::cross_entropy_grad(ins[0], ins[1], mask, g, *reduction, class_weight.as_deref()))
+            let how = loss::CeOptions {
+                reduction: *reduction,
+                class_weight: class_weight.as_deref(),
+                ignore_index: *ignore_index,
+                label_smoothing: *label_smoothing,
+            };
+            one(loss::cross_entropy_grad(ins[0], ins[1], mask, g, &how))
+        }
+        Op::OneHot { num_classes } => {
+            arity(ins, 1)?;
+            one(shape_ops::one_hot(ins[0], *num_classes))
         }
         Op::IdentityLoss { reduction } => {
             arity(ins, 1)?;

@@ -1,4 +1,4 @@
-//! `LayerNorm`, `LayerNormGrad` and `Dropout`.
+//! `LayerNorm`, `LayerNormGrad`, `BatchNorm`, `BatchNormGrad` and `Dropout`.
 //!
 //! LayerNorm normalises the trailing `normalized_ndim` dims, so every normalised group is a
 //! contiguous row of the row-major input. Row statistics: biased variance, eps inside the
@@ -72,6 +72,103 @@ fn sq_dev_slice(v: &[f32], m: f32) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + chunks.remainder().iter().map(|&x| (x - m) * (x - m)).sum::<f32>()
+}
+
+/// Batch norm's layout: `x[N, C, rest…]` as `N` blocks of `C` planes of `rest` elements.
+fn bn_dims(shape: &[usize]) -> Result<(usize, usize, usize), String> {
+    if shape.len() < 2 {
+        return Err(format!("batch norm needs an input [N, C, …], got {shape:?}"));
+    }
+    Ok((shape[0], shape[1], shape[2..].iter().product()))
+}
+
+/// The mean and the sum of squared deviations of channel `ch` (float64 sums).
+fn channel_stats(x: &[f32], (n, c, r): (usize, usize, usize), ch: usize) -> (f64, f64) {
+    let planes = || (0..n).map(move |i| &x[(i * c + ch) * r..(i * c + ch + 1) * r]);
+    let m = (n * r) as f64;
+    let mean = planes().flat_map(|p| p.iter()).map(|&v| v as f64).sum::<f64>() / m;
+    let ss = planes().flat_map(|p| p.iter()).map(|&v| (v as f64 - mean).powi(2)).sum::<f64>();
+    (mean, ss)
+}
+
+/// `BatchNorm { eps, affine }`: `(x, weight?, bias?)` → `(y, mean, unbiased var)`.
+pub fn batch_norm(inputs: &[&Tensor], eps: f32, affine: bool) -> Result<Vec<Tensor>, String> {
+    let x = inputs[0];
+    let dims @ (n, c, r) = bn_dims(x.shape())?;
+    let m = n * r;
+    if m <= 1 {
+        return Err(format!("Expected more than 1 value per channel when training, got input size {:?}", x.shape()));
+    }
+    let xd = f32_data(x, "input")?;
+    let wb = if affine {
+        Some((affine_param(inputs[1], "weight", &[c])?, affine_param(inputs[2], "bias", &[c])?))
+    } else {
+        None
+    };
+    let mut y = vec![0f32; xd.len()];
+    let (mut means, mut vars) = (vec![0f32; c], vec![0f32; c]);
+    for ch in 0..c {
+        let (mean, ss) = channel_stats(&xd, dims, ch);
+        let rstd = 1.0 / (ss / m as f64 + eps as f64).sqrt();
+        let (scale, shift) = match &wb {
+            Some((w, b)) => (rstd * w[ch] as f64, b[ch] as f64),
+            None => (rstd, 0.0),
+        };
+        for i in 0..n {
+            let at = (i * c + ch) * r;
+            for (o, &v) in y[at..at + r].iter_mut().zip(&xd[at..at + r]) {
+                *o = ((v as f64 - mean) * scale + shift) as f32;
+            }
+        }
+        means[ch] = mean as f32;
+        vars[ch] = (ss / (m - 1) as f64) as f32;
+    }
+    Ok(vec![Tensor::F32(array(x.shape(), y)?), Tensor::F32(array(&[c], means)?), Tensor::F32(array(&[c], vars)?)])
+}
+
+/// `BatchNormGrad { eps, affine }`: `(x, weight?, g)` → `(gx, gweight?, gbias?)`, with
+/// `x̂ = (x − mean)·rstd` over `M = N·rest` elements per channel:
+/// `gbias = Σ g`, `gweight = Σ g·x̂`, `gx = w·rstd/M · (M·g − Σ g − x̂·Σ g·x̂)`.
+pub fn batch_norm_grad(inputs: &[&Tensor], eps: f32, affine: bool) -> Result<Vec<Tensor>, String> {
+    let x = inputs[0];
+    let g = inputs[inputs.len() - 1];
+    let dims @ (n, c, r) = bn_dims(x.shape())?;
+    if g.shape() != x.shape() {
+        return Err(format!("gradient {:?} must have the input's shape {:?}", g.shape(), x.shape()));
+    }
+    let (xd, gd) = (f32_data(x, "input")?, f32_data(g, "gradient")?);
+    let w = if affine { Some(affine_param(inputs[1], "weight", &[c])?) } else { None };
+    let m = (n * r) as f64;
+    let mut gx = vec![0f32; xd.len()];
+    let (mut gw, mut gb) = (vec![0f32; c], vec![0f32; c]);
+    for ch in 0..c {
+        let (mean, ss) = channel_stats(&xd, dims, ch);
+        let rstd = 1.0 / (ss / m + eps as f64).sqrt();
+        let (mut sg, mut sgx) = (0f64, 0f64);
+        for i in 0..n {
+            let at = (i * c + ch) * r;
+            for (&v, &gv) in xd[at..at + r].iter().zip(&gd[at..at + r]) {
+                sg += gv as f64;
+                sgx += gv as f64 * (v as f64 - mean) * rstd;
+            }
+        }
+        let k = w.as_ref().map_or(1.0, |w| w[ch] as f64) * rstd / m;
+        for i in 0..n {
+            let at = (i * c + ch) * r;
+            for ((o, &v), &gv) in gx[at..at + r].iter_mut().zip(&xd[at..at + r]).zip(&gd[at..at + r]) {
+                let xh = (v as f64 - mean) * rstd;
+                *o = (k * (m * gv as f64 - sg - xh * sgx)) as f32;
+            }
+        }
+        gw[ch] = sgx as f32;
+        gb[ch] = sg as f32;
+    }
+    let mut out = vec![Tensor::F32(array(x.shape(), gx)?)];
+    if affine {
+        out.push(Tensor::F32(array(&[c], gw)?));
+        out.push(Tensor::F32(array(&[c], gb)?));
+    }
+    Ok(out)
 }
 
 /// `LayerNorm { normalized_ndim, eps, affine }`: `(x, weight?, bias?)`.

@@ -434,6 +434,27 @@ pub fn gather_grad(g: &Tensor, index: &Tensor, dim: usize, in_shape: &[usize]) -
     Ok(Tensor::F32(array(in_shape, out)?))
 }
 
+/// `OneHot { num_classes }`: int32 indices → int32 `[…, num_classes]`, with PyTorch's
+/// errors for an index out of range.
+pub fn one_hot(x: &Tensor, num_classes: usize) -> Result<Tensor, String> {
+    let idx = i32_data(x, "input")?;
+    let mut out = vec![0i32; idx.len() * num_classes];
+    for (k, &v) in idx.iter().enumerate() {
+        if v < 0 {
+            return Err(format!("Class values must be non-negative, got {v} at element {k}"));
+        }
+        if v as usize >= num_classes {
+            return Err(format!(
+                "Class values must be smaller than num_classes ({num_classes}), got {v} at element {k}"
+            ));
+        }
+        out[k * num_classes + v as usize] = 1;
+    }
+    let mut shape = x.shape().to_vec();
+    shape.push(num_classes);
+    Ok(Tensor::I32(array(&shape, out)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;

@@ -18,8 +18,8 @@ pub mod nn;
 pub mod slice;
 
 use crate::ir::{
-    verify::verify, BinaryKind, BlockKind, Graph, InputKind, NodeMeta, Op, ReduceKind, Reduction, Region, TensorType,
-    UnaryKind, ValueId,
+    verify::verify, BinaryKind, BlockKind, Conv2dGeom, Graph, InputKind, NodeMeta, Op, Pool2dGeom, ReduceKind,
+    Reduction, Region, TensorType, UnaryKind, ValueId,
 };
 use crate::tensor::{DType, Tensor};
 use crate::{Error, Result};
@@ -790,6 +790,69 @@ impl Var {
         self.tr.record1(Op::LogSoftmax { dim }, &[self], Location::caller())
     }
 
+    /// torch.nn.functional.conv2d on NCHW: `weight[O, C/groups, kh, kw]`, `bias[O]`.
+    #[track_caller]
+    pub fn conv2d(&self, weight: &Var, bias: Option<&Var>, geom: Conv2dGeom) -> Result<Var> {
+        let op = Op::Conv2d { geom, has_bias: bias.is_some() };
+        match bias {
+            Some(b) => self.tr.record1(op, &[self, weight, b], Location::caller()),
+            None => self.tr.record1(op, &[self, weight], Location::caller()),
+        }
+    }
+
+    /// torch.nn.functional.max_pool2d on NCHW.
+    #[track_caller]
+    pub fn max_pool2d(&self, geom: Pool2dGeom) -> Result<Var> {
+        self.tr.record1(Op::MaxPool2d { geom }, &[self], Location::caller())
+    }
+
+    /// torch.nn.functional.avg_pool2d on NCHW (no dilation).
+    #[track_caller]
+    pub fn avg_pool2d(&self, geom: Pool2dGeom, count_include_pad: bool) -> Result<Var> {
+        self.tr.record1(Op::AvgPool2d { geom, count_include_pad }, &[self], Location::caller())
+    }
+
+    /// torch.nn.functional.adaptive_avg_pool2d on NCHW to `[oh, ow]`.
+    #[track_caller]
+    pub fn adaptive_avg_pool2d(&self, output: [usize; 2]) -> Result<Var> {
+        self.tr.record1(Op::AdaptiveAvgPool2d { output }, &[self], Location::caller())
+    }
+
+    /// torch.flatten: dims `start_dim..=end_dim` (negative from the end) merged into one, as
+    /// a reshape; a scalar becomes `[1]`.
+    #[track_caller]
+    pub fn flatten(&self, start_dim: isize, end_dim: isize) -> Result<Var> {
+        let rank = self.shape().len();
+        if rank == 0 {
+            return self.reshape(&[1]);
+        }
+        let (s, e) = (resolve_dim(start_dim, rank, "flatten")?, resolve_dim(end_dim, rank, "flatten")?);
+        if s > e {
+            return Err(Error::trace(format!(
+                "flatten() has invalid args: start_dim ({start_dim}) cannot come after end_dim ({end_dim}) for {}",
+                self.ty
+            )));
+        }
+        let sh = self.shape();
+        let mut shape: Vec<isize> = sh[..s].iter().map(|&d| d as isize).collect();
+        shape.push(sh[s..=e].iter().product::<usize>() as isize);
+        shape.extend(sh[e + 1..].iter().map(|&d| d as isize));
+        self.reshape(&shape)
+    }
+
+    /// Training-mode batch norm over dim 1 with the batch's statistics: `(y, batch mean,
+    /// unbiased batch variance)`; only `y` is differentiable.
+    #[track_caller]
+    pub fn batch_norm(&self, affine: Option<(&Var, &Var)>, eps: f32) -> Result<(Var, Var, Var)> {
+        let op = Op::BatchNorm { eps, affine: affine.is_some() };
+        let mut outs = match affine {
+            Some((w, b)) => self.tr.record(op, &[self, w, b], Location::caller())?,
+            None => self.tr.record(op, &[self], Location::caller())?,
+        };
+        let (var, mean, y) = (outs.pop().unwrap(), outs.pop().unwrap(), outs.pop().unwrap());
+        Ok((y, mean, var))
+    }
+
     /// Layer norm over the last `normalized_ndim` dims, with optional affine weight/bias.
     #[track_caller]
     pub fn layer_norm(&self, normalized_ndim: usize, affine: Option<(&Var, &Var)>, eps: f32) -> Result<Var> {
@@ -815,11 +878,43 @@ impl Var {
         reduction: Reduction,
         class_weight: Option<Vec<f32>>,
     ) -> Result<Var> {
-        let op = Op::CrossEntropy { reduction, class_weight, has_mask: mask.is_some() };
+        let op = Op::CrossEntropy {
+            reduction,
+            class_weight,
+            has_mask: mask.is_some(),
+            ignore_index: None,
+            label_smoothing: 0.0,
+        };
         match mask {
             Some(m) => self.tr.record1(op, &[self, target, m], Location::caller()),
             None => self.tr.record1(op, &[self, target], Location::caller()),
         }
+    }
+
+    /// [`Var::cross_entropy`] with PyTorch's `ignore_index` (rows whose target equals it
+    /// count for nothing, also in the mean's denominator) and `label_smoothing` in [0, 1].
+    #[track_caller]
+    pub fn cross_entropy_with(
+        &self,
+        target: &Var,
+        mask: Option<&Var>,
+        reduction: Reduction,
+        class_weight: Option<Vec<f32>>,
+        ignore_index: Option<i32>,
+        label_smoothing: f32,
+    ) -> Result<Var> {
+        let has_mask = mask.is_some();
+        let op = Op::CrossEntropy { reduction, class_weight, has_mask, ignore_index, label_smoothing };
+        match mask {
+            Some(m) => self.tr.record1(op, &[self, target, m], Location::caller()),
+            None => self.tr.record1(op, &[self, target], Location::caller()),
+        }
+    }
+
+    /// torch.nn.functional.one_hot of int32 class indices (int32 result, one more dim).
+    #[track_caller]
+    pub fn one_hot(&self, num_classes: usize) -> Result<Var> {
+        self.tr.record1(Op::OneHot { num_classes }, &[self], Location::caller())
     }
 
     /// Marks a loss (PopTorch `identity_loss`).

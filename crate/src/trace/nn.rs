@@ -106,6 +106,39 @@ pub trait Module {
         Vec::new()
     }
 
+    /// Direct buffers (persistent state that is not trained, e.g. batch norm's running
+    /// statistics), by local name.
+    fn local_buffers(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        Vec::new()
+    }
+
+    /// [`Module::local_buffers`], to replace their values (the same names).
+    fn local_buffers_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        Vec::new()
+    }
+
+    /// Calls `f` with every buffer's full dotted name and its slot, in
+    /// [`Module::named_buffers`] order.
+    fn for_each_buffer_mut(&mut self, f: &mut dyn FnMut(String, &mut Rc<Tensor>)) {
+        for (n, t) in self.local_buffers_mut() {
+            f(n.to_string(), t);
+        }
+        for (name, child) in self.children_mut() {
+            child.for_each_buffer_mut(&mut |n, t| f(format!("{name}.{n}"), t));
+        }
+    }
+
+    /// Every buffer of the tree, by full dotted name (PyTorch `named_buffers`): the values
+    /// the module was built with; a trace's executor holds the updated ones.
+    fn named_buffers(&self) -> Vec<(String, Rc<Tensor>)> {
+        let mut out: Vec<(String, Rc<Tensor>)> =
+            self.local_buffers().into_iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
+        for (name, child) in self.children() {
+            out.extend(child.named_buffers().into_iter().map(|(n, t)| (format!("{name}.{n}"), t)));
+        }
+        out
+    }
+
     /// Submodules, by attribute name (a list's items as `list.0`, `list.1`, …).
     fn children(&self) -> Vec<(String, &dyn Module)> {
         Vec::new()
@@ -200,6 +233,12 @@ impl<M: Module + ?Sized> Module for Box<M> {
     }
     fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
         (**self).local_parameters()
+    }
+    fn local_buffers(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        (**self).local_buffers()
+    }
+    fn local_buffers_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        (**self).local_buffers_mut()
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         (**self).children()
@@ -306,6 +345,317 @@ impl Module for Linear {
             v.push(("bias", b));
         }
         v
+    }
+}
+
+/// A 2-D convolution over NCHW input (PyTorch's `nn.Conv2d` with zero padding): weight
+/// `[out, in/groups, kh, kw]` initialised by kaiming_uniform(a=√5), i.e. U(±1/√fan_in)
+/// with `fan_in = in/groups·kh·kw`, and the bias U(±1/√fan_in), as PyTorch.
+pub struct Conv2d {
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub kernel_size: [usize; 2],
+    pub geom: crate::ir::Conv2dGeom,
+    pub weight: Rc<Tensor>,
+    pub bias: Option<Rc<Tensor>>,
+}
+
+impl Conv2d {
+    /// `Conv2d(in, out, kernel_size, stride, padding, dilation, groups, bias)`; the sizes are
+    /// checked here (positive, channels divisible by groups) with PyTorch's messages.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+        bias: bool,
+        rng: &mut Rng,
+    ) -> Result<Conv2d> {
+        let name = format!("Conv2d({in_channels}, {out_channels}, kernel_size={kernel_size:?})");
+        if in_channels == 0 || out_channels == 0 || kernel_size.contains(&0) {
+            return Err(Error::trace(format!("{name}: channels and kernel sizes must be positive")));
+        }
+        if stride.contains(&0) || dilation.contains(&0) {
+            return Err(Error::trace(format!("{name}: stride {stride:?} and dilation {dilation:?} must be positive")));
+        }
+        if groups == 0 {
+            return Err(Error::trace(format!("{name}: groups must be a positive integer")));
+        }
+        if !in_channels.is_multiple_of(groups) {
+            return Err(Error::trace(format!("{name}: in_channels must be divisible by groups ({groups})")));
+        }
+        if !out_channels.is_multiple_of(groups) {
+            return Err(Error::trace(format!("{name}: out_channels must be divisible by groups ({groups})")));
+        }
+        let geom = crate::ir::Conv2dGeom { stride, padding, dilation, groups };
+        let shape = [out_channels, in_channels / groups, kernel_size[0], kernel_size[1]];
+        let (weight, bias) = Conv2d::init_parameters(&name, &shape, bias, rng)?;
+        Ok(Conv2d { in_channels, out_channels, kernel_size, geom, weight, bias })
+    }
+
+    /// The weight and bias, drawn as PyTorch's `reset_parameters` draws them.
+    fn init_parameters(
+        name: &str,
+        shape: &[usize; 4],
+        bias: bool,
+        rng: &mut Rng,
+    ) -> Result<(Rc<Tensor>, Option<Rc<Tensor>>)> {
+        let fan_in = shape[1] * shape[2] * shape[3];
+        let bound = 1.0 / (fan_in as f32).sqrt();
+        // Checked before anything is drawn, so a failure leaves `rng` as it was.
+        check_usize_shape(&format!("{name}: the weight"), shape, DType::Float32)?;
+        let weight = uniform(&format!("{name}: the weight"), shape, bound, rng)?;
+        let bias = match bias {
+            true => Some(uniform(&format!("{name}: the bias"), &[shape[0]], bound, rng)?),
+            false => None,
+        };
+        Ok((weight, bias))
+    }
+}
+
+impl Module for Conv2d {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        let x = one_dense(tr, "Conv2d", args)?;
+        let w = tr.param("weight", &self.weight)?;
+        match &self.bias {
+            Some(b) => x.conv2d(&w, Some(&tr.param("bias", b)?), self.geom),
+            None => x.conv2d(&w, None, self.geom),
+        }
+    }
+    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        let mut v = vec![("weight", &self.weight)];
+        if let Some(b) = &self.bias {
+            v.push(("bias", b));
+        }
+        v
+    }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        let mut v = vec![("weight", &mut self.weight)];
+        if let Some(b) = &mut self.bias {
+            v.push(("bias", b));
+        }
+        v
+    }
+}
+
+/// `v` as `dtype` (no op when it already is).
+fn as_dtype(v: &Var, dtype: DType) -> Result<Var> {
+    if v.dtype() == dtype {
+        Ok(v.clone())
+    } else {
+        v.cast(dtype)
+    }
+}
+
+/// PyTorch's `nn.BatchNorm2d(num_features, eps, momentum, affine, track_running_stats)`
+/// over NCHW (any `[N, C, …]` input, so it serves as BatchNorm1d too).
+///
+/// Training (a training trace) normalises with the batch statistics (one `batch_norm` op,
+/// which keeps only its input for the backward pass) and, with `track_running_stats`,
+/// updates the buffers in place as PyTorch: `running = (1 − m)·running + m·batch` with the
+/// unbiased batch variance, `num_batches_tracked += 1`, and `m = 1/num_batches_tracked`
+/// when `momentum` is `None` (a cumulative average). Evaluation normalises with the
+/// running statistics (elementwise ops), or with the batch's when they are not tracked.
+pub struct BatchNorm2d {
+    pub num_features: usize,
+    pub eps: f32,
+    pub momentum: Option<f32>,
+    pub weight: Option<Rc<Tensor>>,
+    pub bias: Option<Rc<Tensor>>,
+    pub running_mean: Option<Rc<Tensor>>,
+    pub running_var: Option<Rc<Tensor>>,
+    pub num_batches_tracked: Option<Rc<Tensor>>,
+}
+
+impl BatchNorm2d {
+    /// `BatchNorm2d(num_features, eps=1e-5, momentum=0.1, affine=True,
+    /// track_running_stats=True)`: weight 1, bias 0, running mean 0, running var 1.
+    pub fn new(
+        num_features: usize,
+        eps: f32,
+        momentum: Option<f32>,
+        affine: bool,
+        track_running_stats: bool,
+    ) -> Result<BatchNorm2d> {
+        let name = format!("BatchNorm2d({num_features})");
+        if num_features == 0 {
+            return Err(Error::trace(format!("{name}: num_features must be positive")));
+        }
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(Error::trace(format!("{name}: eps must be a finite number ≥ 0, got {eps}")));
+        }
+        if let Some(m) = momentum {
+            if !(0.0..=1.0).contains(&m) {
+                return Err(Error::trace(format!("{name}: momentum must be in [0, 1] or None, got {m}")));
+            }
+        }
+        let (weight, bias) = BatchNorm2d::init_parameters(&name, num_features, affine)?;
+        let (running_mean, running_var, num_batches_tracked) = match track_running_stats {
+            true => {
+                let c = num_features;
+                let rm = init(&format!("{name}: running_mean"), &[c], |d| d.fill(0.0))?;
+                let rv = init(&format!("{name}: running_var"), &[c], |d| d.fill(1.0))?;
+                (Some(rm), Some(rv), Some(Rc::new(Tensor::zeros(&[], DType::Int32))))
+            }
+            false => (None, None, None),
+        };
+        Ok(BatchNorm2d { num_features, eps, momentum, weight, bias, running_mean, running_var, num_batches_tracked })
+    }
+
+    /// The affine weight (ones) and bias (zeros), as PyTorch's `reset_parameters`.
+    fn init_parameters(name: &str, c: usize, affine: bool) -> Result<(Option<Rc<Tensor>>, Option<Rc<Tensor>>)> {
+        if !affine {
+            return Ok((None, None));
+        }
+        let w = init(&format!("{name}: the weight"), &[c], |d| d.fill(1.0))?;
+        let b = init(&format!("{name}: the bias"), &[c], |d| d.fill(0.0))?;
+        Ok((Some(w), Some(b)))
+    }
+
+    fn affine(&self, tr: &Tracer) -> Result<Option<(Var, Var)>> {
+        match (&self.weight, &self.bias) {
+            (Some(w), Some(b)) => Ok(Some((tr.param("weight", w)?, tr.param("bias", b)?))),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl Module for BatchNorm2d {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        let x = one_dense(tr, "BatchNorm2d", args)?;
+        let c = self.num_features;
+        if x.shape().len() < 2 || x.shape()[1] != c {
+            return Err(Error::trace(format!(
+                "BatchNorm2d({c}) (module '{}'): expected an input [N, {c}, …], got {}",
+                tr.current_scope(),
+                x.ty()
+            )));
+        }
+        let affine = self.affine(tr)?;
+        let aff = affine.as_ref().map(|(w, b)| (w, b));
+        let stats = match (&self.running_mean, &self.running_var, &self.num_batches_tracked) {
+            (Some(rm), Some(rv), Some(nb)) => Some((rm, rv, nb)),
+            _ => None,
+        };
+        match stats {
+            Some((rm, rv, _)) if !tr.training() => {
+                // Evaluation: (x − running_mean) / √(running_var + eps) · weight + bias.
+                let mut shape = vec![1isize; x.shape().len()];
+                shape[1] = c as isize;
+                let rm = as_dtype(&tr.buffer("running_mean", rm)?, x.dtype())?.reshape(&shape)?;
+                let rv = as_dtype(&tr.buffer("running_var", rv)?, x.dtype())?.reshape(&shape)?;
+                let eps = tr.full(&[], x.dtype(), self.eps as f64)?;
+                let y = x.sub(&rm)?.div(&rv.add(&eps)?.sqrt()?)?;
+                match &affine {
+                    Some((w, b)) => y.mul(&w.reshape(&shape)?)?.add(&b.reshape(&shape)?),
+                    None => Ok(y),
+                }
+            }
+            _ => {
+                let (y, mean, var) = x.batch_norm(aff, self.eps)?;
+                if let (true, Some((rm, rv, nb))) = (tr.training(), stats) {
+                    let rm = tr.buffer("running_mean", rm)?;
+                    let rv = tr.buffer("running_var", rv)?;
+                    let nb = tr.buffer("num_batches_tracked", nb)?;
+                    let count = nb.add(&tr.full(&[], DType::Int32, 1.0)?)?;
+                    tr.buffer_update("num_batches_tracked", &count)?;
+                    let dt = rm.dtype();
+                    let m = match self.momentum {
+                        Some(m) => tr.full(&[], dt, m as f64)?,
+                        None => tr.full(&[], dt, 1.0)?.div(&count.cast(dt)?)?,
+                    };
+                    let keep = tr.full(&[], dt, 1.0)?.sub(&m)?;
+                    let new_mean = rm.mul(&keep)?.add(&as_dtype(&mean, dt)?.mul(&m)?)?;
+                    let new_var = rv.mul(&keep)?.add(&as_dtype(&var, rv.dtype())?.mul(&m)?)?;
+                    tr.buffer_update("running_mean", &new_mean)?;
+                    tr.buffer_update("running_var", &new_var)?;
+                }
+                Ok(y)
+            }
+        }
+    }
+    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        [("weight", &self.weight), ("bias", &self.bias)]
+            .into_iter()
+            .filter_map(|(n, t)| t.as_ref().map(|t| (n, t)))
+            .collect()
+    }
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        [("weight", &mut self.weight), ("bias", &mut self.bias)]
+            .into_iter()
+            .filter_map(|(n, t)| t.as_mut().map(|t| (n, t)))
+            .collect()
+    }
+    fn local_buffers(&self) -> Vec<(&str, &Rc<Tensor>)> {
+        [
+            ("running_mean", &self.running_mean),
+            ("running_var", &self.running_var),
+            ("num_batches_tracked", &self.num_batches_tracked),
+        ]
+        .into_iter()
+        .filter_map(|(n, t)| t.as_ref().map(|t| (n, t)))
+        .collect()
+    }
+    fn local_buffers_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+        [
+            ("running_mean", &mut self.running_mean),
+            ("running_var", &mut self.running_var),
+            ("num_batches_tracked", &mut self.num_batches_tracked),
+        ]
+        .into_iter()
+        .filter_map(|(n, t)| t.as_mut().map(|t| (n, t)))
+        .collect()
+    }
+}
+
+/// PyTorch's `MaxPool2d(kernel_size, stride=kernel_size, padding, dilation, ceil_mode)`.
+pub struct MaxPool2d {
+    pub geom: crate::ir::Pool2dGeom,
+}
+
+impl Module for MaxPool2d {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        one_dense(tr, "MaxPool2d", args)?.max_pool2d(self.geom)
+    }
+}
+
+/// PyTorch's `AvgPool2d(kernel_size, stride=kernel_size, padding, ceil_mode,
+/// count_include_pad=True)`.
+pub struct AvgPool2d {
+    pub geom: crate::ir::Pool2dGeom,
+    pub count_include_pad: bool,
+}
+
+impl Module for AvgPool2d {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        one_dense(tr, "AvgPool2d", args)?.avg_pool2d(self.geom, self.count_include_pad)
+    }
+}
+
+/// PyTorch's `AdaptiveAvgPool2d(output_size)`.
+pub struct AdaptiveAvgPool2d {
+    pub output: [usize; 2],
+}
+
+impl Module for AdaptiveAvgPool2d {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        one_dense(tr, "AdaptiveAvgPool2d", args)?.adaptive_avg_pool2d(self.output)
+    }
+}
+
+/// PyTorch's `Flatten(start_dim=1, end_dim=-1)`.
+pub struct Flatten {
+    pub start_dim: isize,
+    pub end_dim: isize,
+}
+
+impl Module for Flatten {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        one_dense(tr, "Flatten", args)?.flatten(self.start_dim, self.end_dim)
     }
 }
 
