@@ -684,7 +684,7 @@ mod tests {
         crate::ir::verify::verify(&tg.graph).unwrap();
         let xv: Vec<f32> = (0..12).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
         let input = Rc::new(Tensor::from_f32(&[4, 3], xv).unwrap());
-        let mut store = Store::new(&t.params, &t.buffers, 0);
+        let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
         let r = run(&tg.graph, &mut store, std::slice::from_ref(&input)).unwrap();
         for (name, idx) in &tg.grad_outputs {
             let got = r.outputs[*idx].to_f32_vec();
@@ -759,7 +759,7 @@ mod tests {
         assert_eq!(tg.input_grad_outputs.len(), 1);
         let xv: Vec<f32> = (0..15).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
         let input = |v: &[f32]| Rc::new(Tensor::from_f32(&[5, 3], v.to_vec()).unwrap());
-        let store = Store::new(&t.params, &t.buffers, 0);
+        let store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
         let got = run_outputs(&tg.graph, &store, &[input(&xv)])[tg.input_grad_outputs[0].1].clone();
         for k in 0..xv.len() {
             let f = |d: f32| {
@@ -787,7 +787,7 @@ mod tests {
         let scaled = training_graph_at(&t.graph, loss, &opts).unwrap();
         let xv: Vec<f32> = (0..15).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
         let x = Rc::new(Tensor::from_f32(&[5, 3], xv).unwrap());
-        let store = Store::new(&t.params, &t.buffers, 0);
+        let store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
         let a = run_outputs(&plain.graph, &store, std::slice::from_ref(&x));
         let b = run_outputs(&scaled.graph, &store, &[x.clone(), Rc::new(Tensor::scalar(128.0))]);
         for (name, i) in &plain.grad_outputs {
@@ -804,7 +804,7 @@ mod tests {
             &TrainOptions { return_grads: true, ..Default::default() },
         )
         .unwrap();
-        let c = run_outputs(&sum.graph, &Store::new(&ts.params, &ts.buffers, 0), std::slice::from_ref(&x));
+        let c = run_outputs(&sum.graph, &Store::from_params(&ts.params, &ts.buffers, 0).unwrap(), std::slice::from_ref(&x));
         for (name, i) in &plain.grad_outputs {
             let j = sum.grad_outputs.iter().find(|(n, _)| n == name).unwrap().1;
             assert_eq!(a[*i], c[j], "{name}");
