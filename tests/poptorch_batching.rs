@@ -364,7 +364,11 @@ fn buffers_counter_example_of_the_docs() {
     let mut m = inference_model(&model, &mut Options::new()).unwrap();
     assert_eq!(m.call(&[]).unwrap()[0].to_f32_vec(), vec![1.0]);
     assert_eq!(m.call(&[]).unwrap()[0].to_f32_vec(), vec![2.0]);
-    assert_eq!(model.buffer("i").unwrap().value().unwrap().to_f32_vec(), vec![0.0], "inference does not copy buffers back implicitly");
+    assert_eq!(
+        model.buffer("i").unwrap().value().unwrap().to_f32_vec(),
+        vec![0.0],
+        "inference does not copy buffers back implicitly"
+    );
     m.copy_weights_to_host().unwrap();
     assert_eq!(model.buffer("i").unwrap().value().unwrap().to_f32_vec(), vec![2.0]);
 }
@@ -402,7 +406,11 @@ fn buffers_of_a_training_model_reach_the_host_and_reassigning_is_an_error() {
     o.device_iterations(2).unwrap();
     let mut m = training_model(&model, &mut o, None).unwrap();
     m.call(&[t(&[4, 1], vec![1.0; 4])]).unwrap();
-    assert_eq!(model.buffer("seen").unwrap().value().unwrap().to_f32_vec(), vec![4.0], "training weights and buffers come back");
+    assert_eq!(
+        model.buffer("seen").unwrap().value().unwrap().to_f32_vec(),
+        vec![4.0],
+        "training weights and buffers come back"
+    );
     // Registering another tensor under a buffer's name is PopTorch's reassignment error.
     let tr = Tracer::new();
     tr.buffer("b", &Rc::new(Tensor::zeros(&[1], DType::Float32))).unwrap();

@@ -129,11 +129,8 @@ fn reloading_host_values_before_compiling_takes_any_dtype() {
     let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
     let model = HostModel::untraced(weights(&fc), Vec::new());
     let mut m = inference_model(&model, &mut Options::new()).unwrap();
-    let half = Linear {
-        weight: fc.weight.cast(DType::Float16),
-        bias: fc.bias.as_ref().map(|b| b.cast(DType::Float16)),
-        ..fc
-    };
+    let half =
+        Linear { weight: fc.weight.cast(DType::Float16), bias: fc.bias.as_ref().map(|b| b.cast(DType::Float16)), ..fc };
     for (n, t) in weights(&half) {
         model.reload_parameter(&n, t);
     }

@@ -20,11 +20,7 @@ use ipu_playground::trace::{Trace, Tracer, Var};
 use std::rc::Rc;
 
 fn half(l: Linear) -> Linear {
-    Linear {
-        weight: l.weight.cast(DType::Float16),
-        bias: l.bias.map(|b| b.cast(DType::Float16)),
-        ..l
-    }
+    Linear { weight: l.weight.cast(DType::Float16), bias: l.bias.map(|b| b.cast(DType::Float16)), ..l }
 }
 
 /// A two-layer classifier traced for `batch` samples; `loss` turns (logits, labels) into

@@ -804,7 +804,8 @@ mod tests {
             &TrainOptions { return_grads: true, ..Default::default() },
         )
         .unwrap();
-        let c = run_outputs(&sum.graph, &Store::from_params(&ts.params, &ts.buffers, 0).unwrap(), std::slice::from_ref(&x));
+        let c =
+            run_outputs(&sum.graph, &Store::from_params(&ts.params, &ts.buffers, 0).unwrap(), std::slice::from_ref(&x));
         for (name, i) in &plain.grad_outputs {
             let j = sum.grad_outputs.iter().find(|(n, _)| n == name).unwrap().1;
             assert_eq!(a[*i], c[j], "{name}");

@@ -461,8 +461,8 @@ mod tests {
     use super::*;
     use crate::autograd::{training_graph, TrainOptions};
     use crate::exec::{run, Store};
-    use crate::trace::nn::{Sequential, GELU};
     use crate::tensor::Tensor;
+    use crate::trace::nn::{Sequential, GELU};
     use std::rc::Rc;
 
     /// Loss and parameter gradients of two GroupAddRev layers of `groups` groups split along

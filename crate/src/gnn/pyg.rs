@@ -155,7 +155,8 @@ mod tests {
     #[test]
     fn every_parameter_of_our_model_maps_with_pygs_shape() {
         let model = RevGnn::new(cfg(), &mut Rng::new(0)).unwrap();
-        let params: HashMap<String, Rc<Tensor>> = model.named_parameters().into_iter().map(|(n, p)| (n, p.value().unwrap())).collect();
+        let params: HashMap<String, Rc<Tensor>> =
+            model.named_parameters().into_iter().map(|(n, p)| (n, p.value().unwrap())).collect();
         let sd = rev_gnn_state_dict(&cfg(), &params).unwrap();
         assert_eq!(sd.len(), params.len());
         let get = |k: &str| sd.iter().find(|(n, _)| n == k).unwrap().1;
@@ -237,7 +238,8 @@ mod tests {
     #[test]
     fn a_missing_or_extra_parameter_is_named() {
         let model = RevGnn::new(cfg(), &mut Rng::new(0)).unwrap();
-        let mut params: HashMap<String, Rc<Tensor>> = model.named_parameters().into_iter().map(|(n, p)| (n, p.value().unwrap())).collect();
+        let mut params: HashMap<String, Rc<Tensor>> =
+            model.named_parameters().into_iter().map(|(n, p)| (n, p.value().unwrap())).collect();
         let w = params.remove("convs.1.blocks.0.conv.lin_r.weight").unwrap();
         let e = rev_gnn_state_dict(&cfg(), &params).unwrap_err();
         assert!(e.contains("\"convs.1.convs.0.conv.lin_r.weight\""), "{e}");

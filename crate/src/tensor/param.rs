@@ -138,9 +138,7 @@ impl Param {
         if let Some(v) = self.0.value.borrow().as_ref() {
             return Ok(v.clone());
         }
-        let Source::Init(init) = self.0.source else {
-            unreachable!("a given parameter holds its value")
-        };
+        let Source::Init(init) = self.0.source else { unreachable!("a given parameter holds its value") };
         let what = format!("a parameter {}{:?}", self.0.dtype, self.0.shape);
         let mut data = try_vec(&what, self.numel(), 0f32)?;
         match init {

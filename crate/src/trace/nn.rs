@@ -318,8 +318,10 @@ impl LayerNorm {
     pub fn new(size: usize) -> LayerNorm {
         LayerNorm {
             eps: 1e-5,
-            weight: Param::new("LayerNorm: the weight", &[size], DType::Float32, Init::Fill(1.0)).expect("a program's size"),
-            bias: Param::new("LayerNorm: the bias", &[size], DType::Float32, Init::Fill(0.0)).expect("a program's size"),
+            weight: Param::new("LayerNorm: the weight", &[size], DType::Float32, Init::Fill(1.0))
+                .expect("a program's size"),
+            bias: Param::new("LayerNorm: the bias", &[size], DType::Float32, Init::Fill(0.0))
+                .expect("a program's size"),
         }
     }
 

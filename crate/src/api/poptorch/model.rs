@@ -286,7 +286,8 @@ impl Wrapped {
             }
             match old {
                 Some(h) if compiled => {
-                    let v = state::replacement(Kind::Parameter, &name, &h, (*t.value().map_err(js_err)?).clone(), false)?;
+                    let v =
+                        state::replacement(Kind::Parameter, &name, &h, (*t.value().map_err(js_err)?).clone(), false)?;
                     host.set_parameter(&name, v).map_err(js_err)?;
                 }
                 _ => host.reload_parameter(&name, t),
@@ -471,7 +472,9 @@ impl PoplarExecutorJs {
     #[wasm_bindgen(js_name = _plan)]
     pub fn plan(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse | { shape: number[], dtype?: string, name?: string })[]")]
+        #[wasm_bindgen(
+            unchecked_param_type = "(HostTensorInput | HostSparse | { shape: number[], dtype?: string, name?: string })[]"
+        )]
         inputs: JsValue,
     ) -> JsResult<JsValue> {
         let inputs = inputs_arg(&inputs, "plan: inputs", true)?;
