@@ -182,7 +182,7 @@ impl Module {
     pub fn get_state(&self, kind: JsValue, name: JsValue) -> JsResult<JsValue> {
         let kind = Kind::parse(&kind, "_getState: kind")?;
         let (_, t) = lookup(self.list(kind), kind.as_str(), &name)?;
-        host_tensor::to_js(&t.value().map_err(js_err)?)
+        host_tensor::to_js(t.value().map_err(js_err)?.as_ref())
     }
     /// Hands one of this module's own parameters or buffers to the caller in Rust (its
     /// shape and dtype, and its value only if made), without materialising it; see
@@ -278,7 +278,7 @@ pub(super) fn rust_get_state(
     let name = args::string(name, "_getState: name", check::MAX_NAME_BYTES)?;
     let params = if kind == Kind::Parameter { module.named_parameters() } else { Vec::new() };
     match params.iter().find(|(n, _)| *n == name) {
-        Some((_, t)) => host_tensor::to_js(&t.value().map_err(js_err)?),
+        Some((_, t)) => host_tensor::to_js(t.value().map_err(js_err)?.as_ref()),
         None => Err(args::error(&format!("{class} has no {} named {name:?}", kind.as_str()))),
     }
 }

@@ -112,7 +112,7 @@ pub(crate) fn own_param(m: &JsValue, kind: Kind, name: &str) -> JsResult<Param> 
 /// is (a parameter not made yet stays so) where the module takes a `Param`.
 pub(crate) fn set_own_param(m: &JsValue, kind: Kind, name: &str, p: Param, any_dtype: bool) -> JsResult<()> {
     let Some(f) = method(m, "_setStateParam")? else {
-        return set_own_as(m, kind, name, &p.value().map_err(args::js_err)?, any_dtype);
+        return set_own_as(m, kind, name, p.value().map_err(args::js_err)?.as_ref(), any_dtype);
     };
     hand_over(p);
     let a = Array::of3(&JsValue::from_str(kind.as_str()), &JsValue::from_str(name), &JsValue::from(any_dtype));

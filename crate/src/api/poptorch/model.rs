@@ -637,7 +637,7 @@ impl PoplarExecutorJs {
                 .model()
                 .parameter(&name)
                 .ok_or_else(|| args::error(&format!("getParameter: the model has no parameter '{name}'")))?;
-            host_tensor::to_js(&t.value().map_err(js_err)?)
+            host_tensor::to_js(t.value().map_err(js_err)?.as_ref())
         })
     }
 
