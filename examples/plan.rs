@@ -251,7 +251,7 @@ fn main_inner() -> Result<ExitCode, String> {
             ));
         }
         let inputs = demo_inputs(&demo, 1)?;
-        let mut store = Store::new(&demo.trace.params, &demo.trace.buffers, 0);
+        let mut store = Store::from_params(&demo.trace.params, &demo.trace.buffers, 0).unwrap();
         let measured = run(&plan.graph, &mut store, &inputs).map_err(|e| e.to_string())?.stats.peak_bytes;
         let predicted = plan.memory.ipus[0].live_peak_bytes;
         println!(
@@ -259,7 +259,7 @@ fn main_inner() -> Result<ExitCode, String> {
             predicted as f64 / measured.max(1) as f64
         );
         let fused = ipu_playground::exec::fuse::fuse(&plan.graph).map_err(|e| e.to_string())?;
-        let mut store = Store::new(&demo.trace.params, &demo.trace.buffers, 0);
+        let mut store = Store::from_params(&demo.trace.params, &demo.trace.buffers, 0).unwrap();
         let measured_fused = run(&fused, &mut store, &inputs).map_err(|e| e.to_string())?.stats.peak_bytes;
         println!(
             "executor check (the trainer's fused program, Linear+Add merged): measured {measured_fused}, ratio {:.4}",

@@ -47,7 +47,7 @@ fn check_gradients(shape: &[usize], x0: Vec<f32>, d: f32, f: &dyn Fn(&Tracer, &V
     let opts = TrainOptions { return_grads: true, input_grads: vec!["x".into()], ..Default::default() };
     let tg = training_graph(&t.graph, 0, &opts).unwrap();
     let input = |v: Vec<f32>| vec![Rc::new(Tensor::from_f32(shape, v).unwrap())];
-    let store = Store::new(&t.params, &t.buffers, 0);
+    let store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
     let out = run(&tg.graph, &mut store.clone(), &input(x0.clone())).unwrap().outputs;
     let loss_at = |s: &Store, xv: Vec<f32>| -> f64 {
         run(&t.graph, &mut s.clone(), &input(xv)).unwrap().outputs[0].to_f32_vec()[0] as f64
@@ -146,7 +146,7 @@ fn batch_norm_updates_running_statistics_as_pytorch() {
         let xv = tr.input("x", &[n, c, 2, 2], DType::Float32).unwrap();
         let y = call(&tr, "bn", &bn, &xv).unwrap();
         let t = tr.finish(&[&y]).unwrap();
-        let mut store = Store::new(&t.params, &t.buffers, 0);
+        let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
         let input = vec![Rc::new(Tensor::from_f32(&[n, c, 2, 2], x.clone()).unwrap())];
         let mut want_mean = vec![0f64; c];
         let mut want_var = vec![1f64; c];
@@ -287,7 +287,7 @@ fn a_resnet_block_traces_trains_one_step_and_plans() {
     let sgd = OptimizerStep::sgd(0.1, 0.0, 0.0);
     let tg = training_graph(&t.graph, 0, &TrainOptions { optimizer: Some(sgd), ..Default::default() }).unwrap();
     assert_eq!(tg.trained.len(), names.len(), "every parameter gets a gradient");
-    let mut store = Store::new(&t.params, &t.buffers, 0);
+    let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
     let xs = Rc::new(Tensor::from_f32(&[n, 3, hw, hw], values(&mut rng, n * 3 * hw * hw)).unwrap());
     let ys = Rc::new(Tensor::from_i32(&[n], vec![1, 4, 7, 2]).unwrap());
     let inputs = vec![xs, ys];
@@ -309,7 +309,7 @@ fn a_resnet_block_traces_trains_one_step_and_plans() {
     let p = plan_with(&tg.graph, &Options::new(), &PlanSettings { micro_batch_size: Some(n) });
     assert!(p.valid && p.fits, "{:#?}", p.errors);
     assert_eq!(p.memory.ipus[0].live_peak_bytes, liveness(&p.graph).peak());
-    let mut store = Store::new(&t.params, &t.buffers, 0);
+    let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
     let measured = run(&p.graph, &mut store, &inputs).unwrap().stats.peak_bytes;
     let predicted = p.memory.ipus[0].live_peak_bytes;
     let ratio = predicted as f64 / measured as f64;

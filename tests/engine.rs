@@ -94,7 +94,7 @@ fn run_stack(depth: usize, disable: bool, n: usize) -> (Vec<(String, Vec<f32>)>,
     let mut inputs = vec![Rc::new(Tensor::from_f32(&[n, width], xv).unwrap())];
     inputs.extend(adj_m.to_tensors(adj_m.nnz()).unwrap().map(Rc::new));
     inputs.push(Rc::new(Tensor::from_bool(&[n, width], mv).unwrap()));
-    let mut store = Store::new(&t.params, &t.buffers, 0);
+    let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
     let r = run(&tg.graph, &mut store, &inputs).unwrap();
     let grads = tg.grad_outputs.iter().map(|(name, i)| (name.clone(), r.outputs[*i].to_f32_vec())).collect();
     (grads, r.outputs[0].to_f32_vec()[0], r.stats.saved_for_backward, r.stats.peak_bytes)
@@ -148,7 +148,7 @@ fn training_graph_has_backward_and_optimizer_nodes_placed_like_their_forward() {
     let updates: Vec<_> = g.nodes.iter().filter(|n| n.meta.pass == Pass::Optimizer).collect();
     assert_eq!(updates.len(), 2);
     // One SGD step moves the parameters against the gradient: the loss falls.
-    let mut store = Store::new(&t.params, &t.buffers, 0);
+    let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
     let xin = Rc::new(Tensor::from_f32(&[4, 3], vec![0.5; 12]).unwrap());
     let l0 = run(g, &mut store, std::slice::from_ref(&xin)).unwrap().outputs[0].to_f32_vec()[0];
     let l1 = run(g, &mut store, &[xin]).unwrap().outputs[0].to_f32_vec()[0];
@@ -177,7 +177,7 @@ fn buffers_persist_and_reassignment_is_rejected() {
         err.to_string()
     );
     let t = tr.finish(&[&y]).unwrap();
-    let mut store = Store::new(&t.params, &t.buffers, 0);
+    let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
     let xin = Rc::new(Tensor::from_f32(&[3], vec![1.0, 2.0, 3.0]).unwrap());
     for _ in 0..2 {
         run(&t.graph, &mut store, std::slice::from_ref(&xin)).unwrap();
@@ -222,7 +222,7 @@ fn optimizer_updates_run_as_soon_as_their_gradient_is_final() {
     let last_backward = program.nodes.iter().rposition(|n| n.meta.pass == Pass::Backward).unwrap();
     assert!(fc2_update < last_backward, "fc2's update waits for fc1's backward:\n{}", print_graph(&program));
     // Same numbers as applying every update at the end: fc2.weight is not read after it.
-    let mut store = Store::new(&t.params, &t.buffers, 0);
+    let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
     let xin = Rc::new(Tensor::from_f32(&[5, 3], vec![0.3; 15]).unwrap());
     let l0 = run(&program, &mut store, std::slice::from_ref(&xin)).unwrap().outputs[0].to_f32_vec()[0];
     let l1 = run(&t.graph, &mut store, &[xin]).unwrap().outputs[0].to_f32_vec()[0];

@@ -21,7 +21,7 @@ fn predicted_and_measured(kind: DemoKind, layers: usize) -> (u64, u64) {
     let p = plan_with(&tg.graph, &Options::new(), &PlanSettings { micro_batch_size: Some(demo.micro_batch_size) });
     assert!(p.valid && p.fits, "{:#?}", p.errors);
     assert_eq!(p.ipus_used, 1);
-    let mut store = Store::new(&demo.trace.params, &demo.trace.buffers, 0);
+    let mut store = Store::from_params(&demo.trace.params, &demo.trace.buffers, 0).unwrap();
     let r = run(&p.graph, &mut store, &demo_inputs(&demo, 1).unwrap()).unwrap();
     assert!(r.outputs[0].to_f32_vec()[0].is_finite());
     let predicted = p.memory.ipus[0].live_peak_bytes;

@@ -86,7 +86,7 @@ fn plain_steps(micro: usize, x: &Tensor, y: &Tensor, steps: usize) -> Vec<Vec<f3
         &TrainOptions { optimizer: Some(OptimizerStep::sgd(0.01, 0.0, 0.0)), ..Default::default() },
     )
     .unwrap();
-    let mut store = Store::new(&trace.params, &trace.buffers, 0);
+    let mut store = Store::from_params(&trace.params, &trace.buffers, 0).unwrap();
     let (xv, yv) = (x.to_f32_vec(), y.to_f32_vec());
     let mut last = Vec::new();
     for s in 0..steps {
@@ -248,12 +248,12 @@ fn replica_grouping_example_of_the_docs_trains_the_whole_model() {
         &TrainOptions { optimizer: Some(OptimizerStep::sgd(0.01, 0.0, 0.0)), ..Default::default() },
     )
     .unwrap();
-    let mut store = Store::new(&full.params, &full.buffers, 0);
+    let mut store = Store::from_params(&full.params, &full.buffers, 0).unwrap();
     for (k, loss) in losses.iter().enumerate() {
         let want = run(&tg.graph, &mut store, &[t(&[24, 40], x_full.clone())]).unwrap().outputs[0].to_f32_vec()[0];
         assert!((loss - want).abs() < 1e-5 * want.abs(), "step {k}: loss {loss} vs the whole model's {want}");
     }
-    let host = model.parameter("W").unwrap();
+    let host = model.parameter("W").unwrap().value().unwrap();
     assert_eq!(host.shape(), &[4, 40, 14], "one slice per group on the host");
     let want: Vec<f32> = (0..shards).flat_map(|g| slice(&store.params["W"].to_f32_vec(), g)).collect();
     for (p, q) in host.to_f32_vec().iter().zip(&want) {
@@ -277,7 +277,7 @@ fn grouped_step(kind: CommGroupType, size: usize, retrieval: VariableRetrievalMo
     let mut m = training_model(&model, &mut o, Some(sgd(1.0))).unwrap();
     m.replica_grouping("w", ReplicaGrouping { kind, group_size: size, retrieval }).unwrap();
     m.call(&[t(&[4, 2], vec![1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0])]).unwrap();
-    model.parameter("w").unwrap()
+    model.parameter("w").unwrap().value().unwrap()
 }
 
 #[test]
@@ -364,9 +364,13 @@ fn buffers_counter_example_of_the_docs() {
     let mut m = inference_model(&model, &mut Options::new()).unwrap();
     assert_eq!(m.call(&[]).unwrap()[0].to_f32_vec(), vec![1.0]);
     assert_eq!(m.call(&[]).unwrap()[0].to_f32_vec(), vec![2.0]);
-    assert_eq!(model.buffer("i").unwrap().to_f32_vec(), vec![0.0], "inference does not copy buffers back implicitly");
+    assert_eq!(
+        model.buffer("i").unwrap().value().unwrap().to_f32_vec(),
+        vec![0.0],
+        "inference does not copy buffers back implicitly"
+    );
     m.copy_weights_to_host().unwrap();
-    assert_eq!(model.buffer("i").unwrap().to_f32_vec(), vec![2.0]);
+    assert_eq!(model.buffer("i").unwrap().value().unwrap().to_f32_vec(), vec![2.0]);
 }
 
 #[test]
@@ -402,7 +406,11 @@ fn buffers_of_a_training_model_reach_the_host_and_reassigning_is_an_error() {
     o.device_iterations(2).unwrap();
     let mut m = training_model(&model, &mut o, None).unwrap();
     m.call(&[t(&[4, 1], vec![1.0; 4])]).unwrap();
-    assert_eq!(model.buffer("seen").unwrap().to_f32_vec(), vec![4.0], "training weights and buffers come back");
+    assert_eq!(
+        model.buffer("seen").unwrap().value().unwrap().to_f32_vec(),
+        vec![4.0],
+        "training weights and buffers come back"
+    );
     // Registering another tensor under a buffer's name is PopTorch's reassignment error.
     let tr = Tracer::new();
     tr.buffer("b", &Rc::new(Tensor::zeros(&[1], DType::Float32))).unwrap();

@@ -4,9 +4,11 @@
 //! a JS module; the results must be those of wrapping a traced model.
 
 use ipu_playground::ir::{Reduction, TensorType};
-use ipu_playground::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, Options};
+use ipu_playground::poptorch::{
+    inference_model, input_types, training_model, HostModel, Optimizer, OptimizerArgs, Options,
+};
 use ipu_playground::rng::Rng;
-use ipu_playground::tensor::{DType, Tensor};
+use ipu_playground::tensor::{DType, Param, Tensor};
 use ipu_playground::trace::nn::{call, Linear, Module};
 use ipu_playground::trace::{Trace, Tracer};
 use std::rc::Rc;
@@ -22,7 +24,7 @@ fn traced(fc: &Linear, batch: usize) -> Trace {
     tr.finish(&[&out, &loss]).unwrap()
 }
 
-fn weights(fc: &Linear) -> Vec<(String, Rc<Tensor>)> {
+fn weights(fc: &Linear) -> Vec<(String, Param)> {
     fc.named_parameters().into_iter().map(|(n, t)| (format!("fc.{n}"), t)).collect()
 }
 
@@ -67,7 +69,7 @@ fn a_model_traced_on_its_first_call_trains_as_one_traced_up_front() {
     let out_b = b.call(&[x, y]).unwrap();
     assert_eq!(out_a, out_b);
     for (n, t) in eager.parameters() {
-        assert_eq!(lazy.parameter(&n).unwrap(), t, "{n} trained the same");
+        assert_eq!(lazy.parameter(&n).unwrap().value().unwrap(), t.value().unwrap(), "{n} trained the same");
     }
     let e = b.attach_trace(&traced(&fc, 2)).unwrap_err().to_string();
     assert!(e.contains("already compiled"), "{e}");
@@ -92,14 +94,14 @@ fn a_plan_needs_no_compilation_and_then_is_the_compiled_plan() {
     let model = HostModel::untraced(weights(&fc), Vec::new());
     let mut m = training_model(&model, &mut opts(), None).unwrap();
     m.attach_trace(&traced(&fc, 2)).unwrap();
-    let before = m.plan_for(&[x.clone(), y.clone()]).unwrap();
+    let before = m.plan_for(&input_types(&[x.clone(), y.clone()])).unwrap();
     assert!(!m.is_compiled(), "planning does not compile");
     assert!(before.valid, "{:?}", before.errors);
     m.compile(&[x.clone(), y.clone()]).unwrap();
-    let after = m.plan_for(&[x, y.clone()]).unwrap();
+    let after = m.plan_for(&input_types(&[x, y.clone()])).unwrap();
     assert_eq!(before.to_json(), after.to_json());
     let (x8, y8) = data(8);
-    let e = m.plan_for(&[x8, y8]).unwrap_err().to_string();
+    let e = m.plan_for(&input_types(&[x8, y8])).unwrap_err().to_string();
     assert!(e.starts_with("Shape mismatch for x: expected torch.Size([16, 3]) but got torch.Size([8, 3])"), "{e}");
 }
 
@@ -108,11 +110,11 @@ fn adopting_a_trace_keeps_host_values_and_adds_what_is_new() {
     let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
     let trained = Tensor::from_f32(&[2, 3], vec![9.0; 6]).unwrap();
     // The host knows the weight (with a newer value) but not the bias.
-    let model = HostModel::untraced(vec![("fc.weight".into(), Rc::new(trained.clone()))], Vec::new());
+    let model = HostModel::untraced(vec![("fc.weight".into(), Param::from_tensor(trained.clone()))], Vec::new());
     let m = model.adopt_trace(&traced(&fc, 2));
     assert!(m.is_traced() && m.same_weights(&model));
-    assert_eq!(*model.parameter("fc.weight").unwrap(), trained, "the host value stays");
-    assert_eq!(model.parameter("fc.bias").unwrap(), fc.bias.clone().unwrap(), "the traced value is added");
+    assert_eq!(*model.parameter("fc.weight").unwrap().value().unwrap(), trained, "the host value stays");
+    assert!(model.parameter("fc.bias").unwrap().same(fc.bias.as_ref().unwrap()), "the traced value is added");
     // An inference wrapper of an untraced model compiles once traced.
     let mut inf = inference_model(&model, &mut Options::new()).unwrap();
     inf.attach_trace(&traced(&fc, 4)).unwrap();
@@ -127,11 +129,8 @@ fn reloading_host_values_before_compiling_takes_any_dtype() {
     let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
     let model = HostModel::untraced(weights(&fc), Vec::new());
     let mut m = inference_model(&model, &mut Options::new()).unwrap();
-    let half = Linear {
-        weight: Rc::new(fc.weight.cast(DType::Float16)),
-        bias: fc.bias.as_ref().map(|b| Rc::new(b.cast(DType::Float16))),
-        ..fc
-    };
+    let half =
+        Linear { weight: fc.weight.cast(DType::Float16), bias: fc.bias.as_ref().map(|b| b.cast(DType::Float16)), ..fc };
     for (n, t) in weights(&half) {
         model.reload_parameter(&n, t);
     }
@@ -144,4 +143,35 @@ fn reloading_host_values_before_compiling_takes_any_dtype() {
     assert_eq!(y[0].dtype(), DType::Float16);
     // Once set, a value of another dtype cannot replace it through set_parameter.
     assert!(model.set_parameter("fc.weight", Tensor::zeros(&[2, 3], DType::Float32)).is_err());
+}
+
+#[test]
+fn planning_a_large_model_makes_none_of_its_weights_and_compiling_makes_them_all() {
+    // 4 × Linear(8192, 8192): 1 GiB of float32 weights, none of them allocated to plan.
+    let mut rng = Rng::new(1);
+    let layers: Vec<Linear> = (0..4).map(|_| Linear::new(8192, 8192, true, &mut rng).unwrap()).collect();
+    let tr = Tracer::new();
+    let mut h = tr.input("x", &[2, 8192], DType::Float32).unwrap();
+    for (i, l) in layers.iter().enumerate() {
+        h = call(&tr, &format!("l{i}"), l, &h).unwrap();
+    }
+    let loss = h.mul(&h).unwrap().mean(&[], false).unwrap().identity_loss(Reduction::Mean).unwrap();
+    let model = HostModel::new(&tr.finish(&[&loss]).unwrap());
+    let mut o = Options::new();
+    o.gradient_accumulation(1024).unwrap();
+    let mut m = training_model(&model, &mut o, Some(sgd())).unwrap();
+    let x = TensorType { shape: vec![2 * 1024, 8192], dtype: DType::Float32 };
+    let plan = m.plan_for(&[x]).unwrap();
+    assert!(plan.training && plan.errors.iter().all(|e| e.code == "out_of_memory"), "{:?}", plan.errors);
+    assert_eq!(model.parameters().len(), 8);
+    assert!(model.parameters().iter().all(|(_, p)| !p.is_materialised()), "planning made a weight");
+    assert!(layers.iter().all(|l| !l.weight.is_materialised()));
+
+    // A small model compiles: every weight is made once, shared by the module and the host.
+    let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
+    let model = HostModel::new(&traced(&fc, 2));
+    let mut m = training_model(&model, &mut opts(), Some(sgd())).unwrap();
+    let (x, y) = data(16);
+    m.compile(&[x, y]).unwrap();
+    assert!(fc.weight.is_materialised() && fc.bias.as_ref().unwrap().is_materialised());
 }

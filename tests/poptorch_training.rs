@@ -10,7 +10,8 @@ use ipu_playground::exec::{run, Store};
 use ipu_playground::ir::{OptimizerStep, Reduction};
 use ipu_playground::poptorch::executor::PoplarExecutor;
 use ipu_playground::poptorch::{
-    inference_model, training_model, HostModel, Optimizer, OptimizerArgs, OptimizerType, Options, ParamGroup,
+    inference_model, input_types, training_model, HostModel, Optimizer, OptimizerArgs, OptimizerType, Options,
+    ParamGroup,
 };
 use ipu_playground::rng::Rng;
 use ipu_playground::tensor::{DType, Tensor};
@@ -19,11 +20,7 @@ use ipu_playground::trace::{Trace, Tracer, Var};
 use std::rc::Rc;
 
 fn half(l: Linear) -> Linear {
-    Linear {
-        weight: Rc::new(l.weight.cast(DType::Float16)),
-        bias: l.bias.map(|b| Rc::new(b.cast(DType::Float16))),
-        ..l
-    }
+    Linear { weight: l.weight.cast(DType::Float16), bias: l.bias.map(|b| b.cast(DType::Float16)), ..l }
 }
 
 /// A two-layer classifier traced for `batch` samples; `loss` turns (logits, labels) into
@@ -70,7 +67,7 @@ fn sgd(lr: f32) -> Optimizer {
 }
 
 fn params(m: &HostModel) -> Vec<(String, Vec<f32>)> {
-    m.parameters().into_iter().map(|(n, t)| (n, t.to_f32_vec())).collect()
+    m.parameters().into_iter().map(|(n, t)| (n, t.value().unwrap().to_f32_vec())).collect()
 }
 
 fn assert_close(a: &[(String, Vec<f32>)], b: &[(String, Vec<f32>)], atol: f32, rtol: f32, what: &str) {
@@ -94,7 +91,7 @@ fn plain_training(
 ) -> Vec<(String, Vec<f32>)> {
     let tg =
         training_graph(&trace.graph, 1, &TrainOptions { optimizer: Some(step.clone()), ..Default::default() }).unwrap();
-    let mut store = Store::new(&trace.params, &trace.buffers, 0);
+    let mut store = Store::from_params(&trace.params, &trace.buffers, 0).unwrap();
     let n = x.shape()[0] / steps;
     for s in 0..steps {
         run(&tg.graph, &mut store, &[rows(x, s * n, (s + 1) * n), rows(y, s * n, (s + 1) * n)]).unwrap();
@@ -115,7 +112,7 @@ fn planned_optimizer_state(optimizer: Option<Optimizer>) -> u64 {
     let model = HostModel::new(&classifier(4, DType::Float32));
     let mut m = training_model(&model, &mut Options::new(), optimizer).unwrap();
     let (x, y) = data(4, 0, DType::Float32);
-    let plan = m.plan_for(&[x, y]).unwrap();
+    let plan = m.plan_for(&input_types(&[x, y])).unwrap();
     assert!(plan.valid && plan.training);
     plan.memory.ipus.iter().map(|i| i.always_live.optimizer).sum()
 }
@@ -135,7 +132,7 @@ fn memory_a_training_models_plan_counts_its_optimizers_state_per_parameter_group
     let adam = Optimizer::adam(OptimizerArgs::default()).unwrap();
     let mut m = training_model(&model, &mut Options::new(), Some(adam)).unwrap();
     let (x, y) = data(4, 0, DType::Float32);
-    let predicted = m.plan_for(&[x.clone(), y.clone()]).unwrap().memory.ipus[0].live_peak_bytes;
+    let predicted = m.plan_for(&input_types(&[x.clone(), y.clone()])).unwrap().memory.ipus[0].live_peak_bytes;
     m.call(&[x, y]).unwrap();
     assert!(predicted > 0);
     assert_eq!(predicted, m.last_stats().unwrap().peak_bytes);
@@ -462,7 +459,7 @@ fn equivalence_all_outputs_are_the_big_batch_outputs() {
     o.output_mode(OutputMode::All, None).unwrap();
     let mut m = training_model(&model, &mut o, None).unwrap();
     let big = classifier(8, DType::Float32);
-    let mut store = Store::new(&big.params, &big.buffers, 0);
+    let mut store = Store::from_params(&big.params, &big.buffers, 0).unwrap();
     let want = run(&big.graph, &mut store, &[x.clone(), y.clone()]).unwrap().outputs[0].to_f32_vec();
     let out = m.call(&[x, y]).unwrap();
     assert_eq!(out[0].shape(), &[8, 2]);
@@ -522,7 +519,7 @@ fn loss_scaling_rescues_float16_gradients_from_underflow() {
             Optimizer::sgd(OptimizerArgs { lr: Some(65536.0), loss_scaling: Some(ls), ..Default::default() }).unwrap();
         let mut m = training_model(&model, &mut Options::new(), Some(opt)).unwrap();
         m.call(std::slice::from_ref(&x)).unwrap();
-        model.parameter("w").unwrap().to_f32_vec()
+        model.parameter("w").unwrap().value().unwrap().to_f32_vec()
     };
     assert_eq!(step(1.0), vec![0.5; 4], "the gradient underflows to 0 in float16");
     // Scaled by 2^15 it is 2^-11 in float16; unscaled in float32 it moves w by 2^16 · 2^-26.
@@ -598,7 +595,7 @@ fn input_grads_are_returned_after_the_outputs() {
     let big = classifier(8, DType::Float32);
     let opts = TrainOptions { input_grads: vec!["x".into()], ..Default::default() };
     let tg = training_graph(&big.graph, 1, &opts).unwrap();
-    let mut store = Store::new(&big.params, &big.buffers, 0);
+    let mut store = Store::from_params(&big.params, &big.buffers, 0).unwrap();
     let want = run(&tg.graph, &mut store, &[x, y]).unwrap().outputs[tg.input_grad_outputs[0].1].to_f32_vec();
     for (p, q) in out[2].to_f32_vec().iter().zip(&want) {
         assert!((p - 4.0 * q).abs() < 1e-6, "{p} vs 4 × {q} (unscaled by the loss scaling)");

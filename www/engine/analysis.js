@@ -120,7 +120,7 @@ export function batchFactor(o) {
   return (o.deviceIterations ?? 1) * Math.max(1, Math.floor(replicas / group)) * (o.Training?.gradientAccumulation ?? 1);
 }
 
-/** Values in all the inputs of one planning call the page makes up, at most (zeros: only shapes matter). */
+/** Values in all the inputs of one call the page makes up with values, at most (zeros; a plan's dense inputs are shape-only). */
 const MAX_CALL_VALUES = 64 * 2 ** 20;
 
 const isSparse = (spec) => spec.layout === "csr";
@@ -141,9 +141,11 @@ function madeUpCsr(name, [rows, cols], nnz) {
 /**
  * The inputs of one call for the example `inputs`: those given with values as they are (the
  * call's, combined batch); for a shape alone, zeros of one micro-batch × `factor` (what
- * poptorch.DataLoader would combine), or a made-up CSR pattern of `nnz` entries.
+ * poptorch.DataLoader would combine), or a made-up CSR pattern of `nnz` entries. With
+ * `shapeOnly` (a plan, which reads only types), a dense shape stays a shape: `{ name, shape,
+ * dtype }` of the combined batch, no values made.
  */
-export function callInputs(inputs, factor, code) {
+export function callInputs(inputs, factor, code, { shapeOnly = false } = {}) {
   let total = 0;
   const tooBig = (n) => {
     total += n;
@@ -169,9 +171,10 @@ export function callInputs(inputs, factor, code) {
     }
     const shape = [...spec.shape];
     if (shape.length && factor > 1) shape[0] *= factor;
+    const dtype = spec.dtype ?? "float32";
+    if (shapeOnly) return { name, shape, dtype };
     const n = shape.reduce((a, b) => a * b, 1);
     tooBig(n);
-    const dtype = spec.dtype ?? "float32";
     const data = dtype === "int32" ? new Int32Array(n) : dtype === "bool" ? new Uint8Array(n) : new Float32Array(n);
     return { name, shape, dtype, data };
   });
@@ -343,7 +346,7 @@ function planWrapped(spec, code, url, checks) {
     throw describe(e, url);
   }
   const factor = batchFactor(planned);
-  const call = callInputs(spec.inputs, factor, code);
+  const call = callInputs(spec.inputs, factor, code, { shapeOnly: true });
   let rejected = null;
   try {
     model.plan(...call);

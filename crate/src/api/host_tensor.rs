@@ -13,9 +13,11 @@
 //! model input's name). A `dtype` given with the data converts numbers to it (float16
 //! rounds each to the nearest half); int32 data must be whole numbers in the int32 range,
 //! bool data 0/1 or booleans. The shape is checked against the tensor limits before the
-//! data is read, and the data's length against the shape.
+//! data is read, and the data's length against the shape. A plan's inputs may be
+//! shape-only, `{ shape, dtype }` with no `data` (a plan reads only their types).
 
 use super::args::{self, js_err, range_error, type_error, JsResult};
+use crate::ir::TensorType;
 use crate::tensor::alloc::{check_shape, try_with_capacity};
 use crate::tensor::{DType, Tensor};
 use crate::trace::check;
@@ -143,6 +145,20 @@ fn bool_values(v: &JsValue, what: &str, n: usize) -> JsResult<Vec<bool>> {
 /// A host tensor from `v` (see the module docs), with its optional `name`. `what` names
 /// the argument in errors.
 pub(crate) fn from_js_named(v: &JsValue, what: &str) -> JsResult<(Option<String>, Tensor)> {
+    match parse(v, what, false)? {
+        (name, _, Some(t)) => Ok((name, t)),
+        (_, _, None) => unreachable!("data is required"),
+    }
+}
+
+/// A host tensor from `v` as [`from_js_named`] reads it, or a shape-only one
+/// (`{ shape, dtype }`, no `data`: a plan reads only types): its name, type and value if
+/// given.
+pub(crate) fn from_js_named_or_type(v: &JsValue, what: &str) -> JsResult<(Option<String>, TensorType, Option<Tensor>)> {
+    parse(v, what, true)
+}
+
+fn parse(v: &JsValue, what: &str, type_only: bool) -> JsResult<(Option<String>, TensorType, Option<Tensor>)> {
     if !v.is_object() || v.is_instance_of::<Array>() || is_typed(v) {
         return Err(type_error(&format!(
             "{what} must be a host tensor {{ shape, data, dtype? }}, got {}",
@@ -171,6 +187,10 @@ pub(crate) fn from_js_named(v: &JsValue, what: &str) -> JsResult<(Option<String>
         DType::parse(&s).map_err(|e| args::error(&format!("{what}.dtype: {e}")))?
     };
     let dims = check_shape(what, &dims, dtype).map_err(js_err)?;
+    let ty = TensorType { shape: dims.clone(), dtype };
+    if type_only && args::is_absent(&data) {
+        return Ok((name, ty, None));
+    }
     let n: usize = dims.iter().product();
     let data_what = format!("{what}.data");
     let t = match dtype {
@@ -180,7 +200,7 @@ pub(crate) fn from_js_named(v: &JsValue, what: &str) -> JsResult<(Option<String>
         DType::Bool => Tensor::from_bool(&dims, bool_values(&data, &data_what, n)?),
     }
     .map_err(|e| args::error(&format!("{what}: {e}")))?;
-    Ok((name, t))
+    Ok((name, ty, Some(t)))
 }
 
 /// A host tensor from `v` (its `name`, if any, ignored).

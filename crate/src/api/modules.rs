@@ -9,16 +9,15 @@
 use super::args::{self, js_err, JsResult};
 use super::host_tensor;
 use super::nn::{at_js_caller, current, is_tracing};
-use super::state::{replacement, Kind};
+use super::state::{hand_over, replacement, replacement_param, take_handed, Kind};
 use super::tensor::{tensor_arg, wrap};
 use crate::rng::Rng;
 use crate::tensor::alloc::check_shape;
-use crate::tensor::{DType, Tensor as HostTensor};
+use crate::tensor::{DType, Param, Tensor as HostTensor};
 use crate::trace::check::{self, MAX_LIST, MAX_TENSOR_BYTES};
 use crate::trace::nn as rnn;
 use crate::Result;
 use std::cell::RefCell;
-use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 
 thread_local! {
@@ -52,7 +51,7 @@ pub(super) fn positive_size(v: &JsValue, what: &str) -> JsResult<usize> {
     Ok(n)
 }
 
-type Registered = RefCell<Vec<(String, Rc<HostTensor>)>>;
+type Registered = RefCell<Vec<(String, Param)>>;
 
 /// The base class of models written in JavaScript: extend it and define `forward`.
 ///
@@ -92,11 +91,11 @@ fn register(list: &Registered, kind: &str, name: JsValue, values: JsValue, shape
     let t = host_tensor(&values, &shape, &format!("{kind} '{name}'"))?;
     let mut list = list.borrow_mut();
     list.retain(|(n, _)| *n != name);
-    list.push((name, Rc::new(t)));
+    list.push((name, Param::from_tensor(t)));
     Ok(())
 }
 
-fn lookup(list: &Registered, kind: &str, name: &JsValue) -> JsResult<(String, Rc<HostTensor>)> {
+fn lookup(list: &Registered, kind: &str, name: &JsValue) -> JsResult<(String, Param)> {
     let name = args::string(name, &format!("{kind} name"), check::MAX_NAME_BYTES)?;
     let found = list.borrow().iter().find(|(n, _)| *n == name).map(|(_, t)| t.clone());
     match found {
@@ -183,7 +182,33 @@ impl Module {
     pub fn get_state(&self, kind: JsValue, name: JsValue) -> JsResult<JsValue> {
         let kind = Kind::parse(&kind, "_getState: kind")?;
         let (_, t) = lookup(self.list(kind), kind.as_str(), &name)?;
-        host_tensor::to_js(&t)
+        host_tensor::to_js(t.value().map_err(js_err)?.as_ref())
+    }
+    /// Hands one of this module's own parameters or buffers to the caller in Rust (its
+    /// shape and dtype, and its value only if made), without materialising it; see
+    /// `state::own_param`.
+    #[wasm_bindgen(js_name = _stateParam)]
+    pub fn state_param(&self, kind: JsValue, name: JsValue) -> JsResult<()> {
+        let kind = Kind::parse(&kind, "_stateParam: kind")?;
+        let (_, p) = lookup(self.list(kind), kind.as_str(), &name)?;
+        hand_over(p);
+        Ok(())
+    }
+    /// Replaces one of this module's own parameters or buffers with the one the caller in
+    /// Rust handed over (`state::set_own_param`), checked as `_setState` checks a value.
+    #[wasm_bindgen(js_name = _setStateParam)]
+    pub fn set_state_param(&self, kind: JsValue, name: JsValue, any_dtype: JsValue) -> JsResult<()> {
+        let kind = Kind::parse(&kind, "_setStateParam: kind")?;
+        let any_dtype = args::opt_bool(&any_dtype, "_setStateParam: any_dtype", false)?;
+        let new = take_handed("_setStateParam")?;
+        let list = self.list(kind);
+        let (name, old) = lookup(list, kind.as_str(), &name)?;
+        let p = replacement_param(kind, &name, &old, new, any_dtype)?;
+        no_trace(kind, &name)?;
+        for slot in list.borrow_mut().iter_mut().filter(|(n, _)| *n == name) {
+            slot.1 = p.clone();
+        }
+        Ok(())
     }
     /// Replaces the value of one of this module's own parameters or buffers (same shape, and
     /// same dtype unless `any_dtype`; not while a trace runs).
@@ -196,8 +221,9 @@ impl Module {
         let t = host_tensor::from_js(&value, &format!("the new value of {} '{name}'", kind.as_str()))?;
         let t = replacement(kind, &name, &old, t, any_dtype)?;
         no_trace(kind, &name)?;
+        let p = Param::from_tensor(t);
         for slot in list.borrow_mut().iter_mut().filter(|(n, _)| *n == name) {
-            slot.1 = Rc::new(t.clone());
+            slot.1 = p.clone();
         }
         Ok(())
     }
@@ -252,9 +278,52 @@ pub(super) fn rust_get_state(
     let name = args::string(name, "_getState: name", check::MAX_NAME_BYTES)?;
     let params = if kind == Kind::Parameter { module.named_parameters() } else { module.named_buffers() };
     match params.iter().find(|(n, _)| *n == name) {
-        Some((_, t)) => host_tensor::to_js(t),
+        Some((_, t)) => host_tensor::to_js(t.value().map_err(js_err)?.as_ref()),
         None => Err(args::error(&format!("{class} has no {} named {name:?}", kind.as_str()))),
     }
+}
+
+/// `_stateParam` of a Rust module: hands one of its parameters to the caller in Rust.
+pub(super) fn rust_state_param(module: &dyn rnn::Module, class: &str, kind: &JsValue, name: &JsValue) -> JsResult<()> {
+    let kind = Kind::parse(kind, "_stateParam: kind")?;
+    let name = args::string(name, "_stateParam: name", check::MAX_NAME_BYTES)?;
+    let params = if kind == Kind::Parameter { module.named_parameters() } else { Vec::new() };
+    match params.into_iter().find(|(n, _)| *n == name) {
+        Some((_, p)) => {
+            hand_over(p);
+            Ok(())
+        }
+        None => Err(args::error(&format!("{class} has no {} named {name:?}", kind.as_str()))),
+    }
+}
+
+/// `_setStateParam` of a Rust module: replaces one of its parameters with the one handed
+/// over (see `rust_set_state`).
+pub(super) fn rust_set_state_param(
+    module: &RefCell<dyn rnn::Module>,
+    class: &str,
+    kind: &JsValue,
+    name: &JsValue,
+    any_dtype: &JsValue,
+) -> JsResult<()> {
+    let kind = Kind::parse(kind, "_setStateParam: kind")?;
+    let any_dtype = args::opt_bool(any_dtype, "_setStateParam: any_dtype", false)?;
+    let name = args::string(name, "_setStateParam: name", check::MAX_NAME_BYTES)?;
+    let new = take_handed("_setStateParam")?;
+    no_trace(kind, &name)?;
+    let mut inner = module.try_borrow_mut().map_err(|_| args::error(&format!("{class} is in use")))?;
+    let mut result = Err(args::error(&format!("{class} has no {} named {name:?}", kind.as_str())));
+    if kind == Kind::Parameter {
+        let mut value = Some(new);
+        inner.for_each_parameter_mut(&mut |n, slot| {
+            if n == name {
+                if let Some(v) = value.take() {
+                    result = replacement_param(kind, &name, slot, v, any_dtype).map(|p| *slot = p);
+                }
+            }
+        });
+    }
+    result
 }
 
 /// `_setState` of a Rust module: replaces one of its own parameters (same shape, and same
@@ -275,10 +344,10 @@ pub(super) fn rust_set_state(
     let mut inner = module.try_borrow_mut().map_err(|_| args::error(&format!("{class} is in use")))?;
     let mut result = Err(args::error(&format!("{class} has no {} named {name:?}", kind.as_str())));
     let mut value = Some(t);
-    let mut visit = |n: String, slot: &mut Rc<HostTensor>| {
+    let mut visit = |n: String, slot: &mut Param| {
         if n == name {
             if let Some(v) = value.take() {
-                result = replacement(kind, &name, slot, v, any_dtype).map(|t| *slot = Rc::new(t));
+                result = replacement(kind, &name, slot, v, any_dtype).map(|t| *slot = Param::from_tensor(t));
             }
         }
     };
@@ -365,6 +434,16 @@ macro_rules! rust_module {
             #[wasm_bindgen(js_name = _setState)]
             pub fn set_state(&self, kind: JsValue, name: JsValue, value: JsValue, any_dtype: JsValue) -> JsResult<()> {
                 $crate::api::modules::rust_set_state(&self.inner, stringify!($name), &kind, &name, &value, &any_dtype)
+            }
+            /// Hands one of its parameters to the caller in Rust (see `state::own_param`).
+            #[wasm_bindgen(js_name = _stateParam)]
+            pub fn state_param(&self, kind: JsValue, name: JsValue) -> JsResult<()> {
+                $crate::api::modules::rust_state_param(&*self.inner.borrow(), stringify!($name), &kind, &name)
+            }
+            /// Replaces one of its parameters with the one the caller in Rust handed over.
+            #[wasm_bindgen(js_name = _setStateParam)]
+            pub fn set_state_param(&self, kind: JsValue, name: JsValue, any_dtype: JsValue) -> JsResult<()> {
+                $crate::api::modules::rust_set_state_param(&self.inner, stringify!($name), &kind, &name, &any_dtype)
             }
             /// A copy with fresh parameters (PyG's `deepcopy` then `reset_parameters()`).
             #[wasm_bindgen(js_name = _resetCopy)]

@@ -18,7 +18,7 @@ use super::host_tensor;
 use super::modules::is_module;
 use super::nn::{is_tracing, walk};
 use crate::poptorch::HostModel;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Param, Tensor};
 use crate::trace::check::MAX_LIST;
 use js_sys::{Array, Function, Object, Reflect, WeakMap};
 use std::cell::{Cell, RefCell};
@@ -76,6 +76,52 @@ pub(crate) fn own_value(m: &JsValue, kind: Kind, name: &str) -> JsResult<Tensor>
     host_tensor::from_js(&v, &format!("the {} '{name}'", kind.as_str()))
 }
 
+thread_local! {
+    /// A parameter or buffer passing between Rust and a module's hidden `_stateParam` /
+    /// `_setStateParam` (Rust calls the method, which gives or takes it here at once).
+    static HANDED: RefCell<Option<Param>> = const { RefCell::new(None) };
+}
+
+/// Gives `p` to the Rust caller of a module's `_stateParam`.
+pub(crate) fn hand_over(p: Param) {
+    HANDED.with(|h| *h.borrow_mut() = Some(p));
+}
+
+/// The parameter handed to `_setStateParam` by its Rust caller (`what` names the method).
+pub(crate) fn take_handed(what: &str) -> JsResult<Param> {
+    HANDED.with(|h| h.borrow_mut().take()).ok_or_else(|| {
+        args::error(&format!("{what} is called by the package with a parameter it hands over; none was given"))
+    })
+}
+
+/// `m`'s own state `name` as a [`Param`]: shape and dtype, not materialised (through the
+/// module's `_stateParam`; a module class without it gives its value, through `_getState`).
+pub(crate) fn own_param(m: &JsValue, kind: Kind, name: &str) -> JsResult<Param> {
+    flush()?;
+    if let Some(f) = method(m, "_stateParam")? {
+        HANDED.with(|h| h.borrow_mut().take());
+        f.call2(m, &JsValue::from_str(kind.as_str()), &JsValue::from_str(name))?;
+        if let Some(p) = HANDED.with(|h| h.borrow_mut().take()) {
+            return Ok(p);
+        }
+    }
+    Ok(Param::from_tensor(own_value(m, kind, name)?))
+}
+
+/// Replaces `m`'s own state `name` with `p` (same checks as [`set_own`]), keeping it as it
+/// is (a parameter not made yet stays so) where the module takes a `Param`.
+pub(crate) fn set_own_param(m: &JsValue, kind: Kind, name: &str, p: Param, any_dtype: bool) -> JsResult<()> {
+    let Some(f) = method(m, "_setStateParam")? else {
+        return set_own_as(m, kind, name, p.value().map_err(args::js_err)?.as_ref(), any_dtype);
+    };
+    hand_over(p);
+    let a = Array::of3(&JsValue::from_str(kind.as_str()), &JsValue::from_str(name), &JsValue::from(any_dtype));
+    let r = Reflect::apply(&f, m, &a);
+    HANDED.with(|h| h.borrow_mut().take());
+    r?;
+    Ok(())
+}
+
 /// Writes `value` into `m`'s own state `name` (of the same dtype, unless `any_dtype`).
 fn set_own_as(m: &JsValue, kind: Kind, name: &str, value: &Tensor, any_dtype: bool) -> JsResult<()> {
     let f =
@@ -95,19 +141,42 @@ pub(crate) fn set_own(m: &JsValue, kind: Kind, name: &str, value: &Tensor) -> Js
 /// old one; a float value of another float dtype is cast to the old dtype (as PyTorch's
 /// `copy_` and `load_state_dict` do), or kept as it is with `any_dtype` (a cast of the whole
 /// module, `half()` / `float()`); other dtype changes are errors.
-pub(crate) fn replacement(kind: Kind, name: &str, old: &Tensor, new: Tensor, any_dtype: bool) -> JsResult<Tensor> {
-    let floats = old.dtype().is_float() && new.dtype().is_float();
-    if old.shape() != new.shape() || (old.dtype() != new.dtype() && !floats) {
+pub(crate) fn replacement(kind: Kind, name: &str, old: &Param, new: Tensor, any_dtype: bool) -> JsResult<Tensor> {
+    Ok(match replacement_cast(kind, name, old, new.shape(), new.dtype(), any_dtype)? {
+        Some(to) => new.cast(to),
+        None => new,
+    })
+}
+
+/// [`replacement`] for a [`Param`] (a cast of one not made yet stays not made).
+pub(crate) fn replacement_param(kind: Kind, name: &str, old: &Param, new: Param, any_dtype: bool) -> JsResult<Param> {
+    Ok(match replacement_cast(kind, name, old, new.shape(), new.dtype(), any_dtype)? {
+        Some(to) => new.cast(to),
+        None => new,
+    })
+}
+
+/// The checks of [`replacement`]: the dtype to cast the new value to, if any.
+fn replacement_cast(
+    kind: Kind,
+    name: &str,
+    old: &Param,
+    shape: &[usize],
+    dtype: DType,
+    any_dtype: bool,
+) -> JsResult<Option<DType>> {
+    let floats = old.dtype().is_float() && dtype.is_float();
+    if old.shape() != shape || (old.dtype() != dtype && !floats) {
         return Err(args::error(&format!(
             "{} '{name}' is {}{:?}; a {}{:?} cannot replace it (the same shape, and dtype or another float dtype)",
             kind.as_str(),
             host_tensor::dtype_name(old.dtype()),
             old.shape(),
-            host_tensor::dtype_name(new.dtype()),
-            new.shape()
+            host_tensor::dtype_name(dtype),
+            shape
         )));
     }
-    Ok(if any_dtype || new.dtype() == old.dtype() { new } else { new.cast(old.dtype()) })
+    Ok(if any_dtype || dtype == old.dtype() { None } else { Some(old.dtype()) })
 }
 
 /// One piece of state of a module tree.
@@ -147,6 +216,11 @@ pub(crate) fn entries(root: &JsValue, kind: Kind) -> JsResult<Vec<Entry>> {
         }
     }
     Ok(out)
+}
+
+/// Every parameter (or buffer) of the tree at `root`, not materialised.
+pub(crate) fn params(root: &JsValue, kind: Kind) -> JsResult<Vec<(String, Param)>> {
+    entries(root, kind)?.into_iter().map(|e| Ok((e.full, own_param(&e.module, kind, &e.local)?))).collect()
 }
 
 /// Every parameter (or buffer) of the tree at `root` with its value.
@@ -190,12 +264,12 @@ pub(crate) fn flush() -> JsResult<()> {
     for p in &list {
         for e in &p.params {
             if let Some(v) = p.host.parameter(&e.full) {
-                let _ = set_own(&e.module, Kind::Parameter, &e.local, &v);
+                let _ = set_own_param(&e.module, Kind::Parameter, &e.local, v, false);
             }
         }
         for e in &p.buffers {
             if let Some(v) = p.host.buffer(&e.full) {
-                let _ = set_own(&e.module, Kind::Buffer, &e.local, &v);
+                let _ = set_own_param(&e.module, Kind::Buffer, &e.local, v, false);
             }
         }
     }
@@ -249,15 +323,16 @@ impl Parameter {
     pub fn value(&self) -> JsResult<JsValue> {
         host_tensor::to_js(&own_value(&self.module, Kind::Parameter, &self.local)?)
     }
-    /// The shape (an array of sizes).
+    /// The shape (an array of sizes; the value is not made for it).
     #[wasm_bindgen(getter, unchecked_return_type = "number[]")]
     pub fn shape(&self) -> JsResult<JsValue> {
-        args::get(&self.value()?, "shape")
+        let p = own_param(&self.module, Kind::Parameter, &self.local)?;
+        Ok(p.shape().iter().map(|&d| JsValue::from(d as f64)).collect::<Array>().into())
     }
     /// `"float32"`, `"float16"`, `"int32"` or `"bool"`.
     #[wasm_bindgen(getter)]
     pub fn dtype(&self) -> JsResult<String> {
-        Ok(host_tensor::dtype_name(own_value(&self.module, Kind::Parameter, &self.local)?.dtype()).into())
+        Ok(host_tensor::dtype_name(own_param(&self.module, Kind::Parameter, &self.local)?.dtype()).into())
     }
     /// The values now, row-major (a copy).
     #[wasm_bindgen(getter, unchecked_return_type = "Float32Array | Int32Array | Uint8Array")]
@@ -338,7 +413,7 @@ pub fn load_state_dict(module: JsValue, dict: JsValue, strict: JsValue) -> JsRes
         match all.iter().find(|(_, e)| e.full == k) {
             Some((kind, e)) => {
                 let t = host_tensor::from_js(v, &format!("loadStateDict: state_dict[{k:?}]"))?;
-                replacement(*kind, &k, &own_value(&e.module, *kind, &e.local)?, t.clone(), false)?;
+                replacement(*kind, &k, &own_param(&e.module, *kind, &e.local)?, t.clone(), false)?;
                 writes.push((*kind, e.clone(), t));
             }
             None => unexpected.push(k),
@@ -385,9 +460,9 @@ pub fn module_to(module: JsValue, dtype: JsValue) -> JsResult<JsValue> {
     };
     for kind in [Kind::Parameter, Kind::Buffer] {
         for e in entries(&module, kind)? {
-            let t = own_value(&e.module, kind, &e.local)?;
-            if t.dtype().is_float() && t.dtype() != to {
-                set_own_as(&e.module, kind, &e.local, &t.cast(to), true)?;
+            let p = own_param(&e.module, kind, &e.local)?;
+            if p.dtype().is_float() && p.dtype() != to {
+                set_own_param(&e.module, kind, &e.local, p.cast(to), true)?;
             }
         }
     }

@@ -164,8 +164,8 @@ mod tests {
         assert_eq!(fused.producer(la.inputs[3]).op, Op::Linear { has_bias: false });
 
         let inputs = [rand(&mut rng, &[3, 4]), rand(&mut rng, &[3, 4]), rand(&mut rng, &[5])];
-        let want = run(&t.graph, &mut Store::new(&t.params, &t.buffers, 0), &inputs).unwrap().outputs;
-        let got = run(&fused, &mut Store::new(&t.params, &t.buffers, 0), &inputs).unwrap().outputs;
+        let want = run(&t.graph, &mut Store::from_params(&t.params, &t.buffers, 0).unwrap(), &inputs).unwrap().outputs;
+        let got = run(&fused, &mut Store::from_params(&t.params, &t.buffers, 0).unwrap(), &inputs).unwrap().outputs;
         for (w, g) in want.iter().zip(&got) {
             assert_eq!(w.shape(), g.shape());
             for (a, b) in w.to_f32_vec().iter().zip(g.to_f32_vec()) {
@@ -215,8 +215,8 @@ mod tests {
         assert!(op_names(&region.forward).contains(&"linear_add"), "{:?}", op_names(&region.forward));
         assert!(op_names(vjp).contains(&"linear_add"), "{:?}", op_names(vjp));
         let inputs = [rand(&mut rng, &[3, 4])];
-        let want = run(&tg.graph, &mut Store::new(&t.params, &t.buffers, 0), &inputs).unwrap().outputs;
-        let got = run(&fused, &mut Store::new(&t.params, &t.buffers, 0), &inputs).unwrap().outputs;
+        let want = run(&tg.graph, &mut Store::from_params(&t.params, &t.buffers, 0).unwrap(), &inputs).unwrap().outputs;
+        let got = run(&fused, &mut Store::from_params(&t.params, &t.buffers, 0).unwrap(), &inputs).unwrap().outputs;
         for (w, g) in want.iter().zip(&got) {
             for (a, b) in w.to_f32_vec().iter().zip(g.to_f32_vec()) {
                 assert!((a - b).abs() < 1e-5, "{a} vs {b}");

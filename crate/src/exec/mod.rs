@@ -16,7 +16,7 @@ use crate::ir::liveness::{Lifetimes, Meter};
 use crate::ir::{Graph, InputKind, Op, OptimizerStep, Pass, TensorType};
 use crate::kernels::{self, optim};
 use crate::rng::Rng;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Param, Tensor};
 use crate::{Error, Result};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -44,6 +44,15 @@ impl Store {
             rng: Rng::new(seed),
             lr_scale: 1.0,
         }
+    }
+
+    /// A store holding `params` and `buffers`, each materialised now (see
+    /// [`crate::tensor::Param`]).
+    pub fn from_params(params: &[(String, Param)], buffers: &[(String, Param)], seed: u64) -> Result<Store> {
+        let values = |list: &[(String, Param)]| -> Result<Vec<(String, Rc<Tensor>)>> {
+            list.iter().map(|(n, p)| Ok((n.clone(), p.value()?))).collect()
+        };
+        Ok(Store::new(&values(params)?, &values(buffers)?, seed))
     }
 
     /// Total bytes of parameters.
@@ -357,7 +366,7 @@ mod tests {
         let c2 = c.add(&x).unwrap();
         tr.buffer_update("count", &c2).unwrap();
         let trace = tr.finish(&[&c2]).unwrap();
-        let mut store = Store::new(&trace.params, &trace.buffers, 0);
+        let mut store = Store::from_params(&trace.params, &trace.buffers, 0).unwrap();
         for _ in 0..3 {
             run(&trace.graph, &mut store, &[t(&[2], &[1.0, 2.0])]).unwrap();
         }

@@ -7,11 +7,10 @@
 //! sparse × dense matmul, so it is one node in the graph the emulator places.
 
 use crate::rng::Rng;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Init, Param};
 use crate::trace::nn::{call, check_arity, dense_arg, sparse_arg, Arg, LayerNorm, Linear, Module};
 use crate::trace::{concat, resolve_dim, SparseVar, Tracer, Var};
 use crate::{Error, Result};
-use std::rc::Rc;
 
 /// GraphSAGE with mean aggregation (PyG defaults): `lin_l(mean_j x_j) + lin_r(x_i)`,
 /// `lin_l` with bias, `lin_r` without.
@@ -76,7 +75,7 @@ impl Module for SAGEConv {
 /// GCN (Kipf & Welling, PyG defaults): `Â (x W^T) + b` with `Â = D^-1/2 (A + I) D^-1/2`.
 pub struct GCNConv {
     pub lin: Linear,
-    pub bias: Rc<Tensor>,
+    pub bias: Param,
 }
 
 impl GCNConv {
@@ -87,9 +86,10 @@ impl GCNConv {
         // PyG: glorot weight, zero bias.
         let mut lin = Linear::new(cin, cout, false, rng)?;
         let a = (6.0 / (cin + cout) as f32).sqrt();
-        let w: Vec<f32> = (0..cin * cout).map(|_| rng.uniform_range(-a, a)).collect();
-        lin.weight = Rc::new(Tensor::from_f32(&[cout, cin], w).map_err(Error::trace)?);
-        Ok(GCNConv { lin, bias: Rc::new(Tensor::zeros(&[cout], DType::Float32)) })
+        let what = format!("GCNConv({cin}, {cout})");
+        lin.weight = Param::new(&format!("{what}: the weight"), &[cout, cin], DType::Float32, Init::uniform(a, rng))?;
+        let bias = Param::new(&format!("{what}: the bias"), &[cout], DType::Float32, Init::Fill(0.0))?;
+        Ok(GCNConv { lin, bias })
     }
 
     /// `adj`: the normalised adjacency, rows = targets.
@@ -108,10 +108,10 @@ impl Module for GCNConv {
         let adj = sparse_arg(tr, "GCNConv", args, 1, "adj")?;
         GCNConv::forward(self, tr, x, adj)
     }
-    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_parameters(&self) -> Vec<(&str, &Param)> {
         vec![("bias", &self.bias)]
     }
-    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Param)> {
         vec![("bias", &mut self.bias)]
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
@@ -461,7 +461,9 @@ mod tests {
     use super::*;
     use crate::autograd::{training_graph, TrainOptions};
     use crate::exec::{run, Store};
+    use crate::tensor::Tensor;
     use crate::trace::nn::{Sequential, GELU};
+    use std::rc::Rc;
 
     /// Loss and parameter gradients of two GroupAddRev layers of `groups` groups split along
     /// dim 0 (rows), each group `Linear → GELU`, with an extra per-row argument.
@@ -483,7 +485,7 @@ mod tests {
         let t = tr.finish(&[&loss]).unwrap();
         let tg = training_graph(&t.graph, 0, &TrainOptions { return_grads: true, ..Default::default() }).unwrap();
         let xv: Vec<f32> = (0..30).map(|i| ((i * 7 % 11) as f32 - 5.0) / 5.0).collect();
-        let mut store = Store::new(&t.params, &t.buffers, 0);
+        let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
         let r = run(&tg.graph, &mut store, &[Rc::new(Tensor::from_f32(&[6, 5], xv).unwrap())]).unwrap();
         let grads = tg.grad_outputs.iter().map(|(n, i)| (n.clone(), r.outputs[*i].to_f32_vec())).collect();
         (r.outputs[0].to_f32_vec()[0], grads)
@@ -519,7 +521,7 @@ mod tests {
         assert_eq!(m.named_parameters().len(), 4 + 2 * 2 * 5 + 2);
         crate::trace::nn::tests::check_mut_views(&mut GCNConv::new(3, 2, &mut Rng::new(0)).unwrap());
         m.set_parameter("convs.1.blocks.0.conv.lin_r.weight", Tensor::zeros(&[2, 2], DType::Float32)).unwrap();
-        assert_eq!(m.convs[1].groups[0].conv.lin_r.weight.to_f32_vec(), vec![0.0; 4]);
+        assert_eq!(m.convs[1].groups[0].conv.lin_r.weight.value().unwrap().to_f32_vec(), vec![0.0; 4]);
     }
 
     #[test]

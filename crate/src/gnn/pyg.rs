@@ -94,7 +94,7 @@ pub fn rev_gnn_state_dict<'a>(
 /// records the model's configuration, the dataset and the epochs trained.
 pub fn rev_gnn_safetensors(t: &Trainer) -> Result<Vec<u8>, String> {
     let cfg = &t.model.cfg;
-    let params: HashMap<String, Rc<Tensor>> = t.parameters().into_iter().collect();
+    let params: HashMap<String, Rc<Tensor>> = t.parameters().map_err(|e| e.to_string())?.into_iter().collect();
     let tensors = rev_gnn_state_dict(cfg, &params)?;
     let c = &t.cfg;
     let meta: BTreeMap<String, String> = [
@@ -155,7 +155,8 @@ mod tests {
     #[test]
     fn every_parameter_of_our_model_maps_with_pygs_shape() {
         let model = RevGnn::new(cfg(), &mut Rng::new(0)).unwrap();
-        let params: HashMap<String, Rc<Tensor>> = model.named_parameters().into_iter().collect();
+        let params: HashMap<String, Rc<Tensor>> =
+            model.named_parameters().into_iter().map(|(n, p)| (n, p.value().unwrap())).collect();
         let sd = rev_gnn_state_dict(&cfg(), &params).unwrap();
         assert_eq!(sd.len(), params.len());
         let get = |k: &str| sd.iter().find(|(n, _)| n == k).unwrap().1;
@@ -178,7 +179,7 @@ mod tests {
         let adj = SparseVar::input(&tr, "adj", 5, 5, 10).unwrap();
         let out = model.forward(&tr, &x, &adj).unwrap();
         let t = tr.finish(&[&out]).unwrap();
-        let params: HashMap<String, Rc<Tensor>> = t.params.into_iter().collect();
+        let params: HashMap<String, Rc<Tensor>> = t.params.into_iter().map(|(n, p)| (n, p.value().unwrap())).collect();
         assert_eq!(rev_gnn_state_dict(&cfg(), &params).unwrap().len(), 6 + 2 * 2 * 5);
     }
 
@@ -228,16 +229,17 @@ mod tests {
             [w["data_offsets"][0].as_u64().unwrap() as usize, w["data_offsets"][1].as_u64().unwrap() as usize];
         let got: Vec<f32> =
             bytes[8 + hn + lo..8 + hn + hi].chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
-        let trained: HashMap<String, Rc<Tensor>> = t.parameters().into_iter().collect();
+        let trained: HashMap<String, Rc<Tensor>> = t.parameters().unwrap().into_iter().collect();
         assert_eq!(got, trained["lin2.bias"].to_f32_vec());
-        let init = t.model.lin2.bias.as_ref().unwrap().to_f32_vec();
+        let init = t.model.lin2.bias.as_ref().unwrap().value().unwrap().to_f32_vec();
         assert_ne!(got, init, "the trained values, not the initial ones");
     }
 
     #[test]
     fn a_missing_or_extra_parameter_is_named() {
         let model = RevGnn::new(cfg(), &mut Rng::new(0)).unwrap();
-        let mut params: HashMap<String, Rc<Tensor>> = model.named_parameters().into_iter().collect();
+        let mut params: HashMap<String, Rc<Tensor>> =
+            model.named_parameters().into_iter().map(|(n, p)| (n, p.value().unwrap())).collect();
         let w = params.remove("convs.1.blocks.0.conv.lin_r.weight").unwrap();
         let e = rev_gnn_state_dict(&cfg(), &params).unwrap_err();
         assert!(e.contains("\"convs.1.convs.0.conv.lin_r.weight\""), "{e}");

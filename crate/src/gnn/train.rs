@@ -207,9 +207,9 @@ impl Trainer {
         self.eval.step_graph().expect("compiled in Trainer::new")
     }
 
-    /// The current (trained) parameters, by name.
-    pub fn parameters(&self) -> Vec<(String, Rc<Tensor>)> {
-        self.host.parameters()
+    /// The current (trained) parameters, by name (materialised).
+    pub fn parameters(&self) -> Result<Vec<(String, Rc<Tensor>)>> {
+        self.host.parameters().into_iter().map(|(n, p)| Ok((n, p.value()?))).collect()
     }
 
     /// One epoch: a training step on each part.
@@ -262,7 +262,7 @@ impl Trainer {
             return Err(Error::train(msg.clone()));
         }
         let finite = |t: &Tensor| t.as_f32().map(|a| a.iter().all(|x| x.is_finite())).unwrap_or(true);
-        if let Some(name) = self.host.parameters().iter().find(|(_, t)| !finite(t)).map(|(n, _)| n.clone()) {
+        if let Some(name) = self.parameters()?.iter().find(|(_, t)| !finite(t)).map(|(n, _)| n.clone()) {
             let what = format!("parameter '{name}' is no longer finite after epoch {}", self.epoch);
             let msg = self.divergence(&what);
             self.diverged = Some(msg.clone());

@@ -41,6 +41,11 @@ use std::rc::Rc;
 /// Named tensors: `(name, value)`.
 type Named = Vec<(String, Rc<Tensor>)>;
 
+/// The types of `inputs` (what a plan reads of them).
+pub fn input_types(inputs: &[Rc<Tensor>]) -> Vec<TensorType> {
+    inputs.iter().map(|t| TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }).collect()
+}
+
 const NO_EXECUTABLE: &str = "Model has not been compiled or has been destroyed.";
 
 /// A compiled model: the step graph and the device state of every replica.
@@ -282,7 +287,7 @@ impl PoplarExecutor {
     /// Checks a compiling call's inputs against the trace (micro-batch shapes) and builds
     /// the step graph: the forward, and for training the backward seeded with the loss
     /// scaling factor, returning the gradients (and the automatic loss scaling statistics).
-    fn step(&mut self, inputs: &[Rc<Tensor>]) -> Result<Step> {
+    fn step(&mut self, inputs: &[TensorType]) -> Result<Step> {
         if !self.model.is_traced() {
             return Err(Error::poptorch(
                 "the model has not been traced yet: attach its trace (traced with one micro-batch) before compiling",
@@ -302,12 +307,12 @@ impl PoplarExecutor {
             )));
         }
         for ((name, want), t) in traced.iter().zip(inputs) {
-            let got = TensorType { shape: batching.micro_shape(t.shape())?, dtype: t.dtype() };
+            let got = TensorType { shape: batching.micro_shape(&t.shape)?, dtype: t.dtype };
             if &got != want {
                 return Err(Error::poptorch(format!(
                     "input '{name}': the model was traced for micro-batches of {want}, but {} cut into {} \
                      micro-batch slices gives {got}",
-                    TensorType { shape: t.shape().to_vec(), dtype: t.dtype() },
+                    t,
                     batching.factor()
                 )));
             }
@@ -390,7 +395,7 @@ impl PoplarExecutor {
     }
 
     fn build(&mut self, inputs: &[Rc<Tensor>]) -> Result<Executable> {
-        let s = self.step(inputs)?;
+        let s = self.step(&input_types(inputs))?;
         self.warnings.extend(s.plan.warnings.iter().map(|w| w.message.clone()));
         if !s.plan.fits {
             self.warnings.push(format!(
@@ -436,8 +441,9 @@ impl PoplarExecutor {
 
     /// The planner's plan of this model for a call with `inputs` (combined batch), without
     /// compiling: the compiled plan once compiled (the inputs must then match the compiled
-    /// ones), otherwise the plan of the step graph these inputs would compile.
-    pub fn plan_for(&mut self, inputs: &[Rc<Tensor>]) -> Result<Plan> {
+    /// ones), otherwise the plan of the step graph these inputs would compile. Only the
+    /// inputs' types are read (a plan needs no values), and no weight is materialised.
+    pub fn plan_for(&mut self, inputs: &[TensorType]) -> Result<Plan> {
         if let Some(exe) = &self.exe {
             Self::validate_inputs(exe, inputs)?;
             return Ok(exe.plan.clone());
@@ -481,7 +487,8 @@ impl PoplarExecutor {
             let host = self
                 .model
                 .parameter(name)
-                .ok_or_else(|| Error::poptorch(format!("parameter '{name}' is not on the host")))?;
+                .ok_or_else(|| Error::poptorch(format!("parameter '{name}' is not on the host")))?
+                .value()?;
             let groups = &exe.groups[name];
             let slice_shape = &fwd.ty(v).shape;
             let n = groups.len();
@@ -512,7 +519,8 @@ impl PoplarExecutor {
             let host = self
                 .model
                 .buffer(name)
-                .ok_or_else(|| Error::poptorch(format!("buffer '{name}' is not on the host")))?;
+                .ok_or_else(|| Error::poptorch(format!("buffer '{name}' is not on the host")))?
+                .value()?;
             for store in &mut exe.replicas {
                 store.buffers.insert(name.to_string(), host.clone());
             }
@@ -624,7 +632,7 @@ impl PoplarExecutor {
     }
 
     /// Checks a call's inputs against the compiled ones (PopTorch's `validateInputs`).
-    fn validate_inputs(exe: &Executable, inputs: &[Rc<Tensor>]) -> Result<()> {
+    fn validate_inputs(exe: &Executable, inputs: &[TensorType]) -> Result<()> {
         let end = "\nThis error occurred because the inputs passed at runtime don't match the inputs used to compile \
                    the model.\nTo recompile the model for the new inputs create a new inferenceModel / trainingModel \
                    wrapper or call destroy() on the curent one and try again.";
@@ -637,19 +645,19 @@ impl PoplarExecutor {
             .with_code("input_mismatch"));
         }
         for ((name, want), t) in exe.inputs.iter().zip(inputs) {
-            if want.dtype != t.dtype() {
+            if want.dtype != t.dtype {
                 return Err(Error::poptorch(format!(
                     "Data type mismatch for {name}: expected {} but got {}.{end}",
                     torch_dtype(want.dtype),
-                    torch_dtype(t.dtype())
+                    torch_dtype(t.dtype)
                 ))
                 .with_code("input_mismatch"));
             }
-            if want.shape != t.shape() {
+            if want.shape != t.shape {
                 return Err(Error::poptorch(format!(
                     "Shape mismatch for {name}: expected {} but got {}.{end}",
                     torch_size(&want.shape),
-                    torch_size(t.shape())
+                    torch_size(&t.shape)
                 ))
                 .with_code("input_mismatch"));
             }
@@ -665,7 +673,7 @@ impl PoplarExecutor {
             self.compile(inputs)?;
         }
         let exe = self.exe.as_ref().expect("compiled above");
-        Self::validate_inputs(exe, inputs)?;
+        Self::validate_inputs(exe, &input_types(inputs))?;
         if !self.training && self.model.trained_version() != exe.uploaded_version {
             // A training wrapper of the same model has trained the weights since.
             self.copy_weights_to_device()?;

@@ -177,7 +177,7 @@ mod tests {
         let x = Rc::new(
             Tensor::from_f32_as_f16(&[4, 3], &[1.0, -2.0, 3.0, 0.5, 0.25, 1.0, 2.0, 2.0, 2.0, -1.0, 0.0, 1.0]).unwrap(),
         );
-        let mut store = Store::new(&t.params, &t.buffers, 0);
+        let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
         // Loss scale 1: every |grad| is small, all 6 in the lower bin.
         let r = run(&g, &mut store, &[x.clone(), Rc::new(Tensor::scalar(1.0))]).unwrap();
         assert_eq!(r.outputs[idx].to_f32_vec(), vec![6.0]);

@@ -22,7 +22,7 @@ pub mod optim;
 pub mod reduce;
 
 pub use crate::compile::Options;
-pub use executor::PoplarExecutor;
+pub use executor::{input_types, PoplarExecutor};
 pub use model::HostModel;
 pub use optim::{Optimizer, OptimizerArgs, OptimizerType, ParamGroup};
 

@@ -9,7 +9,7 @@
 //! ([`super::PoplarExecutor::attach_trace`]) before it compiles.
 
 use crate::ir::{Graph, InputKind};
-use crate::tensor::Tensor;
+use crate::tensor::{Param, Tensor};
 use crate::trace::Trace;
 use crate::{Error, Result};
 use std::cell::RefCell;
@@ -17,8 +17,8 @@ use std::rc::{Rc, Weak};
 
 #[derive(Debug, Default)]
 struct Weights {
-    params: Vec<(String, Rc<Tensor>)>,
-    buffers: Vec<(String, Rc<Tensor>)>,
+    params: Vec<(String, Param)>,
+    buffers: Vec<(String, Param)>,
     /// A training wrapper holds this model (until `destroy`).
     wrapped: bool,
     /// Bumped each time a training wrapper copies trained weights to the host.
@@ -87,7 +87,7 @@ impl WeakHostModel {
     }
 }
 
-fn upsert(list: &mut Vec<(String, Rc<Tensor>)>, name: &str, value: Rc<Tensor>) {
+fn upsert(list: &mut Vec<(String, Param)>, name: &str, value: Param) {
     match list.iter_mut().find(|(n, _)| n == name) {
         Some(slot) => slot.1 = value,
         None => list.push((name.to_string(), value)),
@@ -111,7 +111,7 @@ impl HostModel {
     /// A model known by its parameters and buffers (full names, host values) before it is
     /// traced: wrappers can be made, and check what needs only the weights (wrapping twice,
     /// the optimizer's parameter groups); a wrapper attaches the trace before it compiles.
-    pub fn untraced(params: Vec<(String, Rc<Tensor>)>, buffers: Vec<(String, Rc<Tensor>)>) -> HostModel {
+    pub fn untraced(params: Vec<(String, Param)>, buffers: Vec<(String, Param)>) -> HostModel {
         HostModel {
             graph: Rc::new(Graph::new()),
             traced: false,
@@ -176,23 +176,23 @@ impl HostModel {
         &self.graph
     }
 
-    /// Parameters, by full name, in trace order.
-    pub fn parameters(&self) -> Vec<(String, Rc<Tensor>)> {
+    /// Parameters, by full name, in trace order (not materialised: see [`Param::value`]).
+    pub fn parameters(&self) -> Vec<(String, Param)> {
         self.weights.borrow().params.clone()
     }
 
     /// Buffers, by full name, in trace order.
-    pub fn buffers(&self) -> Vec<(String, Rc<Tensor>)> {
+    pub fn buffers(&self) -> Vec<(String, Param)> {
         self.weights.borrow().buffers.clone()
     }
 
     /// One parameter's host value.
-    pub fn parameter(&self, name: &str) -> Option<Rc<Tensor>> {
+    pub fn parameter(&self, name: &str) -> Option<Param> {
         self.weights.borrow().params.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
     }
 
     /// One buffer's host value.
-    pub fn buffer(&self, name: &str) -> Option<Rc<Tensor>> {
+    pub fn buffer(&self, name: &str) -> Option<Param> {
         self.weights.borrow().buffers.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
     }
 
@@ -224,19 +224,19 @@ impl HostModel {
                 value.shape()
             )));
         }
-        upsert(list, name, Rc::new(value));
+        upsert(list, name, Param::from_tensor(value));
         Ok(())
     }
 
     /// Replaces (or adds) parameter `name`'s host value whatever its dtype and shape: for a
     /// caller whose module is the source of the values (the JS API) before a wrapper
     /// compiles, when the module may have been cast (`half()`) or changed since it was wrapped.
-    pub fn reload_parameter(&self, name: &str, value: Rc<Tensor>) {
+    pub fn reload_parameter(&self, name: &str, value: Param) {
         upsert(&mut self.weights.borrow_mut().params, name, value);
     }
 
     /// [`HostModel::reload_parameter`] for a buffer.
-    pub fn reload_buffer(&self, name: &str, value: Rc<Tensor>) {
+    pub fn reload_buffer(&self, name: &str, value: Param) {
         upsert(&mut self.weights.borrow_mut().buffers, name, value);
     }
 
@@ -263,10 +263,10 @@ impl HostModel {
     ) {
         let mut w = self.weights.borrow_mut();
         for (n, t) in params {
-            upsert(&mut w.params, &n, t);
+            upsert(&mut w.params, &n, Param::from_tensor(t));
         }
         for (n, t) in buffers {
-            upsert(&mut w.buffers, &n, t);
+            upsert(&mut w.buffers, &n, Param::from_tensor(t));
         }
         if trained {
             w.trained_version += 1;

@@ -21,7 +21,7 @@ use crate::ir::{
     verify::verify, BinaryKind, BlockKind, Conv2dGeom, Graph, InputKind, NodeMeta, Op, Pool2dGeom, ReduceKind,
     Reduction, Region, TensorType, UnaryKind, ValueId,
 };
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Param, Tensor};
 use crate::{Error, Result};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -63,9 +63,9 @@ struct State {
     /// scope is entered ([`Tracer::begin_block_at`]).
     block_hooks: HashMap<String, (String, Option<usize>)>,
     /// Placeholders of the model graph (frame 0) by full name, with their initial tensors.
-    params: Vec<(String, Rc<Tensor>)>,
-    buffers: Vec<(String, Rc<Tensor>)>,
-    named: HashMap<String, (InputKind, ValueId, *const Tensor)>,
+    params: Vec<(String, Param)>,
+    buffers: Vec<(String, Param)>,
+    named: HashMap<String, (InputKind, ValueId, *const ())>,
     constants: Vec<(String, Rc<Tensor>)>,
     region_names: HashMap<String, usize>,
     /// Source location override (the JS API sets the caller's `file:line`).
@@ -108,10 +108,11 @@ impl fmt::Debug for Var {
 #[derive(Debug)]
 pub struct Trace {
     pub graph: Graph,
-    /// Parameters read by the graph, by full name, with their initial values.
-    pub params: Vec<(String, Rc<Tensor>)>,
+    /// Parameters read by the graph, by full name, with their initial values (made when
+    /// first needed: a trace reads only their shapes and dtypes).
+    pub params: Vec<(String, Param)>,
     /// Buffers read or updated by the graph, by full name, with their initial values.
-    pub buffers: Vec<(String, Rc<Tensor>)>,
+    pub buffers: Vec<(String, Param)>,
     /// Captured tensors frozen into the graph as constants (PopTorch warns about these).
     pub constants: Vec<(String, Rc<Tensor>)>,
 }
@@ -296,14 +297,14 @@ impl Tracer {
         Ok(Var { tr: self.clone(), frame: 0, id, ty })
     }
 
-    fn state_var(&self, kind: InputKind, local: &str, value: &Rc<Tensor>) -> Result<Var> {
+    fn state_var(&self, kind: InputKind, local: &str, value: Param) -> Result<Var> {
         let what = if kind == InputKind::Parameter { "parameter" } else { "buffer" };
         check::name(&format!("a {what}'s name"), local)?;
         let full = self.full_name(local);
         let existing = self.st.borrow().named.get(&full).copied();
         let id = match existing {
             Some((k, id, ptr)) => {
-                if k != kind || ptr != Rc::as_ptr(value) {
+                if k != kind || ptr != value.id() {
                     return Err(Error::trace(format!(
                         "{what} '{full}' was reassigned during the trace: PopTorch does not allow replacing a \
                          parameter or buffer; update a buffer in place instead"
@@ -318,7 +319,7 @@ impl Tracer {
                 let op = Op::Placeholder { kind, name: full.clone() };
                 let ty = TensorType { shape: value.shape().to_vec(), dtype: value.dtype() };
                 let id = st.frames[0].graph.add_source(op, ty, meta)?;
-                st.named.insert(full.clone(), (kind, id, Rc::as_ptr(value)));
+                st.named.insert(full.clone(), (kind, id, value.id()));
                 let list = if kind == InputKind::Parameter { &mut st.params } else { &mut st.buffers };
                 list.push((full, value.clone()));
                 id
@@ -336,13 +337,13 @@ impl Tracer {
 
     /// The parameter `local` of the current module scope. Using the same tensor under the
     /// same name again (shared weights) reads the same placeholder.
-    pub fn param(&self, local: &str, value: &Rc<Tensor>) -> Result<Var> {
-        self.state_var(InputKind::Parameter, local, value)
+    pub fn param(&self, local: &str, value: impl Into<Param>) -> Result<Var> {
+        self.state_var(InputKind::Parameter, local, value.into())
     }
 
     /// The buffer `local` of the current module scope (persists across calls).
-    pub fn buffer(&self, local: &str, value: &Rc<Tensor>) -> Result<Var> {
-        self.state_var(InputKind::Buffer, local, value)
+    pub fn buffer(&self, local: &str, value: impl Into<Param>) -> Result<Var> {
+        self.state_var(InputKind::Buffer, local, value.into())
     }
 
     /// Records an in-place update of buffer `local` (PyTorch `buf.copy_(value)`).

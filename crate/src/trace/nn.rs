@@ -3,18 +3,18 @@
 //! modules: Linear (on dense or sparse input), LayerNorm, Dropout, ReLU, GELU, Embedding,
 //! Sequential and the MLP.
 //!
-//! A module owns the initial values of its parameters; calling it records ops under its
-//! scope. Parameter names follow PyTorch (`0.weight`, `convs.3.lin_l.bias`). A container
+//! A module owns its parameters ([`Param`]: shape, dtype and init recipe, the value made on
+//! first need, so tracing and planning allocate no weights); calling it records ops under
+//! its scope. Parameter names follow PyTorch (`0.weight`, `convs.3.lin_l.bias`). A container
 //! a parent indexes itself (PyTorch's `ModuleList`) is not a module here: the parent lists
 //! the items as children named `layers.0`, `layers.1`, … (and `named_modules` shows the
 //! list's own path, `layers`, as PyTorch does).
 
 use super::{check, SparseVar, Tracer, Var};
 use crate::rng::Rng;
-use crate::tensor::alloc::{check_usize_shape, try_vec};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::alloc::check_usize_shape;
+use crate::tensor::{DType, Init, Param, Tensor};
 use crate::{Error, Result};
-use std::rc::Rc;
 
 /// One argument of a module's forward: a dense tensor or a CSR sparse matrix (node
 /// features, an adjacency).
@@ -102,24 +102,24 @@ pub trait Module {
     }
 
     /// Direct parameters, by local name.
-    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_parameters(&self) -> Vec<(&str, &Param)> {
         Vec::new()
     }
 
     /// Direct buffers (persistent state that is not trained, e.g. batch norm's running
     /// statistics), by local name.
-    fn local_buffers(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_buffers(&self) -> Vec<(&str, &Param)> {
         Vec::new()
     }
 
     /// [`Module::local_buffers`], to replace their values (the same names).
-    fn local_buffers_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_buffers_mut(&mut self) -> Vec<(&str, &mut Param)> {
         Vec::new()
     }
 
     /// Calls `f` with every buffer's full dotted name and its slot, in
     /// [`Module::named_buffers`] order.
-    fn for_each_buffer_mut(&mut self, f: &mut dyn FnMut(String, &mut Rc<Tensor>)) {
+    fn for_each_buffer_mut(&mut self, f: &mut dyn FnMut(String, &mut Param)) {
         for (n, t) in self.local_buffers_mut() {
             f(n.to_string(), t);
         }
@@ -130,8 +130,8 @@ pub trait Module {
 
     /// Every buffer of the tree, by full dotted name (PyTorch `named_buffers`): the values
     /// the module was built with; a trace's executor holds the updated ones.
-    fn named_buffers(&self) -> Vec<(String, Rc<Tensor>)> {
-        let mut out: Vec<(String, Rc<Tensor>)> =
+    fn named_buffers(&self) -> Vec<(String, Param)> {
+        let mut out: Vec<(String, Param)> =
             self.local_buffers().into_iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
         for (name, child) in self.children() {
             out.extend(child.named_buffers().into_iter().map(|(n, t)| (format!("{name}.{n}"), t)));
@@ -146,7 +146,7 @@ pub trait Module {
 
     /// [`Module::local_parameters`], to replace their values (a module with parameters
     /// lists the same names in both).
-    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Param)> {
         Vec::new()
     }
 
@@ -157,7 +157,7 @@ pub trait Module {
 
     /// Calls `f` with every parameter's full dotted name and the slot holding its value, in
     /// [`Module::named_parameters`] order.
-    fn for_each_parameter_mut(&mut self, f: &mut dyn FnMut(String, &mut Rc<Tensor>)) {
+    fn for_each_parameter_mut(&mut self, f: &mut dyn FnMut(String, &mut Param)) {
         for (n, t) in self.local_parameters_mut() {
             f(n.to_string(), t);
         }
@@ -185,7 +185,7 @@ pub trait Module {
                     v.shape()
                 )))
             } else {
-                *slot = Rc::new(v);
+                *slot = Param::from_tensor(v);
                 Ok(())
             };
         });
@@ -193,8 +193,8 @@ pub trait Module {
     }
 
     /// Every parameter of the tree, by full dotted name (PyTorch `named_parameters`).
-    fn named_parameters(&self) -> Vec<(String, Rc<Tensor>)> {
-        let mut out: Vec<(String, Rc<Tensor>)> =
+    fn named_parameters(&self) -> Vec<(String, Param)> {
+        let mut out: Vec<(String, Param)> =
             self.local_parameters().into_iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
         for (name, child) in self.children() {
             out.extend(child.named_parameters().into_iter().map(|(n, t)| (format!("{name}.{n}"), t)));
@@ -231,19 +231,19 @@ impl<M: Module + ?Sized> Module for Box<M> {
     fn forward(&self, tr: &Tracer, x: &Var) -> Result<Var> {
         (**self).forward(tr, x)
     }
-    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_parameters(&self) -> Vec<(&str, &Param)> {
         (**self).local_parameters()
     }
-    fn local_buffers(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_buffers(&self) -> Vec<(&str, &Param)> {
         (**self).local_buffers()
     }
-    fn local_buffers_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_buffers_mut(&mut self) -> Vec<(&str, &mut Param)> {
         (**self).local_buffers_mut()
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         (**self).children()
     }
-    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Param)> {
         (**self).local_parameters_mut()
     }
     fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
@@ -262,24 +262,21 @@ pub fn call(tr: &Tracer, name: &str, module: &dyn Module, x: &Var) -> Result<Var
     tr.scope(name, || module.forward(tr, x))
 }
 
-/// A float32 tensor `what` of `shape`, its size checked and allocated fallibly, filled by `fill`.
-fn init(what: &str, shape: &[usize], fill: impl FnOnce(&mut [f32])) -> Result<Rc<Tensor>> {
-    check_usize_shape(what, shape, DType::Float32)?;
-    let mut data = try_vec(what, shape.iter().product(), 0f32)?;
-    fill(&mut data);
-    Ok(Rc::new(Tensor::from_f32(shape, data).map_err(Error::trace)?))
+/// A float32 parameter `what` of `shape` made by `init` (its size checked now, nothing allocated).
+fn param(what: &str, shape: &[usize], init: Init) -> Result<Param> {
+    Param::new(what, shape, DType::Float32, init)
 }
 
-fn uniform(what: &str, shape: &[usize], bound: f32, rng: &mut Rng) -> Result<Rc<Tensor>> {
-    init(what, shape, |d| rng.fill_uniform(d, -bound, bound))
+fn uniform(what: &str, shape: &[usize], bound: f32, rng: &mut Rng) -> Result<Param> {
+    param(what, shape, Init::uniform(bound, rng))
 }
 
 /// `y = x W^T + b`, initialised like PyTorch and PyG: W and b ~ U(±1/√in).
 pub struct Linear {
     pub in_features: usize,
     pub out_features: usize,
-    pub weight: Rc<Tensor>,
-    pub bias: Option<Rc<Tensor>>,
+    pub weight: Param,
+    pub bias: Option<Param>,
 }
 
 impl Linear {
@@ -332,14 +329,14 @@ impl Module for Linear {
             None => x.linear(&w, None),
         }
     }
-    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_parameters(&self) -> Vec<(&str, &Param)> {
         let mut v = vec![("weight", &self.weight)];
         if let Some(b) = &self.bias {
             v.push(("bias", b));
         }
         v
     }
-    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Param)> {
         let mut v = vec![("weight", &mut self.weight)];
         if let Some(b) = &mut self.bias {
             v.push(("bias", b));
@@ -356,8 +353,8 @@ pub struct Conv2d {
     pub out_channels: usize,
     pub kernel_size: [usize; 2],
     pub geom: crate::ir::Conv2dGeom,
-    pub weight: Rc<Tensor>,
-    pub bias: Option<Rc<Tensor>>,
+    pub weight: Param,
+    pub bias: Option<Param>,
 }
 
 impl Conv2d {
@@ -398,12 +395,7 @@ impl Conv2d {
     }
 
     /// The weight and bias, drawn as PyTorch's `reset_parameters` draws them.
-    fn init_parameters(
-        name: &str,
-        shape: &[usize; 4],
-        bias: bool,
-        rng: &mut Rng,
-    ) -> Result<(Rc<Tensor>, Option<Rc<Tensor>>)> {
+    fn init_parameters(name: &str, shape: &[usize; 4], bias: bool, rng: &mut Rng) -> Result<(Param, Option<Param>)> {
         let fan_in = shape[1] * shape[2] * shape[3];
         let bound = 1.0 / (fan_in as f32).sqrt();
         // Checked before anything is drawn, so a failure leaves `rng` as it was.
@@ -426,14 +418,14 @@ impl Module for Conv2d {
             None => x.conv2d(&w, None, self.geom),
         }
     }
-    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_parameters(&self) -> Vec<(&str, &Param)> {
         let mut v = vec![("weight", &self.weight)];
         if let Some(b) = &self.bias {
             v.push(("bias", b));
         }
         v
     }
-    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Param)> {
         let mut v = vec![("weight", &mut self.weight)];
         if let Some(b) = &mut self.bias {
             v.push(("bias", b));
@@ -464,11 +456,11 @@ pub struct BatchNorm2d {
     pub num_features: usize,
     pub eps: f32,
     pub momentum: Option<f32>,
-    pub weight: Option<Rc<Tensor>>,
-    pub bias: Option<Rc<Tensor>>,
-    pub running_mean: Option<Rc<Tensor>>,
-    pub running_var: Option<Rc<Tensor>>,
-    pub num_batches_tracked: Option<Rc<Tensor>>,
+    pub weight: Option<Param>,
+    pub bias: Option<Param>,
+    pub running_mean: Option<Param>,
+    pub running_var: Option<Param>,
+    pub num_batches_tracked: Option<Param>,
 }
 
 impl BatchNorm2d {
@@ -497,9 +489,13 @@ impl BatchNorm2d {
         let (running_mean, running_var, num_batches_tracked) = match track_running_stats {
             true => {
                 let c = num_features;
-                let rm = init(&format!("{name}: running_mean"), &[c], |d| d.fill(0.0))?;
-                let rv = init(&format!("{name}: running_var"), &[c], |d| d.fill(1.0))?;
-                (Some(rm), Some(rv), Some(Rc::new(Tensor::zeros(&[], DType::Int32))))
+                let rm = param(&format!("{name}: running_mean"), &[c], Init::Fill(0.0))?;
+                let rv = param(&format!("{name}: running_var"), &[c], Init::Fill(1.0))?;
+                (
+                    Some(rm),
+                    Some(rv),
+                    Some(Param::new(&format!("{name}: num_batches_tracked"), &[], DType::Int32, Init::Fill(0.0))?),
+                )
             }
             false => (None, None, None),
         };
@@ -507,12 +503,12 @@ impl BatchNorm2d {
     }
 
     /// The affine weight (ones) and bias (zeros), as PyTorch's `reset_parameters`.
-    fn init_parameters(name: &str, c: usize, affine: bool) -> Result<(Option<Rc<Tensor>>, Option<Rc<Tensor>>)> {
+    fn init_parameters(name: &str, c: usize, affine: bool) -> Result<(Option<Param>, Option<Param>)> {
         if !affine {
             return Ok((None, None));
         }
-        let w = init(&format!("{name}: the weight"), &[c], |d| d.fill(1.0))?;
-        let b = init(&format!("{name}: the bias"), &[c], |d| d.fill(0.0))?;
+        let w = param(&format!("{name}: the weight"), &[c], Init::Fill(1.0))?;
+        let b = param(&format!("{name}: the bias"), &[c], Init::Fill(0.0))?;
         Ok((Some(w), Some(b)))
     }
 
@@ -578,19 +574,19 @@ impl Module for BatchNorm2d {
             }
         }
     }
-    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_parameters(&self) -> Vec<(&str, &Param)> {
         [("weight", &self.weight), ("bias", &self.bias)]
             .into_iter()
             .filter_map(|(n, t)| t.as_ref().map(|t| (n, t)))
             .collect()
     }
-    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Param)> {
         [("weight", &mut self.weight), ("bias", &mut self.bias)]
             .into_iter()
             .filter_map(|(n, t)| t.as_mut().map(|t| (n, t)))
             .collect()
     }
-    fn local_buffers(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_buffers(&self) -> Vec<(&str, &Param)> {
         [
             ("running_mean", &self.running_mean),
             ("running_var", &self.running_var),
@@ -600,7 +596,7 @@ impl Module for BatchNorm2d {
         .filter_map(|(n, t)| t.as_ref().map(|t| (n, t)))
         .collect()
     }
-    fn local_buffers_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_buffers_mut(&mut self) -> Vec<(&str, &mut Param)> {
         [
             ("running_mean", &mut self.running_mean),
             ("running_var", &mut self.running_var),
@@ -662,8 +658,8 @@ impl Module for Flatten {
 /// Layer normalisation over the last dim, weight 1 and bias 0 at init.
 pub struct LayerNorm {
     pub eps: f32,
-    pub weight: Rc<Tensor>,
-    pub bias: Rc<Tensor>,
+    pub weight: Param,
+    pub bias: Param,
 }
 
 impl LayerNorm {
@@ -671,8 +667,10 @@ impl LayerNorm {
     pub fn new(size: usize) -> LayerNorm {
         LayerNorm {
             eps: 1e-5,
-            weight: Rc::new(Tensor::full(&[size], DType::Float32, 1.0)),
-            bias: Rc::new(Tensor::zeros(&[size], DType::Float32)),
+            weight: Param::new("LayerNorm: the weight", &[size], DType::Float32, Init::Fill(1.0))
+                .expect("a program's size"),
+            bias: Param::new("LayerNorm: the bias", &[size], DType::Float32, Init::Fill(0.0))
+                .expect("a program's size"),
         }
     }
 
@@ -685,8 +683,8 @@ impl LayerNorm {
         let what = format!("LayerNorm({size})");
         Ok(LayerNorm {
             eps: 1e-5,
-            weight: init(&format!("{what}: the weight"), &[size], |d| d.fill(1.0))?,
-            bias: init(&format!("{what}: the bias"), &[size], |d| d.fill(0.0))?,
+            weight: param(&format!("{what}: the weight"), &[size], Init::Fill(1.0))?,
+            bias: param(&format!("{what}: the bias"), &[size], Init::Fill(0.0))?,
         })
     }
 }
@@ -698,10 +696,10 @@ impl Module for LayerNorm {
         let b = tr.param("bias", &self.bias)?;
         x.layer_norm(1, Some((&w, &b)), self.eps)
     }
-    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_parameters(&self) -> Vec<(&str, &Param)> {
         vec![("weight", &self.weight), ("bias", &self.bias)]
     }
-    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Param)> {
         vec![("weight", &mut self.weight), ("bias", &mut self.bias)]
     }
 }
@@ -742,15 +740,13 @@ impl Module for GELU {
 
 /// A lookup table: int32 indices → rows of `weight` (init N(0, 1) as PyTorch).
 pub struct Embedding {
-    pub weight: Rc<Tensor>,
+    pub weight: Param,
 }
 
 impl Embedding {
     /// An `Embedding(num, dim)` of sizes a program chose (allocation failure aborts).
     pub fn new(num: usize, dim: usize, rng: &mut Rng) -> Embedding {
-        let mut data = vec![0f32; num * dim];
-        rng.fill_normal(&mut data);
-        Embedding { weight: Rc::new(Tensor::from_f32(&[num, dim], data).expect("shape matches")) }
+        Embedding::try_new(num, dim, rng).expect("a program's sizes")
     }
 
     /// [`Embedding::new`] for sizes a user chose: positive, checked against the tensor
@@ -760,7 +756,8 @@ impl Embedding {
             return Err(Error::trace(format!("Embedding({num}, {dim}): sizes must be positive")));
         }
         let what = format!("Embedding({num}, {dim}): the weight");
-        Ok(Embedding { weight: init(&what, &[num, dim], |d| rng.fill_normal(d))? })
+        check_usize_shape(&what, &[num, dim], DType::Float32)?;
+        Ok(Embedding { weight: param(&what, &[num, dim], Init::normal(rng))? })
     }
 }
 
@@ -777,10 +774,10 @@ impl Module for Embedding {
         shape.push(self.weight.shape()[1] as isize);
         rows.reshape(&shape)
     }
-    fn local_parameters(&self) -> Vec<(&str, &Rc<Tensor>)> {
+    fn local_parameters(&self) -> Vec<(&str, &Param)> {
         vec![("weight", &self.weight)]
     }
-    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Rc<Tensor>)> {
+    fn local_parameters_mut(&mut self) -> Vec<(&str, &mut Param)> {
         vec![("weight", &mut self.weight)]
     }
 }
@@ -918,7 +915,7 @@ pub(crate) mod tests {
     #[test]
     fn linear_init_is_bounded_by_one_over_sqrt_fan_in() {
         let l = Linear::new(100, 50, true, &mut Rng::new(1)).unwrap();
-        let w = l.weight.to_f32_vec();
+        let w = l.weight.value().unwrap().to_f32_vec();
         let max = w.iter().fold(0f32, |m, v| m.max(v.abs()));
         assert!(max <= 0.1 && max > 0.09, "{max}");
     }
@@ -942,7 +939,7 @@ pub(crate) mod tests {
         let idx = tr.input("idx", &[2, 3], DType::Int32).unwrap();
         let e = Embedding::new(10, 4, &mut Rng::new(0));
         let same = Embedding::try_new(10, 4, &mut Rng::new(0)).unwrap();
-        assert_eq!(e.weight, same.weight);
+        assert_eq!(e.weight.value().unwrap(), same.weight.value().unwrap());
         let y = e.forward(&tr, &idx).unwrap();
         assert_eq!(y.shape(), &[2, 3, 4]);
         assert!(Mlp::new(&[4], &mut Rng::new(0)).is_err());
@@ -959,7 +956,7 @@ pub(crate) mod tests {
         let e = LayerNorm::try_new(1 << 30).err().unwrap().to_string();
         assert!(e.contains("LayerNorm(1073741824)") && e.contains("4294967296 bytes"), "{e}");
         assert!(LayerNorm::try_new(0).is_err());
-        assert_eq!(LayerNorm::try_new(3).unwrap().weight.to_f32_vec(), vec![1.0; 3]);
+        assert_eq!(LayerNorm::try_new(3).unwrap().weight.value().unwrap().to_f32_vec(), vec![1.0; 3]);
         // Nothing was drawn by the failed constructors.
         assert_eq!(rng.next_u64(), Rng::new(3).next_u64());
         let sizes = vec![2; check::MAX_MLP_LAYERS + 2];
@@ -1012,13 +1009,58 @@ pub(crate) mod tests {
         check_mut_views(&mut m);
         check_mut_views(&mut Mlp::new(&[3, 4, 2], &mut rng).unwrap());
         m.set_parameter("1.bias", Tensor::full(&[3], DType::Float32, 2.0)).unwrap();
-        assert_eq!(m.named_parameters()[3].1.to_f32_vec(), vec![2.0; 3]);
+        assert_eq!(m.named_parameters()[3].1.value().unwrap().to_f32_vec(), vec![2.0; 3]);
         let e = m.set_parameter("1.bias", Tensor::zeros(&[4], DType::Float32)).unwrap_err().to_string();
         assert_eq!(e, "parameter '1.bias' is f32[3]; a f32[4] cannot replace it (same dtype and shape only)");
         assert_eq!(
             m.set_parameter("9.weight", Tensor::zeros(&[1], DType::Float32)).unwrap_err().to_string(),
             "the module has no parameter '9.weight'"
         );
+    }
+
+    #[test]
+    fn parameters_are_made_on_first_need_with_the_same_values_early_or_late() {
+        let build = || {
+            let mut rng = Rng::new(7);
+            let m = Sequential::new(vec![
+                Box::new(Linear::new(4, 3, true, &mut rng).unwrap()),
+                Box::new(Embedding::try_new(6, 2, &mut rng).unwrap()),
+                Box::new(LayerNorm::try_new(3).unwrap()),
+            ]);
+            (m, rng.next_u64())
+        };
+        let (early, after_early) = build();
+        // Tracing reads shapes only.
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2, 4], DType::Float32).unwrap();
+        let y = call(&tr, "0", early.layers[0].as_ref(), &x).unwrap();
+        let t = tr.finish(&[&y]).unwrap();
+        assert_eq!(t.params.len(), 2);
+        assert!(early.named_parameters().iter().all(|(_, p)| !p.is_materialised()));
+        assert!(t.params[0].1.same(&early.named_parameters()[0].1), "the trace holds the module's parameter");
+        let values = |m: &Sequential, order: &[usize]| {
+            let params = m.named_parameters();
+            let mut out = vec![Vec::new(); params.len()];
+            for &i in order {
+                out[i] = params[i].1.value().unwrap().to_f32_vec();
+            }
+            out
+        };
+        let (late, after_late) = build();
+        assert_eq!(after_early, after_late, "each parameter draws one seed, whatever its size");
+        let a = values(&early, &[0, 1, 2, 3, 4]);
+        // Materialised in the opposite order, and the embedding only after another model drew.
+        let _ = build();
+        let b = values(&late, &[4, 3, 2, 1, 0]);
+        assert_eq!(a, b);
+        assert!(a[0].iter().all(|v| v.abs() <= 0.5) && a[0].iter().any(|v| *v != a[0][0]));
+        assert_eq!((a[3].clone(), a[4].clone()), (vec![1.0; 3], vec![0.0; 3]));
+        // The embedding's N(0, 1) values are those of the seed it drew, as PyTorch's normal_.
+        let mut rng = Rng::new(7);
+        let (_, _) = (rng.next_u64(), rng.next_u64());
+        let mut want = vec![0f32; 12];
+        Rng::new(rng.next_u64()).fill_normal(&mut want);
+        assert_eq!(a[2], want);
     }
 
     #[test]

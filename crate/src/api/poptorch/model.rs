@@ -79,7 +79,7 @@ fn host_model(module: &JsValue) -> JsResult<HostModel> {
     if let Some(h) = HOSTS.with(|h| h.borrow().get(&id).and_then(WeakHostModel::upgrade)) {
         return Ok(h);
     }
-    let host = HostModel::untraced(state::values(module, Kind::Parameter)?, state::values(module, Kind::Buffer)?);
+    let host = HostModel::untraced(state::params(module, Kind::Parameter)?, state::params(module, Kind::Buffer)?);
     HOSTS.with(|h| {
         let mut h = h.borrow_mut();
         h.retain(|_, w| w.upgrade().is_some());
@@ -151,17 +151,24 @@ struct ArgSpec {
 /// A call's inputs: the executor's tensors with their names (`input<i>` unless given), and
 /// what each argument of `forward` is.
 struct CallInputs {
-    flat: Vec<(String, Rc<Tensor>)>,
+    /// Each tensor's name, type and value (none for a shape-only input of a plan).
+    flat: Vec<(String, TensorType, Option<Rc<Tensor>>)>,
     args: Vec<ArgSpec>,
 }
 
 impl CallInputs {
+    /// The values (every input has one: [`inputs_arg`] takes shape-only inputs for plans only).
     fn tensors(&self) -> Vec<Rc<Tensor>> {
-        self.flat.iter().map(|(_, t)| t.clone()).collect()
+        self.flat.iter().filter_map(|(_, _, t)| t.clone()).collect()
+    }
+    fn types(&self) -> Vec<TensorType> {
+        self.flat.iter().map(|(_, ty, _)| ty.clone()).collect()
     }
 }
 
-fn inputs_arg(v: &JsValue, what: &str) -> JsResult<CallInputs> {
+/// A call's inputs; with `type_only`, a dense input may be `{ shape, dtype }` with no data
+/// (a plan reads only types).
+fn inputs_arg(v: &JsValue, what: &str, type_only: bool) -> JsResult<CallInputs> {
     let items = if args::is_absent(v) { Vec::new() } else { args::list(v, what, MAX_INPUTS)? };
     let mut out = CallInputs { flat: Vec::new(), args: Vec::new() };
     for (i, x) in items.iter().enumerate() {
@@ -173,13 +180,19 @@ fn inputs_arg(v: &JsValue, what: &str) -> JsResult<CallInputs> {
                 if args::is_absent(&name) { format!("input{i}") } else { args::name(&name, &format!("{w}.name"))? };
             let (tensors, dims) = sparse::host_sparse_from_js(x, &w)?;
             for (part, t) in ["indptr", "indices", "values"].iter().zip(tensors) {
-                out.flat.push((format!("{name}.{part}"), Rc::new(t)));
+                let ty = TensorType { shape: t.shape().to_vec(), dtype: t.dtype() };
+                out.flat.push((format!("{name}.{part}"), ty, Some(Rc::new(t))));
             }
             out.args.push(ArgSpec { name, first, sparse: Some(dims) });
         } else {
-            let (name, t) = host_tensor::from_js_named(x, &w)?;
+            let (name, ty, t) = if type_only {
+                host_tensor::from_js_named_or_type(x, &w)?
+            } else {
+                let (name, t) = host_tensor::from_js_named(x, &w)?;
+                (name, TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }, Some(t))
+            };
             let name = name.unwrap_or_else(|| format!("input{i}"));
-            out.flat.push((name.clone(), Rc::new(t)));
+            out.flat.push((name.clone(), ty, t.map(Rc::new)));
             out.args.push(ArgSpec { name, first, sparse: None });
         }
     }
@@ -288,24 +301,26 @@ impl Wrapped {
     fn refresh_host(&mut self) -> JsResult<()> {
         let host = self.exec.model().clone();
         let compiled = self.exec.is_compiled();
-        for (name, t) in state::values(&self.module, Kind::Parameter)? {
+        for (name, t) in state::params(&self.module, Kind::Parameter)? {
             let old = host.parameter(&name);
             let per_group = self.exec.grouping(&name).is_some() && old.as_ref().is_some_and(|h| h.shape() != t.shape());
-            if per_group {
+            if per_group || old.as_ref().is_some_and(|h| h.same(&t)) {
                 continue;
             }
             match old {
                 Some(h) if compiled => {
-                    let v = state::replacement(Kind::Parameter, &name, &h, (*t).clone(), false)?;
+                    let v =
+                        state::replacement(Kind::Parameter, &name, &h, (*t.value().map_err(js_err)?).clone(), false)?;
                     host.set_parameter(&name, v).map_err(js_err)?;
                 }
                 _ => host.reload_parameter(&name, t),
             }
         }
-        for (name, t) in state::values(&self.module, Kind::Buffer)? {
+        for (name, t) in state::params(&self.module, Kind::Buffer)? {
             match host.buffer(&name) {
+                Some(h) if h.same(&t) => {}
                 Some(h) if compiled => {
-                    let v = state::replacement(Kind::Buffer, &name, &h, (*t).clone(), false)?;
+                    let v = state::replacement(Kind::Buffer, &name, &h, (*t.value().map_err(js_err)?).clone(), false)?;
                     host.set_buffer(&name, v).map_err(js_err)?;
                 }
                 _ => host.reload_buffer(&name, t),
@@ -318,8 +333,7 @@ impl Wrapped {
     /// the trace (before compilation).
     fn attach(&mut self, inputs: &CallInputs) -> JsResult<()> {
         self.refresh_host()?;
-        let types: Vec<TensorType> =
-            inputs.flat.iter().map(|(_, t)| TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }).collect();
+        let types = inputs.types();
         let micro = self.exec.micro_batch_types(&types).map_err(js_err)?;
         for (i, a) in inputs.args.iter().enumerate() {
             if a.sparse.is_some() && (a.first..a.first + 3).any(|k| micro[k] != types[k]) {
@@ -435,7 +449,7 @@ impl PoplarExecutorJs {
         &self,
         #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse)[]")] inputs: JsValue,
     ) -> JsResult<JsValue> {
-        let inputs = inputs_arg(&inputs, "call: inputs")?;
+        let inputs = inputs_arg(&inputs, "call: inputs", false)?;
         self.with(|w| {
             if !w.exec.is_compiled() {
                 w.compile(&inputs)?;
@@ -475,23 +489,27 @@ impl PoplarExecutorJs {
         &self,
         #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse)[]")] inputs: JsValue,
     ) -> JsResult<()> {
-        let inputs = inputs_arg(&inputs, "compile: inputs")?;
+        let inputs = inputs_arg(&inputs, "compile: inputs", false)?;
         self.with(|w| w.compile(&inputs))
     }
 
     /// `plan(...inputs)`: the planner's Plan of this model and options for a call with these
-    /// inputs (the compiled plan once compiled), as `plan()` returns it.
+    /// inputs (the compiled plan once compiled), as `plan()` returns it. A dense input may be
+    /// shape-only, `{ shape, dtype }` with no data; no parameter is materialised.
     #[wasm_bindgen(js_name = _plan)]
     pub fn plan(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse)[]")] inputs: JsValue,
+        #[wasm_bindgen(
+            unchecked_param_type = "(HostTensorInput | HostSparse | { shape: number[], dtype?: string, name?: string })[]"
+        )]
+        inputs: JsValue,
     ) -> JsResult<JsValue> {
-        let inputs = inputs_arg(&inputs, "plan: inputs")?;
+        let inputs = inputs_arg(&inputs, "plan: inputs", true)?;
         self.with(|w| {
             if !w.exec.is_compiled() {
                 w.attach(&inputs)?;
             }
-            let p = w.exec.plan_for(&inputs.tensors()).map_err(js_err)?;
+            let p = w.exec.plan_for(&inputs.types()).map_err(js_err)?;
             JSON::parse(&p.to_json())
         })
     }
@@ -647,7 +665,7 @@ impl PoplarExecutorJs {
                 .model()
                 .parameter(&name)
                 .ok_or_else(|| args::error(&format!("getParameter: the model has no parameter '{name}'")))?;
-            host_tensor::to_js(&t)
+            host_tensor::to_js(t.value().map_err(js_err)?.as_ref())
         })
     }
 
@@ -666,7 +684,7 @@ impl PoplarExecutorJs {
         self.with(|w| {
             let entry = state::entries(&w.module, Kind::Parameter)?.into_iter().find(|e| e.full == name);
             if let Some(e) = entry {
-                if state::own_value(&e.module, Kind::Parameter, &e.local)?.shape() == t.shape() {
+                if state::own_param(&e.module, Kind::Parameter, &e.local)?.shape() == t.shape() {
                     state::set_own(&e.module, Kind::Parameter, &e.local, &t)?;
                 }
             }
