@@ -491,11 +491,7 @@ impl BatchNorm2d {
                 let c = num_features;
                 let rm = param(&format!("{name}: running_mean"), &[c], Init::Fill(0.0))?;
                 let rv = param(&format!("{name}: running_var"), &[c], Init::Fill(1.0))?;
-                (
-                    Some(rm),
-                    Some(rv),
-                    Some(Param::new(&format!("{name}: num_batches_tracked"), &[], DType::Int32, Init::Fill(0.0))?),
-                )
+                (Some(rm), Some(rv), Some(Param::from_tensor(Tensor::zeros(&[], DType::Int32))))
             }
             false => (None, None, None),
         };
