@@ -205,7 +205,7 @@ fn replica_grouping_example_of_the_docs_trains_the_whole_model() {
 
     let tr = Tracer::new();
     let x = tr.input("X", &[1, 12, 40], DType::Float32).unwrap();
-    let w = tr.param("W", &t(&[40, 14], vec![0.0; 40 * 14])).unwrap();
+    let w = tr.param("W", t(&[40, 14], vec![0.0; 40 * 14])).unwrap();
     let z = x.matmul(&w).unwrap();
     let loss = z.mul(&z).unwrap().identity_loss(Reduction::Mean).unwrap();
     let model = HostModel::new(&tr.finish(&[&z, &loss]).unwrap());
@@ -238,7 +238,7 @@ fn replica_grouping_example_of_the_docs_trains_the_whole_model() {
     // The whole model on the CPU.
     let tr = Tracer::new();
     let x = tr.input("X", &[24, 40], DType::Float32).unwrap();
-    let w = tr.param("W", &t(&[40, 56], w_full)).unwrap();
+    let w = tr.param("W", t(&[40, 56], w_full)).unwrap();
     let z = x.matmul(&w).unwrap();
     let loss = z.mul(&z).unwrap().identity_loss(Reduction::Mean).unwrap();
     let full = tr.finish(&[&loss]).unwrap();
@@ -265,7 +265,7 @@ fn replica_grouping_example_of_the_docs_trains_the_whole_model() {
 fn grouped_model() -> HostModel {
     let tr = Tracer::new();
     let x = tr.input("x", &[1, 2], DType::Float32).unwrap();
-    let w = tr.param("w", &t(&[2], vec![1.0, 1.0])).unwrap();
+    let w = tr.param("w", t(&[2], vec![1.0, 1.0])).unwrap();
     let loss = x.mul(&w).unwrap().identity_loss(Reduction::Sum).unwrap();
     HostModel::new(&tr.finish(&[&loss]).unwrap())
 }
@@ -321,7 +321,7 @@ fn replica_grouping_host_tensor_holds_one_slice_per_group() {
     // A scalar weight cannot have one value per group.
     let tr = Tracer::new();
     let x = tr.input("x", &[1], DType::Float32).unwrap();
-    let s = x.mul(&tr.param("s", &Rc::new(Tensor::scalar(1.0))).unwrap()).unwrap();
+    let s = x.mul(&tr.param("s", Rc::new(Tensor::scalar(1.0))).unwrap()).unwrap();
     let model = HostModel::new(&tr.finish(&[&s.identity_loss(Reduction::Sum).unwrap()]).unwrap());
     let mut o = Options::new();
     o.replication_factor(2).unwrap();
@@ -397,9 +397,9 @@ fn buffers_of_a_training_model_reach_the_host_and_reassigning_is_an_error() {
     // A running count of training samples next to the loss.
     let tr = Tracer::new();
     let x = tr.input("x", &[2, 1], DType::Float32).unwrap();
-    let seen = tr.buffer("seen", &Rc::new(Tensor::zeros(&[], DType::Float32))).unwrap();
+    let seen = tr.buffer("seen", Rc::new(Tensor::zeros(&[], DType::Float32))).unwrap();
     tr.buffer_update("seen", &seen.add(&tr.full(&[], DType::Float32, 2.0).unwrap()).unwrap()).unwrap();
-    let w = tr.param("w", &t(&[1], vec![0.5])).unwrap();
+    let w = tr.param("w", t(&[1], vec![0.5])).unwrap();
     let loss = x.mul(&w).unwrap().identity_loss(Reduction::Mean).unwrap();
     let model = HostModel::new(&tr.finish(&[&loss]).unwrap());
     let mut o = Options::new();
@@ -413,8 +413,8 @@ fn buffers_of_a_training_model_reach_the_host_and_reassigning_is_an_error() {
     );
     // Registering another tensor under a buffer's name is PopTorch's reassignment error.
     let tr = Tracer::new();
-    tr.buffer("b", &Rc::new(Tensor::zeros(&[1], DType::Float32))).unwrap();
-    let e = tr.buffer("b", &Rc::new(Tensor::zeros(&[1], DType::Float32))).unwrap_err().to_string();
+    tr.buffer("b", Rc::new(Tensor::zeros(&[1], DType::Float32))).unwrap();
+    let e = tr.buffer("b", Rc::new(Tensor::zeros(&[1], DType::Float32))).unwrap_err().to_string();
     assert!(e.contains("reassigned"), "{e}");
 }
 
@@ -424,7 +424,7 @@ fn buffers_of_a_training_model_reach_the_host_and_reassigning_is_an_error() {
 fn slicing_a_constant_width_window_wraps_round_on_every_iteration() {
     // t[x : x + 4] on an 8-entry table, x read per device iteration.
     let tr = Tracer::new();
-    let table = tr.param("table", &t(&[8], (0..8).map(|i| i as f32).collect())).unwrap();
+    let table = tr.param("table", t(&[8], (0..8).map(|i| i as f32).collect())).unwrap();
     let x = tr.input("x", &[1], DType::Int32).unwrap();
     let end = x.add(&tr.full(&[], DType::Int32, 4.0).unwrap()).unwrap();
     let window = table.slice_bounds(0, Bound::Var(&x), Bound::Var(&end), 1).unwrap();

@@ -26,9 +26,9 @@ pub(super) fn pair(v: &JsValue, what: &str, min: usize, default: Option<[usize; 
     } else {
         vec![args::integer(v, what, 0, MAX_TENSOR_BYTES as i64)?; 2]
     };
-    match vals.as_slice() {
-        &[h, w] if h >= min as i64 && w >= min as i64 => Ok([h as usize, w as usize]),
-        &[_, _] => Err(args::range_error(&format!("{what} must be at least {min}, got {vals:?}"))),
+    match *vals.as_slice() {
+        [h, w] if h >= min as i64 && w >= min as i64 => Ok([h as usize, w as usize]),
+        [_, _] => Err(args::range_error(&format!("{what} must be at least {min}, got {vals:?}"))),
         _ => Err(args::type_error(&format!("{what} must be a whole number or [h, w], got {} sizes", vals.len()))),
     }
 }

@@ -643,7 +643,7 @@ mod tests {
     fn tiny() -> Graph {
         let tr = Tracer::new();
         let x = tr.input("x", &[4, 8], DType::Float32).unwrap();
-        let w = tr.param("w", &std::rc::Rc::new(crate::tensor::Tensor::zeros(&[8, 8], DType::Float32))).unwrap();
+        let w = tr.param("w", std::rc::Rc::new(crate::tensor::Tensor::zeros(&[8, 8], DType::Float32))).unwrap();
         let y = x.matmul(&w).unwrap().relu().unwrap().mean(&[], false).unwrap();
         tr.finish(&[&y]).unwrap().graph
     }

@@ -252,7 +252,7 @@ mod tests {
     fn parameters_and_constants_are_not_activations_and_unread_values_never_live() {
         let tr = Tracer::new();
         let x = tr.input("x", &[4], DType::Float32).unwrap();
-        let w = tr.param("w", &std::rc::Rc::new(crate::tensor::Tensor::zeros(&[4], DType::Float32))).unwrap();
+        let w = tr.param("w", std::rc::Rc::new(crate::tensor::Tensor::zeros(&[4], DType::Float32))).unwrap();
         let _unused = x.exp().unwrap();
         let y = x.mul(&w).unwrap();
         let t = tr.finish(&[&y]).unwrap();

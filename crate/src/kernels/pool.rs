@@ -36,7 +36,10 @@ fn taps(g: &Pool2dGeom, axis: usize, o: usize, len: usize) -> Vec<usize> {
 
 /// `MaxPool2d`: the maximum of each window; the index of the first maximum (row-major in
 /// the window) goes to the gradient.
-fn max_pool(g: &Pool2dGeom, x: &Tensor) -> Result<(Vec<f32>, Vec<usize>, Vec<usize>), String> {
+/// A max pool's values, the input index of each output's maximum, and the output shape.
+type MaxPooled = (Vec<f32>, Vec<usize>, Vec<usize>);
+
+fn max_pool(g: &Pool2dGeom, x: &Tensor) -> Result<MaxPooled, String> {
     let [n, c, h, w] = nchw(x.shape(), "input")?;
     let out = pool2d_shape(g, x.shape())?;
     let (oh, ow) = (out[2], out[3]);
