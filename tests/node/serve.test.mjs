@@ -430,7 +430,8 @@ describe("serve.mjs: protocol errors and slow clients", () => {
       const started = Date.now();
       let now = open();
       for (; now > before && Date.now() - started < IDLE_MS * 15; await sleep(50)) now = open();
-      assert.equal(now, before, `${now - before} descriptors still open ${Date.now() - started} ms later`);
+      // At most as many as before: an earlier connection of the suite may close meanwhile too.
+      assert.ok(now <= before, `${now - before} descriptors still open ${Date.now() - started} ms later`);
     } finally {
       socket.resume();
     }
