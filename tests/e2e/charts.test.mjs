@@ -333,10 +333,11 @@ describe("charts, the plan adapter and the options", () => {
         const a = { plan, graph, optionsFromCode: [{ field: "gradientAccumulation", value: 4, line: 31 }, { field: "strategy", value: {}, line: 12 }] };
         return {
           node: diagnosticLine(a, { code: "x", message: "m", node: 4 }),
-          accumulation: diagnosticLine(a, { code: "pipeline_gradient_accumulation", message: "m", node: null }),
-          phases: diagnosticLine(a, { code: "parallel_phase_parity", message: "m", node: null }),
-          panel: diagnosticLine(a, { code: "pipeline_device_iterations", message: "m", node: null }),
-          none: diagnosticLine({ plan, graph }, { code: "pipeline_gradient_accumulation", message: "m", node: null }),
+          // The plan's diagnostics about an option carry its key (`option`), which names the field.
+          accumulation: diagnosticLine(a, { code: "pipeline_gradient_accumulation", message: "m", node: null, option: "Training.gradientAccumulation" }),
+          phases: diagnosticLine(a, { code: "parallel_phase_parity", message: "m", node: null, option: "executionStrategy" }),
+          panel: diagnosticLine(a, { code: "pipeline_device_iterations", message: "m", node: null, option: "deviceIterations" }),
+          none: diagnosticLine({ plan, graph }, { code: "pipeline_gradient_accumulation", message: "m", node: null, option: "Training.gradientAccumulation" }),
         };
       },
       { plan: fixturePlan(), graph: fixtureGraph() },

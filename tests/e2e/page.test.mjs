@@ -602,7 +602,7 @@ describe("the playground page", () => {
     await waitAnalysis(page, seq);
     assert.match(await text("#err-gradientAccumulation"), /whole number .* got 1\.5/);
     // The page cannot make a poptorch.Options of it: the code is not run, and Fit & errors says why.
-    assert.match(await text("#fit-current"), /Invalid options: invalid type: floating point `1\.5`/);
+    assert.match(await text("#fit-current"), /^error ?Invalid options: `Training\.gradientAccumulation`: invalid type: floating point `1\.5`/);
     seq = await seqOf(page);
     await page.getByLabel("Gradient accumulation").fill("8");
     await page.getByLabel("Device iterations").fill("1");

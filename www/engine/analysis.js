@@ -69,7 +69,8 @@ export function panelOptions(json) {
   try {
     return pkg.poptorch.Options.fromJSON(json);
   } catch (e) {
-    const message = `Invalid options: ${e?.message ?? String(e)}`;
+    // The core's own JSON error already says "Invalid options: …"; a check's refusal does not.
+    const message = e?.code === "options_json" ? e.message : `Invalid options: ${e?.message ?? String(e)}`;
     throw makeError(ErrorKind.OPTION, message, { field: fieldOfDiagnostic(e) ?? "options" });
   }
 }

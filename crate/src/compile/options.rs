@@ -750,10 +750,13 @@ impl Options {
         let mut o: Options = match serde_json::from_value(value.clone()) {
             Ok(o) => o,
             Err(e) => {
-                let d = bad(field_error(fields).unwrap_or_else(|| e.to_string()));
+                // Named by the key that does not read (inside its group where it is in one),
+                // else by the first top-level option that fails alone.
                 return Err(match unreadable_key(&value) {
-                    Some(key) => d.on(key),
-                    None => d,
+                    Some(key) => {
+                        bad(format!("`{}`: {e}", crate::error::brief(&key, 80))).on(crate::error::brief(&key, 200))
+                    }
+                    None => bad(field_error(fields).unwrap_or_else(|| e.to_string())),
                 });
             }
         };
