@@ -144,13 +144,17 @@ pub fn avg_pool2d_grad(
         return Err(format!("gradient {:?} does not match the output {want:?}", g.shape()));
     }
     avg_windows(geom, count_include_pad, in_shape, |plane, o, (r0, r1), (c0, c1), div| {
-        let v = gd[o] / div;
-        let dst = &mut gx[plane * h * w..];
-        for r in r0..r1 {
-            dst[r * w + c0..r * w + c1].iter_mut().for_each(|e| *e += v);
-        }
+        spread(&mut gx[plane * h * w..], w, (r0, r1), (c0, c1), gd[o] / div);
     })?;
     Ok(Tensor::F32(array(in_shape, gx)?))
+}
+
+/// Adds `v` to every element of the window rows `r0..r1`, columns `c0..c1` of a plane of
+/// width `w` (an average pool's gradient spread over its window).
+fn spread(plane: &mut [f32], w: usize, (r0, r1): (usize, usize), (c0, c1): (usize, usize), v: f32) {
+    for r in r0..r1 {
+        plane[r * w + c0..r * w + c1].iter_mut().for_each(|e| *e += v);
+    }
 }
 
 /// PyTorch's adaptive window of output `i` of `out` over `len`: `⌊i·len/out⌋ ..
@@ -204,11 +208,7 @@ pub fn adaptive_avg_pool2d_grad(in_shape: &[usize], g: &Tensor) -> Result<Tensor
     let gd = f32_data(g, "gradient")?;
     let mut gx = vec![0f32; n * c * h * w];
     adaptive_windows([gs[2], gs[3]], in_shape, |plane, o, (r0, r1), (c0, c1), div| {
-        let v = gd[o] / div;
-        let dst = &mut gx[plane * h * w..];
-        for r in r0..r1 {
-            dst[r * w + c0..r * w + c1].iter_mut().for_each(|e| *e += v);
-        }
+        spread(&mut gx[plane * h * w..], w, (r0, r1), (c0, c1), gd[o] / div);
     })?;
     Ok(Tensor::F32(array(in_shape, gx)?))
 }

@@ -88,6 +88,41 @@ pub fn check_arity(tr: &Tracer, module: &str, args: &[Arg], n: usize, signature:
     Ok(())
 }
 
+/// A module's two kinds of state, walked by the same code.
+#[derive(Clone, Copy)]
+enum State {
+    Parameter,
+    Buffer,
+}
+
+/// Every parameter or buffer of `m`'s tree, by full dotted name, in tree order.
+fn named_state<M: Module + ?Sized>(m: &M, kind: State) -> Vec<(String, Param)> {
+    let local = match kind {
+        State::Parameter => m.local_parameters(),
+        State::Buffer => m.local_buffers(),
+    };
+    let mut out: Vec<(String, Param)> = local.into_iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
+    for (name, child) in m.children() {
+        out.extend(named_state(child, kind).into_iter().map(|(n, t)| (format!("{name}.{n}"), t)));
+    }
+    out
+}
+
+/// Calls `f` with every parameter's or buffer's full dotted name and its slot, in
+/// [`named_state`] order.
+fn for_each_state_mut<M: Module + ?Sized>(m: &mut M, kind: State, f: &mut dyn FnMut(String, &mut Param)) {
+    let local = match kind {
+        State::Parameter => m.local_parameters_mut(),
+        State::Buffer => m.local_buffers_mut(),
+    };
+    for (n, t) in local {
+        f(n.to_string(), t);
+    }
+    for (name, child) in m.children_mut() {
+        for_each_state_mut(child, kind, &mut |n, t| f(format!("{name}.{n}"), t));
+    }
+}
+
 /// A module: a named tree of parameters with a traced forward, like PyTorch's `nn.Module`.
 /// Every module implements [`Module::forward_args`] for the arguments it takes (one dense
 /// tensor for most, features and an adjacency for graph convolutions) and says what is
@@ -120,23 +155,13 @@ pub trait Module {
     /// Calls `f` with every buffer's full dotted name and its slot, in
     /// [`Module::named_buffers`] order.
     fn for_each_buffer_mut(&mut self, f: &mut dyn FnMut(String, &mut Param)) {
-        for (n, t) in self.local_buffers_mut() {
-            f(n.to_string(), t);
-        }
-        for (name, child) in self.children_mut() {
-            child.for_each_buffer_mut(&mut |n, t| f(format!("{name}.{n}"), t));
-        }
+        for_each_state_mut(self, State::Buffer, f)
     }
 
     /// Every buffer of the tree, by full dotted name (PyTorch `named_buffers`): the values
     /// the module was built with; a trace's executor holds the updated ones.
     fn named_buffers(&self) -> Vec<(String, Param)> {
-        let mut out: Vec<(String, Param)> =
-            self.local_buffers().into_iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
-        for (name, child) in self.children() {
-            out.extend(child.named_buffers().into_iter().map(|(n, t)| (format!("{name}.{n}"), t)));
-        }
-        out
+        named_state(self, State::Buffer)
     }
 
     /// Submodules, by attribute name (a list's items as `list.0`, `list.1`, …).
@@ -158,12 +183,7 @@ pub trait Module {
     /// Calls `f` with every parameter's full dotted name and the slot holding its value, in
     /// [`Module::named_parameters`] order.
     fn for_each_parameter_mut(&mut self, f: &mut dyn FnMut(String, &mut Param)) {
-        for (n, t) in self.local_parameters_mut() {
-            f(n.to_string(), t);
-        }
-        for (name, child) in self.children_mut() {
-            child.for_each_parameter_mut(&mut |n, t| f(format!("{name}.{n}"), t));
-        }
+        for_each_state_mut(self, State::Parameter, f)
     }
 
     /// Replaces the value of parameter `name` (a full dotted name) with one of the same
@@ -194,12 +214,7 @@ pub trait Module {
 
     /// Every parameter of the tree, by full dotted name (PyTorch `named_parameters`).
     fn named_parameters(&self) -> Vec<(String, Param)> {
-        let mut out: Vec<(String, Param)> =
-            self.local_parameters().into_iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
-        for (name, child) in self.children() {
-            out.extend(child.named_parameters().into_iter().map(|(n, t)| (format!("{name}.{n}"), t)));
-        }
-        out
+        named_state(self, State::Parameter)
     }
 
     /// Every submodule path (PyTorch `named_modules`, the root as ""); a list's own path
