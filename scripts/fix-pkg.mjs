@@ -101,8 +101,77 @@ const USER_NAMES = {
 // 2. Stack headroom: a call entering wasm with the JS stack nearly spent (a forward that
 //    recurses without end) overflows inside Rust. Every entry into wasm first probes, in
 //    JS, that some stack is left, and throws the RangeError itself when it is not.
+const SITE_FRAMES = 3;
+// The tracer's reading of the site (crate/src/api/nn.rs `js_caller`, imported by the name
+// `__ipuCallerSite`): the first frame outside this package as "file:line", the number 1 when
+// that is the same text as the previous answer (a loop's ops cross no string), or undefined
+// where the site is unknown (no capture, a stack of strings, only the package's own frames):
+// the tracer then reads the whole stack itself. The caller's Error.prepareStackTrace, own
+// property or not, is put back as it was.
+const SITE_READER = `var __ipuSite = null;
+var __ipuSiteRead = null;
+var __ipuSiteText;
+var __ipuSiteLast;
+function __ipuSiteFrames(_error, frames) {
+    return frames;
+}
+function __ipuSiteOf(frames) {
+    if (!Array.isArray(frames)) return undefined;
+    for (const f of frames) {
+        const file = f.getFileName();
+        if (typeof file !== "string" || file.includes("ipu_playground") || file.startsWith("wasm") || file.includes("<anonymous>")) continue;
+        if (f.isEval()) continue;
+        const line = f.getLineNumber();
+        return typeof line === "number" ? file + ":" + line : undefined;
+    }
+    return undefined;
+}
+function __ipuCallerSite() {
+    const site = __ipuSite;
+    if (site === null) return undefined;
+    if (site !== __ipuSiteRead) {
+        const own = Object.hasOwn(Error, "prepareStackTrace");
+        const prepare = Error.prepareStackTrace;
+        let frames;
+        __ipuSiteRead = site;
+        __ipuSiteText = undefined;
+        try {
+            Error.prepareStackTrace = __ipuSiteFrames;
+            frames = site.stack;
+        } catch (_) {
+            return undefined;
+        } finally {
+            try {
+                if (own) Error.prepareStackTrace = prepare;
+                else delete Error.prepareStackTrace;
+            } catch (_) {}
+        }
+        __ipuSiteText = __ipuSiteOf(frames);
+    }
+    const text = __ipuSiteText;
+    if (text === undefined) return undefined;
+    if (text === __ipuSiteLast) return 1;
+    __ipuSiteLast = text;
+    return text;
+}
+// The Proxy handler of a submodule's forward during a trace (crate/src/api/nn.rs
+// \`wrap_forward\`): the module's scope entered and left around the call, in JS, so that no
+// wasm frame lies between the module's caller and the ops it records.
+function __ipuModuleHandler(trace, index) {
+    return {
+        apply(target, self, args) {
+            _enterModule(trace, index);
+            try {
+                return Reflect.apply(target, self, args);
+            } finally {
+                _exitModule(trace);
+            }
+        },
+    };
+}`;
 let patched = glue;
 const STACK_PROBE_LEVELS = 400; // 100 were enough for 27,000 calls at every depth near the end
+const STACK_PROBE_SMALL = 100;
 const fail = (msg) => {
   console.error(`fix-pkg: ${entry}: ${msg}: has wasm-bindgen's glue changed?`);
   process.exit(1);
@@ -194,7 +263,14 @@ if (!patched.includes("/* own-class check */")) {
   let entries = 0;
   patched = patched.replace(/\bwasm\.((?!__wbindgen_|__externref_)[A-Za-z0-9_$]+)\(/g, (_, f) => {
     entries++;
-    return `(__ipuStack(), wasm.${f})(`;
+    // The tracer's own small entries (a Tensor op, a module call's scope) need less stack
+    // than the engine's deepest call: a smaller probe (the recursion test in
+    // tests/node/fuzz.test.mjs calls them at every depth near the end).
+    // Leaf modules' forward (no call back into the user's code) are such too. A module
+    // call's scope change records no op: no call site to capture.
+    if (/^(_enterModule|_exitModule)$/.test(f)) return `(__ipuStack(${STACK_PROBE_SMALL}), wasm.${f})(`;
+    const small = /^tensor_/.test(f) || (/_forward$/.test(f) && !/^(groupaddrev|module|modulelist|sequential)_forward$/.test(f));
+    return `(__ipuEnter(${small ? STACK_PROBE_SMALL : STACK_PROBE_LEVELS}), wasm.${f})(`;
   });
   if (entries < counts.methods) fail(`the stack-headroom patch found only ${entries} entries into wasm`);
   patched += `
@@ -204,9 +280,30 @@ if (!patched.includes("/* own-class check */")) {
 function __ipuStackProbe(n, a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q) {
     return n <= 0 ? 0 : 1 + __ipuStackProbe(n - 1, a, b, c, d, e, f, g, h, i, j, k, l, m, o, p, q);
 }
-function __ipuStack() {
+// Every entry into wasm: the stack probe, then the call site that entered, captured (not
+// formatted: V8 formats a stack when it is first read) for the tracer's \`file:line\`.
+function __ipuEnter(levels) {
+    __ipuStack(levels);
+    __ipuSite = null;
+    if (typeof Error.captureStackTrace !== "function") return; // not V8: the tracer parses Error().stack
+    const limit = Error.stackTraceLimit;
     try {
-        __ipuStackProbe(${STACK_PROBE_LEVELS}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        // The frames below this one: the glue's method, then its caller (the glue's own
+        // wrappers, at most a few, before the user's frame).
+        Error.stackTraceLimit = ${SITE_FRAMES};
+        const site = {};
+        Error.captureStackTrace(site, __ipuEnter);
+        __ipuSite = site;
+    } catch (_) {
+        // Error.stackTraceLimit made read-only by the caller: no site, the tracer reads the stack itself.
+    } finally {
+        if (Error.stackTraceLimit !== limit) Error.stackTraceLimit = limit;
+    }
+}
+${SITE_READER}
+function __ipuStack(levels) {
+    try {
+        __ipuStackProbe(levels, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     } catch (e) {
         throw new RangeError("Maximum call stack size exceeded: too little stack is left to enter the engine (does a forward recurse without end?)");
     }

@@ -423,22 +423,28 @@ test("sizes each within the limits can still make a model too big as a whole: an
 test("a forward that recurses until the stack runs out, calling the engine at every depth on its way back, leaves it working", () => {
   // Without the glue's stack-headroom check, a call entering wasm with the stack nearly
   // spent overflowed inside Rust and left the module broken ("memory access out of bounds").
+  // The glue probes less stack for the tracer's small entries (a Tensor op, a leaf module's
+  // forward, a submodule call's scope through its Proxy) than for the others: each is called
+  // at every depth here.
   let calls = 0;
   let refused = 0;
   good("a deeply recursing forward", () =>
     api.trace({
+      fc: new api.Linear(2, 2),
       forward(x) {
         const down = () => {
           try {
             down();
           } catch {}
-          try {
-            calls++;
-            x.relu();
-          } catch (e) {
-            check("an op near the end of the stack", e);
-            assert.equal(e.name, "RangeError", e.message);
-            refused++;
+          for (const op of [() => x.relu(), () => this.fc.forward(x), () => x.add(x)]) {
+            try {
+              calls++;
+              op();
+            } catch (e) {
+              check("an op near the end of the stack", e);
+              assert.equal(e.name, "RangeError", e.message);
+              refused++;
+            }
           }
         };
         down();

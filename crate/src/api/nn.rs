@@ -47,6 +47,10 @@ struct Session {
     tracer: Tracer,
     /// The traced value of each handle, by handle index.
     vars: Vec<Var>,
+    /// The path of each wrapped submodule, by the index its Proxy handler passes.
+    paths: Vec<String>,
+    /// The scopes that module calls entered through the glue's handler replaced, innermost last.
+    scopes: Vec<String>,
 }
 
 thread_local! {
@@ -152,13 +156,48 @@ fn user_frame(frames: &JsValue) -> Option<String> {
     None
 }
 
+#[wasm_bindgen]
+extern "C" {
+    /// The glue's site of the call that entered wasm (`scripts/fix-pkg.mjs` defines it in the
+    /// package's glue, which captures a few frames at every entry, V8 only): the first frame
+    /// outside the package as `"file:line"`, the number 1 for the same text as its previous
+    /// answer, or undefined where it does not know. Without fix-pkg's glue (the wasm tests)
+    /// the name is not defined: an `Err`, and [`js_caller`] reads the stack itself.
+    #[wasm_bindgen(catch, js_name = __ipuCallerSite)]
+    fn glue_caller_site() -> Result<JsValue, JsValue>;
+}
+
+thread_local! {
+    /// The glue's previous answer of [`glue_caller_site`], as recorded.
+    static GLUE_SITE: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// The caller's `file:line` from the glue's capture, if it has it.
+fn glue_caller() -> Option<String> {
+    let v = glue_caller_site().ok()?;
+    if let Some(text) = v.as_string() {
+        let (file, line) = text.rsplit_once(':')?;
+        let s = source_of(file, line);
+        GLUE_SITE.with(|g| *g.borrow_mut() = Some(s.clone()));
+        return Some(s);
+    }
+    if v.as_f64() == Some(1.0) {
+        return GLUE_SITE.with(|g| g.borrow().clone());
+    }
+    None
+}
+
 /// The `file:line` of the first JavaScript frame outside this package.
 ///
 /// This runs for every op the JS API records, so it avoids formatting the whole stack where
-/// it can: on V8 through [`HOOK`], elsewhere (or where `Error.prepareStackTrace` cannot be
-/// set) by parsing the `stack` string. The caller's `Error.stackTraceLimit` and
-/// `Error.prepareStackTrace` are put back as they were.
+/// it can: first from the few frames the glue captured when the call entered wasm
+/// ([`glue_caller`]); else on V8 through [`HOOK`], elsewhere (or where
+/// `Error.prepareStackTrace` cannot be set) by parsing the `stack` string. The caller's
+/// `Error.stackTraceLimit` and `Error.prepareStackTrace` are put back as they were.
 fn js_caller() -> Option<String> {
+    if let Some(site) = glue_caller() {
+        return Some(site);
+    }
     // Calls through wasm and the package's glue are deep: look past V8's default 10 frames.
     let ctor = Reflect::get(&js_sys::global(), &"Error".into()).ok()?;
     let limit_key = JsValue::from_str("stackTraceLimit");
@@ -360,7 +399,7 @@ struct Wrapped {
     /// The Proxy's handler: its `apply` trap is deleted after the trace, so a wrapper the
     /// model kept calls the original `forward` (and never the dropped closure).
     handler: Object,
-    _trap: Closure<dyn Fn(JsValue, JsValue, JsValue) -> JsResult<JsValue>>,
+    _trap: Option<Closure<dyn Fn(JsValue, JsValue, JsValue) -> JsResult<JsValue>>>,
 }
 
 impl Drop for Wrapped {
@@ -389,8 +428,47 @@ impl Drop for TraceGuard {
     }
 }
 
-/// Wraps `obj.forward` in a Proxy that records its ops under `path`.
-fn wrap_forward(tr: &Tracer, path: &str, obj: &JsValue) -> JsResult<Wrapped> {
+#[wasm_bindgen]
+extern "C" {
+    /// The glue's Proxy handler for submodule `index` of trace `trace` (`scripts/fix-pkg.mjs`):
+    /// its `apply` trap, in JS, calls [`enter_module`], the module's `forward`, then
+    /// [`exit_module`], so no wasm frame lies between a module's caller and the ops it
+    /// records (the glue's capture of the caller then needs only a few frames). Without
+    /// fix-pkg's glue (the wasm tests) an `Err`: the trap is a Rust closure.
+    #[wasm_bindgen(catch, js_name = __ipuModuleHandler)]
+    fn glue_module_handler(trace: u32, index: u32) -> Result<Object, JsValue>;
+}
+
+/// The glue's module trap, on entry: ops are recorded under submodule `index`'s path until
+/// the matching [`exit_module`]. A call for a trace that has ended does nothing.
+#[wasm_bindgen(js_name = _enterModule)]
+pub fn enter_module(trace: u32, index: u32) {
+    SESSION.with(|s| {
+        if let Some(s) = s.borrow_mut().as_mut().filter(|s| s.id == trace) {
+            if let Some(path) = s.paths.get(index as usize) {
+                let saved = s.tracer.set_scope(path);
+                s.scopes.push(saved);
+            }
+        }
+    });
+}
+
+/// The glue's module trap, on exit (also when `forward` threw): the scope before the
+/// matching [`enter_module`].
+#[wasm_bindgen(js_name = _exitModule)]
+pub fn exit_module(trace: u32) {
+    SESSION.with(|s| {
+        if let Some(s) = s.borrow_mut().as_mut().filter(|s| s.id == trace) {
+            if let Some(saved) = s.scopes.pop() {
+                s.tracer.restore_scope(saved);
+            }
+        }
+    });
+}
+
+/// Wraps `obj.forward` in a Proxy that records its ops under `path` (submodule `index` of
+/// trace `trace`).
+fn wrap_forward(tr: &Tracer, trace: u32, index: u32, path: &str, obj: &JsValue) -> JsResult<Wrapped> {
     let key = JsValue::from_str("forward");
     let orig = Reflect::get(obj, &key)?;
     if !orig.is_function() {
@@ -403,17 +481,24 @@ fn wrap_forward(tr: &Tracer, path: &str, obj: &JsValue) -> JsResult<Wrapped> {
     let own_desc = Reflect::get_own_property_descriptor(obj.unchecked_ref::<Object>(), &key)?;
     let own = if own_desc.is_undefined() { None } else { Some(orig.clone()) };
     let label = path.to_string();
-    let (tr, path) = (tr.clone(), path.to_string());
-    let trap = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> JsResult<JsValue>>::new(
-        move |target: JsValue, this: JsValue, arguments: JsValue| {
-            let saved = tr.set_scope(&path);
-            let r = Reflect::apply(target.unchecked_ref::<Function>(), &this, arguments.unchecked_ref::<Array>());
-            tr.restore_scope(saved);
-            r
-        },
-    );
-    let handler = Object::new();
-    Reflect::set(&handler, &"apply".into(), trap.as_ref())?;
+    let (handler, trap) = match glue_module_handler(trace, index) {
+        Ok(handler) => (handler, None),
+        Err(_) => {
+            let (tr, path) = (tr.clone(), path.to_string());
+            let trap = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> JsResult<JsValue>>::new(
+                move |target: JsValue, this: JsValue, arguments: JsValue| {
+                    let saved = tr.set_scope(&path);
+                    let r =
+                        Reflect::apply(target.unchecked_ref::<Function>(), &this, arguments.unchecked_ref::<Array>());
+                    tr.restore_scope(saved);
+                    r
+                },
+            );
+            let handler = Object::new();
+            Reflect::set(&handler, &"apply".into(), trap.as_ref())?;
+            (handler, Some(trap))
+        }
+    };
     let proxy = Proxy::new(&orig, &handler);
     let wrapped = Wrapped { obj: obj.clone(), own, handler, _trap: trap };
     // On failure `wrapped` is dropped, which disarms the Proxy even if a setter kept it.
@@ -533,7 +618,10 @@ pub(crate) fn trace_module(
         t.set(id);
         id
     });
-    SESSION.with(|s| *s.borrow_mut() = Some(Session { id, tracer: tr.clone(), vars: Vec::new() }));
+    SESSION.with(|s| {
+        *s.borrow_mut() =
+            Some(Session { id, tracer: tr.clone(), vars: Vec::new(), paths: Vec::new(), scopes: Vec::new() })
+    });
     // From here on the guard ends the trace on every path out of this function.
     let mut guard = TraceGuard { wrapped: Vec::new() };
 
@@ -544,8 +632,9 @@ pub(crate) fn trace_module(
     // Wrap every submodule's forward so its ops are recorded under its path.
     let mut mods = Vec::new();
     walk(model, "", 0, &js_sys::Set::new(&JsValue::UNDEFINED), &mut mods)?;
-    for (path, obj) in &mods {
-        guard.wrapped.push(wrap_forward(&tr, path, obj)?);
+    for (index, (path, obj)) in mods.iter().enumerate() {
+        SESSION.with(|s| s.borrow_mut().as_mut().map(|s| s.paths.push(path.clone())));
+        guard.wrapped.push(wrap_forward(&tr, id, index as u32, path, obj)?);
     }
     let forward = args::function(&args::get(model, "forward")?, "trace: model.forward")?;
     let result = Reflect::apply(&forward, model, &call_args)?;
