@@ -399,8 +399,11 @@ struct Wrapped {
     /// The Proxy's handler: its `apply` trap is deleted after the trace, so a wrapper the
     /// model kept calls the original `forward` (and never the dropped closure).
     handler: Object,
-    _trap: Option<Closure<dyn Fn(JsValue, JsValue, JsValue) -> JsResult<JsValue>>>,
+    _trap: Option<Trap>,
 }
+
+/// A Proxy `apply` trap in Rust (where the glue has none: [`glue_module_handler`]).
+type Trap = Closure<dyn Fn(JsValue, JsValue, JsValue) -> JsResult<JsValue>>;
 
 impl Drop for Wrapped {
     fn drop(&mut self) {
@@ -485,7 +488,7 @@ fn wrap_forward(tr: &Tracer, trace: u32, index: u32, path: &str, obj: &JsValue) 
         Ok(handler) => (handler, None),
         Err(_) => {
             let (tr, path) = (tr.clone(), path.to_string());
-            let trap = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> JsResult<JsValue>>::new(
+            let trap = Trap::new(
                 move |target: JsValue, this: JsValue, arguments: JsValue| {
                     let saved = tr.set_scope(&path);
                     let r =
