@@ -24,6 +24,9 @@
 #      in the same package, one after the other (target: within 10% of the preset's epoch time);
 #      then tracing ops/s through the JS API (scripts/bench-trace.mjs: Tensor ops and a
 #      Linear applied 100,000 times, each op recording its JS file:line; target: 100,000)
+#   9. calls that must fail: the boundary fuzz (tests/node/boundary-fuzz.test.mjs,
+#      BENCH_FUZZ_CALLS calls) with each rejected call timed, and the invalid plan for
+#      65,536 IPUs (target: each within 1 s)
 #
 # PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
@@ -196,6 +199,29 @@ rm -f "$OUT"/trace-wasm.json
 node scripts/bench-trace.mjs --json "$OUT/trace-wasm.json" | grep -E "ops/s"
 
 echo
+echo "== 9. calls that must fail: the boundary fuzz's rejected calls, timed (target: each within 1 s)"
+(cd tests/consumer && rm -rf node_modules && npm install --install-links --no-package-lock --no-audit --no-fund --loglevel=error)
+rm -f "$OUT"/fail-times.json "$OUT"/fail-ipus.json
+FUZZ_TIMES="$OUT/fail-times.json" FUZZ_CALLS="${BENCH_FUZZ_CALLS:-4000}" \
+  node --test tests/node/boundary-fuzz.test.mjs >"$OUT/fail-times.log" 2>&1 || echo "the boundary fuzz failed: see $OUT/fail-times.log"
+# The invalid plan of the issue: one Block on IPU 65,535 (a plan for 65,536 IPUs, too many).
+node - "$OUT/fail-ipus.json" <<'EOF'
+const pkg = require(require("path").resolve("pkg-node/ipu_playground.js"));
+const { nn, poptorch, block } = pkg;
+const net = new (class extends nn.Module {
+  constructor() { super(); this.fc = new nn.Linear(3, 2); }
+  forward(x) { return block("b", 65535, () => this.fc.forward(x)); }
+})();
+const model = poptorch.inferenceModel(net, new poptorch.Options().setExecutionStrategy(new poptorch.ShardedExecution(new poptorch.Stage("b").ipu(65535))));
+const t0 = performance.now();
+let message = "accepted";
+try { model.plan({ shape: [2, 3], dtype: "float32" }); } catch (e) { message = e.message; }
+const ms = performance.now() - t0;
+require("fs").writeFileSync(process.argv[2], JSON.stringify({ ms, message }));
+console.log(`a plan with a Block on IPU 65,535 (65,536 IPUs): ${message === "accepted" ? "ACCEPTED" : "rejected"} in ${ms.toFixed(1)} ms: ${message.slice(0, 160)}`);
+EOF
+
+echo
 echo "== summary"
 node - "$OUT" <<'EOF'
 const fs = require("fs"), path = require("path");
@@ -213,6 +239,12 @@ if (e) {
     console.log(`tracing ops/s (native): ${ops.toFixed(0)} (chain ${e.trace_chain_ops_per_s.toFixed(0)}, Linear ${e.trace_linear_ops_per_s.toFixed(0)}; target >= 200000: ${mark(ops >= 200000)}); a 1,000,000-node trace ${e.trace_1m_nodes_s.toFixed(2)} s (target < 10: ${mark(e.trace_1m_nodes_s < 10)})`);
   }
 }
+const ft = read("fail-times.json"), fi = read("fail-ipus.json");
+if (ft && ft.slowest.length) {
+  const worst = ft.slowest[0];
+  console.log(`rejected calls (boundary fuzz, ${ft.calls} calls, seed ${ft.seed}): the slowest ${worst.ms.toFixed(0)} ms (${worst.what}) (target < 1000: ${mark(worst.ms < 1000)})`);
+}
+if (fi) console.log(`invalid plan for 65,536 IPUs: ${fi.ms.toFixed(0)} ms (target < 1000: ${mark(fi.ms < 1000 && fi.message !== "accepted")})`);
 const tw = read("trace-wasm.json");
 if (tw) console.log(`tracing ops/s (wasm, ${tw.runtime}, through the JS API): ${tw.ops_per_s.toFixed(0)} (chain ${tw.chain.ops_per_s.toFixed(0)}, Linear ${tw.linear.ops_per_s.toFixed(0)}; target >= 100000: ${mark(tw.ops_per_s >= 100000)})`);
 const r7 = mem("rev", 7), r112 = mem("rev", 112), n7 = mem("norev", 7), n112 = mem("norev", 112);

@@ -14,6 +14,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import fs from "node:fs";
 import path from "node:path";
 import { rng } from "./helpers.mjs";
 import { api, models, nn, poptorch, classifierData, referenceStep } from "./poptorch-helpers.mjs";
@@ -37,6 +38,15 @@ function freshReference() {
 
 const counted = { calls: 0, bad: 0, ok: 0, messages: 0, longest: 0 };
 const overCap = [];
+// How long each rejected call took, slowest per case, for `make bench` (FUZZ_TIMES=file):
+// a call that must fail fails within 1 s. Recorded here, never asserted (a timed test
+// would fail on a busy machine).
+const TIMES = process.env.FUZZ_TIMES;
+const slowest = new Map();
+function noteRejected(what, ms) {
+  const key = what.replace(/\d+/g, "N");
+  if (!(slowest.get(key)?.ms >= ms)) slowest.set(key, { what, ms });
+}
 
 /** Checks a thrown value: an Error with a message under the cap, never a trap. */
 function check(what, e) {
@@ -55,10 +65,12 @@ function check(what, e) {
 function bad(what, f, cls, re) {
   counted.calls++;
   let threw = null;
+  const t0 = performance.now();
   try {
     f();
   } catch (e) {
     threw = e;
+    noteRejected(what, performance.now() - t0);
   }
   assert.ok(threw !== null, `${what}: was accepted (seed ${SEED})`);
   check(what, threw);
@@ -71,11 +83,13 @@ function bad(what, f, cls, re) {
 /** `f` works, or throws an Error that passes `check`. */
 function maybe(what, f) {
   counted.calls++;
+  const t0 = performance.now();
   try {
     const r = f();
     counted.ok++;
     return r;
   } catch (e) {
+    noteRejected(what, performance.now() - t0);
     check(what, e);
     counted.bad++;
     return undefined;
@@ -330,6 +344,10 @@ test(`boundary fuzz: ${CALLS} calls, 0 traps, 0 silent acceptances, messages und
   }
   assert.deepEqual(referenceStep(), fresh, "the reference step after the fuzz");
   t.diagnostic(`${counted.calls} calls: ${counted.bad} rejected, ${counted.ok} accepted; ${checks} reference checks; longest message ${counted.longest} bytes`);
+  if (TIMES) {
+    const rows = [...slowest.values()].sort((a, b) => b.ms - a.ms);
+    fs.writeFileSync(TIMES, JSON.stringify({ seed: SEED, calls: counted.calls, rejected: counted.bad, slowest: rows }, null, 1));
+  }
   assert.deepEqual(overCap, [], `messages of 1 KiB or more (seed ${SEED})`);
   assert.ok(counted.bad > CALLS / 4 && counted.ok > CALLS / 10, JSON.stringify(counted));
 });
