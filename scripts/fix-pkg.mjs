@@ -309,6 +309,27 @@ function __ipuStack(levels) {
     }
 }
 `;
+  // The classes whose state a function finds through their hidden \`_handle()\`
+  // (crate/src/api/poptorch/handles.rs): asked through the registry and the class's own
+  // method, never a \`_handle\` the object itself answers (a look-alike naming another
+  // object's state).
+  const handleClasses = [...patched.matchAll(/^(?:export )?class ([A-Za-z_$][\w$]*) \{$[\s\S]*?^\}$/gm)]
+    .filter((m) => /^ {4}_handle\(\) \{$/m.test(m[0]))
+    .map((m) => m[1]);
+  if (handleClasses.length === 0) fail("no class has a _handle() method");
+  patched += `
+/* handles */
+// The number of the Rust state behind \`obj\`, a live object of this package of a class with
+// \`_handle()\`, read through that class's own method; undefined for anything else.
+function __ipuHandleOf(obj) {
+    const e = __ipuEntry(obj);
+    if (e === undefined || e.ptr === 0) return undefined;
+    switch (e.cls) {
+${handleClasses.map((c) => `        case "${c}": return ${c}.prototype._handle.call(obj);`).join("\n")}
+    }
+    return undefined;
+}
+`;
   patched += `
 /* own-class check */
 // Every object the glue made: object -> { cls, ptr } (ptr 0 once freed or passed by value).

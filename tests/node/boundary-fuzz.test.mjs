@@ -418,3 +418,24 @@ test("option bags that are not plain objects are a TypeError: Options.fromJSON(n
   assert.equal(poptorch.Options.fromJSON({ deviceIterations: 4 }).toJSON().deviceIterations, 4);
   assert.equal(poptorch.Options.fromJSON(Object.assign(Object.create(null), { deviceIterations: 2 })).toJSON().deviceIterations, 2);
 });
+
+test("a look-alike naming another object's state through `_handle` is not that object: options and optimizers are found by the package, not by what the object answers", () => {
+  const a = new poptorch.Options().deviceIterations(3);
+  const net = new nn.Linear(2, 2);
+  const lookAlikes = [
+    { _handle: () => a._handle() },
+    Object.assign(Object.create(poptorch.Options.prototype), { _handle: () => a._handle() }),
+  ];
+  for (const forged of lookAlikes) {
+    const e = bad("a look-alike Options", () => poptorch.inferenceModel(net, forged), "TypeError");
+    assert.match(e.message, /Expected poptorch\.Options/);
+  }
+  // A live Options given a `_handle` of its own is still itself.
+  const b = new poptorch.Options();
+  b._handle = () => a._handle();
+  assert.equal(poptorch.inferenceModel(net, b).options.deviceIterations, 1);
+  // An optimizer likewise: setOptimizer with a look-alike of a live SGD is refused.
+  const model = poptorch.trainingModel(models.seeded(models.Classifier), new poptorch.Options(), new poptorch.optim.SGD(net0.parameters(), { lr: 0.1 }));
+  const sgd = new poptorch.optim.SGD(net0.parameters(), { lr: 0.5 });
+  bad("a look-alike optimizer", () => model.setOptimizer({ _handle: () => sgd._handle() }), "TypeError");
+});

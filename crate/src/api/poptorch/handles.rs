@@ -4,9 +4,11 @@
 //! wasm-bindgen gives an exported method its own `&self` but not the state of another
 //! object passed as a `JsValue`. So each object keeps its state in an `Rc<RefCell<T>>`
 //! registered here under a number that its hidden `_handle()` method returns; a function
-//! taking such an object calls `_handle()` through `Reflect` (a throwing getter or method
-//! is an `Err`, not an exception unwinding through Rust) and looks the number up, for the
-//! type it expects. Entries are weak: the state lives as long as an object holding it.
+//! taking such an object asks the package glue (`__ipuHandleOf`, `scripts/fix-pkg.mjs`),
+//! which answers only for a live object it made, through its class's own `_handle()` (so a
+//! look-alike, or an object given a `_handle` of its own, names no other object's state),
+//! and looks the number up, for the type it expects. Entries are weak: the state lives as
+//! long as an object holding it.
 
 use super::super::args::JsResult;
 use js_sys::{Function, Reflect};
@@ -14,6 +16,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
+use wasm_bindgen::prelude::*;
 use wasm_bindgen::{JsCast, JsValue};
 
 #[derive(Default)]
@@ -44,17 +47,32 @@ pub(crate) fn register<T: 'static>(state: &Rc<RefCell<T>>) -> u32 {
     })
 }
 
-/// The state of type `T` behind `v`, or `None` when `v` is not an object with a
-/// `_handle()` naming live state of that type.
+#[wasm_bindgen]
+extern "C" {
+    /// The package glue's reading of a handle (`scripts/fix-pkg.mjs`): for a live object the
+    /// glue made, of a class with `_handle()`, that class's own method's answer; undefined
+    /// for anything else (a look-alike with a `_handle` of its own included). Without
+    /// fix-pkg's glue (the wasm tests) an `Err`: the object's `_handle()` is called.
+    #[wasm_bindgen(catch, js_name = __ipuHandleOf)]
+    fn glue_handle_of(v: &JsValue) -> Result<JsValue, JsValue>;
+}
+
+/// The state of type `T` behind `v`, or `None` when `v` is not one of this package's objects
+/// naming live state of that type.
 pub(crate) fn lookup<T: 'static>(v: &JsValue) -> JsResult<Option<Rc<RefCell<T>>>> {
     if !v.is_object() {
         return Ok(None);
     }
-    let f = Reflect::get(v, &JsValue::from_str("_handle"))?;
-    if !f.is_function() {
-        return Ok(None);
-    }
-    let id = f.unchecked_ref::<Function>().call0(v)?;
+    let id = match glue_handle_of(v) {
+        Ok(id) => id,
+        Err(_) => {
+            let f = Reflect::get(v, &JsValue::from_str("_handle"))?;
+            if !f.is_function() {
+                return Ok(None);
+            }
+            f.unchecked_ref::<Function>().call0(v)?
+        }
+    };
     let Some(id) = id.as_f64().filter(|x| x.fract() == 0.0 && *x >= 0.0 && *x <= u32::MAX as f64) else {
         return Ok(None);
     };
