@@ -204,6 +204,37 @@ fn pipelined_weights_shared_across_ipus_are_rejected() {
     assert!(error(&p, "shared_weight_across_ipus").message.contains("must be on the same IPU"));
 }
 
+#[test]
+fn many_weights_shared_across_ipus_are_eight_errors_and_one_count() {
+    // 30 Linears each used on IPU 0 and again on IPU 1: PopTorch's error for the first
+    // eight, then one line counting the rest (a plan does not list thousands of them).
+    use ipu_playground::rng::Rng;
+    use ipu_playground::tensor::DType;
+    use ipu_playground::trace::nn::{Linear, Module};
+    use ipu_playground::trace::Tracer;
+    let layers: Vec<Linear> = (0..30).map(|i| Linear::new(4, 4, false, &mut Rng::new(i)).unwrap()).collect();
+    let tr = Tracer::new();
+    let mut h = tr.input("x", &[2, 4], DType::Float32).unwrap();
+    for (i, lin) in layers.iter().enumerate() {
+        let name = format!("l{i}");
+        h = tr.block("a", Some(0), || tr.scope(&name, || lin.forward(&tr, &h))).unwrap();
+        h = tr.block("b", Some(1), || tr.scope(&name, || lin.forward(&tr, &h))).unwrap();
+    }
+    let y = tr.block("b", Some(1), || h.mean(&[], false)).unwrap();
+    let g = tr.finish(&[&y]).unwrap().graph;
+    let p = plan_opts(&g, |o| {
+        o.set_execution_strategy(sharded()).unwrap();
+    });
+    let shared: Vec<_> = p.errors.iter().filter(|e| e.code == "shared_weight_across_ipus").collect();
+    assert_eq!(shared.len(), 9, "{shared:?}");
+    assert!(shared[0].message.contains("'l0.weight'"), "{}", shared[0].message);
+    assert!(
+        shared[8].message.contains("22 more weights read on two IPUs (not listed; 30 in all)"),
+        "{}",
+        shared[8].message
+    );
+}
+
 // ---- sharded ----
 
 #[test]

@@ -37,7 +37,7 @@ use super::strategy::{AutoStage, ExecutionStrategy, PhaseLiveness, PhasedExecuti
 use crate::ir::liveness::value_bytes;
 use crate::ir::{BlockKind, Graph, InputKind, Op, Pass};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The id of the implicit block that holds the ops before the first block.
 pub const DEFAULT_BLOCK: &str = "(default)";
@@ -944,7 +944,8 @@ fn count_ipus(opts: &Options, p: &mut Placement) {
 /// Inter-IPU copies, and PopTorch's rule against weights shared across IPUs.
 fn find_copies(g: &Graph, opts: &Options, p: &mut Placement) {
     let mut done: HashMap<(u32, usize), ()> = HashMap::new();
-    let mut reported: Vec<u32> = Vec::new();
+    let mut reported: HashSet<u32> = HashSet::new();
+    let mut shared = Capped::new();
     for (i, node) in g.nodes.iter().enumerate() {
         let to = p.nodes[i].ipu;
         for &v in &node.inputs {
@@ -958,8 +959,7 @@ fn find_copies(g: &Graph, opts: &Options, p: &mut Placement) {
                 Op::Placeholder { kind: kind @ (InputKind::Parameter | InputKind::Buffer), name }
                     if !opts.execution_strategy.is_phased() =>
                 {
-                    if !reported.contains(&v.0) {
-                        reported.push(v.0);
+                    if reported.insert(v.0) {
                         let what = if *kind == InputKind::Parameter { "Parameter" } else { "Buffer" };
                         let message = match opts.execution_strategy {
                             ExecutionStrategy::Pipelined(_) => format!(
@@ -972,14 +972,14 @@ fn find_copies(g: &Graph, opts: &Options, p: &mut Placement) {
                                  the same IPU."
                             ),
                         };
-                        p.errors.push(
+                        shared.add(&mut p.errors, || {
                             Diagnostic::new(
                                 "shared_weight_across_ipus",
                                 message,
                                 "Put every layer using this weight in blocks on one IPU.",
                             )
-                            .at(i),
-                        );
+                            .at(i)
+                        });
                     }
                     continue;
                 }
@@ -990,4 +990,5 @@ fn find_copies(g: &Graph, opts: &Options, p: &mut Placement) {
             }
         }
     }
+    shared.finish(&mut p.errors, "shared_weight_across_ipus", "weights read on two IPUs");
 }
