@@ -488,15 +488,12 @@ fn wrap_forward(tr: &Tracer, trace: u32, index: u32, path: &str, obj: &JsValue) 
         Ok(handler) => (handler, None),
         Err(_) => {
             let (tr, path) = (tr.clone(), path.to_string());
-            let trap = Trap::new(
-                move |target: JsValue, this: JsValue, arguments: JsValue| {
-                    let saved = tr.set_scope(&path);
-                    let r =
-                        Reflect::apply(target.unchecked_ref::<Function>(), &this, arguments.unchecked_ref::<Array>());
-                    tr.restore_scope(saved);
-                    r
-                },
-            );
+            let trap = Trap::new(move |target: JsValue, this: JsValue, arguments: JsValue| {
+                let saved = tr.set_scope(&path);
+                let r = Reflect::apply(target.unchecked_ref::<Function>(), &this, arguments.unchecked_ref::<Array>());
+                tr.restore_scope(saved);
+                r
+            });
             let handler = Object::new();
             Reflect::set(&handler, &"apply".into(), trap.as_ref())?;
             (handler, Some(trap))
