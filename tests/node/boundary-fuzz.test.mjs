@@ -3,8 +3,9 @@
 // other classes, on plain objects carrying a forged __wbg_ptr, on freed objects), double
 // free() and Symbol.dispose, re-entrant getters and forwards (module getters that change an
 // optimizer or call back into the API while trainingModel, trace or plan walks the module),
-// huge option arrays, IPU indices and counts up to 65,536, and option bags that are arrays
-// or Maps. The properties: 0 traps (no RuntimeError, no "unreachable", no "memory access out
+// huge option arrays, IPU indices and counts up to 65,536, option bags that are arrays
+// or Maps, and pickle bombs in a dataset's raw files (repetition, memo references, 64-bit
+// numbers). The properties: 0 traps (no RuntimeError, no "unreachable", no "memory access out
 // of bounds"), 0 silent acceptances (each bad call throws), every error message under
 // 1 KiB, and a small reference training step, after every 100 bad calls, equal to the one a
 // fresh process computes.
@@ -16,7 +17,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import fs from "node:fs";
 import path from "node:path";
-import { rng } from "./helpers.mjs";
+import { REPO, rng } from "./helpers.mjs";
 import { api, models, nn, poptorch, classifierData, referenceStep } from "./poptorch-helpers.mjs";
 
 const SEED = Number(process.env.FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -325,7 +326,69 @@ function containers() {
   bad(`${what} given ${Object.prototype.toString.call(value)}`, f, "TypeError", /must be a plain object/);
 }
 
-const FAMILIES = [wrongThis, wrongThis, wrongThis, doubleFree, reentrant, huge, ipus, containers];
+/** Cora's raw files as staged (make test stages them first), read once. */
+let coraFiles = null;
+function cora() {
+  if (coraFiles === null) {
+    coraFiles = {};
+    for (const s of ["x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"]) {
+      coraFiles[`ind.cora.${s}`] = new Uint8Array(fs.readFileSync(path.join(REPO, "data", `ind.cora.${s}`)));
+    }
+  }
+  return coraFiles;
+}
+
+/** Pickle bombs in one of Cora's raw files, given to the trainer (which parses every file
+ * first): each is an Error naming the file, within the reader's memory budget (64 bytes per
+ * byte of the file), never a trap or a size cut to 32 bits. */
+function pickles() {
+  const u32 = (n) => [n & 255, (n >>> 8) & 255, (n >>> 16) & 255, (n >>> 24) & 255];
+  const u64 = (n) => {
+    const b = new Uint8Array(8);
+    new DataView(b.buffer).setBigUint64(0, BigInt(n), true);
+    return [...b];
+  };
+  const cases = [
+    // [None] * n: one byte per object in the file, far more in memory.
+    ["a repetition bomb", () => {
+      const n = pick([1e5, 1e6, 4e6]);
+      const b = new Uint8Array(n + 6);
+      b.set([0x80, 2, 0x5d, 0x28]); // PROTO 2, EMPTY_LIST, MARK
+      b.fill(0x4e, 4, 4 + n); // NONE
+      b.set([0x65, 0x2e], 4 + n); // APPENDS, STOP
+      return b;
+    }],
+    // One 1 MiB string, then thousands of references to it (BINGET): gigabytes as a tree.
+    ["a memo reference bomb", () => {
+      const big = 1 << 20;
+      const refs = pick([100, 1000, 5000]);
+      const b = new Uint8Array(4 + 5 + big + 2 + 2 * refs + 2);
+      b.set([0x80, 2, 0x5d, 0x28, 0x54, ...u32(big)]); // PROTO, EMPTY_LIST, MARK, BINSTRING len
+      b.fill(0x61, 9, 9 + big);
+      let at = 9 + big;
+      b.set([0x71, 0], at); // BINPUT 0
+      at += 2;
+      for (let i = 0; i < refs; i++, at += 2) b.set([0x68, 0], at); // BINGET 0
+      b.set([0x65, 0x2e], at);
+      return b;
+    }],
+    // A node id past 32 bits in the graph (LONG1): read whole, never as the id it is mod 2^32.
+    ["a 64-bit node id", () => {
+      const id = 2 ** 32 + pick([0, 5, 2707]);
+      const long1 = [];
+      for (let v = BigInt(id); v > 0n; v >>= 8n) long1.push(Number(v & 255n));
+      // PROTO 2, EMPTY_DICT, MARK, LONG1 id, EMPTY_LIST, BININT1 0, APPEND, SETITEMS, STOP
+      return Uint8Array.from([0x80, 2, 0x7d, 0x28, 0x8a, long1.length, ...long1, 0x5d, 0x4b, 0, 0x61, 0x75, 0x2e]);
+    }, ["graph"], new RegExp(`node ${2 ** 32}|node ${2 ** 32 + 5}|node ${2 ** 32 + 2707}`)],
+  ];
+  const [what, make, inFiles = ["x", "allx", "graph", "y"], re = null] = pick(cases);
+  const file = pick(inFiles);
+  const files = { ...cora(), [`ind.cora.${file}`]: make() };
+  const e = bad(`${what} in ind.cora.${file}`, () => new api.RevGnnTrainer("Cora", files, { epochs: 1 }), "Error", new RegExp(`ind\\.cora\\.${file}`));
+  if (re) assert.match(e.message, re);
+}
+
+const FAMILIES = [wrongThis, wrongThis, wrongThis, doubleFree, reentrant, huge, ipus, containers, pickles];
 
 test(`boundary fuzz: ${CALLS} calls, 0 traps, 0 silent acceptances, messages under 1 KiB, the reference step as a fresh process's (FUZZ_SEED=${SEED})`, (t) => {
   t.diagnostic(`FUZZ_SEED=${SEED} FUZZ_CALLS=${CALLS}`);
