@@ -172,6 +172,7 @@ function __ipuModuleHandler(trace, index) {
 let patched = glue;
 const STACK_PROBE_LEVELS = 400; // 100 were enough for 27,000 calls at every depth near the end
 const STACK_PROBE_SMALL = 100;
+const STACK_PROBE_TINY = 16;
 const fail = (msg) => {
   console.error(`fix-pkg: ${entry}: ${msg}: has wasm-bindgen's glue changed?`);
   process.exit(1);
@@ -268,7 +269,8 @@ if (!patched.includes("/* own-class check */")) {
     // tests/node/fuzz.test.mjs calls them at every depth near the end).
     // Leaf modules' forward (no call back into the user's code) are such too. A module
     // call's scope change records no op: no call site to capture.
-    if (/^(_enterModule|_exitModule)$/.test(f)) return `(__ipuStack(${STACK_PROBE_SMALL}), wasm.${f})(`;
+    // It calls no JS and runs a few frames: the smallest probe.
+    if (/^(_enterModule|_exitModule)$/.test(f)) return `(__ipuStack(${STACK_PROBE_TINY}), wasm.${f})(`;
     const small = /^tensor_/.test(f) || (/_forward$/.test(f) && !/^(groupaddrev|module|modulelist|sequential)_forward$/.test(f));
     return `(__ipuEnter(${small ? STACK_PROBE_SMALL : STACK_PROBE_LEVELS}), wasm.${f})(`;
   });
