@@ -5,6 +5,7 @@ import { test, describe, before } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import { createRequire } from "node:module";
 import { REPO } from "./helpers.mjs";
 
 const CONSUMER = path.join(REPO, "tests", "consumer");
@@ -32,6 +33,37 @@ describe("convolutional layers from the npm package", () => {
     assert.equal(p.fits, true);
     assert.ok(p.program.ops.includes("conv2d_grad_weight") && p.program.ops.includes("batch_norm_grad"));
     assert.ok(p.memory.ipus[0].peakBytes > 0 && p.time.stepTimeS > 0);
+  });
+
+  test("crossEntropy ignores targets of -100 unless told otherwise, as F.cross_entropy: the mean of -log softmax over the other rows", () => {
+    const { nn, poptorch } = createRequire(path.join(CONSUMER, "package.json"))("ipu-playground");
+    const logits = [2.0, -1.0, 0.5, 0.1, 0.2, 0.3, -2.0, 1.5, 0.0, 1.0, 1.0, 1.0];
+    const x = { shape: [4, 3], data: new Float32Array(logits) };
+    const loss = (options, targets) => {
+      const net = new (class extends nn.Module {
+        forward(x, y) { return x.crossEntropy(y, null, options); }
+      })();
+      return poptorch.inferenceModel(net).call(x, { shape: [4], dtype: "int32", data: new Int32Array(targets) }).data[0];
+    };
+    // The reference, by hand: -log softmax(x_i)[y_i] averaged over the rows not ignored.
+    const reference = (targets, ignore) => {
+      let sum = 0, n = 0;
+      targets.forEach((t, i) => {
+        if (t === ignore) return;
+        const row = logits.slice(3 * i, 3 * i + 3);
+        const lse = Math.log(row.reduce((a, v) => a + Math.exp(v), 0));
+        sum += lse - row[t];
+        n++;
+      });
+      return sum / n;
+    };
+    const targets = [0, -100, 1, 2];
+    assert.ok(Math.abs(loss(undefined, targets) - reference(targets, -100)) < 1e-6);
+    assert.ok(Math.abs(loss({}, targets) - reference(targets, -100)) < 1e-6);
+    // Another ignoreIndex: -100 is then a class index out of range.
+    const other = [0, 1, 1, 2];
+    assert.ok(Math.abs(loss({ ignoreIndex: 1 }, other) - reference(other, 1)) < 1e-6);
+    assert.throws(() => loss({ ignoreIndex: 1 }, targets), /-100/);
   });
 
   test("wrong sizes are errors naming the layer and the cause", () => {

@@ -270,7 +270,8 @@ impl Tensor {
     }
     /// Cross-entropy (mean) of logits against int32 `target`, over rows where `mask` (bool)
     /// is set; `options`: PyTorch's `ignoreIndex` (an int32: rows with that target count for
-    /// nothing; none unless given) and `labelSmoothing` (0 to 1, default 0).
+    /// nothing; -100 unless given, as `F.cross_entropy`) and `labelSmoothing` (0 to 1,
+    /// default 0).
     #[wasm_bindgen(js_name = crossEntropy, unchecked_return_type = "Tensor")]
     pub fn cross_entropy(
         &self,
@@ -281,7 +282,9 @@ impl Tensor {
     ) -> JsResult<JsValue> {
         let t = tensor_arg(&target, "Tensor.crossEntropy: target")?;
         let m = opt_tensor_arg(&mask, "Tensor.crossEntropy: mask")?;
-        let (mut ignore, mut smooth) = (None, 0.0f32);
+        /// PyTorch's default `ignore_index`.
+        const IGNORE_INDEX: i32 = -100;
+        let (mut ignore, mut smooth) = (Some(IGNORE_INDEX), 0.0f32);
         if !args::is_absent(&options) {
             let ii = args::get(&options, "ignoreIndex")?;
             if !args::is_absent(&ii) {

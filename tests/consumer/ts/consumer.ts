@@ -142,7 +142,31 @@ async function gnn(files: Record<string, Uint8Array>): Promise<number> {
   return n + data.numNodes + dataset.numClasses;
 }
 
+// A small ResNet stem: the vision modules and Tensor ops, typed.
+class Stem extends nn.Module {
+  conv = new nn.Conv2d(3, 8, 3, { stride: 2, padding: 1, bias: false });
+  bn = new nn.BatchNorm2d(8, { momentum: 0.1 });
+  pool = new nn.MaxPool2d(3, { stride: 2, padding: 1 });
+  avg = new nn.AvgPool2d([2, 2], { countIncludePad: false });
+  gap = new nn.AdaptiveAvgPool2d(1);
+  flat = new nn.Flatten(1);
+  fc = new nn.Linear(8, 10);
+  override forward(x: Tensor, y: Tensor): Tensor[] {
+    const h: Tensor = this.pool.forward(this.bn.forward(this.conv.forward(x)).relu());
+    const g: Tensor = this.flat.forward(this.gap.forward(this.avg.forward(h)));
+    const logits = this.fc.forward(g);
+    const direct: Tensor = x.conv2d(constant(new Float32Array(27), [1, 3, 3, 3]), null, { padding: [1, 1] })
+      .maxPool2d(2).avgPool2d(2, { ceilMode: true }).adaptiveAvgPool2d([1, 1]).flatten(1);
+    const onehot: Tensor = y.oneHot(10);
+    return [logits.crossEntropy(y, null, { ignoreIndex: -100, labelSmoothing: 0.1 }), direct, onehot];
+  }
+}
+const stemPlan = poptorch.trainingModel(new Stem(), new poptorch.Options().deviceIterations(1)).plan(
+  { shape: [2, 3, 32, 32], dtype: "float32" },
+  { shape: [2], dtype: "int32" },
+);
+
 export {
   first, same, json, frozen, constantEps, others, p, loss, compiled, scale, warnings, out, windowed, traced, planned, demo,
-  d, maxBytes, v, gnn,
+  d, maxBytes, v, gnn, stemPlan,
 };
