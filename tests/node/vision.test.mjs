@@ -66,6 +66,35 @@ describe("convolutional layers from the npm package", () => {
     assert.throws(() => loss({ ignoreIndex: 1 }, targets), /-100/);
   });
 
+  test("BatchNorm2d with replicas follows PopTorch's buffer rule: broadcastBuffers(False), then each replica keeps its own running statistics", () => {
+    const { nn, poptorch } = createRequire(path.join(CONSUMER, "package.json"))("ipu-playground");
+    class Net extends nn.Module {
+      constructor() { super(); this.bn = new nn.BatchNorm2d(2, { momentum: 0.1 }); }
+      forward(x) { return poptorch.identity_loss(this.bn.forward(x).mul(x).mean(), "mean"); }
+    }
+    // A combined batch of 4 images (2 channels, 1×2) for 2 replicas: replica 0 gets the first two.
+    const data = Float32Array.from({ length: 16 }, (_, i) => ((i * 7) % 11) / 4 - 1);
+    const x = { shape: [4, 2, 1, 2], data };
+    const sgd = (net) => new poptorch.optim.SGD(net.parameters(), { lr: 0.1 });
+    const refused = new Net();
+    assert.throws(() => poptorch.trainingModel(refused, new poptorch.Options().replicationFactor(2), sgd(refused)).call(x),
+      /PopTorch does not support broadcasting buffers.*broadcastBuffers\(False\)/);
+    const net = new Net();
+    const model = poptorch.trainingModel(net, new poptorch.Options().replicationFactor(2).broadcastBuffers(false), sgd(net));
+    model.call(x);
+    model.copyWeightsToHost();
+    // PyTorch's update from replica 0's two images: mean, and the unbiased variance, per channel.
+    const channel = (c) => [0, 1].flatMap((n) => [0, 1].map((w) => data[n * 4 + c * 2 + w]));
+    const state = net.stateDict();
+    for (const c of [0, 1]) {
+      const v = channel(c);
+      const mean = v.reduce((a, b) => a + b, 0) / v.length;
+      const varU = v.reduce((a, b) => a + (b - mean) ** 2, 0) / (v.length - 1);
+      assert.ok(Math.abs(state["bn.running_mean"].data[c] - 0.1 * mean) < 1e-6, `running_mean[${c}]`);
+      assert.ok(Math.abs(state["bn.running_var"].data[c] - (0.9 + 0.1 * varU)) < 1e-6, `running_var[${c}]`);
+    }
+  });
+
   test("wrong sizes are errors naming the layer and the cause", () => {
     assert.throws(() => new m.nn.Conv2d(3, 4, 3, { groups: 2 }), /in_channels must be divisible by groups/);
     assert.throws(() => new m.nn.MaxPool2d([2, 2, 2]), /kernelSize must be a whole number or \[h, w\]/);

@@ -287,8 +287,11 @@ pub(super) fn rust_get_state(
 pub(super) fn rust_state_param(module: &dyn rnn::Module, class: &str, kind: &JsValue, name: &JsValue) -> JsResult<()> {
     let kind = Kind::parse(kind, "_stateParam: kind")?;
     let name = args::string(name, "_stateParam: name", check::MAX_NAME_BYTES)?;
-    let params = if kind == Kind::Parameter { module.named_parameters() } else { Vec::new() };
-    match params.into_iter().find(|(n, _)| *n == name) {
+    let state = match kind {
+        Kind::Parameter => module.named_parameters(),
+        Kind::Buffer => module.named_buffers(),
+    };
+    match state.into_iter().find(|(n, _)| *n == name) {
         Some((_, p)) => {
             hand_over(p);
             Ok(())
@@ -313,15 +316,17 @@ pub(super) fn rust_set_state_param(
     no_trace(kind, &name)?;
     let mut inner = module.try_borrow_mut().map_err(|_| args::error(&format!("{class} is in use")))?;
     let mut result = Err(args::error(&format!("{class} has no {} named {name:?}", kind.as_str())));
-    if kind == Kind::Parameter {
-        let mut value = Some(new);
-        inner.for_each_parameter_mut(&mut |n, slot| {
-            if n == name {
-                if let Some(v) = value.take() {
-                    result = replacement_param(kind, &name, slot, v, any_dtype).map(|p| *slot = p);
-                }
+    let mut value = Some(new);
+    let mut visit = |n: String, slot: &mut Param| {
+        if n == name {
+            if let Some(v) = value.take() {
+                result = replacement_param(kind, &name, slot, v, any_dtype).map(|p| *slot = p);
             }
-        });
+        }
+    };
+    match kind {
+        Kind::Parameter => inner.for_each_parameter_mut(&mut visit),
+        Kind::Buffer => inner.for_each_buffer_mut(&mut visit),
     }
     result
 }
