@@ -50,6 +50,7 @@ pub mod ir;
 pub mod kernels;
 pub mod models;
 pub mod poptorch;
+pub mod progress;
 pub mod rng;
 pub mod tensor;
 pub mod trace;

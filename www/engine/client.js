@@ -2,9 +2,10 @@
 // WebAssembly itself: everything goes through call(), which posts a request with a
 // sequence number and resolves with the worker's reply.
 //
-// A request given `timeoutMs` that has not been answered in time (user code in an endless
-// loop) terminates the worker: every pending call is rejected with an ErrorKind.TIMEOUT
-// error, a fresh worker is started, and onRestart(reason) tells the page.
+// A request given `timeoutMs` that makes no progress for that long (user code in an endless
+// loop: the engine reports progress while it traces and plans, Event.PROGRESS, and each
+// report restarts the timer) terminates the worker: every pending call is rejected with an
+// ErrorKind.TIMEOUT error, a fresh worker is started, and onRestart(reason) tells the page.
 import { Request, Event, ErrorKind, request, makeError } from "./protocol.js";
 
 /** An Error carrying the worker's structured error ({ kind, message, line, … }). */
@@ -51,6 +52,10 @@ export class EngineClient {
     worker.onmessage = ({ data }) => {
       if (generation !== this.generation) return;
       if (data && "event" in data) {
+        if (data.event === Event.PROGRESS) {
+          for (const call of this.pending.values()) call.arm?.();
+          return;
+        }
         if (data.event === Event.READY) settle.resolve(data.data);
         else if (data.event === Event.FAILED) {
           settle.reject(new EngineError(makeError(ErrorKind.ENGINE, data.data.message)));
@@ -118,12 +123,16 @@ export class EngineClient {
     await this.start();
     if (!this.worker) throw new EngineError(makeError(ErrorKind.ENGINE, "the engine is not running"));
     return new Promise((resolve, reject) => {
-      const call = { resolve, reject, timer: 0 };
+      const call = { resolve, reject, timer: 0, arm: null };
       if (timeoutMs > 0) {
-        call.timer = setTimeout(() => {
-          const s = (timeoutMs / 1000).toFixed(timeoutMs % 1000 ? 1 : 0);
-          this.restart(`the model's code ran for more than ${s} s and was stopped (an endless loop?); a fresh engine was started`, ErrorKind.TIMEOUT);
-        }, timeoutMs);
+        const s = (timeoutMs / 1000).toFixed(timeoutMs % 1000 ? 1 : 0);
+        call.arm = () => {
+          clearTimeout(call.timer);
+          call.timer = setTimeout(() => {
+            this.restart(`the model's code ran for more than ${s} s without progress and was stopped (an endless loop?); a fresh engine was started`, ErrorKind.TIMEOUT);
+          }, timeoutMs);
+        };
+        call.arm();
       }
       this.pending.set(seq, call);
       this.worker.postMessage(request(seq, type, args), transfer);

@@ -32,9 +32,24 @@ const HANDLERS = {
   [Request.WEIGHTS]: weights,
 };
 
+// The engine reports progress while it traces, differentiates and plans; the client's
+// guard restarts its timer on each report, so a long analysis (a 1,000-layer model on a busy
+// machine) is not taken for an endless loop. At most one report per PROGRESS_MS.
+const PROGRESS_MS = 250;
+let lastProgress = 0;
+function progress() {
+  const now = performance.now();
+  if (now - lastProgress < PROGRESS_MS) return;
+  lastProgress = now;
+  self.postMessage(event(Event.PROGRESS, {}));
+}
+
 const ready = loadEngine();
 ready.then(
-  ({ simd }) => self.postMessage(event(Event.READY, { version: pkg.version(), simd })),
+  ({ simd }) => {
+    pkg.setProgressHook(progress);
+    self.postMessage(event(Event.READY, { version: pkg.version(), simd }));
+  },
   (err) => self.postMessage(event(Event.FAILED, { message: `loading the wasm failed: ${err?.message ?? err}` })),
 );
 

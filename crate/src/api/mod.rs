@@ -56,6 +56,28 @@ pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
 }
 
+/// Calls `hook()` as long engine work advances (the tracer every 4096 nodes, autograd every
+/// 4096 nodes, the planner after each pass), so a host can tell a long analysis from code
+/// that loops: the page's analysis worker forwards it to the main thread, whose guard stops
+/// only an analysis that makes no progress. `null` removes it. The hook's exceptions are
+/// ignored; calling `setProgressHook` from inside the hook is an Error.
+#[wasm_bindgen(js_name = setProgressHook)]
+pub fn set_progress_hook(#[wasm_bindgen(unchecked_param_type = "(() => void) | null")] hook: JsValue) -> JsResult<()> {
+    let hook: Option<Box<dyn Fn()>> = if hook.is_null() || hook.is_undefined() {
+        None
+    } else {
+        let f = args::function(&hook, "setProgressHook: hook")?;
+        Some(Box::new(move || {
+            let _ = f.call0(&JsValue::NULL);
+        }))
+    };
+    if crate::progress::set_hook(hook) {
+        Ok(())
+    } else {
+        Err(args::error("setProgressHook: called from inside the progress hook"))
+    }
+}
+
 /// Traces an MLP with layer `sizes` (2 to 1025 whole numbers from 1) on a
 /// `[batch, sizes[0]]` input; returns `{ text, graph, traced }`: the printed graph, its JSON
 /// form and the graph for `plan`. Every weight and the input stay within the tensor limits,

@@ -359,6 +359,7 @@ fn backprop(
         }
     }
     for i in (0..n_fwd).rev() {
+        crate::progress::tick();
         let node = b.g.nodes[i].clone();
         if non_differentiable(&node.op) || !node.inputs.iter().any(|v| depends[v.0 as usize]) {
             continue;

@@ -322,7 +322,9 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
     } else {
         graph.clone()
     };
+    crate::progress::step();
     let placement = place(&program, options);
+    crate::progress::step();
     errors.extend(placement.errors.iter().cloned());
     warnings.extend(placement.warnings.iter().cloned());
     let training = placement.training;
@@ -343,7 +345,9 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
         }
         _ => None,
     };
+    crate::progress::step();
     let (mem, mem_errors, mem_warnings) = memory(&program, &placement, options, &gen, &life);
+    crate::progress::step();
     errors.extend(mem_errors);
     warnings.extend(mem_warnings);
     let micro_batch = settings.micro_batch_size.unwrap_or_else(|| {
@@ -354,6 +358,7 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
             .unwrap_or(1)
     });
     let time = time(&program, &placement, options, &gen, pipeline.as_ref(), &mem.transfers, micro_batch);
+    crate::progress::step();
     assemble(program, options, gen, placement, pipeline, mem, time, errors, warnings)
 }
 

@@ -249,6 +249,8 @@ impl Tracer {
             )));
         }
         st.nodes += 1;
+        drop(st);
+        crate::progress::tick();
         Ok(())
     }
 
