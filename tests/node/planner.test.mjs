@@ -111,6 +111,11 @@ describe("plan() from the npm package", () => {
     assert.throws(() => m.demoModel("revgnn", { ...cora, nodes: 0 }), (e) => e instanceof RangeError && /nodes must be from 1/.test(e.message));
     assert.throws(() => m.demoModel("mlp", { nodes: 10 }), /nodes is an option of the revgnn demo model only/);
     assert.throws(() => m.demoModel("revgnn", [3]), /config must be an object/);
+    // An error about one key of the config names it as err.option (the page marks its line).
+    for (const [config, key] of [[{ hidden: 15 }, "hidden"], [{ nodes: 0 }, "nodes"], [{ groups: 1 }, "groups"], [{ dropout: 1 }, "dropout"], [{ layers: 0 }, "layers"]]) {
+      assert.throws(() => m.demoModel("revgnn", { ...cora, ...config }), (e) => e.option === key, JSON.stringify(config));
+    }
+    assert.throws(() => m.demoModel("revgnn", [3]), (e) => e.option === undefined);
   });
 
   test("bad calls throw an Error naming the cause", () => {

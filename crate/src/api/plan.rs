@@ -19,6 +19,7 @@
 
 use super::args::{self, error, js_err, type_error, JsResult};
 use crate::compile::plan::plan_json_timed;
+use crate::gnn::preview::KeyError;
 use crate::ir::Graph;
 use crate::models::{DemoConfig, DemoKind, DemoNet};
 use crate::trace::check::ArgError;
@@ -130,12 +131,16 @@ pub fn demo_model(
 ) -> JsResult<JsValue> {
     let kind = args::string(&kind, "demoModel: kind", 32)?;
     let kind = DemoKind::parse(&kind).map_err(|e| error(&format!("demoModel: {e}")))?;
-    let prefix = |e: ArgError| ArgError { message: format!("demoModel: {}", e.message), ..e };
+    // An error about one key of `config` names it as `err.option` (the page marks its line).
+    let keyed = |e: KeyError| {
+        let err = args::arg_err(ArgError { message: format!("demoModel: {}", e.error.message), ..e.error });
+        args::on_option(err, e.key)
+    };
     let cfg = match json_arg(&config, "demoModel: config")? {
-        Some(j) => DemoConfig::from_json(&j).map_err(|e| args::arg_err(prefix(e)))?,
+        Some(j) => DemoConfig::from_json(&j).map_err(keyed)?,
         None => DemoConfig::default(),
     };
-    let sizes = cfg.sizes(kind).map_err(|e| args::arg_err(prefix(e)))?;
+    let sizes = cfg.sizes(kind).map_err(keyed)?;
     let t0 = now_ms();
     let net = DemoNet::new(kind, cfg.layers, &sizes).map_err(js_err)?;
     let t1 = now_ms();
