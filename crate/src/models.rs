@@ -221,7 +221,10 @@ impl DemoConfig {
         ];
         if kind != DemoKind::RevGnn {
             if let Some((key, _)) = revgnn_keys.iter().find(|k| k.1) {
-                return Err(KeyError::on(key, ArgError::value(format!("{key} is an option of the revgnn demo model only"))));
+                return Err(KeyError::on(
+                    key,
+                    ArgError::value(format!("{key} is an option of the revgnn demo model only")),
+                ));
             }
         }
         let s = DemoSizes {

@@ -243,11 +243,9 @@ fn wrap(module: JsValue, options: &JsValue, optimizer: &JsValue, training: bool)
         )));
     }
     let shared = options_arg(options)?;
+    // The wrapper's own copy of the options the caller built (parsed once, when they were made).
     let mut opts = match &shared {
-        Some(s) => {
-            let o = s.borrow();
-            Options::from_json(&o.to_json()).map_err(js_err)?
-        }
+        Some(s) => s.borrow().clone(),
         None => Options::new(),
     };
     // A copy: resolving reads the module (its getters may change this optimizer).
@@ -546,12 +544,9 @@ impl PoplarExecutorJs {
             if !w.exec.is_compiled() {
                 w.attach(&inputs)?;
             }
-            let p = if throw_on_invalid {
-                w.exec.plan_for(&inputs.types())
-            } else {
-                w.exec.plan_report(&inputs.types())
-            }
-            .map_err(js_err)?;
+            let p =
+                if throw_on_invalid { w.exec.plan_for(&inputs.types()) } else { w.exec.plan_report(&inputs.types()) }
+                    .map_err(js_err)?;
             JSON::parse(&p.to_json())
         })
     }
