@@ -70,6 +70,11 @@ const model = poptorch.trainingModel(net, opts, adam);
 const x: HostTensorInput = { shape: [64, 4], data: new Float32Array(256) };
 const y: HostTensorInput = { shape: [64], data: new Int32Array(64), name: "labels" };
 const p = model.plan(x, y);
+// The plan even where PopTorch would refuse it, and what the wrapper says of itself.
+const report = model.plan(x, { shape: [4], dtype: "int32" }, { throwOnInvalid: false });
+const wrapperTrace = model.tracedModel?.graph;
+const optimizerType: string | undefined = model.optimizerType;
+const factor: number = model.combinedBatchFactor;
 const outs = model.call(x, y) as HostTensor[];
 const loss: Float32Array | Int32Array | Uint8Array = outs[1].data;
 model.run(x, y);
@@ -144,5 +149,5 @@ async function gnn(files: Record<string, Uint8Array>): Promise<number> {
 
 export {
   first, same, json, frozen, constantEps, others, p, loss, compiled, scale, warnings, out, windowed, traced, planned, demo,
-  d, maxBytes, v, gnn,
+  d, maxBytes, v, gnn, report, wrapperTrace, optimizerType, factor,
 };
