@@ -122,6 +122,16 @@ describe("plan() from the npm package", () => {
     assert.throws(() => m.plan({}), /must be what trace\(\)/);
     assert.throws(() => m.plan(m.traceMlp([4, 3], 2), undefined, { training: true }), /loss must be a float scalar/);
     assert.throws(() => m.plan(m.traceMlp([4, 3], 2), undefined, { epochs: 3 }), /epochs/);
+    // A poptorch.Options is planned as it is, as its JSON is.
+    const traced = m.traceMlp([8, 16, 4], 4);
+    const opts = new m.poptorch.Options().deviceIterations(2).replicationFactor(2);
+    const fromOptions = m.plan(traced, opts);
+    const fromJson = m.plan(traced, opts.toJSON());
+    delete fromOptions.timings;
+    delete fromJson.timings;
+    assert.deepEqual(fromOptions, fromJson);
+    assert.equal(fromOptions.options.replicationFactor, 2);
+    assert.equal(fromOptions.replicas, 2);
     const bad = m.plan(m.traceMlp([4, 3], 2), { deviceIterations: 0 });
     assert.equal(bad.valid, false);
     assert.deepEqual(codes(bad.errors), ["options_not_positive"]);

@@ -14,10 +14,11 @@ export const DATA_URL = new URL("../data/", import.meta.url);
 /**
  * The planner of a plain module's trace, of RevGNN's and of the trainer's step: `plan(model,
  * options, settings)` of the package (crate/src/api/plan.rs). A wrapped model is planned by its
- * own `model.plan(..., { throwOnInvalid: false })` (planWrapped) instead. `options` is the planner's Options JSON as the
- * options panel holds it; `settings` `{training, loss, optimizer, microBatchSize}`. A
- * configuration PopTorch rejects is a plan with `valid: false`; a throw means there was
- * nothing to plan (e.g. training asked of a model without a scalar loss).
+ * own `model.plan(..., { throwOnInvalid: false })` (planWrapped) instead. `options` is a
+ * `poptorch.Options` (the panel's, made once by panelOptions) or the planner's Options JSON;
+ * `settings` `{training, loss, optimizer, microBatchSize}`. A configuration PopTorch rejects
+ * is a plan with `valid: false`; a throw means there was nothing to plan (e.g. training asked of
+ * a model without a scalar loss).
  */
 export function makePlan(traced, options, settings) {
   return pkg.plan(traced, options, settings);
@@ -362,7 +363,7 @@ async function analyseModule(code, exports, url, ctx, panel, dataset) {
   let title;
   let settings;
   let plan = null;
-  let planned = panel; // the Options JSON the model is planned with
+  let planned = panel; // the Options JSON the model is planned with (to compare with the panel's)
   const checks = [];
   if (spec.kind === "revgnn") {
     checkName(dataset);
@@ -395,7 +396,7 @@ async function analyseModule(code, exports, url, ctx, panel, dataset) {
     title = `${spec.model.constructor?.name ?? "Model"} on ${spec.inputs.map((i) => `${i.name ?? "input"} [${(i.shape ?? []).join("×")}]`).join(", ")}`;
     settings = spec.training ? { training: true, loss: lossOutput(traced.graph, spec.loss, code), optimizer: spec.optimizer } : { training: false };
     // The code may have set options on `options` itself.
-    if (!ctx.options.frozen) planned = ctx.options.toJSON();
+    planned = ctx.options.toJSON();
   }
   // The tracer records the blob's id as the file: show the editor's name.
   for (const n of traced.graph.nodes) {
@@ -404,7 +405,8 @@ async function analyseModule(code, exports, url, ctx, panel, dataset) {
   const text = userSources(traced.text, url);
   if (!plan) {
     try {
-      plan = makePlan(traced, planned, settings);
+      // The panel's poptorch.Options, as the code left it: parsed once, by panelOptions.
+      plan = makePlan(traced, ctx.options, settings);
     } catch (e) {
       throw makeError(ErrorKind.MODEL, `The planner could not plan this model: ${userSources(e?.message ?? String(e), url)}`, { line: settings.training ? lineOfKey(code, "training") : undefined });
     }

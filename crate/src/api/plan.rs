@@ -4,7 +4,8 @@
 //!
 //! `model` is what `trace(...)`, `traceMlp(...)`, `defaultModel()` or `demoModel(...)`
 //! returns (its `traced` member, a [`TracedGraph`], holds the graph), or that `TracedGraph`
-//! itself. `options` is a plain `poptorch.Options` object in camelCase (see
+//! itself. `options` is a `poptorch.Options` (used as it is: its values were parsed and
+//! checked when they were set), or its JSON, a plain object in camelCase (see
 //! `compile::options`), or omitted for PopTorch's defaults. `settings` is
 //! `{training, loss, optimizer, microBatchSize}` (see `compile::plan::PlanRequest`), or
 //! omitted for an inference plan.
@@ -18,7 +19,7 @@
 //! was asked of a graph without a scalar loss or trainable parameters.
 
 use super::args::{self, error, js_err, type_error, JsResult};
-use crate::compile::plan::plan_json_timed;
+use crate::compile::plan::{plan_json_timed, plan_options_timed};
 use crate::gnn::preview::KeyError;
 use crate::ir::Graph;
 use crate::models::{DemoConfig, DemoKind, DemoNet};
@@ -84,10 +85,20 @@ impl TracedGraph {
 
     /// Plans this model: see the module-level `plan`.
     pub fn plan(&self, options: JsValue, settings: JsValue) -> JsResult<JsValue> {
-        let o = json_arg(&options, "plan: options")?;
         let s = json_arg(&settings, "plan: settings")?;
-        let p = plan_json_timed(&self.graph, o.as_deref(), s.as_deref(), &now_ms)
-            .map_err(|e| js_err(crate::Error::new(crate::ErrorKind::Plan, e)))?;
+        // A `poptorch.Options` is used as it is (its values were checked when they were set);
+        // a plain object is the Options JSON, parsed here.
+        let p = match super::poptorch::handles::lookup::<crate::compile::Options>(&options)? {
+            Some(o) => {
+                let o = o.borrow().clone();
+                plan_options_timed(&self.graph, &o, Vec::new(), s.as_deref(), &now_ms)
+            }
+            None => {
+                let o = json_arg(&options, "plan: options")?;
+                plan_json_timed(&self.graph, o.as_deref(), s.as_deref(), &now_ms)
+            }
+        }
+        .map_err(|e| js_err(crate::Error::new(crate::ErrorKind::Plan, e)))?;
         JSON::parse(&p.to_json()).map_err(|_| error("plan: the plan could not be parsed as JSON"))
     }
 }
