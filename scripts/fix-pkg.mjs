@@ -437,7 +437,12 @@ class ParallelPhasedExecution extends ${ref("PoptorchParallelPhasedExecution")} 
     P.call = function (...inputs) { return this._call(inputs); };
     P.run = P.call;
     P.compile = function (...inputs) { return this._compile(inputs); };
-    P.plan = function (...inputs) { return this._plan(inputs); };
+    // PopTorch-style keyword arguments last: plan(...inputs, { throwOnInvalid: false }).
+    P.plan = function (...inputs) {
+        const last = inputs[inputs.length - 1];
+        const settings = last !== null && typeof last === "object" && !Array.isArray(last) && Object.hasOwn(last, "throwOnInvalid") ? inputs.pop() : undefined;
+        return this._plan(inputs, settings);
+    };
     P.returnInputGradients = function (...inputs) { return this._returnInputGradients(inputs); };
 }
 // Module state (api/state.rs) on every nn class, as PyTorch's nn.Module has it.
@@ -583,8 +588,10 @@ export interface PoplarExecutor {
     /** The same as call. */
     run(...inputs: (HostTensorInput | HostSparse)[]): HostTensor | HostTensor[];
     compile(...inputs: (HostTensorInput | HostSparse)[]): void;
-    /** The planner's Plan for this model, its options and these inputs (see plan()). */
-    plan(...inputs: (HostTensorInput | HostSparse)[]): any;
+    /** The planner's Plan for this model, its options and these inputs (see plan()); PopTorch's error for a configuration it refuses. */
+    plan(...inputs: (HostTensorInput | HostSparse | { shape: number[], dtype?: string, name?: string })[]): any;
+    /** The same Plan even when PopTorch would refuse the configuration: \`valid: false\`, PopTorch's reasons in \`errors\` (each with \`code\` and \`option\`). */
+    plan(...args: [...(HostTensorInput | HostSparse | { shape: number[], dtype?: string, name?: string })[], { throwOnInvalid: boolean }]): any;
     /** Returns the gradients of these inputs (indices or names) after the outputs. */
     returnInputGradients(...inputs: (number | string)[]): void;
 }

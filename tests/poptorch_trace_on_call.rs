@@ -106,6 +106,45 @@ fn a_plan_needs_no_compilation_and_then_is_the_compiled_plan() {
 }
 
 #[test]
+fn a_plan_report_is_the_plan_poptorch_refuses_with_its_reasons_and_counts_what_compiles() {
+    // Three replicas of a one-IPU model: three IPUs, not a power of two (PopTorch refuses it
+    // unless autoRoundNumIPUs rounds up to four).
+    let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
+    let (x, y) = data(6);
+    let types = input_types(&[x.clone(), y.clone()]);
+    let wrapped = |round: bool| {
+        let mut o = Options::new();
+        o.replication_factor(3).unwrap().auto_round_num_ipus(round).unwrap();
+        let mut m = training_model(&HostModel::untraced(weights(&fc), Vec::new()), &mut o, Some(sgd())).unwrap();
+        m.attach_trace(&traced(&fc, 2)).unwrap();
+        m
+    };
+    let mut refused = wrapped(false);
+    let e = refused.plan_for(&types).unwrap_err();
+    assert_eq!(e.code(), Some("ipu_count_not_power_of_two"), "{e}");
+    let report = refused.plan_report(&types).unwrap();
+    assert!(!report.valid);
+    let d = report.errors.iter().find(|d| d.code == "ipu_count_not_power_of_two").expect("PopTorch's reason");
+    assert_eq!(d.option.as_deref(), Some("autoRoundNumIPUs"));
+    assert!(e.message().starts_with(&d.message), "the report's reason is the error compiling throws: {e}");
+    assert_eq!(refused.compile(&[x.clone(), y.clone()]).unwrap_err().code(), Some("ipu_count_not_power_of_two"));
+    // SGD with momentum: one velocity per weight (6 + 2 floats), as the accepted model compiles it.
+    let mut accepted = wrapped(true);
+    accepted.compile(&[x.clone(), y.clone()]).unwrap();
+    let state = |p: &ipu_playground::compile::Plan| p.memory.ipus.iter().map(|i| i.always_live.optimizer).sum::<u64>();
+    assert_eq!(state(&report), 4 * 8);
+    assert_eq!(state(accepted.plan().unwrap()), state(&report));
+    // A compiled model's report is its compiled plan, with what the wrapper logged since.
+    accepted.compile(&[x.clone(), y]).unwrap();
+    let logged = accepted.plan_report(&types).unwrap();
+    assert_eq!(logged.warnings.last().map(|w| w.code), Some("compile_ignored"));
+    assert_eq!(logged.warnings.len(), accepted.plan().unwrap().warnings.len() + 1);
+    // Inputs that do not divide into micro-batches are still an error.
+    let (x5, y5) = data(5);
+    assert!(wrapped(false).plan_report(&input_types(&[x5, y5])).is_err());
+}
+
+#[test]
 fn adopting_a_trace_keeps_host_values_and_adds_what_is_new() {
     let fc = Linear::new(3, 2, true, &mut Rng::new(0)).unwrap();
     let trained = Tensor::from_f32(&[2, 3], vec![9.0; 6]).unwrap();

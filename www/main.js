@@ -1,11 +1,12 @@
 // The page: UI only. Every engine call goes to a worker through engine/client.js; this file
-// wires the state (state.js), the editor, the options panel and the views together.
+// wires the state (state.js), the editor, the options panel, the tabs (tabs.js), the views and
+// the training controller (training-controller.js) together, and runs the analysis.
 // web/build.mjs bundles it (with CodeMirror and uPlot) into dist/main.js.
 import "uplot/dist/uPlot.min.css";
 import { Store, presetState, PRESETS, VIEWS } from "./state.js";
 import { createEditor } from "./editor.js";
 import { EngineClient, EngineError } from "./engine/client.js";
-import { Request, Event, ErrorKind, TrainingPhase } from "./engine/protocol.js";
+import { Request, ErrorKind } from "./engine/protocol.js";
 import { fitItems } from "./plan/adapter.js";
 import { diagnosticLine } from "./plan/lines.js";
 import { toPlannerOptions } from "./options.js";
@@ -16,7 +17,8 @@ import { createAssignmentView } from "./views/assignment.js";
 import { createMemoryView } from "./views/memory.js";
 import { createExecutionView } from "./views/execution.js";
 import { createFitView } from "./views/fit.js";
-import { createTrainingView } from "./views/training.js";
+import { createTabs } from "./tabs.js";
+import { createTrainingController } from "./training-controller.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -44,33 +46,12 @@ function setAnalysisState(state, text) {
 
 // ---------------------------------------------------------------- views and tabs
 
-const panels = {};
-const tabs = {};
-for (const id of VIEWS) {
-  const tab = document.createElement("button");
-  Object.assign(tab, { type: "button", id: `tab-${id}`, textContent: TITLES[id] });
-  tab.setAttribute("role", "tab");
-  tab.setAttribute("aria-controls", `view-${id}`);
-  $("tabs").append(tab);
-  const panel = document.createElement("div");
-  panel.id = `view-${id}`;
-  panel.className = `view view-${id}`;
-  panel.setAttribute("role", "tabpanel");
-  panel.setAttribute("aria-labelledby", tab.id);
-  panel.tabIndex = 0;
-  $("panels").append(panel);
-  tabs[id] = tab;
-  panels[id] = panel;
-  tab.addEventListener("click", () => store.set({ view: id }));
-}
-$("tabs").addEventListener("keydown", (e) => {
-  const i = VIEWS.indexOf(store.get().view);
-  const next = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: VIEWS.length - 1 }[e.key];
-  if (next === undefined) return;
-  e.preventDefault();
-  const id = VIEWS[(next + VIEWS.length) % VIEWS.length];
-  store.set({ view: id });
-  tabs[id].focus();
+const { panels, tabs, show: showTab } = createTabs({
+  tabList: $("tabs"),
+  panelBox: $("panels"),
+  views: VIEWS,
+  titles: TITLES,
+  onSelect: (id) => store.set({ view: id }),
 });
 
 let editor;
@@ -100,19 +81,9 @@ function renderView(id) {
 }
 
 function showView(id) {
-  for (const v of VIEWS) {
-    const on = v === id;
-    tabs[v].setAttribute("aria-selected", String(on));
-    tabs[v].tabIndex = on ? 0 : -1;
-    panels[v].hidden = !on;
-  }
+  showTab(id);
   if (dirty.has(id)) renderView(id);
-  if (id === "training") {
-    training.resize(panels.training.clientWidth);
-    // Load the training engine's wasm now, so that Train starts at once (and its compilation,
-    // which keeps both cores busy for a moment, is not in the middle of a run).
-    trainer.start().catch(() => {}); // a failure is reported when Train is pressed
-  }
+  if (id === "training") training.shown();
 }
 
 // ---------------------------------------------------------------- analysis in the worker
@@ -192,8 +163,7 @@ function showAnalysis(result, ms) {
   const errors = items.filter((i) => i.level === "error").length;
   setAnalysisState(errors ? "warn" : "ok", errors ? `${errors} plan error${errors > 1 ? "s" : ""}` : result.plan.fits ? "planned · fits" : "planned");
   tabs.fit.dataset.count = items.length ? String(items.length) : "";
-  revgnnConfig = result.revgnn;
-  updateTrainingConfig();
+  training.setRevgnnConfig(result.revgnn);
   document.body.dataset.seq = String(latest);
   setStatus(`Traced ${result.graph.nodes.length} nodes and planned ${result.plan.numNodes} in ${Math.round(ms)} ms · Ready`);
   if (!firstRender) {
@@ -232,125 +202,19 @@ function showAnalysisError(err) {
   }
   views.fit.showError(info);
   tabs.fit.dataset.count = "!";
-  updateTrainingConfig();
+  training.updateConfig();
   setAnalysisState("error", info.kind === ErrorKind.TIMEOUT ? "stopped" : "error");
   setStatus(info.kind === ErrorKind.TIMEOUT ? "Engine restarted: your code was stopped; it is still in the editor" : "The model did not trace", true);
 }
 
 // ---------------------------------------------------------------- training in its own worker
 
-let revgnnConfig = null;
-/** How long a training worker may take to stop after Stop before it is replaced (?stop-grace=ms for tests). */
-const STOP_GRACE_MS = Math.max(200, Number(params.get("stop-grace")) || 20000);
-let stopWatch = 0;
-const ENDED = new Set(["stopped", "done", "error"]);
-
-// A run the worker has said nothing about for this long (and for at least 5 epochs' time)
-// is said to be quiet in the view: its code may loop forever (Stop then replaces the worker).
-const QUIET_MS = Math.max(200, Number(params.get("quiet")) || 60000);
-let quietWatch = 0;
-let epochMs = 0;
-
-/** Restarts the quiet watch after news of a run in `phase` (none while paused or ended). */
-function watchQuiet(phase) {
-  clearTimeout(quietWatch);
-  if (phase !== TrainingPhase.BUILDING && phase !== TrainingPhase.RUNNING) return;
-  const ms = Math.max(QUIET_MS, 5 * epochMs);
-  quietWatch = setTimeout(() => training.showQuiet(ms / 1000), ms);
-}
-
-const trainer = new EngineClient({
-  name: "trainer",
-  onEvent: (name, data) => {
-    if (name !== Event.TRAINING) return;
-    if (ENDED.has(data.phase)) clearTimeout(stopWatch);
-    if (data.epochSeconds) epochMs = data.epochSeconds * 1000;
-    watchQuiet(data.phase);
-    training.update(data);
-  },
-  onRestart: (reason) => {
-    watchQuiet(null);
-    training.showError(`The training engine was restarted: ${reason}`);
-  },
-});
-
-/**
- * Stop: asked between epochs. A worker that does not answer in time is busy for good (the
- * code's `step` or its module loops forever): it is terminated and replaced, and the view says so.
- */
-function stopTraining() {
-  watchQuiet(null);
-  trainer.call(Request.STOP).catch(() => {});
-  clearTimeout(stopWatch);
-  stopWatch = setTimeout(() => {
-    const s = (STOP_GRACE_MS / 1000).toFixed(STOP_GRACE_MS % 1000 ? 1 : 0);
-    trainer.restart(`it did not stop within ${s} s of Stop (does the code's training loop forever?), so it was replaced; your code is still in the editor`);
-  }, STOP_GRACE_MS);
-}
-
-/** Whether the Training view trains the editor's model: its last analysis gave a `train`, and the code has not broken since. */
-function trainsCode() {
-  return Boolean(analysis?.trainable) && document.body.dataset.analysis !== "error";
-}
-
-function trainingConfig() {
-  if (revgnnConfig) return revgnnConfig;
-  // Not on the RevGNN preset: train the preset's defaults.
-  return { layers: 7, hidden: 160, groups: 2, dropout: 0.5, lr: 0.003, parts: 10, seed: 0 };
-}
-
-function updateTrainingConfig() {
-  if (trainsCode()) {
-    training.setConfig(
-      `Trains the model of your code: ${analysis.title.replace(/ called with.*/, "")}, one step per part of its \`train.parts\`, ` +
-        "evaluated by its `train.evaluate()`, in the training worker (the code runs there again with the dataset and epochs chosen here).",
-    );
-    return;
-  }
-  const c = trainingConfig();
-  const from = revgnnConfig
-    ? "as your code's `revgnn` configures it"
-    : "with the RevGNN preset's configuration (this view trains RevGNN; your code exports no `revgnn`)";
-  training.setConfig(
-    `RevGNN ${c.layers} layers × ${c.hidden} channels, ${c.groups} groups, dropout ${c.dropout}, Adam lr ${c.lr}, ${c.parts} parts per epoch, ` +
-      `trained by the package's RevGnnTrainer (PyG's rev_gnn.py model, built in Rust, on the PopTorch execution path) — ${from}.`,
-  );
-}
-
-const training = createTrainingView(panels.training, {
-  onStart: ({ dataset, epochs }) => {
-    store.set({ train: { dataset, epochs } });
-    const s = store.get();
-    const code = trainsCode() ? codeRun(s) : {};
-    epochMs = 0;
-    watchQuiet(TrainingPhase.BUILDING);
-    trainer.call(Request.TRAIN, { dataset, epochs, config: trainingConfig(), ...code }).catch((err) => {
-      watchQuiet(null);
-      const info = err instanceof EngineError ? err.info : { message: String(err) };
-      training.showError(info.kind === ErrorKind.ENGINE ? `The training engine stopped: ${info.message}` : info.message);
-    });
-  },
-  onPause: () => trainer.call(Request.PAUSE).then(({ result }) => training.setPaused(result.paused, result.epoch)),
-  onResume: () =>
-    trainer.call(Request.RESUME).then(() => {
-      training.setPaused(false);
-      watchQuiet(TrainingPhase.RUNNING);
-    }),
-  onStop: stopTraining,
-  onDownload: async () => {
-    try {
-      const { result } = await trainer.call(Request.WEIGHTS);
-      const url = URL.createObjectURL(new Blob([result.bytes], { type: "application/octet-stream" }));
-      const a = Object.assign(document.createElement("a"), { href: url, download: result.filename });
-      document.body.append(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 10000);
-    } catch (err) {
-      training.showError(err.message);
-    }
-  },
-  onSettings: (patch) => store.set({ train: { ...store.get().train, ...patch } }),
+const training = createTrainingController({
+  panel: panels.training,
+  params,
+  store,
+  analysis: () => analysis,
+  codeRun,
 });
 
 // ---------------------------------------------------------------- state changes
@@ -375,8 +239,7 @@ function loadPreset(id) {
   store.set(s);
   editor.setText(s.code);
   optionsPanel.set(s);
-  revgnnConfig = null;
-  updateTrainingConfig();
+  training.setRevgnnConfig(null);
 }
 
 // ---------------------------------------------------------------- boot
@@ -395,7 +258,7 @@ async function boot() {
   });
   optionsPanel.set(s);
   training.setSettings(s.train);
-  updateTrainingConfig();
+  training.updateConfig();
   showView(s.view);
   if (store.source === "link") setStatus("Restored from the link");
   if (store.source === "bad-link") setStatus("The link could not be read; showing your last state", true);
@@ -426,7 +289,7 @@ async function boot() {
   addEventListener("resize", () => {
     for (const id of VIEWS) dirty.add(id);
     renderView(store.get().view);
-    if (store.get().view === "training") training.resize(panels.training.clientWidth);
+    if (store.get().view === "training") training.resize();
   });
 }
 

@@ -6,7 +6,7 @@
 //! configuration), with inputs the CPU executor can run ([`demo_inputs`]).
 
 use crate::gnn::nn::{RevGnn, RevGnnConfig};
-use crate::gnn::preview::{self, GraphSizes};
+use crate::gnn::preview::{self, GraphSizes, KeyError};
 use crate::ir::{InputKind, Reduction, TensorType};
 use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
@@ -190,21 +190,24 @@ impl DemoConfig {
     /// Parses a config object (an array is not accepted in its place: its items would be
     /// read by position). Range errors name the key; `ipus` is checked against the layers
     /// when the model is traced ([`DemoNet::trace`]).
-    pub fn from_json(json: &str) -> std::result::Result<DemoConfig, ArgError> {
+    pub fn from_json(json: &str) -> std::result::Result<DemoConfig, KeyError> {
         let v: serde_json::Value = serde_json::from_str(json).map_err(|e| ArgError::value(e.to_string()))?;
         if !v.is_object() {
-            return Err(ArgError::type_(format!("config must be an object like {{\"layers\": 4}}, got {v}")));
+            return Err(ArgError::type_(format!("config must be an object like {{\"layers\": 4}}, got {v}")).into());
         }
         let c: DemoConfig = serde_json::from_value(v).map_err(|e| ArgError::value(e.to_string()))?;
         if c.layers == 0 || c.layers > MAX_DEMO_LAYERS {
-            return Err(ArgError::range(format!("layers must be from 1 to {MAX_DEMO_LAYERS}, got {}", c.layers)));
+            return Err(KeyError::on(
+                "layers",
+                ArgError::range(format!("layers must be from 1 to {MAX_DEMO_LAYERS}, got {}", c.layers)),
+            ));
         }
         Ok(c)
     }
 
     /// The sizes of demo model `kind`: the defaults with this config's RevGNN sizes (which
     /// only RevGNN takes), checked by `gnn::preview`.
-    pub fn sizes(&self, kind: DemoKind) -> std::result::Result<DemoSizes, ArgError> {
+    pub fn sizes(&self, kind: DemoKind) -> std::result::Result<DemoSizes, KeyError> {
         let base = if self.small { DemoSizes::small(kind) } else { DemoSizes::full(kind) };
         let revgnn_keys = [
             ("hidden", self.hidden.is_some()),
@@ -218,7 +221,10 @@ impl DemoConfig {
         ];
         if kind != DemoKind::RevGnn {
             if let Some((key, _)) = revgnn_keys.iter().find(|k| k.1) {
-                return Err(ArgError::value(format!("{key} is an option of the revgnn demo model only")));
+                return Err(KeyError::on(
+                    key,
+                    ArgError::value(format!("{key} is an option of the revgnn demo model only")),
+                ));
             }
         }
         let s = DemoSizes {

@@ -1,7 +1,7 @@
 // A user planning a model with the npm package: PopTorch's documented Block example
 // (three blocks on IPUs 0, 1, 0) traced in JavaScript, then planned under poptorch.Options
 // given as a plain object.
-import { nn, block, beginBlock, trace, plan, demoModel, traceMlp, manualSeed } from "ipu-playground";
+import { nn, poptorch, block, beginBlock, trace, plan, demoModel, traceMlp, manualSeed } from "ipu-playground";
 
 export class ThreeBlocks extends nn.Module {
   constructor(ipus = [0, 1, 0]) {
@@ -51,4 +51,4 @@ export function traceMixedBlocks(restart) {
   return trace(new MixedBlocks({ restart }), [{ name: "x", shape: [8, 16] }]);
 }
 
-export { plan, demoModel, traceMlp };
+export { plan, demoModel, traceMlp, poptorch };

@@ -111,12 +111,27 @@ describe("plan() from the npm package", () => {
     assert.throws(() => m.demoModel("revgnn", { ...cora, nodes: 0 }), (e) => e instanceof RangeError && /nodes must be from 1/.test(e.message));
     assert.throws(() => m.demoModel("mlp", { nodes: 10 }), /nodes is an option of the revgnn demo model only/);
     assert.throws(() => m.demoModel("revgnn", [3]), /config must be an object/);
+    // An error about one key of the config names it as err.option (the page marks its line).
+    for (const [config, key] of [[{ hidden: 15 }, "hidden"], [{ nodes: 0 }, "nodes"], [{ groups: 1 }, "groups"], [{ dropout: 1 }, "dropout"], [{ layers: 0 }, "layers"]]) {
+      assert.throws(() => m.demoModel("revgnn", { ...cora, ...config }), (e) => e.option === key, JSON.stringify(config));
+    }
+    assert.throws(() => m.demoModel("revgnn", [3]), (e) => e.option === undefined);
   });
 
   test("bad calls throw an Error naming the cause", () => {
     assert.throws(() => m.plan({}), /must be what trace\(\)/);
     assert.throws(() => m.plan(m.traceMlp([4, 3], 2), undefined, { training: true }), /loss must be a float scalar/);
     assert.throws(() => m.plan(m.traceMlp([4, 3], 2), undefined, { epochs: 3 }), /epochs/);
+    // A poptorch.Options is planned as it is, as its JSON is.
+    const traced = m.traceMlp([8, 16, 4], 4);
+    const opts = new m.poptorch.Options().deviceIterations(2).replicationFactor(2);
+    const fromOptions = m.plan(traced, opts);
+    const fromJson = m.plan(traced, opts.toJSON());
+    delete fromOptions.timings;
+    delete fromJson.timings;
+    assert.deepEqual(fromOptions, fromJson);
+    assert.equal(fromOptions.options.replicationFactor, 2);
+    assert.equal(fromOptions.replicas, 2);
     const bad = m.plan(m.traceMlp([4, 3], 2), { deviceIterations: 0 });
     assert.equal(bad.valid, false);
     assert.deepEqual(codes(bad.errors), ["options_not_positive"]);

@@ -7,17 +7,18 @@ import { ErrorKind, makeError, USER_FILE } from "./protocol.js";
 import { importModule, normalize, describe, userSources } from "./usercode.js";
 import { DATASETS, checkName } from "./datasets.js";
 import { fieldOfDiagnostic } from "../options.js";
-import { optimizerOf } from "./optimizers.js";
 
 export const PACKAGE_URL = new URL("./package.js", import.meta.url).href;
 export const DATA_URL = new URL("../data/", import.meta.url);
 
 /**
- * The planner: `plan(model, options, settings)` of the package (crate/src/api/plan.rs), the one
- * hook between the analysis and the planner. `options` is the planner's Options JSON as the
- * options panel holds it; `settings` `{training, loss, optimizer, microBatchSize}`. A
- * configuration PopTorch rejects is a plan with `valid: false`; a throw means there was
- * nothing to plan (e.g. training asked of a model without a scalar loss).
+ * The planner of a plain module's trace, of RevGNN's and of the trainer's step: `plan(model,
+ * options, settings)` of the package (crate/src/api/plan.rs). A wrapped model is planned by its
+ * own `model.plan(..., { throwOnInvalid: false })` (planWrapped) instead. `options` is a
+ * `poptorch.Options` (the panel's, made once by panelOptions) or the planner's Options JSON;
+ * `settings` `{training, loss, optimizer, microBatchSize}`. A configuration PopTorch rejects
+ * is a plan with `valid: false`; a throw means there was nothing to plan (e.g. training asked of
+ * a model without a scalar loss).
  */
 export function makePlan(traced, options, settings) {
   return pkg.plan(traced, options, settings);
@@ -25,14 +26,13 @@ export function makePlan(traced, options, settings) {
 
 // ---------------------------------------------------------------- analysis of user code
 
-/** demoModel("revgnn"), with an error about a hyper-parameter marked at the line that sets it. */
+/** demoModel("revgnn"), with an error about a hyper-parameter (its `err.option`, the config key) marked at the line that sets it. */
 function revgnnTrace(code, config) {
   try {
     return pkg.demoModel("revgnn", config);
   } catch (e) {
-    const message = e?.message ?? String(e);
-    const key = ["layers", "hidden", "groups", "dropout", "seed"].find((k) => new RegExp(`\\b${k}\\b`, "i").test(message) && lineOfKey(code, k));
-    throw makeError(ErrorKind.MODEL, `RevGNN: ${message}`, key ? { line: lineOfKey(code, key) } : {});
+    const line = typeof e?.option === "string" ? lineOfKey(code, e.option) : undefined;
+    throw makeError(ErrorKind.MODEL, `RevGNN: ${e?.message ?? String(e)}`, line ? { line } : {});
   }
 }
 
@@ -114,13 +114,6 @@ function optionsFromCode(panel, planned, code) {
   return out;
 }
 
-/** What one micro-batch is multiplied by in one call (poptorch.DataLoader's combined batch). */
-export function batchFactor(o) {
-  const replicas = o.replicationFactor ?? 1;
-  const group = o.inputReplicaGrouping?.size || 1;
-  return (o.deviceIterations ?? 1) * Math.max(1, Math.floor(replicas / group)) * (o.Training?.gradientAccumulation ?? 1);
-}
-
 /** Values in all the inputs of one call the page makes up with values, at most (zeros; a plan's dense inputs are shape-only). */
 const MAX_CALL_VALUES = 64 * 2 ** 20;
 
@@ -141,8 +134,9 @@ function madeUpCsr(name, [rows, cols], nnz) {
 
 /**
  * The inputs of one call for the example `inputs`: those given with values as they are (the
- * call's, combined batch); for a shape alone, zeros of one micro-batch × `factor` (what
- * poptorch.DataLoader would combine), or a made-up CSR pattern of `nnz` entries. With
+ * call's, combined batch); for a shape alone, zeros of one micro-batch × `factor` (the wrapped
+ * model's `combinedBatchFactor`: what poptorch.DataLoader would combine), or a made-up CSR
+ * pattern of `nnz` entries. With
  * `shapeOnly` (a plan, which reads only types), a dense shape stays a shape: `{ name, shape,
  * dtype }` of the combined batch, no values made.
  */
@@ -181,14 +175,13 @@ export function callInputs(inputs, factor, code, { shapeOnly = false } = {}) {
   });
 }
 
-/** The trace's input specs (one micro-batch) for the call's inputs. */
-function microSpecs(call, factor) {
-  return call.map((t) => {
-    if (isSparse(t)) return { name: t.name, shape: t.shape, layout: "csr", nnz: t.indices?.length ?? t.nnz };
-    const shape = [...t.shape];
-    if (shape.length && factor > 1 && shape[0] % factor === 0) shape[0] /= factor;
+/** A plain module's example inputs as `trace()` takes them: shapes, dtypes and names (`input<i>` unless given). */
+function traceSpecs(inputs) {
+  return inputs.map((t, i) => {
+    const name = t.name ?? `input${i}`;
+    if (isSparse(t)) return { name, shape: t.shape, layout: "csr", nnz: t.indices?.length ?? t.nnz };
     const dtype = t.dtype ?? (t.data instanceof Int32Array ? "int32" : t.data instanceof Uint8Array ? "bool" : "float32");
-    return { name: t.name, shape, dtype };
+    return { name, shape: [...t.shape], dtype };
   });
 }
 
@@ -316,78 +309,41 @@ function wrappedError(e, url, code, training) {
   return info;
 }
 
-/** Which output of `graph` is the loss PopTorch finds: the one made by identity_loss or a cross-entropy, else its one float scalar. */
-function wrappedLoss(graph) {
-  const made = new Map(graph.nodes.map((n) => [n.outputs?.[0], n]));
-  const isLoss = (v) => /identity_loss|cross_entropy/.test(String(made.get(v)?.op ?? ""));
-  const marked = graph.outputs.map((v, i) => (isLoss(v) ? i : -1)).filter((i) => i >= 0);
-  if (marked.length === 1) return marked[0];
-  const scalars = graph.outputs
-    .map((v, i) => ({ i, ty: graph.values[v] }))
-    .filter(({ ty }) => ty && ty.shape.length === 0 && (ty.dtype === "float32" || ty.dtype === "float16"))
-    .map(({ i }) => i);
-  return scalars.length === 1 ? scalars[0] : null;
-}
-
 /**
- * A model wrapped by poptorch.trainingModel / inferenceModel: `model.plan(...)` on the combined
- * batch is the judge of PopTorch's rules (its errors are thrown, at the code's line); the
- * views draw `plan()` of the same module traced with one micro-batch, under the model's own
- * options and optimizer (the same Plan, with the optimizer's state counted, and with the
- * planner's errors tied to nodes and option fields when PopTorch rejects the configuration).
+ * A model wrapped by poptorch.trainingModel / inferenceModel: the wrapper is the one judge.
+ * `model.plan(...call, { throwOnInvalid: false })` on the combined batch is the plan the views
+ * draw, the one the wrapper would compile (its trace, the loss PopTorch finds, its optimizer's
+ * state per parameter group, its options), with PopTorch's refusals as errors tied to nodes
+ * and option fields. What it cannot plan (inputs that do not fit, no loss, …) it throws: an
+ * error of the code, at its line.
  */
-function planWrapped(spec, code, url, checks) {
+function planWrapped(spec, code, url) {
   const model = spec.model;
   let training;
   let planned;
+  let factor;
+  let optimizer;
   try {
     training = model.training;
     planned = model.options;
+    factor = model.combinedBatchFactor;
+    optimizer = model.optimizerType;
   } catch (e) {
     throw describe(e, url);
   }
-  const factor = batchFactor(planned);
   const call = callInputs(spec.inputs, factor, code, { shapeOnly: true });
-  let rejected = null;
-  try {
-    model.plan(...call);
-  } catch (e) {
-    rejected = wrappedError(e, url, code, training);
-  }
-  const micro = microSpecs(call, factor);
+  let plan;
   let traced;
   try {
-    traced = pkg.trace(model.model, micro, { training });
+    plan = model.plan(...call, { throwOnInvalid: false });
+    traced = model.tracedModel;
   } catch (e) {
-    throw rejected ?? wrappedError(e, url, code, training);
-  }
-  const optimizer = training ? (optimizerOf(model) ?? { class: "SGD", choice: "sgd" }) : null;
-  let settings = { training };
-  if (training) {
-    const loss = wrappedLoss(traced.graph);
-    if (loss === null) throw rejected ?? makeError(ErrorKind.MODEL, "The training model's forward returns no loss the planner can find", { line: wrapperLine(code, true) });
-    settings = { training, loss, optimizer: optimizer.choice };
-    if (optimizer.approximate) checks.push({ level: "warning", code: "optimizer_approximated", message: `The plan counts ${optimizer.class}'s state approximately: ${optimizer.approximate}.`, fix: null, node: null });
-  }
-  let plan;
-  try {
-    plan = makePlan(traced, planned, settings);
-  } catch (e) {
-    throw rejected ?? makeError(ErrorKind.MODEL, `The planner could not plan this model: ${userSources(e?.message ?? String(e), url)}`, { line: wrapperLine(code, training) });
-  }
-  // PopTorch refused it: the plan shows why if the planner refuses it too; otherwise it is an
-  // error of the code (no loss, a batch that does not divide, shapes that changed, …).
-  if (rejected && plan.valid) throw rejected;
-  // What PopTorch logged when the code compiled or called the model (the executor's own
-  // plan's warnings aside: the plan drawn here has its own, and counts the optimizer).
-  for (const w of model.warnings) {
-    if (/^The training graph has no optimizer updates|^the model does not fit in IPU memory/.test(w)) continue;
-    checks.push({ level: "warning", code: "poptorch_warning", message: `PopTorch: ${w}`, fix: null, node: null });
+    throw wrappedError(e, url, code, training);
   }
   const name = model.model?.constructor?.name ?? "Model";
   const shapes = call.map((i) => `${i.name} [${i.shape.join("×")}]`).join(", ");
-  const title = `poptorch.${training ? "trainingModel" : "inferenceModel"}(${name}${training ? `, ${optimizer.class}` : ""}) called with ${shapes}${factor > 1 ? ` (${factor} micro-batches)` : ""}`;
-  return { traced, title, settings, plan, planned };
+  const title = `poptorch.${training ? "trainingModel" : "inferenceModel"}(${name}${training ? `, ${optimizer}` : ""}) called with ${shapes}${factor > 1 ? ` (${factor} micro-batches)` : ""}`;
+  return { traced, title, settings: { training }, plan, planned };
 }
 
 /** The module's \`export const revgnn = { layers, hidden, … }\` (the trainer's configuration), or null. */
@@ -399,14 +355,15 @@ function trainingConfig(exports) {
 async function analyseModule(code, exports, url, ctx, panel, dataset) {
   const spec = await normalize(exports, ctx, (v) => v instanceof pkg.poptorch.PoplarExecutor).catch((e) => {
     const info = describe(e, url);
-    for (const key of ["optimizer", "loss", "inputs", "training"]) if (info.line === undefined && new RegExp(`\`${key}(\\[|\`)`).test(info.message)) info.line = lineOfKey(code, key);
+    // An error about one key of the default export carries it (usercode.js normalize).
+    if (info.line === undefined && info.key) info.line = lineOfKey(code, info.key);
     throw info;
   });
   let traced;
   let title;
   let settings;
   let plan = null;
-  let planned = panel; // the Options JSON the model is planned with
+  let planned = panel; // the Options JSON the model is planned with (to compare with the panel's)
   const checks = [];
   if (spec.kind === "revgnn") {
     checkName(dataset);
@@ -429,17 +386,17 @@ async function analyseModule(code, exports, url, ctx, panel, dataset) {
     // The whole-graph pass of the evaluation: every node is one sample.
     settings = { training: false, microBatchSize: d.nodes };
   } else if (spec.kind === "poptorch") {
-    ({ traced, title, settings, plan, planned } = planWrapped(spec, code, url, checks));
+    ({ traced, title, settings, plan, planned } = planWrapped(spec, code, url));
   } else {
     try {
-      traced = pkg.trace(spec.model, microSpecs(spec.inputs.map((s, i) => ({ ...s, name: s.name ?? `input${i}` })), 1), { training: spec.training });
+      traced = pkg.trace(spec.model, traceSpecs(spec.inputs), { training: spec.training });
     } catch (e) {
       throw describe(e, url);
     }
     title = `${spec.model.constructor?.name ?? "Model"} on ${spec.inputs.map((i) => `${i.name ?? "input"} [${(i.shape ?? []).join("×")}]`).join(", ")}`;
     settings = spec.training ? { training: true, loss: lossOutput(traced.graph, spec.loss, code), optimizer: spec.optimizer } : { training: false };
     // The code may have set options on `options` itself.
-    if (!ctx.options.frozen) planned = ctx.options.toJSON();
+    planned = ctx.options.toJSON();
   }
   // The tracer records the blob's id as the file: show the editor's name.
   for (const n of traced.graph.nodes) {
@@ -448,7 +405,8 @@ async function analyseModule(code, exports, url, ctx, panel, dataset) {
   const text = userSources(traced.text, url);
   if (!plan) {
     try {
-      plan = makePlan(traced, planned, settings);
+      // The panel's poptorch.Options, as the code left it: parsed once, by panelOptions.
+      plan = makePlan(traced, ctx.options, settings);
     } catch (e) {
       throw makeError(ErrorKind.MODEL, `The planner could not plan this model: ${userSources(e?.message ?? String(e), url)}`, { line: settings.training ? lineOfKey(code, "training") : undefined });
     }

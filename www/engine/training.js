@@ -6,7 +6,7 @@ import { Event, ErrorKind, TrainingPhase, event, makeError } from "./protocol.js
 import { importModule, normalize, describe } from "./usercode.js";
 import { checkName, fetchPlanetoid } from "./datasets.js";
 import { safetensors } from "./safetensors.js";
-import { PACKAGE_URL, DATA_URL, makePlan, panelOptions, callInputs, batchFactor, codeContext } from "./analysis.js";
+import { PACKAGE_URL, DATA_URL, makePlan, panelOptions, callInputs, codeContext } from "./analysis.js";
 
 // ---------------------------------------------------------------- training
 
@@ -74,7 +74,7 @@ async function codeRunner({ code, options, ipus, half, dataset, epochs }) {
     const model = spec.model;
     if (!model.training) throw makeError(ErrorKind.MODEL, "The code's `train` needs a poptorch.trainingModel");
     const net = model.model;
-    const call = callInputs(spec.inputs, batchFactor(model.options), code);
+    const call = callInputs(spec.inputs, model.combinedBatchFactor, code);
     let prediction;
     const numParams = net.namedParameters().reduce((a, [, p]) => a + p.shape.reduce((x, y) => x * y, 1), 0);
     const { parts, step, evaluate } = spec.train;

@@ -90,7 +90,8 @@ const OPTIMIZERS = ["sgd", "sgdMomentum", "adam", "adamW"];
  * For a plain module `optimizer` (the state the training plan holds) is one of OPTIMIZERS,
  * SGD without momentum by default as in PopTorch; `loss` the index of the forward's output
  * that is the loss (default: its one scalar output). `isExecutor(v)` says whether `v` is a
- * wrapped model (the package's PoplarExecutor).
+ * wrapped model (the package's PoplarExecutor). An error about one key of the export carries
+ * it as `key` ("inputs", "optimizer", "loss", "training"), for the line that sets it.
  */
 export async function normalize(exports, ctx, isExecutor = () => false) {
   if (!("default" in exports)) {
@@ -112,7 +113,7 @@ export async function normalize(exports, ctx, isExecutor = () => false) {
     );
   }
   if (!Array.isArray(value.inputs) || (!wrapped && value.inputs.length === 0)) {
-    throw makeError(ErrorKind.MODEL, "The default export must give `inputs`: one micro-batch's example inputs, e.g. [{ name: \"x\", shape: [8, 16] }]");
+    throw makeError(ErrorKind.MODEL, "The default export must give `inputs`: one micro-batch's example inputs, e.g. [{ name: \"x\", shape: [8, 16] }]", { key: "inputs" });
   }
   value.inputs.forEach(checkInput);
   if (wrapped) {
@@ -121,6 +122,7 @@ export async function normalize(exports, ctx, isExecutor = () => false) {
         throw makeError(
           ErrorKind.MODEL,
           `\`${key}\` is for a plain nn.Module: a wrapped model has its own (poptorch.trainingModel(net, options, optimizer) trains, its forward returns the loss; poptorch.inferenceModel does not)`,
+          { key },
         );
       }
     }
@@ -128,10 +130,10 @@ export async function normalize(exports, ctx, isExecutor = () => false) {
   }
   const optimizer = value.optimizer ?? "sgd";
   if (!OPTIMIZERS.includes(optimizer)) {
-    throw makeError(ErrorKind.MODEL, `\`optimizer\` must be one of ${OPTIMIZERS.map((o) => `"${o}"`).join(", ")}, got ${safeString(optimizer)}`);
+    throw makeError(ErrorKind.MODEL, `\`optimizer\` must be one of ${OPTIMIZERS.map((o) => `"${o}"`).join(", ")}, got ${safeString(optimizer)}`, { key: "optimizer" });
   }
   if (value.loss !== undefined && !(Number.isInteger(value.loss) && value.loss >= 0)) {
-    throw makeError(ErrorKind.MODEL, `\`loss\` must be the index of the forward's output that is the loss (0, 1, …), got ${safeString(value.loss)}`);
+    throw makeError(ErrorKind.MODEL, `\`loss\` must be the index of the forward's output that is the loss (0, 1, …), got ${safeString(value.loss)}`, { key: "loss" });
   }
   return { kind: "trace", model: value.model, inputs: value.inputs, training: Boolean(value.training), optimizer, loss: value.loss ?? null };
 }
@@ -161,7 +163,7 @@ const DTYPES = ["float32", "float16", "int32", "bool"];
  */
 function checkInput(spec, i) {
   const bad = (what) => {
-    throw makeError(ErrorKind.MODEL, `\`inputs[${i}]\` ${what}, got ${describeInput(spec)}`);
+    throw makeError(ErrorKind.MODEL, `\`inputs[${i}]\` ${what}, got ${describeInput(spec)}`, { key: "inputs" });
   };
   if (!spec || typeof spec !== "object" || Array.isArray(spec)) bad("must be { name, shape, dtype? } or a host tensor");
   if (!Array.isArray(spec.shape) || !spec.shape.every((d) => Number.isInteger(d) && d >= 0)) bad("must have a `shape` of whole numbers");

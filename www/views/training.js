@@ -9,31 +9,11 @@
 // when it is open — so a fast run never queues more than one redraw, the DOM does not grow
 // with the epochs (the log aside, in its own contained box), and nothing outside the
 // view's fixed-size, contained boxes is laid out again.
-import uPlot from "uplot";
 import { h, stat } from "./dom.js";
+import { lineChart } from "../charts/line.js";
 import { bytes } from "../charts/svg.js";
 import { DATASET_NAMES } from "../state.js";
 import { TrainingPhase as P } from "../engine/protocol.js";
-
-function lineChart(root, title, series, yLabel) {
-  // No cursor and no live legend: each update is one canvas redraw, no DOM reads.
-  const opts = {
-    width: 420,
-    height: 220,
-    scales: { x: { time: false } },
-    axes: [{ label: "epoch", size: 40, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] }, { label: yLabel, size: 56 }],
-    legend: { show: false },
-    cursor: { show: false },
-    series: [{ label: "epoch" }, ...series.map(([label, stroke]) => ({ label, stroke, width: 2, points: { show: false }, spanGaps: true }))],
-  };
-  root.append(
-    h("div", { class: "chart-head" }, [
-      h("span", { class: "chart-title", text: title }),
-      ...series.map(([label, stroke]) => h("span", { class: "chart-key", style: `--c: ${stroke}`, text: label })),
-    ]),
-  );
-  return new uPlot(opts, [[], ...series.map(() => [])], root);
-}
 
 function duration(s) {
   if (!Number.isFinite(s) || s < 0) return "–";

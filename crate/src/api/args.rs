@@ -67,6 +67,14 @@ pub(crate) fn arg_err(e: ArgError) -> JsValue {
     }
 }
 
+/// `err` (a JS error) about `key`, the caller's option or configuration key: its `option`.
+pub(crate) fn on_option(err: JsValue, key: Option<&str>) -> JsValue {
+    if let Some(k) = key {
+        let _ = Reflect::set(&err, &JsValue::from_str("option"), &JsValue::from_str(k));
+    }
+    err
+}
+
 /// `v`, described for an error message without running any of the caller's code.
 pub(crate) fn describe(v: &JsValue) -> String {
     if v.is_undefined() {

@@ -32,7 +32,7 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
-fn to_js<T: Serialize>(v: &T) -> JsResult<JsValue> {
+pub(crate) fn to_js<T: Serialize>(v: &T) -> JsResult<JsValue> {
     v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
         .map_err(|e| js_err(crate::Error::new(crate::ErrorKind::Json, e.to_string())))
 }

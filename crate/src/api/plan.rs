@@ -4,7 +4,8 @@
 //!
 //! `model` is what `trace(...)`, `traceMlp(...)`, `defaultModel()` or `demoModel(...)`
 //! returns (its `traced` member, a [`TracedGraph`], holds the graph), or that `TracedGraph`
-//! itself. `options` is a plain `poptorch.Options` object in camelCase (see
+//! itself. `options` is a `poptorch.Options` (used as it is: its values were parsed and
+//! checked when they were set), or its JSON, a plain object in camelCase (see
 //! `compile::options`), or omitted for PopTorch's defaults. `settings` is
 //! `{training, loss, optimizer, microBatchSize}` (see `compile::plan::PlanRequest`), or
 //! omitted for an inference plan.
@@ -18,7 +19,8 @@
 //! was asked of a graph without a scalar loss or trainable parameters.
 
 use super::args::{self, error, js_err, type_error, JsResult};
-use crate::compile::plan::plan_json_timed;
+use crate::compile::plan::{plan_json_timed, plan_options_timed};
+use crate::gnn::preview::KeyError;
 use crate::ir::Graph;
 use crate::models::{DemoConfig, DemoKind, DemoNet};
 use crate::trace::check::ArgError;
@@ -83,10 +85,20 @@ impl TracedGraph {
 
     /// Plans this model: see the module-level `plan`.
     pub fn plan(&self, options: JsValue, settings: JsValue) -> JsResult<JsValue> {
-        let o = json_arg(&options, "plan: options")?;
         let s = json_arg(&settings, "plan: settings")?;
-        let p = plan_json_timed(&self.graph, o.as_deref(), s.as_deref(), &now_ms)
-            .map_err(|e| js_err(crate::Error::new(crate::ErrorKind::Plan, e)))?;
+        // A `poptorch.Options` is used as it is (its values were checked when they were set);
+        // a plain object is the Options JSON, parsed here.
+        let p = match super::poptorch::handles::lookup::<crate::compile::Options>(&options)? {
+            Some(o) => {
+                let o = o.borrow().clone();
+                plan_options_timed(&self.graph, &o, Vec::new(), s.as_deref(), &now_ms)
+            }
+            None => {
+                let o = json_arg(&options, "plan: options")?;
+                plan_json_timed(&self.graph, o.as_deref(), s.as_deref(), &now_ms)
+            }
+        }
+        .map_err(|e| js_err(crate::Error::new(crate::ErrorKind::Plan, e)))?;
         JSON::parse(&p.to_json()).map_err(|_| error("plan: the plan could not be parsed as JSON"))
     }
 }
@@ -130,12 +142,16 @@ pub fn demo_model(
 ) -> JsResult<JsValue> {
     let kind = args::string(&kind, "demoModel: kind", 32)?;
     let kind = DemoKind::parse(&kind).map_err(|e| error(&format!("demoModel: {e}")))?;
-    let prefix = |e: ArgError| ArgError { message: format!("demoModel: {}", e.message), ..e };
+    // An error about one key of `config` names it as `err.option` (the page marks its line).
+    let keyed = |e: KeyError| {
+        let err = args::arg_err(ArgError { message: format!("demoModel: {}", e.error.message), ..e.error });
+        args::on_option(err, e.key)
+    };
     let cfg = match json_arg(&config, "demoModel: config")? {
-        Some(j) => DemoConfig::from_json(&j).map_err(|e| args::arg_err(prefix(e)))?,
+        Some(j) => DemoConfig::from_json(&j).map_err(keyed)?,
         None => DemoConfig::default(),
     };
-    let sizes = cfg.sizes(kind).map_err(|e| args::arg_err(prefix(e)))?;
+    let sizes = cfg.sizes(kind).map_err(keyed)?;
     let t0 = now_ms();
     let net = DemoNet::new(kind, cfg.layers, &sizes).map_err(js_err)?;
     let t1 = now_ms();

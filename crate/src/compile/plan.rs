@@ -270,19 +270,32 @@ pub fn plan_json_timed(
     request_json: Option<&str>,
     clock: &dyn Fn() -> f64,
 ) -> Result<Plan, String> {
-    let req = match request_json {
-        Some(j) => PlanRequest::from_json(j)?,
-        None => PlanRequest::default(),
-    };
     let (options, problems) = match options_json {
         Some(j) => Options::from_json_lenient(j),
         None => (Options::new(), Vec::new()),
+    };
+    plan_options_timed(forward, &options, problems, request_json, clock)
+}
+
+/// [`plan_json_timed`] for options already parsed (a `poptorch.Options` the caller built:
+/// nothing is parsed again), with `problems` found while parsing them as the plan's first
+/// errors.
+pub fn plan_options_timed(
+    forward: &Graph,
+    options: &Options,
+    problems: Vec<Diagnostic>,
+    request_json: Option<&str>,
+    clock: &dyn Fn() -> f64,
+) -> Result<Plan, String> {
+    let req = match request_json {
+        Some(j) => PlanRequest::from_json(j)?,
+        None => PlanRequest::default(),
     };
     let t0 = clock();
     let settings = PlanSettings { micro_batch_size: req.micro_batch_size };
     let graph = training_graph_for(forward, &req)?;
     let t1 = clock();
-    let mut p = plan_with(graph.as_ref().unwrap_or(forward), &options, &settings);
+    let mut p = plan_with(graph.as_ref().unwrap_or(forward), options, &settings);
     p.timings = Some(PlanTimings { training_graph_ms: t1 - t0, plan_ms: clock() - t1 });
     if !problems.is_empty() {
         p.errors.splice(0..0, problems);

@@ -385,16 +385,18 @@ impl RevGnn {
             return Err(Error::trace(format!(
                 "The number of groups should not be smaller than '2' (got {})",
                 cfg.num_groups
-            )));
+            ))
+            .with_option("groups"));
         }
         if cfg.hidden == 0 || !cfg.hidden.is_multiple_of(cfg.num_groups) {
             return Err(Error::trace(format!(
                 "hidden size {} is not divisible by the number of groups {}",
                 cfg.hidden, cfg.num_groups
-            )));
+            ))
+            .with_option("hidden"));
         }
         if !(0.0..1.0).contains(&cfg.dropout) {
-            return Err(Error::trace(format!("dropout must be in [0, 1), got {}", cfg.dropout)));
+            return Err(Error::trace(format!("dropout must be in [0, 1), got {}", cfg.dropout)).with_option("dropout"));
         }
         let lin1 = Linear::new(cfg.in_channels, cfg.hidden, true, rng)?;
         let w = cfg.hidden / cfg.num_groups;

@@ -33,10 +33,41 @@ pub struct GraphSizes {
     pub feature_nnz: usize,
 }
 
+/// An argument error about one key of a configuration (its JSON key, when it is about one):
+/// the page marks the line that sets it. As a [`crate::Error`] the key is its `option`.
+#[derive(Debug)]
+pub struct KeyError {
+    pub key: Option<&'static str>,
+    pub error: ArgError,
+}
+
+impl KeyError {
+    /// `error` about `key`.
+    pub fn on(key: &'static str, error: ArgError) -> KeyError {
+        KeyError { key: Some(key), error }
+    }
+}
+
+impl From<ArgError> for KeyError {
+    fn from(error: ArgError) -> KeyError {
+        KeyError { key: None, error }
+    }
+}
+
+impl From<KeyError> for Error {
+    fn from(e: KeyError) -> Error {
+        let err = Error::from(e.error);
+        match e.key {
+            Some(k) => err.with_option(k),
+            None => err,
+        }
+    }
+}
+
 /// `name` (the JSON key) must be from 1 to [`MAX_COUNT`].
-fn check_count(name: &str, v: usize) -> std::result::Result<(), ArgError> {
+fn check_count(name: &'static str, v: usize) -> std::result::Result<(), KeyError> {
     if v == 0 || v > MAX_COUNT {
-        return Err(ArgError::range(format!("{name} must be from 1 to {MAX_COUNT}, got {v}")));
+        return Err(KeyError::on(name, ArgError::range(format!("{name} must be from 1 to {MAX_COUNT}, got {v}"))));
     }
     Ok(())
 }
@@ -45,9 +76,12 @@ fn check_count(name: &str, v: usize) -> std::result::Result<(), ArgError> {
 /// size by its JSON key (`layers`, `hidden`, `inChannels`, `outChannels`, `nodes`, `edges`,
 /// `featureNnz`; a range error). Groups, divisibility and dropout are [`RevGnn::new`]'s
 /// checks.
-pub fn check(cfg: &RevGnnConfig, g: &GraphSizes) -> std::result::Result<(), ArgError> {
+pub fn check(cfg: &RevGnnConfig, g: &GraphSizes) -> std::result::Result<(), KeyError> {
     if cfg.num_layers == 0 || cfg.num_layers > MAX_LAYERS {
-        return Err(ArgError::range(format!("layers must be from 1 to {MAX_LAYERS}, got {}", cfg.num_layers)));
+        return Err(KeyError::on(
+            "layers",
+            ArgError::range(format!("layers must be from 1 to {MAX_LAYERS}, got {}", cfg.num_layers)),
+        ));
     }
     for (name, v) in [
         ("hidden", cfg.hidden),

@@ -29,7 +29,7 @@ use super::reduce::{Accumulator, GradReduction};
 use crate::autograd::{find_loss, training_graph_at, TrainOptions};
 use crate::compile::options::MeanReductionStrategy;
 use crate::compile::ExecutionStrategy;
-use crate::compile::{plan_with, Options, Plan, PlanSettings};
+use crate::compile::{plan_with, Diagnostic, Options, Plan, PlanSettings};
 use crate::exec::{optimizer_update, run, RunStats, Store};
 use crate::ir::{Graph, InputKind, Op, TensorType};
 use crate::tensor::{DType, Tensor};
@@ -94,7 +94,8 @@ pub struct PoplarExecutor {
     optimizer: Option<Optimizer>,
     groupings: BTreeMap<String, ReplicaGrouping>,
     input_grads: Vec<String>,
-    warnings: Vec<String>,
+    /// What PopTorch logged besides the compiled plan's own warnings (a second `compile`).
+    logged: Vec<Diagnostic>,
     exe: Option<Executable>,
     /// What the executor measured over the last call's micro-batches.
     last_stats: Option<RunStats>,
@@ -176,7 +177,7 @@ impl PoplarExecutor {
             optimizer,
             groupings: BTreeMap::new(),
             input_grads: Vec::new(),
-            warnings: Vec::new(),
+            logged: Vec::new(),
             exe: None,
             last_stats: None,
         })
@@ -202,9 +203,21 @@ impl PoplarExecutor {
         self.optimizer.as_ref()
     }
 
-    /// Warnings PopTorch would have logged (compile called twice, the plan does not fit, …).
-    pub fn warnings(&self) -> &[String] {
-        &self.warnings
+    /// Warnings PopTorch would have logged (compile called twice, the plan does not fit, …):
+    /// the compiled plan's warnings, that it does not fit, then what the wrapper logged since.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(exe) = &self.exe {
+            out.extend(exe.plan.warnings.iter().map(|w| w.message.clone()));
+            if !exe.plan.fits {
+                out.push(format!(
+                    "the model does not fit in IPU memory ({} bytes at the peak of the fullest IPU); it runs here anyway",
+                    exe.plan.peak_bytes_max_ipu()
+                ));
+            }
+        }
+        out.extend(self.logged.iter().map(|d| d.message.clone()));
+        out
     }
 
     /// `isCompiled()`.
@@ -275,7 +288,11 @@ impl PoplarExecutor {
     /// running it. A second call is ignored with PopTorch's warning.
     pub fn compile(&mut self, inputs: &[Rc<Tensor>]) -> Result<()> {
         if self.exe.is_some() {
-            self.warnings.push("Call to compile() ignored: the executable is already compiled".into());
+            self.logged.push(Diagnostic::new(
+                "compile_ignored",
+                "Call to compile() ignored: the executable is already compiled",
+                "Call compile() once; call destroy() first to compile again.",
+            ));
             return Ok(());
         }
         let exe = self.build(inputs)?;
@@ -287,7 +304,12 @@ impl PoplarExecutor {
     /// Checks a compiling call's inputs against the trace (micro-batch shapes) and builds
     /// the step graph: the forward, and for training the backward seeded with the loss
     /// scaling factor, returning the gradients (and the automatic loss scaling statistics).
-    fn step(&mut self, inputs: &[TensorType]) -> Result<Step> {
+    ///
+    /// With `judge`, a configuration the plan says PopTorch refuses is an error (PopTorch's
+    /// message, the plan's first error but `out_of_memory`); without, the step comes back with
+    /// that plan (for a report). Errors that leave nothing to plan (inputs that do not fit the
+    /// trace, no loss, broadcast buffers) are errors either way.
+    fn step(&mut self, inputs: &[TensorType], judge: bool) -> Result<Step> {
         if !self.model.is_traced() {
             return Err(Error::poptorch(
                 "the model has not been traced yet: attach its trace (traced with one micro-batch) before compiling",
@@ -356,7 +378,7 @@ impl PoplarExecutor {
         };
         let micro = traced.first().and_then(|(_, t)| t.shape.first().copied()).unwrap_or(1);
         let plan = plan_with(&self.plan_graph(&graph)?, o, &PlanSettings { micro_batch_size: Some(micro) });
-        if let Some(e) = plan.errors.iter().find(|e| e.code != "out_of_memory") {
+        if let Some(e) = plan.errors.iter().find(|e| judge && e.code != "out_of_memory") {
             // PopTorch's message followed by the fix, with the diagnostic's code and option.
             return Err(Error::from(e.clone()));
         }
@@ -395,14 +417,7 @@ impl PoplarExecutor {
     }
 
     fn build(&mut self, inputs: &[Rc<Tensor>]) -> Result<Executable> {
-        let s = self.step(&input_types(inputs))?;
-        self.warnings.extend(s.plan.warnings.iter().map(|w| w.message.clone()));
-        if !s.plan.fits {
-            self.warnings.push(format!(
-                "the model does not fit in IPU memory ({} bytes at the peak of the fullest IPU); it runs here anyway",
-                s.plan.peak_bytes_max_ipu()
-            ));
-        }
+        let s = self.step(&input_types(inputs), true)?;
         let replicas = self.options.replication_factor;
         let step = crate::exec::fuse::fuse(&s.graph)?;
         let mut groups = BTreeMap::new();
@@ -448,7 +463,33 @@ impl PoplarExecutor {
             Self::validate_inputs(exe, inputs)?;
             return Ok(exe.plan.clone());
         }
-        Ok(self.step(inputs)?.plan)
+        Ok(self.step(inputs, true)?.plan)
+    }
+
+    /// [`Self::plan_for`] that judges without throwing: the plan of the step graph these
+    /// inputs would compile even when PopTorch would refuse the configuration (`valid:
+    /// false`, PopTorch's reasons in `errors`, each with its `code` and `option`), followed in
+    /// `warnings` by what the wrapper logged (`compile_ignored`). It counts what the wrapper
+    /// runs: its trace, the loss PopTorch finds, every parameter's optimizer step (its
+    /// group's state) and the options in effect. Still an error: inputs that do not fit the
+    /// trace or the combined batch, a model without a loss, nothing to plan.
+    pub fn plan_report(&mut self, inputs: &[TensorType]) -> Result<Plan> {
+        let mut plan = match &self.exe {
+            Some(exe) => {
+                Self::validate_inputs(exe, inputs)?;
+                exe.plan.clone()
+            }
+            None => self.step(inputs, false)?.plan,
+        };
+        plan.warnings.extend(self.logged.iter().cloned());
+        Ok(plan)
+    }
+
+    /// How many micro-batches one call's inputs combine along dim 0: `deviceIterations ×
+    /// (replicationFactor / inputReplicaGrouping size) × gradientAccumulation` (PopTorch's
+    /// `DataLoader` combined batch over its batch size).
+    pub fn combined_batch_factor(&self) -> usize {
+        Batching::from_options(&self.options).factor()
     }
 
     /// The model inputs' micro-batch types for a call with inputs of `types` (combined

@@ -70,6 +70,11 @@ const model = poptorch.trainingModel(net, opts, adam);
 const x: HostTensorInput = { shape: [64, 4], data: new Float32Array(256) };
 const y: HostTensorInput = { shape: [64], data: new Int32Array(64), name: "labels" };
 const p = model.plan(x, y);
+// The plan even where PopTorch would refuse it, and what the wrapper says of itself.
+const report = model.plan(x, { shape: [4], dtype: "int32" }, { throwOnInvalid: false });
+const wrapperTrace = model.tracedModel?.graph;
+const optimizerType: string | undefined = model.optimizerType;
+const factor: number = model.combinedBatchFactor;
 const outs = model.call(x, y) as HostTensor[];
 const loss: Float32Array | Int32Array | Uint8Array = outs[1].data;
 model.run(x, y);
@@ -168,5 +173,5 @@ const stemPlan = poptorch.trainingModel(new Stem(), new poptorch.Options().devic
 
 export {
   first, same, json, frozen, constantEps, others, p, loss, compiled, scale, warnings, out, windowed, traced, planned, demo,
-  d, maxBytes, v, gnn, stemPlan,
+  d, maxBytes, v, gnn, stemPlan, report, wrapperTrace, optimizerType, factor,
 };

@@ -205,6 +205,35 @@ fn inputs_arg(v: &JsValue, what: &str, type_only: bool) -> JsResult<CallInputs> 
     Ok(out)
 }
 
+/// `plan`'s settings: `{ throwOnInvalid = true }`; another key is an error naming it.
+fn plan_settings(v: &JsValue) -> JsResult<bool> {
+    if args::is_absent(v) {
+        return Ok(true);
+    }
+    args::object(v, "plan: settings")?;
+    let mut throw_on_invalid = true;
+    for (key, x) in args::entries(v, "plan: settings", 16)? {
+        match key.as_string().as_deref() {
+            Some("throwOnInvalid") => throw_on_invalid = args::opt_bool(&x, "plan: settings.throwOnInvalid", true)?,
+            _ => {
+                return Err(args::error(&format!(
+                    "plan: settings has no key {}: the settings are throwOnInvalid",
+                    args::describe(&key)
+                )))
+            }
+        }
+    }
+    Ok(throw_on_invalid)
+}
+
+/// The wrapper's trace as `trace()` gives one (without `modules` and `constants`).
+#[derive(serde::Serialize)]
+struct TracedJs<'a> {
+    text: String,
+    graph: &'a crate::ir::Graph,
+    parameters: Vec<(String, Vec<usize>)>,
+}
+
 fn wrap(module: JsValue, options: &JsValue, optimizer: &JsValue, training: bool) -> JsResult<PoplarExecutorJs> {
     let what = if training { "trainingModel" } else { "inferenceModel" };
     if !super::super::modules::is_module(&module)? {
@@ -214,11 +243,9 @@ fn wrap(module: JsValue, options: &JsValue, optimizer: &JsValue, training: bool)
         )));
     }
     let shared = options_arg(options)?;
+    // The wrapper's own copy of the options the caller built (parsed once, when they were made).
     let mut opts = match &shared {
-        Some(s) => {
-            let o = s.borrow();
-            Options::from_json(&o.to_json()).map_err(js_err)?
-        }
+        Some(s) => s.borrow().clone(),
         None => Options::new(),
     };
     // A copy: resolving reads the module (its getters may change this optimizer).
@@ -493,9 +520,15 @@ impl PoplarExecutorJs {
         self.with(|w| w.compile(&inputs))
     }
 
-    /// `plan(...inputs)`: the planner's Plan of this model and options for a call with these
-    /// inputs (the compiled plan once compiled), as `plan()` returns it. A dense input may be
-    /// shape-only, `{ shape, dtype }` with no data; no parameter is materialised.
+    /// `plan(...inputs)` / `plan(...inputs, { throwOnInvalid: false })`: the planner's Plan of
+    /// this model and options for a call with these inputs (the compiled plan once
+    /// compiled), as `plan()` returns it. A dense input may be shape-only, `{ shape, dtype }`
+    /// with no data; no parameter is materialised. By default a configuration PopTorch would
+    /// refuse throws PopTorch's error (as compiling would); with `throwOnInvalid: false` it is
+    /// the plan anyway, `valid: false` with PopTorch's reasons in `errors` (each with `code`
+    /// and `option`), and what the wrapper logged follows the plan's `warnings`. Either way the
+    /// plan counts what the wrapper runs: its trace, the loss PopTorch finds, each
+    /// parameter's optimizer state (its group's) and the options in effect.
     #[wasm_bindgen(js_name = _plan)]
     pub fn plan(
         &self,
@@ -503,15 +536,60 @@ impl PoplarExecutorJs {
             unchecked_param_type = "(HostTensorInput | HostSparse | { shape: number[], dtype?: string, name?: string })[]"
         )]
         inputs: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ throwOnInvalid?: boolean }")] settings: JsValue,
     ) -> JsResult<JsValue> {
+        let throw_on_invalid = plan_settings(&settings)?;
         let inputs = inputs_arg(&inputs, "plan: inputs", true)?;
         self.with(|w| {
             if !w.exec.is_compiled() {
                 w.attach(&inputs)?;
             }
-            let p = w.exec.plan_for(&inputs.types()).map_err(js_err)?;
+            let p =
+                if throw_on_invalid { w.exec.plan_for(&inputs.types()) } else { w.exec.plan_report(&inputs.types()) }
+                    .map_err(js_err)?;
             JSON::parse(&p.to_json())
         })
+    }
+
+    /// The module as the wrapper traced it (one micro-batch; on the first `call`, `compile`
+    /// or `plan`): `{ text, graph, parameters, traced }` as `trace()` returns them (`traced`
+    /// for `plan()`), or `null` before.
+    #[wasm_bindgen(
+        getter,
+        js_name = tracedModel,
+        unchecked_return_type = "{ text: string, graph: any, parameters: [string, number[]][], traced: TracedGraph } | null"
+    )]
+    pub fn traced_model(&self) -> JsResult<JsValue> {
+        self.with(|w| {
+            let model = w.exec.model();
+            if !model.is_traced() {
+                return Ok(JsValue::NULL);
+            }
+            let g = model.graph();
+            let parameters = g
+                .placeholders(crate::ir::InputKind::Parameter)
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), g.ty(v).shape.clone()))
+                .collect();
+            let out = super::super::to_js(&TracedJs { text: crate::ir::print::print_graph(g), graph: g, parameters })?;
+            super::super::plan::TracedGraph::attach(&out, g)?;
+            Ok(out)
+        })
+    }
+
+    /// The optimizer's PopTorch class name (`"SGD"`, `"Adam"`, `"AdamW"`, `"RMSprop"`,
+    /// `"LAMB"`; SGD when none was given), `null` for an inference model.
+    #[wasm_bindgen(getter, js_name = optimizerType)]
+    pub fn optimizer_type(&self) -> JsResult<Option<String>> {
+        self.with(|w| Ok(w.exec.optimizer().map(|o| o.optimizer_type().name().to_string())))
+    }
+
+    /// How many micro-batches one call's inputs hold along dim 0: `deviceIterations ×
+    /// (replicationFactor / inputReplicaGrouping size) × gradientAccumulation` (what
+    /// PopTorch's `DataLoader` multiplies its batch size by).
+    #[wasm_bindgen(getter, js_name = combinedBatchFactor)]
+    pub fn combined_batch_factor(&self) -> JsResult<usize> {
+        self.with(|w| Ok(w.exec.combined_batch_factor()))
     }
 
     /// `copyWeightsToHost()`: the device weights (and buffers) into the host copy, and from
@@ -592,7 +670,7 @@ impl PoplarExecutorJs {
     /// Warnings PopTorch would have logged (compile called twice, a plan that does not fit, …).
     #[wasm_bindgen(getter)]
     pub fn warnings(&self) -> JsResult<Vec<String>> {
-        self.with(|w| Ok(w.exec.warnings().to_vec()))
+        self.with(|w| Ok(w.exec.warnings()))
     }
 
     /// The loss scaling factor the next step uses (it changes with automatic loss scaling);
