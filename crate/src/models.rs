@@ -26,12 +26,12 @@ pub enum DemoKind {
 }
 
 impl DemoKind {
-    pub fn parse(s: &str) -> std::result::Result<DemoKind, String> {
+    pub fn parse(s: &str) -> crate::Result<DemoKind> {
         match s.to_ascii_lowercase().as_str() {
             "mlp" => Ok(DemoKind::Mlp),
             "transformer" => Ok(DemoKind::Transformer),
             "revgnn" | "rev_gnn" | "rev-gnn" => Ok(DemoKind::RevGnn),
-            _ => Err(format!("unknown model '{s}': use mlp, transformer or revgnn")),
+            _ => Err(Error::trace(format!("unknown model '{s}': use mlp, transformer or revgnn"))),
         }
     }
 }
@@ -469,7 +469,7 @@ pub fn demo_model(kind: DemoKind, layers: usize, ipus: usize, training: bool, si
 
 /// Inputs the CPU executor can run the demo's graph on (valid class labels, token ids and
 /// CSR matrices), drawn from `seed`.
-pub fn demo_inputs(m: &DemoModel, seed: u64) -> std::result::Result<Vec<Rc<Tensor>>, String> {
+pub fn demo_inputs(m: &DemoModel, seed: u64) -> crate::Result<Vec<Rc<Tensor>>> {
     let mut rng = Rng::new(seed);
     let s = &m.sizes;
     let inputs: Vec<(String, TensorType)> = m
@@ -505,7 +505,11 @@ pub fn demo_inputs(m: &DemoModel, seed: u64) -> std::result::Result<Vec<Rc<Tenso
                 Tensor::from_i32(&ty.shape, (0..n).map(|_| rng.below(hi) as i32).collect())?
             }
             DType::Bool => Tensor::from_bool(&ty.shape, (0..n).map(|_| rng.below(2) == 1).collect())?,
-            other => return Err(format!("demo input '{name}' has dtype {other}, which demo_inputs does not make")),
+            other => {
+                return Err(Error::trace(format!(
+                    "demo input '{name}' has dtype {other}, which demo_inputs does not make"
+                )))
+            }
         }));
         i += 1;
     }
@@ -542,6 +546,6 @@ mod tests {
         assert!(demo_model(DemoKind::Mlp, 2, 3, false, &DemoSizes::small(DemoKind::Mlp)).is_err());
         let e = DemoNet::new(DemoKind::Transformer, 4096, &DemoSizes::full(DemoKind::Transformer)).err().unwrap();
         assert!(e.to_string().contains("parameters") && e.to_string().contains("fewer layers"), "{}", e.to_string());
-        assert!(DemoKind::parse("cnn").unwrap_err().contains("mlp"));
+        assert!(DemoKind::parse("cnn").unwrap_err().to_string().contains("mlp"));
     }
 }

@@ -98,7 +98,7 @@ impl JsGraphData {
 }
 
 fn bool_tensor(mask: &[bool]) -> JsResult<JsValue> {
-    host_tensor::to_js(&Tensor::from_bool(&[mask.len()], mask.to_vec()).map_err(|e| args::error(&e))?)
+    host_tensor::to_js(&Tensor::from_bool(&[mask.len()], mask.to_vec()).map_err(args::js_err)?)
 }
 
 #[wasm_bindgen(js_class = GraphData)]
@@ -134,7 +134,7 @@ impl JsGraphData {
     /// Labels, int32 `[numNodes]` (a fresh copy on each read).
     #[wasm_bindgen(getter, unchecked_return_type = "HostTensor")]
     pub fn y(&self) -> JsResult<JsValue> {
-        host_tensor::to_js(&Tensor::from_i32(&[self.data.num_nodes], self.data.y.clone()).map_err(|e| args::error(&e))?)
+        host_tensor::to_js(&Tensor::from_i32(&[self.data.num_nodes], self.data.y.clone()).map_err(args::js_err)?)
     }
     #[wasm_bindgen(getter, js_name = trainMask, unchecked_return_type = "HostTensor")]
     pub fn train_mask(&self) -> JsResult<JsValue> {
@@ -153,7 +153,7 @@ impl JsGraphData {
     pub fn edge_index(&self) -> JsResult<JsValue> {
         let d = &self.data;
         let v: Vec<i32> = d.edge_src.iter().chain(&d.edge_dst).map(|&n| n as i32).collect();
-        host_tensor::to_js(&Tensor::from_i32(&[2, d.num_edges()], v).map_err(|e| args::error(&e))?)
+        host_tensor::to_js(&Tensor::from_i32(&[2, d.num_edges()], v).map_err(args::js_err)?)
     }
     /// SAGEConv's mean-aggregation adjacency of the whole graph (rows are targets).
     #[wasm_bindgen(js_name = meanAdjacency, unchecked_return_type = "HostSparse")]

@@ -163,8 +163,8 @@ pub struct Batch {
     part: Part,
 }
 
-fn host(t: Result<Tensor, String>) -> JsResult<JsValue> {
-    host_tensor::to_js(&t.map_err(|e| args::error(&e))?)
+fn host(t: crate::Result<Tensor>) -> JsResult<JsValue> {
+    host_tensor::to_js(&t.map_err(args::js_err)?)
 }
 
 #[wasm_bindgen]

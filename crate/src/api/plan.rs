@@ -85,8 +85,7 @@ impl TracedGraph {
     pub fn plan(&self, options: JsValue, settings: JsValue) -> JsResult<JsValue> {
         let o = json_arg(&options, "plan: options")?;
         let s = json_arg(&settings, "plan: settings")?;
-        let p = plan_json_timed(&self.graph, o.as_deref(), s.as_deref(), &now_ms)
-            .map_err(|e| js_err(crate::Error::new(crate::ErrorKind::Plan, e)))?;
+        let p = plan_json_timed(&self.graph, o.as_deref(), s.as_deref(), &now_ms).map_err(js_err)?;
         JSON::parse(&p.to_json()).map_err(|_| error("plan: the plan could not be parsed as JSON"))
     }
 }

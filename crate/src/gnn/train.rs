@@ -187,8 +187,8 @@ impl Trainer {
         let mut inputs = Vec::new();
         inputs.extend(csr_inputs(part.x())?);
         inputs.extend(csr_inputs(part.mean_adjacency())?);
-        inputs.push(Rc::new(Tensor::from_i32(&[n], part.sub.y).map_err(Error::train)?));
-        inputs.push(Rc::new(Tensor::from_bool(&[n], part.sub.train_mask).map_err(Error::train)?));
+        inputs.push(Rc::new(Tensor::from_i32(&[n], part.sub.y)?));
+        inputs.push(Rc::new(Tensor::from_bool(&[n], part.sub.train_mask)?));
         Ok(inputs)
     }
 

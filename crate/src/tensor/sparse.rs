@@ -1,6 +1,7 @@
 //! Compressed sparse row matrices: sparse node features (PubMed is 99% zeros) and
 //! adjacency for neighbour aggregation.
 
+use crate::Error;
 use serde::{Deserialize, Serialize};
 
 /// A `nrows × ncols` f32 matrix in CSR form: row `r` holds the entries
@@ -18,10 +19,12 @@ impl CsrMatrix {
     /// The matrix as the three tensors the IR's sparse ops take (`indptr` and `indices` as
     /// int32, `values` as float32), padded to `nnz` stored entries with explicit zeros in
     /// the last row (a padding node's, in a padded batch), so one compiled shape fits.
-    pub fn to_tensors(&self, nnz: usize) -> Result<[super::Tensor; 3], String> {
+    pub fn to_tensors(&self, nnz: usize) -> crate::Result<[super::Tensor; 3]> {
         let have = self.nnz();
         if have > nnz {
-            return Err(format!("a sparse batch has {have} entries, more than the {nnz} it was compiled for"));
+            return Err(Error::tensor(format!(
+                "a sparse batch has {have} entries, more than the {nnz} it was compiled for"
+            )));
         }
         let mut indptr: Vec<i32> = self.indptr.iter().map(|&v| v as i32).collect();
         *indptr.last_mut().expect("indptr has n+1 entries") = nnz as i32;
@@ -43,26 +46,30 @@ impl CsrMatrix {
         indptr: Vec<usize>,
         indices: Vec<u32>,
         values: Vec<f32>,
-    ) -> Result<Self, String> {
+    ) -> crate::Result<Self> {
         if indptr.len() != nrows + 1 {
-            return Err(format!("CSR indptr has {} entries, expected nrows+1 = {}", indptr.len(), nrows + 1));
+            return Err(Error::tensor(format!(
+                "CSR indptr has {} entries, expected nrows+1 = {}",
+                indptr.len(),
+                nrows + 1
+            )));
         }
         if indptr[0] != 0 || *indptr.last().unwrap() != indices.len() {
-            return Err(format!(
+            return Err(Error::tensor(format!(
                 "CSR indptr must start at 0 and end at nnz = {} (got {}..{})",
                 indices.len(),
                 indptr[0],
                 indptr.last().unwrap()
-            ));
+            )));
         }
         if indices.len() != values.len() {
-            return Err(format!("CSR has {} indices but {} values", indices.len(), values.len()));
+            return Err(Error::tensor(format!("CSR has {} indices but {} values", indices.len(), values.len())));
         }
         if let Some(w) = indptr.windows(2).position(|w| w[1] < w[0]) {
-            return Err(format!("CSR indptr decreases at row {w}"));
+            return Err(Error::tensor(format!("CSR indptr decreases at row {w}")));
         }
         if let Some(&c) = indices.iter().find(|&&c| c as usize >= ncols) {
-            return Err(format!("CSR column index {c} out of range for {ncols} columns"));
+            return Err(Error::tensor(format!("CSR column index {c} out of range for {ncols} columns")));
         }
         Ok(CsrMatrix { nrows, ncols, indptr, indices, values })
     }
@@ -196,7 +203,7 @@ mod tests {
 
     #[test]
     fn invalid_csr_is_rejected() {
-        assert!(CsrMatrix::new(2, 2, vec![0, 1], vec![0], vec![1.0]).unwrap_err().contains("nrows+1"));
-        assert!(CsrMatrix::new(1, 2, vec![0, 1], vec![5], vec![1.0]).unwrap_err().contains("out of range"));
+        assert!(CsrMatrix::new(2, 2, vec![0, 1], vec![0], vec![1.0]).unwrap_err().to_string().contains("nrows+1"));
+        assert!(CsrMatrix::new(1, 2, vec![0, 1], vec![5], vec![1.0]).unwrap_err().to_string().contains("out of range"));
     }
 }

@@ -345,7 +345,7 @@ impl PaddedCsr {
 
     /// indptr (int32, rows + 1), indices (int32, capacity), values (f32, capacity).
     pub fn tensors(&self) -> Result<[Tensor; 3]> {
-        self.matrix.to_tensors(self.capacity).map_err(Error::data)
+        self.matrix.to_tensors(self.capacity)
     }
 }
 

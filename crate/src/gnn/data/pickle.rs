@@ -1229,7 +1229,7 @@ pub fn csr_from_value(v: &PickleValue, file: &str) -> Result<CsrMatrix> {
         indices.into_iter().map(|c| c as u32).collect(),
         values,
     )
-    .map_err(|e| bad(&e))?;
+    .map_err(|e| bad(e.message()))?;
     Ok(canonicalize(m))
 }
 
