@@ -5,6 +5,7 @@
 //! and benchmark, and the JavaScript `demoModel` share them ([`DemoConfig`] is its
 //! configuration), with inputs the CPU executor can run ([`demo_inputs`]).
 
+use crate::compile::placement::first_layer_on_ipu;
 use crate::gnn::nn::{RevGnn, RevGnnConfig};
 use crate::gnn::preview::{self, GraphSizes};
 use crate::ir::{InputKind, Reduction, TensorType};
@@ -293,15 +294,9 @@ pub struct DemoModel {
     pub sizes: DemoSizes,
 }
 
-/// The IPU of layer `i` of `layers` split evenly over `ipus`.
-pub fn ipu_of_layer(i: usize, layers: usize, ipus: usize) -> usize {
-    i * ipus / layers.max(1)
-}
-
 /// Starts block `ipu<k>` on IPU k at layer `i` when the layer is the first on its IPU.
 fn begin(tr: &Tracer, i: usize, layers: usize, ipus: usize) {
-    let k = ipu_of_layer(i, layers, ipus);
-    if i == 0 || ipu_of_layer(i - 1, layers, ipus) != k {
+    if let Some(k) = first_layer_on_ipu(i, layers, ipus) {
         tr.begin_block(&format!("ipu{k}"), Some(k));
     }
 }
@@ -532,7 +527,10 @@ mod tests {
 
     #[test]
     fn layers_split_evenly_with_one_block_per_ipu() {
-        assert_eq!((0..7).map(|i| ipu_of_layer(i, 7, 3)).collect::<Vec<_>>(), [0, 0, 0, 1, 1, 2, 2]);
+        assert_eq!(
+            (0..7).map(|i| crate::compile::placement::ipu_of_layer(i, 7, 3)).collect::<Vec<_>>(),
+            [0, 0, 0, 1, 1, 2, 2]
+        );
         for kind in [DemoKind::Mlp, DemoKind::Transformer, DemoKind::RevGnn] {
             let m = demo_model(kind, 4, 2, true, &DemoSizes::small(kind)).unwrap();
             let blocks: std::collections::BTreeSet<(String, usize)> =
