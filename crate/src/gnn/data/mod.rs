@@ -9,6 +9,8 @@
 //!   anything else is an error naming the file, byte offset and opcode.
 //! * [`graph`]: [`GraphData`], the graph (PyG `Data`) that datasets, transforms and
 //!   loaders share; a loader's [`Subgraph`] is one plus the original node ids.
+//! * [`numpy`]: the numpy arrays, scipy CSR matrices and adjacency dicts of those pickles,
+//!   read from the pickle machine's generic tree.
 //! * [`planetoid`]: Cora, CiteSeer and PubMed assembled exactly as PyG's
 //!   `read_planetoid_data` + `Planetoid(split=…)` do, from a directory (native) or from
 //!   fetched bytes (wasm), through the same code.
@@ -24,6 +26,7 @@
 pub mod dataset;
 pub mod graph;
 pub mod loader;
+pub mod numpy;
 pub mod pickle;
 pub mod planetoid;
 pub mod transforms;

@@ -32,7 +32,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::graph::GraphData;
-use super::pickle::{adjacency_from_value, csr_from_value, ndarray_from_value, parse, NdArray};
+use super::numpy::{adjacency_from_value, csr_from_value, ndarray_from_value, NdArray};
+use super::pickle::parse;
 use super::transforms::{coalesce, remove_self_loops};
 use crate::rng::Rng;
 use crate::tensor::CsrMatrix;
