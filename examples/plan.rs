@@ -80,7 +80,9 @@ fn parse() -> Result<Args, String> {
     };
     while let Some(flag) = it.next() {
         match flag.as_str() {
-            "--model" => a.model = DemoKind::parse(&it.next().ok_or("--model needs a value")?)?,
+            "--model" => {
+                a.model = DemoKind::parse(&it.next().ok_or("--model needs a value")?).map_err(|e| e.to_string())?
+            }
             "--layers" => a.layers = num(it.next(), "--layers")?,
             "--ipus" => a.ipus = num(it.next(), "--ipus")?,
             "--strategy" => a.strategy = it.next().ok_or("--strategy needs a value")?,
@@ -125,7 +127,7 @@ fn options(a: &Args) -> Result<Options, String> {
         Some(j) => Options::from_json(j).map_err(|e| e.to_string())?,
         None => Options::new(),
     };
-    let strategy = match ExecutionStrategy::parse(&a.strategy)? {
+    let strategy = match ExecutionStrategy::parse(&a.strategy).map_err(|e| e.to_string())? {
         ExecutionStrategy::SerialPhased(_) => ExecutionStrategy::SerialPhased(PhasedExecution::new(
             (0..a.ipus).map(|k| PhaseSpec::stages(vec![StageSpec::new(&[&format!("ipu{k}")]).ipu(0)])).collect(),
         )),
@@ -250,7 +252,7 @@ fn main_inner() -> Result<ExitCode, String> {
                 plan.ipus_per_replica
             ));
         }
-        let inputs = demo_inputs(&demo, 1)?;
+        let inputs = demo_inputs(&demo, 1).map_err(|e| e.to_string())?;
         let mut store = Store::from_params(&demo.trace.params, &demo.trace.buffers, 0).unwrap();
         let measured = run(&plan.graph, &mut store, &inputs).map_err(|e| e.to_string())?.stats.peak_bytes;
         let predicted = plan.memory.ipus[0].live_peak_bytes;

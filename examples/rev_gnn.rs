@@ -43,7 +43,7 @@ fn parse() -> Result<Args, String> {
             "--dropout" => a.cfg.dropout = num(&flag, val(&flag)?)?,
             "--lr" => a.cfg.lr = num(&flag, val(&flag)?)?,
             "--weight-decay" => a.cfg.weight_decay = num(&flag, val(&flag)?)?,
-            "--optimizer" => a.cfg.optimizer = OptimizerKind::parse(&val(&flag)?)?,
+            "--optimizer" => a.cfg.optimizer = OptimizerKind::parse(&val(&flag)?).map_err(|e| e.to_string())?,
             "--seed" => a.cfg.seed = num(&flag, val(&flag)?)?,
             "--eval-every" => a.eval_every = num(&flag, val(&flag)?)?,
             "--json" => a.json = Some(val(&flag)?.into()),

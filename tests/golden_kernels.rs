@@ -96,7 +96,9 @@ fn tensor(t: &Value, ctx: &str) -> Tensor {
         DType::Float32 => Tensor::from_f32(&shape, data.iter().map(|v| num(v, ctx) as f32).collect()),
         DType::Float16 => {
             let v: Vec<f16> = data.iter().map(|v| f16::from_f64(num(v, ctx))).collect();
-            ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&shape), v).map(Tensor::F16).map_err(|e| e.to_string())
+            ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&shape), v)
+                .map(Tensor::F16)
+                .map_err(|e| ipu_playground::Error::tensor(e.to_string()))
         }
         DType::Int32 => Tensor::from_i32(&shape, data.iter().map(|v| num(v, ctx) as i32).collect()),
         DType::Bool => Tensor::from_bool(&shape, data.iter().map(|v| num(v, ctx) != 0.0).collect()),
@@ -280,7 +282,9 @@ fn to_op(c: &Case) -> Result<Op, String> {
         }
         "index_select" => Ok(Op::IndexSelect { dim: dim(attr_i(a, "dim")?, rank)? }),
         "gather" => Ok(Op::Gather { dim: dim(attr_i(a, "dim")?, rank)? }),
-        "cast" => Ok(Op::Cast { dtype: DType::parse(a["dtype"].as_str().ok_or("dtype missing")?)? }),
+        "cast" => Ok(Op::Cast {
+            dtype: DType::parse(a["dtype"].as_str().ok_or("dtype missing")?).map_err(|e| e.to_string())?,
+        }),
         "scatter_add" => Ok(Op::ScatterAdd { dim_size: attr_i(a, "dim_size")? as usize }),
         "scatter_mean" => Ok(Op::ScatterMean { dim_size: attr_i(a, "dim_size")? as usize }),
         "spmm" => Ok(Op::SpMM { n_rows: attr_i(a, "n_rows")? as usize, n_cols: attr_i(a, "n_cols")? as usize }),

@@ -375,20 +375,20 @@ fn loader_over_cora() {
         assert!(tight.max_nodes <= sizes.max_nodes && tight.max_edges <= sizes.max_edges);
         for sub in induced_subgraphs(&g, &parts) {
             // Every self loop survives; other edges only when both ends are in the part.
-            assert!(sub.num_edges() >= sub.num_nodes);
+            assert!(sub.num_edges() >= sub.data.num_nodes);
             max_seen = max_seen.max(sub.num_edges());
-            let n = sub.num_nodes;
+            let n = sub.data.num_nodes;
             let b = pad_fixed(sub, sizes.max_nodes, sizes.max_edges).unwrap();
             assert_eq!(b.num_real_nodes, n);
-            assert_eq!(b.sub.x.nrows, sizes.max_nodes);
-            assert_eq!(b.sub.edge_src.len(), sizes.max_edges);
+            assert_eq!(b.sub.data.x.nrows, sizes.max_nodes);
+            assert_eq!(b.sub.data.edge_src.len(), sizes.max_edges);
         }
     }
     assert_eq!(exact.max_edges, max_seen);
     println!("Cora, 10 random parts: bound {} edges, largest part seen {max_seen}", sizes.max_edges);
     // Whole graph as one batch for evaluation.
     let w = whole_graph(&g);
-    assert_eq!((w.num_nodes, w.num_edges()), (2708, 10556 + 2708));
+    assert_eq!((w.data.num_nodes, w.num_edges()), (2708, 10556 + 2708));
     let a = w.mean_adjacency();
     assert_eq!(a.nnz(), 10556 + 2708);
     for r in 0..a.nrows {

@@ -102,6 +102,9 @@ pub enum ErrorKind {
     Poptorch,
     /// A size over a limit or an allocation the allocator refused (`tensor::alloc`).
     Alloc,
+    /// Making a tensor or a sparse matrix (`tensor`): values that do not fit the shape, a
+    /// malformed CSR matrix, an unknown dtype.
+    Tensor,
     /// Training the RevGNN (`gnn::train`): a diverged loss, a run past its epochs.
     Train,
     /// A rejected argument (`trace::check::ArgError`).
@@ -124,6 +127,7 @@ impl ErrorKind {
             ErrorKind::Data => "data",
             ErrorKind::Poptorch => "poptorch",
             ErrorKind::Alloc => "alloc",
+            ErrorKind::Tensor => "tensor",
             ErrorKind::Train => "train",
             ErrorKind::Arg => "arg",
             ErrorKind::Plan => "plan",
@@ -189,6 +193,16 @@ impl Error {
     /// A size over a limit or a refused allocation.
     pub fn alloc(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::Alloc, message)
+    }
+
+    /// An error making a tensor or a sparse matrix.
+    pub fn tensor(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Tensor, message)
+    }
+
+    /// An error of the planner.
+    pub fn plan(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Plan, message)
     }
 
     /// An error while training the RevGNN.

@@ -5,6 +5,7 @@
 //! and benchmark, and the JavaScript `demoModel` share them ([`DemoConfig`] is its
 //! configuration), with inputs the CPU executor can run ([`demo_inputs`]).
 
+use crate::compile::placement::first_layer_on_ipu;
 use crate::gnn::nn::{RevGnn, RevGnnConfig};
 use crate::gnn::preview::{self, GraphSizes, KeyError};
 use crate::ir::{InputKind, Reduction, TensorType};
@@ -26,12 +27,12 @@ pub enum DemoKind {
 }
 
 impl DemoKind {
-    pub fn parse(s: &str) -> std::result::Result<DemoKind, String> {
+    pub fn parse(s: &str) -> crate::Result<DemoKind> {
         match s.to_ascii_lowercase().as_str() {
             "mlp" => Ok(DemoKind::Mlp),
             "transformer" => Ok(DemoKind::Transformer),
             "revgnn" | "rev_gnn" | "rev-gnn" => Ok(DemoKind::RevGnn),
-            _ => Err(format!("unknown model '{s}': use mlp, transformer or revgnn")),
+            _ => Err(Error::trace(format!("unknown model '{s}': use mlp, transformer or revgnn"))),
         }
     }
 }
@@ -299,15 +300,9 @@ pub struct DemoModel {
     pub sizes: DemoSizes,
 }
 
-/// The IPU of layer `i` of `layers` split evenly over `ipus`.
-pub fn ipu_of_layer(i: usize, layers: usize, ipus: usize) -> usize {
-    i * ipus / layers.max(1)
-}
-
 /// Starts block `ipu<k>` on IPU k at layer `i` when the layer is the first on its IPU.
 fn begin(tr: &Tracer, i: usize, layers: usize, ipus: usize) {
-    let k = ipu_of_layer(i, layers, ipus);
-    if i == 0 || ipu_of_layer(i - 1, layers, ipus) != k {
+    if let Some(k) = first_layer_on_ipu(i, layers, ipus) {
         tr.begin_block(&format!("ipu{k}"), Some(k));
     }
 }
@@ -475,7 +470,7 @@ pub fn demo_model(kind: DemoKind, layers: usize, ipus: usize, training: bool, si
 
 /// Inputs the CPU executor can run the demo's graph on (valid class labels, token ids and
 /// CSR matrices), drawn from `seed`.
-pub fn demo_inputs(m: &DemoModel, seed: u64) -> std::result::Result<Vec<Rc<Tensor>>, String> {
+pub fn demo_inputs(m: &DemoModel, seed: u64) -> crate::Result<Vec<Rc<Tensor>>> {
     let mut rng = Rng::new(seed);
     let s = &m.sizes;
     let inputs: Vec<(String, TensorType)> = m
@@ -511,7 +506,11 @@ pub fn demo_inputs(m: &DemoModel, seed: u64) -> std::result::Result<Vec<Rc<Tenso
                 Tensor::from_i32(&ty.shape, (0..n).map(|_| rng.below(hi) as i32).collect())?
             }
             DType::Bool => Tensor::from_bool(&ty.shape, (0..n).map(|_| rng.below(2) == 1).collect())?,
-            other => return Err(format!("demo input '{name}' has dtype {other}, which demo_inputs does not make")),
+            other => {
+                return Err(Error::trace(format!(
+                    "demo input '{name}' has dtype {other}, which demo_inputs does not make"
+                )))
+            }
         }));
         i += 1;
     }
@@ -534,7 +533,10 @@ mod tests {
 
     #[test]
     fn layers_split_evenly_with_one_block_per_ipu() {
-        assert_eq!((0..7).map(|i| ipu_of_layer(i, 7, 3)).collect::<Vec<_>>(), [0, 0, 0, 1, 1, 2, 2]);
+        assert_eq!(
+            (0..7).map(|i| crate::compile::placement::ipu_of_layer(i, 7, 3)).collect::<Vec<_>>(),
+            [0, 0, 0, 1, 1, 2, 2]
+        );
         for kind in [DemoKind::Mlp, DemoKind::Transformer, DemoKind::RevGnn] {
             let m = demo_model(kind, 4, 2, true, &DemoSizes::small(kind)).unwrap();
             let blocks: std::collections::BTreeSet<(String, usize)> =
@@ -548,6 +550,6 @@ mod tests {
         assert!(demo_model(DemoKind::Mlp, 2, 3, false, &DemoSizes::small(DemoKind::Mlp)).is_err());
         let e = DemoNet::new(DemoKind::Transformer, 4096, &DemoSizes::full(DemoKind::Transformer)).err().unwrap();
         assert!(e.to_string().contains("parameters") && e.to_string().contains("fewer layers"), "{}", e.to_string());
-        assert!(DemoKind::parse("cnn").unwrap_err().contains("mlp"));
+        assert!(DemoKind::parse("cnn").unwrap_err().to_string().contains("mlp"));
     }
 }

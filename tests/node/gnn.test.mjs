@@ -109,6 +109,14 @@ describe("datasets.Planetoid", () => {
     assert.equal(x.values.reduce((a, b) => a + b, 0), 49216, "Cora's features are 0/1");
     assert.deepEqual([d.y.dtype, d.y.shape], ["int32", [2708]]);
     assert.deepEqual([d.trainMask.dtype, d.edgeIndex.shape], ["bool", [2, 10556]]);
+    // One frozen view per field: the same object on every read, no copy per `data.y[i]`.
+    for (const k of ["x", "y", "trainMask", "valMask", "testMask", "edgeIndex"]) {
+      assert.equal(d[k], d[k], k);
+      assert.ok(Object.isFrozen(d[k]) && Object.isFrozen(d[k].shape), k);
+    }
+    assert.throws(() => {
+      d.y.shape = [1]; // a module is strict: writing a frozen field throws
+    }, TypeError);
     const full = (await datasets.Planetoid("cora", files, { split: "full", transform: ["AddSelfLoops"] })).data;
     assert.deepEqual(full.splitSizes(), [1208, 500, 1000]);
     assert.equal(full.numEdges, 10556 + 2708);

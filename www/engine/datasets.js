@@ -1,9 +1,9 @@
 // The Planetoid datasets the page trains on: the raw files it fetches from the served
-// data/ folder (scripts/stage-data.sh puts them there), and each graph's sizes (counted
-// from those files by tests/planetoid.rs), which the graph view traces RevGNN with.
+// data/ folder (scripts/stage-data.sh puts them there; the package names them,
+// `_planetoidFiles`), and each graph's sizes (counted from those files by
+// tests/planetoid.rs), which the graph view traces RevGNN with.
+import { _planetoidFiles } from "../pkg/ipu_playground.js";
 import { ErrorKind, makeError } from "./protocol.js";
-
-export const SUFFIXES = ["x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"];
 
 /** nodes, directed edges (before self-loops), features, classes, stored feature entries. */
 export const DATASETS = Object.freeze({
@@ -18,15 +18,16 @@ export function checkName(name) {
   }
 }
 
-/** Fetches the eight raw files of `name` from `base` (the served data/ folder). */
+/**
+ * Fetches the eight raw files of `name` from `base` (the served data/ folder), keyed by
+ * file name (`ind.cora.x`, …) as the package's Planetoid and RevGnnTrainer take them.
+ */
 export async function fetchPlanetoid(name, base) {
   checkName(name);
-  const low = name.toLowerCase();
   const files = {};
   const missing = [];
   await Promise.all(
-    SUFFIXES.map(async (s) => {
-      const file = `ind.${low}.${s}`;
+    _planetoidFiles(name).map(async (file) => {
       let res;
       try {
         res = await fetch(new URL(file, base));
@@ -37,7 +38,7 @@ export async function fetchPlanetoid(name, base) {
         missing.push(`${file} (HTTP ${res.status})`);
         return;
       }
-      files[s] = new Uint8Array(await res.arrayBuffer());
+      files[file] = new Uint8Array(await res.arrayBuffer());
     }),
   );
   if (missing.length) {

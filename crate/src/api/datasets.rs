@@ -73,10 +73,14 @@ pub(super) fn graph_arg(v: &JsValue, what: &str) -> JsResult<Rc<GraphData>> {
         .ok_or_else(|| args::error(&format!("{what}: this GraphData has been freed")))
 }
 
-/// A graph (PyG's `Data`): sparse node features, labels, split masks and edges.
+/// A graph (PyG's `Data`): sparse node features, labels, split masks and edges. Its tensor
+/// getters return one view per field, made on the first read and frozen (the object and its
+/// shape; the typed arrays are the view's own copy of the graph's values), so `data.y.data[i]`
+/// in a loop copies nothing.
 #[wasm_bindgen(js_name = GraphData)]
 pub struct JsGraphData {
     data: Rc<GraphData>,
+    views: RefCell<HashMap<&'static str, JsValue>>,
 }
 
 impl JsGraphData {
@@ -91,14 +95,38 @@ impl JsGraphData {
             g.retain(|_, w| w.strong_count() > 0);
             g.insert(id, Rc::downgrade(&data));
         });
-        let obj = JsValue::from(JsGraphData { data });
+        let obj = JsValue::from(JsGraphData { data, views: RefCell::default() });
         DATA_IDS.with(|m| m.set(obj.unchecked_ref(), &JsValue::from(id)));
         obj
     }
 }
 
 fn bool_tensor(mask: &[bool]) -> JsResult<JsValue> {
-    host_tensor::to_js(&Tensor::from_bool(&[mask.len()], mask.to_vec()).map_err(|e| args::error(&e))?)
+    host_tensor::to_js(&Tensor::from_bool(&[mask.len()], mask.to_vec()).map_err(args::js_err)?)
+}
+
+/// `Object.freeze` on `v` and on its `shape` array.
+fn freeze(v: &JsValue) -> JsResult<()> {
+    let shape = js_sys::Reflect::get(v, &JsValue::from_str("shape"))?;
+    if shape.is_object() {
+        Object::freeze(shape.unchecked_ref::<Object>());
+    }
+    Object::freeze(v.unchecked_ref::<Object>());
+    Ok(())
+}
+
+impl JsGraphData {
+    /// The view of field `key`: made by `make` on the first read and frozen, then the same
+    /// object on every read.
+    fn view(&self, key: &'static str, make: impl FnOnce(&GraphData) -> JsResult<JsValue>) -> JsResult<JsValue> {
+        if let Some(v) = self.views.borrow().get(key) {
+            return Ok(v.clone());
+        }
+        let v = make(&self.data)?;
+        freeze(&v)?;
+        self.views.borrow_mut().insert(key, v.clone());
+        Ok(v)
+    }
 }
 
 #[wasm_bindgen(js_class = GraphData)]
@@ -125,35 +153,37 @@ impl JsGraphData {
     pub fn num_classes(&self) -> usize {
         self.data.num_classes
     }
-    /// The node features, a host CSR matrix `[numNodes, numFeatures]`. Like every tensor
-    /// getter here, each read makes a fresh copy: read it once, not inside a loop.
+    /// The node features, a host CSR matrix `[numNodes, numFeatures]` (one frozen view,
+    /// the same object on every read).
     #[wasm_bindgen(getter, unchecked_return_type = "HostSparse")]
     pub fn x(&self) -> JsResult<JsValue> {
-        host_sparse_to_js(&PaddedCsr::exact(self.data.x.clone()))
+        self.view("x", |d| host_sparse_to_js(&PaddedCsr::exact(d.x.clone())))
     }
-    /// Labels, int32 `[numNodes]` (a fresh copy on each read).
+    /// Labels, int32 `[numNodes]` (one frozen view).
     #[wasm_bindgen(getter, unchecked_return_type = "HostTensor")]
     pub fn y(&self) -> JsResult<JsValue> {
-        host_tensor::to_js(&Tensor::from_i32(&[self.data.num_nodes], self.data.y.clone()).map_err(|e| args::error(&e))?)
+        self.view("y", |d| host_tensor::to_js(&Tensor::from_i32(&[d.num_nodes], d.y.clone()).map_err(args::js_err)?))
     }
     #[wasm_bindgen(getter, js_name = trainMask, unchecked_return_type = "HostTensor")]
     pub fn train_mask(&self) -> JsResult<JsValue> {
-        bool_tensor(&self.data.train_mask)
+        self.view("trainMask", |d| bool_tensor(&d.train_mask))
     }
     #[wasm_bindgen(getter, js_name = valMask, unchecked_return_type = "HostTensor")]
     pub fn val_mask(&self) -> JsResult<JsValue> {
-        bool_tensor(&self.data.val_mask)
+        self.view("valMask", |d| bool_tensor(&d.val_mask))
     }
     #[wasm_bindgen(getter, js_name = testMask, unchecked_return_type = "HostTensor")]
     pub fn test_mask(&self) -> JsResult<JsValue> {
-        bool_tensor(&self.data.test_mask)
+        self.view("testMask", |d| bool_tensor(&d.test_mask))
     }
-    /// Edges as PyG's `edge_index`: int32 `[2, numEdges]`, sources then targets.
+    /// Edges as PyG's `edge_index`: int32 `[2, numEdges]`, sources then targets (one frozen
+    /// view).
     #[wasm_bindgen(getter, js_name = edgeIndex, unchecked_return_type = "HostTensor")]
     pub fn edge_index(&self) -> JsResult<JsValue> {
-        let d = &self.data;
-        let v: Vec<i32> = d.edge_src.iter().chain(&d.edge_dst).map(|&n| n as i32).collect();
-        host_tensor::to_js(&Tensor::from_i32(&[2, d.num_edges()], v).map_err(|e| args::error(&e))?)
+        self.view("edgeIndex", |d| {
+            let v: Vec<i32> = d.edge_src.iter().chain(&d.edge_dst).map(|&n| n as i32).collect();
+            host_tensor::to_js(&Tensor::from_i32(&[2, d.num_edges()], v).map_err(args::js_err)?)
+        })
     }
     /// SAGEConv's mean-aggregation adjacency of the whole graph (rows are targets).
     #[wasm_bindgen(js_name = meanAdjacency, unchecked_return_type = "HostSparse")]

@@ -163,8 +163,8 @@ pub struct Batch {
     part: Part,
 }
 
-fn host(t: Result<Tensor, String>) -> JsResult<JsValue> {
-    host_tensor::to_js(&t.map_err(|e| args::error(&e))?)
+fn host(t: crate::Result<Tensor>) -> JsResult<JsValue> {
+    host_tensor::to_js(&t.map_err(args::js_err)?)
 }
 
 #[wasm_bindgen]
@@ -172,7 +172,7 @@ impl Batch {
     /// Nodes, padding included.
     #[wasm_bindgen(getter, js_name = numNodes)]
     pub fn num_nodes(&self) -> usize {
-        self.part.sub.num_nodes
+        self.part.sub.data.num_nodes
     }
     /// Nodes of the graph in this part.
     #[wasm_bindgen(getter, js_name = numRealNodes)]
@@ -201,28 +201,28 @@ impl Batch {
     /// Labels, int32 (0 for padding).
     #[wasm_bindgen(getter, unchecked_return_type = "HostTensor")]
     pub fn y(&self) -> JsResult<JsValue> {
-        let s = &self.part.sub;
+        let s = &self.part.sub.data;
         host(Tensor::from_i32(&[s.num_nodes], s.y.clone()))
     }
     #[wasm_bindgen(getter, js_name = trainMask, unchecked_return_type = "HostTensor")]
     pub fn train_mask(&self) -> JsResult<JsValue> {
-        let s = &self.part.sub;
+        let s = &self.part.sub.data;
         host(Tensor::from_bool(&[s.num_nodes], s.train_mask.clone()))
     }
     #[wasm_bindgen(getter, js_name = valMask, unchecked_return_type = "HostTensor")]
     pub fn val_mask(&self) -> JsResult<JsValue> {
-        let s = &self.part.sub;
+        let s = &self.part.sub.data;
         host(Tensor::from_bool(&[s.num_nodes], s.val_mask.clone()))
     }
     #[wasm_bindgen(getter, js_name = testMask, unchecked_return_type = "HostTensor")]
     pub fn test_mask(&self) -> JsResult<JsValue> {
-        let s = &self.part.sub;
+        let s = &self.part.sub.data;
         host(Tensor::from_bool(&[s.num_nodes], s.test_mask.clone()))
     }
     /// True for the part's own nodes, false for padding.
     #[wasm_bindgen(getter, js_name = nodeMask, unchecked_return_type = "HostTensor")]
     pub fn node_mask(&self) -> JsResult<JsValue> {
-        let n = self.part.sub.num_nodes;
+        let n = self.part.sub.data.num_nodes;
         host(Tensor::from_bool(&[n], (0..n).map(|i| i < self.part.num_real_nodes).collect()))
     }
     /// The graph's id of each node, int32 (-1 for padding).

@@ -98,7 +98,7 @@ impl TracedGraph {
                 plan_json_timed(&self.graph, o.as_deref(), s.as_deref(), &now_ms)
             }
         }
-        .map_err(|e| js_err(crate::Error::new(crate::ErrorKind::Plan, e)))?;
+        .map_err(js_err)?;
         JSON::parse(&p.to_json()).map_err(|_| error("plan: the plan could not be parsed as JSON"))
     }
 }

@@ -217,9 +217,9 @@ pub(super) fn host_sparse_from_js(v: &JsValue, what: &str) -> JsResult<([Tensor;
     check_csr(what, rows, cols, &indptr, &indices, values.len()).map_err(js_err)?;
     let nnz = indices.len();
     let t = [
-        Tensor::from_i32(&[rows + 1], indptr).map_err(|e| args::error(&e))?,
-        Tensor::from_i32(&[nnz], indices).map_err(|e| args::error(&e))?,
-        Tensor::from_f32(&[nnz], values).map_err(|e| args::error(&e))?,
+        Tensor::from_i32(&[rows + 1], indptr).map_err(args::js_err)?,
+        Tensor::from_i32(&[nnz], indices).map_err(args::js_err)?,
+        Tensor::from_f32(&[nnz], values).map_err(args::js_err)?,
     ];
     Ok((t, [rows, cols]))
 }

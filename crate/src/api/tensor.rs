@@ -382,7 +382,8 @@ impl Tensor {
     /// Converts to "float32", "float16", "int32" or "bool".
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn cast(&self, #[wasm_bindgen(unchecked_param_type = "string")] dtype: JsValue) -> JsResult<JsValue> {
-        let dt = DType::parse(&args::string(&dtype, "Tensor.cast: dtype", 16)?).map_err(|e| args::error(&e))?;
+        let dt =
+            DType::parse(&args::string(&dtype, "Tensor.cast: dtype", 16)?).map_err(|e| args::error(e.message()))?;
         self.op(|v| v.cast(dt))
     }
 }

@@ -12,7 +12,7 @@ impl RevGnnTrainer {
     /// float32, `[out, in]` weights; `__metadata__` holds the configuration, the dataset
     /// and the epochs trained.
     pub fn safetensors(&self) -> JsResult<Vec<u8>> {
-        crate::gnn::pyg::rev_gnn_safetensors(&self.inner).map_err(|e| js_err(crate::Error::train(e)))
+        crate::gnn::pyg::rev_gnn_safetensors(&self.inner).map_err(js_err)
     }
 
     /// PyG's `state_dict()` keys of this model, in PyG's order.

@@ -461,7 +461,7 @@ fn vjp_rule(
             let c2s = if sc.len() == 1 { vec![sc[0], 1] } else { sc.clone() };
             let a2 = b.reshape(a, &a2s)?;
             let c2 = b.reshape(c, &c2s)?;
-            let y2 = crate::ir::shape::matmul_shape(&a2s, &c2s).map_err(Error::ir)?;
+            let y2 = crate::ir::shape::matmul_shape(&a2s, &c2s)?;
             let g2 = b.reshape(g, &y2)?;
             let ga = if need[0] {
                 let ct = b.transpose_last2(c2)?;

@@ -27,7 +27,7 @@ use super::options::{Options, Recomputation, TensorClass};
 use super::placement::{is_source, Placement};
 use super::strategy::ExecutionStrategy;
 use super::strategy::PhaseLiveness;
-use crate::ir::liveness::{timeline, value_bytes, value_elements as elements, Interval, Liveness};
+use crate::ir::liveness::{timeline, value_bytes, value_elements as elements, Interval, Lifetimes, Liveness};
 use crate::ir::{Graph, InputKind, Op, OptimizerStep, Pass};
 use serde::Serialize;
 
@@ -295,7 +295,46 @@ struct Residency {
     value: usize,
 }
 
-/// Builds the memory model (and its fit errors and warnings).
+/// What every pass of the memory model reads: the graph, its placement and liveness, the
+/// options and hardware, and the tables derived from them once.
+struct Ctx<'a> {
+    g: &'a Graph,
+    place: &'a Placement,
+    opts: &'a Options,
+    gen: &'a Generation,
+    life: &'a Liveness,
+    lt: &'a Lifetimes,
+    n: usize,
+    nipus: usize,
+    capacity: u64,
+    replicas: usize,
+    training: bool,
+    pipelined: bool,
+    recompute: bool,
+    phased: Option<PhaseLiveness>,
+    /// Readers of each value.
+    readers: Vec<Vec<usize>>,
+    /// First node of each execution stage.
+    stage_first: Vec<usize>,
+    /// First and last node of each (phase, ipu).
+    phase_range: std::collections::HashMap<(usize, usize), (usize, usize)>,
+}
+
+/// What the passes build: residencies of values, Streaming Memory transfers, each IPU's
+/// always-live bytes and tensors, and the stash.
+struct Acc {
+    res: Vec<Residency>,
+    transfers: Vec<Transfer>,
+    always: Vec<AlwaysLive>,
+    /// (ipu, name, bytes, class) of always-live tensors, for the largest list and tile map.
+    fixed: Vec<(usize, String, u64, &'static str)>,
+    /// Stash per IPU (bytes).
+    stash: Vec<u64>,
+}
+
+/// Builds the memory model (and its fit errors and warnings), in four passes: activations
+/// and gradients, then parameters, buffers, optimizer state and accumulators, then code and
+/// exchange, then each IPU's timeline of program steps.
 pub fn memory(
     g: &Graph,
     place: &Placement,
@@ -303,22 +342,34 @@ pub fn memory(
     gen: &Generation,
     life: &Liveness,
 ) -> (Memory, Vec<Diagnostic>, Vec<Diagnostic>) {
-    let n = g.nodes.len();
+    let c = context(g, place, opts, gen, life);
+    let mut a = Acc {
+        res: Vec::new(),
+        transfers: Vec::new(),
+        always: vec![AlwaysLive::default(); c.nipus],
+        fixed: Vec::new(),
+        stash: vec![0u64; c.nipus],
+    };
+    activations_and_gradients(&c, &mut a);
+    weights_and_state(&c, &mut a);
+    code_and_exchange(&c, &mut a);
+    timelines(&c, a)
+}
+
+fn context<'a>(
+    g: &'a Graph,
+    place: &'a Placement,
+    opts: &'a Options,
+    gen: &'a Generation,
+    life: &'a Liveness,
+) -> Ctx<'a> {
     let nipus = place.ipus_per_replica.max(1);
-    let capacity = gen.capacity_bytes();
-    let replicas = opts.replication_factor.max(1);
-    let lt = &life.lifetimes;
-    let training = place.training;
     let pipelined = matches!(opts.execution_strategy, ExecutionStrategy::Pipelined(_)) && nipus > 1;
-    let recompute = pipelined && training && opts.auto_recomputation == Recomputation::Pipeline;
+    let training = place.training;
     let phased = match &opts.execution_strategy {
         ExecutionStrategy::SerialPhased(p) | ExecutionStrategy::ParallelPhased(p) => Some(p.liveness()),
         _ => None,
     };
-    let mut errors = Vec::new();
-    let mut warnings = Vec::new();
-
-    // Readers of each value.
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
     for (i, node) in g.nodes.iter().enumerate() {
         for &v in &node.inputs {
@@ -328,7 +379,6 @@ pub fn memory(
             }
         }
     }
-    // First and last node of each execution stage and of each (phase, ipu).
     let mut stage_first = vec![usize::MAX; place.stages.len()];
     let mut phase_range: std::collections::HashMap<(usize, usize), (usize, usize)> = Default::default();
     for (i, node) in g.nodes.iter().enumerate() {
@@ -343,16 +393,46 @@ pub fn memory(
             r.1 = r.1.max(i);
         }
     }
+    Ctx {
+        g,
+        place,
+        opts,
+        gen,
+        life,
+        lt: &life.lifetimes,
+        n: g.nodes.len(),
+        nipus,
+        capacity: gen.capacity_bytes(),
+        replicas: opts.replication_factor.max(1),
+        training,
+        pipelined,
+        recompute: pipelined && training && opts.auto_recomputation == Recomputation::Pipeline,
+        phased,
+        readers,
+        stage_first,
+        phase_range,
+    }
+}
 
-    let mut res: Vec<Residency> = Vec::new();
-    let mut transfers: Vec<Transfer> = Vec::new();
-    let mut always: Vec<AlwaysLive> = vec![AlwaysLive::default(); nipus];
-    // (ipu, name, bytes, class) of always-live tensors, for the largest list and tile map.
-    let mut fixed: Vec<(usize, String, u64, &'static str)> = Vec::new();
-    // Stash per IPU (bytes), and per IPU what it holds.
-    let mut stash = vec![0u64; nipus];
-
-    // ---- activations and gradients ----
+/// Activations and gradients: where each value lives, on which IPU, copied or stashed
+/// (pipelines), recomputed, or loaded and stored (phases).
+fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
+    let Ctx {
+        g,
+        place,
+        opts,
+        n,
+        lt,
+        training,
+        pipelined,
+        recompute,
+        phased,
+        ref readers,
+        ref stage_first,
+        ref phase_range,
+        ..
+    } = *c;
+    let Acc { res, transfers, stash, .. } = a;
     #[allow(clippy::needless_range_loop)] // `v` indexes several tables
     for v in 0..g.values.len() {
         if !lt.is_live(v) {
@@ -481,8 +561,13 @@ pub fn memory(
             }
         }
     }
+}
 
-    // ---- parameters, buffers, optimizer state, accumulators ----
+/// Parameters, buffers, optimizer state and accumulators: always live on their IPU, or in
+/// Streaming Memory and loaded when used.
+fn weights_and_state(c: &Ctx, a: &mut Acc) {
+    let Ctx { g, place, opts, n, replicas, training, phased, ref readers, ref phase_range, .. } = *c;
+    let Acc { res, transfers, always, fixed, .. } = a;
     // Parameter → (its optimizer step, the update node).
     let mut updates: std::collections::HashMap<&str, (&OptimizerStep, usize)> = Default::default();
     for (i, node) in g.nodes.iter().enumerate() {
@@ -609,8 +694,12 @@ pub fn memory(
             );
         }
     }
+}
 
-    // ---- code and exchange ----
+/// Code and exchange buffers: per tile, by the op kinds each IPU runs.
+fn code_and_exchange(c: &Ctx, a: &mut Acc) {
+    let Ctx { g, place, gen, nipus, .. } = *c;
+    let always = &mut a.always;
     let mut kinds: Vec<Vec<&'static str>> = vec![Vec::new(); nipus];
     for (i, node) in g.nodes.iter().enumerate() {
         if !is_source(&node.op) {
@@ -626,8 +715,14 @@ pub fn memory(
         a.code = tiles * per_tile;
         a.exchange = tiles * gen.exchange_bytes_per_tile as u64;
     }
+}
 
-    // ---- per IPU timelines ----
+/// Each IPU's timeline of program steps, its peak, tile map and fit check, and the values
+/// table.
+fn timelines(c: &Ctx, a: Acc) -> (Memory, Vec<Diagnostic>, Vec<Diagnostic>) {
+    let Ctx { g, place, opts, gen, life, n, nipus, capacity, .. } = *c;
+    let Acc { res, transfers, always, fixed, stash } = a;
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     let mut ipus = Vec::new();
     for ipu in 0..nipus {
         let pick =

@@ -39,6 +39,19 @@ use crate::ir::{BlockKind, Graph, InputKind, Op, Pass};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
+/// The IPU of layer `i` of `layers` split evenly over `ipus` (the demo models' and the
+/// RevGNN preview's split: one block per IPU).
+pub fn ipu_of_layer(i: usize, layers: usize, ipus: usize) -> usize {
+    i * ipus / layers.max(1)
+}
+
+/// `Some(k)` when layer `i` is the first of [`ipu_of_layer`]'s split on IPU `k`: where a
+/// model starts block `ipu<k>`.
+pub fn first_layer_on_ipu(i: usize, layers: usize, ipus: usize) -> Option<usize> {
+    let k = ipu_of_layer(i, layers, ipus);
+    (i == 0 || ipu_of_layer(i - 1, layers, ipus) != k).then_some(k)
+}
+
 /// The id of the implicit block that holds the ops before the first block.
 pub const DEFAULT_BLOCK: &str = "(default)";
 

@@ -69,6 +69,7 @@ use crate::autograd::{training_graph, TrainOptions};
 use crate::ir::liveness::liveness;
 use crate::ir::OptimizerStep;
 use crate::ir::{Graph, InputKind, Op};
+use crate::Error;
 use serde::{Deserialize, Serialize};
 
 /// The placement side table, one array per field, indexed by node.
@@ -223,15 +224,16 @@ pub struct PlanRequest {
 
 impl PlanRequest {
     /// Parses the request's JSON (an object; unknown keys are rejected by name).
-    pub fn from_json(json: &str) -> Result<PlanRequest, String> {
-        let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("plan settings: {e}"))?;
+    pub fn from_json(json: &str) -> crate::Result<PlanRequest> {
+        let v: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| Error::plan(format!("plan settings: {e}")))?;
         if !v.is_object() {
-            return Err(format!(
+            return Err(Error::plan(format!(
                 "plan settings must be an object like {{training: true, loss: 0}}, got {}",
                 crate::error::brief(&v, 80)
-            ));
+            )));
         }
-        serde_json::from_value(v).map_err(|e| crate::error::cap(format!("plan settings: {e}")))
+        serde_json::from_value(v).map_err(|e| Error::plan(format!("plan settings: {e}")))
     }
 }
 
@@ -239,26 +241,26 @@ impl PlanRequest {
 /// (`autograd::training_graph` with the optimizer's updates). An error means there is
 /// nothing to plan (no scalar loss, no trainable parameter); everything PopTorch would
 /// reject is in the plan's `errors`.
-pub fn plan_request(forward: &Graph, options: &Options, req: &PlanRequest) -> Result<Plan, String> {
+pub fn plan_request(forward: &Graph, options: &Options, req: &PlanRequest) -> crate::Result<Plan> {
     let training = training_graph_for(forward, req)?;
     let settings = PlanSettings { micro_batch_size: req.micro_batch_size };
     Ok(plan_with(training.as_ref().unwrap_or(forward), options, &settings))
 }
 
 /// The training graph `req` asks for (`None`: plan the forward graph).
-fn training_graph_for(forward: &Graph, req: &PlanRequest) -> Result<Option<Graph>, String> {
+fn training_graph_for(forward: &Graph, req: &PlanRequest) -> crate::Result<Option<Graph>> {
     if !req.training {
         return Ok(None);
     }
     let opts = TrainOptions { optimizer: Some(req.optimizer.step()), ..TrainOptions::default() };
-    let tg = training_graph(forward, req.loss, &opts).map_err(|e| format!("cannot plan training: {e}"))?;
+    let tg = training_graph(forward, req.loss, &opts).map_err(|e| e.context("cannot plan training"))?;
     Ok(Some(tg.graph))
 }
 
 /// [`plan_request`] from JSON (what the JavaScript `plan` receives): options that do not
 /// parse become an `options_json` error in the plan (planned with the defaults), so the
 /// page can show it in place; settings that do not parse are an error.
-pub fn plan_json(forward: &Graph, options_json: Option<&str>, request_json: Option<&str>) -> Result<Plan, String> {
+pub fn plan_json(forward: &Graph, options_json: Option<&str>, request_json: Option<&str>) -> crate::Result<Plan> {
     plan_json_timed(forward, options_json, request_json, &|| 0.0)
 }
 
@@ -269,7 +271,7 @@ pub fn plan_json_timed(
     options_json: Option<&str>,
     request_json: Option<&str>,
     clock: &dyn Fn() -> f64,
-) -> Result<Plan, String> {
+) -> crate::Result<Plan> {
     let (options, problems) = match options_json {
         Some(j) => Options::from_json_lenient(j),
         None => (Options::new(), Vec::new()),
@@ -286,7 +288,7 @@ pub fn plan_options_timed(
     problems: Vec<Diagnostic>,
     request_json: Option<&str>,
     clock: &dyn Fn() -> f64,
-) -> Result<Plan, String> {
+) -> crate::Result<Plan> {
     let req = match request_json {
         Some(j) => PlanRequest::from_json(j)?,
         None => PlanRequest::default(),
@@ -675,8 +677,8 @@ mod tests {
         assert!(p.errors[0].message.contains("deviceIteration"));
         let p = plan_json(&g, Some(r#"{"deviceIterations": 0}"#), None).unwrap();
         assert_eq!(p.errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["options_not_positive"]);
-        assert!(plan_json(&g, None, Some(r#"{"trainng": true}"#)).unwrap_err().contains("trainng"));
-        assert!(plan_json(&g, None, Some("[]")).unwrap_err().contains("object"));
+        assert!(plan_json(&g, None, Some(r#"{"trainng": true}"#)).unwrap_err().to_string().contains("trainng"));
+        assert!(plan_json(&g, None, Some("[]")).unwrap_err().to_string().contains("object"));
     }
 
     #[test]
@@ -690,7 +692,10 @@ mod tests {
         assert_eq!(p.memory.ipus[0].always_live.optimizer, 0, "PopTorch's default SGD has no state");
         let p = plan_json(&g, None, None).unwrap();
         assert!(!p.training && p.valid);
-        assert!(plan_json(&g, None, Some(r#"{"training": true, "loss": 3}"#)).unwrap_err().contains("no output 3"));
+        assert!(plan_json(&g, None, Some(r#"{"training": true, "loss": 3}"#))
+            .unwrap_err()
+            .to_string()
+            .contains("no output 3"));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! (`Stage(...).ipu(n)`); a phase is a list of block ids (`Phase("a", "b")`: one stage) or
 //! `{stages, ipus}` (`Phase(Stage(..), ..).ipus(..)`).
 
+use crate::Error;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -47,48 +48,53 @@ impl StageSpec {
     }
 }
 
-fn blocks_from(v: &serde_json::Value, what: &str) -> Result<Vec<String>, String> {
+fn blocks_from(v: &serde_json::Value, what: &str) -> crate::Result<Vec<String>> {
     match v {
         serde_json::Value::String(s) => Ok(vec![s.clone()]),
         serde_json::Value::Array(items) => items
             .iter()
             .map(|b| {
-                b.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("{what}: block ids must be strings (poptorch.Stage takes strings), got {b}"))
+                b.as_str().map(str::to_string).ok_or_else(|| {
+                    Error::plan(format!("{what}: block ids must be strings (poptorch.Stage takes strings), got {b}"))
+                })
             })
             .collect(),
-        other => Err(format!(
+        other => Err(Error::plan(format!(
             "{what}: expected a block id, a list of block ids or an object, got {}",
             crate::error::brief(other, 80)
-        )),
+        ))),
     }
 }
 
-fn usize_from(v: &serde_json::Value, what: &str) -> Result<usize, String> {
+fn usize_from(v: &serde_json::Value, what: &str) -> crate::Result<usize> {
     // Exact: an index past usize (wasm32: 2^32 - 1) is an error, not cut to 32 bits.
     v.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
-        format!("{what} must be a whole number from 0 to {}, got {}", usize::MAX, crate::error::brief(v, 80))
+        Error::plan(format!(
+            "{what} must be a whole number from 0 to {}, got {}",
+            usize::MAX,
+            crate::error::brief(v, 80)
+        ))
     })
 }
 
-fn reject_unknown(obj: &serde_json::Map<String, serde_json::Value>, known: &[&str], what: &str) -> Result<(), String> {
+fn reject_unknown(obj: &serde_json::Map<String, serde_json::Value>, known: &[&str], what: &str) -> crate::Result<()> {
     match obj.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(format!(
+        Some(k) => Err(Error::plan(format!(
             "unknown key `{}` in {what} (expected one of: {})",
             crate::error::brief(k, 80),
             known.join(", ")
-        )),
+        ))),
         None => Ok(()),
     }
 }
 
 impl StageSpec {
-    fn from_json(v: &serde_json::Value) -> Result<StageSpec, String> {
+    fn from_json(v: &serde_json::Value) -> crate::Result<StageSpec> {
         match v {
             serde_json::Value::Object(o) => {
                 reject_unknown(o, &["blocks", "ipu"], "a stage")?;
-                let blocks = blocks_from(o.get("blocks").ok_or("a stage object needs `blocks`")?, "stage")?;
+                let blocks =
+                    blocks_from(o.get("blocks").ok_or_else(|| Error::plan("a stage object needs `blocks`"))?, "stage")?;
                 let ipu = match o.get("ipu") {
                     None | Some(serde_json::Value::Null) => None,
                     Some(i) => Some(usize_from(i, "a stage's ipu")?),
@@ -140,14 +146,16 @@ impl<'de> Deserialize<'de> for PhaseSpec {
                     Some(serde_json::Value::Array(s)) => {
                         s.iter().map(StageSpec::from_json).collect::<Result<_, _>>()?
                     }
-                    _ => return Err("a phase object needs `stages`, a list of stages".to_string()),
+                    _ => return Err(Error::plan("a phase object needs `stages`, a list of stages")),
                 };
                 let ipus = match o.get("ipus") {
                     None | Some(serde_json::Value::Null) => None,
                     Some(serde_json::Value::Array(i)) => {
                         Some(i.iter().map(|x| usize_from(x, "a phase's ipus")).collect::<Result<_, _>>()?)
                     }
-                    Some(other) => return Err(format!("a phase's ipus must be a list of IPU indices, got {other}")),
+                    Some(other) => {
+                        return Err(Error::plan(format!("a phase's ipus must be a list of IPU indices, got {other}")))
+                    }
                 };
                 Ok(PhaseSpec { stages, ipus })
             })(),
@@ -247,15 +255,15 @@ impl ExecutionStrategy {
 
     /// Parses a command-line name: `pipelined`, `sharded`, `serial-phased`, `parallel-phased`
     /// (underscores also accepted), with default arguments.
-    pub fn parse(s: &str) -> Result<ExecutionStrategy, String> {
+    pub fn parse(s: &str) -> crate::Result<ExecutionStrategy> {
         match s.replace('_', "-").to_ascii_lowercase().as_str() {
             "pipelined" => Ok(ExecutionStrategy::Pipelined(PipelinedExecution::default())),
             "sharded" => Ok(ExecutionStrategy::Sharded(PipelinedExecution::default())),
             "serial-phased" => Ok(ExecutionStrategy::SerialPhased(PhasedExecution::default())),
             "parallel-phased" => Ok(ExecutionStrategy::ParallelPhased(PhasedExecution::default())),
-            _ => Err(format!(
+            _ => Err(Error::plan(format!(
                 "unknown execution strategy '{s}': use pipelined, sharded, serial-phased or parallel-phased"
-            )),
+            ))),
         }
     }
 

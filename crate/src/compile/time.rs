@@ -45,7 +45,7 @@ use super::options::{MeanReductionStrategy, Options, OutputMode, Recomputation, 
 use super::placement::{is_source, Placement};
 use super::schedule::{Pipeline, StagePass};
 use super::strategy::ExecutionStrategy;
-use super::strategy::PhaseLiveness;
+use super::strategy::{PhaseLiveness, PhasedExecution};
 use crate::ir::liveness::{sub_graph, value_bytes, value_elements};
 use crate::ir::{Graph, InputKind, Op};
 use crate::tensor::DType;
@@ -503,8 +503,67 @@ fn lay_out(
     t
 }
 
-/// Builds the time model of a placed program.
-#[allow(clippy::too_many_arguments)]
+/// The costs [`costs`] finds, which the layout passes read.
+struct Costs {
+    stage_cost: Vec<Cost>,
+    update_cost: Vec<Cost>,
+    grad_bytes: Vec<f64>,
+    input_bytes: Vec<f64>,
+    last_ipu: usize,
+    copy_out: Vec<f64>,
+    copy_ipus: Vec<Vec<usize>>,
+    stage_stream: Vec<f64>,
+    update_stream: Vec<f64>,
+    out_bytes: f64,
+}
+
+/// What the layout passes read.
+struct Ctx<'a> {
+    place: &'a Placement,
+    opts: &'a Options,
+    gen: &'a Generation,
+    nipus: usize,
+    training: bool,
+    ns: usize,
+    costs: Costs,
+}
+
+impl Ctx<'_> {
+    /// A stage's label: `stage 2 bwd (b0,b1)`.
+    fn label(&self, s: usize) -> String {
+        let st = &self.place.stages[s];
+        let pass = match st.pass {
+            StagePass::Forward => "fwd",
+            StagePass::ForwardBackward => "fwd+bwd",
+            StagePass::Backward => "bwd",
+        };
+        format!("stage {s} {pass} ({})", st.blocks.join(","))
+    }
+
+    /// Seconds to move `bytes` to or from the host.
+    fn host(&self, bytes: f64) -> f64 {
+        bytes / self.gen.host_bandwidth
+    }
+
+    /// Seconds to copy `bytes` over an IPU link.
+    fn link(&self, bytes: f64) -> f64 {
+        bytes / self.gen.ipu_link_bandwidth
+    }
+
+    /// Seconds to move `bytes` to or from Streaming Memory.
+    fn stream(&self, bytes: f64) -> f64 {
+        bytes / self.gen.streaming_bandwidth
+    }
+
+    /// Seconds of one sync across IPUs.
+    fn ipu_sync(&self) -> f64 {
+        self.gen.ipu_sync_cycles / self.gen.clock_hz
+    }
+}
+
+/// Builds the time model of a placed program, in passes: its [`costs`], the program laid
+/// out per IPU for the strategy ([`pipeline_steps`], [`phases`] or [`stages_in_turn`]),
+/// then [`outputs_and_update`].
 pub fn time(
     g: &Graph,
     place: &Placement,
@@ -514,6 +573,47 @@ pub fn time(
     transfers: &[Transfer],
     micro_batch_size: usize,
 ) -> Time {
+    let nipus = place.ipus_per_replica.max(1);
+    let c = Ctx {
+        place,
+        opts,
+        gen,
+        nipus,
+        training: place.training,
+        ns: place.stages.len(),
+        costs: costs(g, place, opts, gen, transfers),
+    };
+    let mut b = Builder { ipus: (0..nipus).map(|ipu| IpuTime { ipu, ..IpuTime::default() }).collect() };
+    let (t, iterations_per_step, mbs) = match (&opts.execution_strategy, pipeline) {
+        (ExecutionStrategy::Pipelined(_), Some(p)) => pipeline_steps(&c, &mut b, p),
+        (ExecutionStrategy::SerialPhased(ph) | ExecutionStrategy::ParallelPhased(ph), _) => phases(&c, &mut b, ph),
+        _ => stages_in_turn(&c, &mut b),
+    };
+    let t = outputs_and_update(&c, &mut b, t, mbs);
+    let iteration = t;
+    let step = iteration * iterations_per_step as f64;
+    let groups = opts.input_replica_grouping.size.max(1);
+    let samples = [micro_batch_size, mbs, iterations_per_step, opts.replication_factor.max(1)]
+        .into_iter()
+        .fold(1u64, |acc, k| acc.saturating_mul(k as u64))
+        / groups as u64;
+    Time {
+        step_time_s: step,
+        iteration_time_s: iteration,
+        iterations_per_step,
+        micro_batches_per_iteration: mbs,
+        micro_batch_size,
+        samples_per_step: samples,
+        throughput: if step > 0.0 { samples as f64 / step } else { 0.0 },
+        ipus: b.ipus,
+    }
+}
+
+/// The work of a placed program: per execution stage the work of one micro-batch
+/// (optimizer updates apart, recomputation added), host input bytes, bytes copied out to
+/// other IPUs and Streaming Memory bytes; per IPU the weight update and its Streaming
+/// Memory traffic.
+fn costs(g: &Graph, place: &Placement, opts: &Options, gen: &Generation, transfers: &[Transfer]) -> Costs {
     let nipus = place.ipus_per_replica.max(1);
     let training = place.training;
     let mut cm = CostModel::new(gen);
@@ -606,162 +706,179 @@ pub fn time(
             }
         }
     }
-    let label = |s: usize| -> String {
-        let st = &place.stages[s];
-        let pass = match st.pass {
-            StagePass::Forward => "fwd",
-            StagePass::ForwardBackward => "fwd+bwd",
-            StagePass::Backward => "bwd",
-        };
-        format!("stage {s} {pass} ({})", st.blocks.join(","))
+    Costs {
+        stage_cost,
+        update_cost,
+        grad_bytes,
+        input_bytes,
+        last_ipu,
+        copy_out,
+        copy_ipus,
+        stage_stream,
+        update_stream,
+        out_bytes,
+    }
+}
+
+/// A pipeline over the micro-batches, step by step. Returns the end, the iterations per
+/// step and the micro-batches per iteration.
+fn pipeline_steps(c: &Ctx, b: &mut Builder, p: &Pipeline) -> (f64, usize, usize) {
+    let Ctx { place, opts, nipus, training, ns, .. } = *c;
+    let Costs { ref stage_cost, ref input_bytes, ref copy_out, ref copy_ipus, ref stage_stream, .. } = c.costs;
+    // One pipeline over p.micro_batches: step st runs stage s on micro-batch st - s;
+    // the steady steps (every stage busy) are identical.
+    let m = p.micro_batches;
+    let step = |b: &mut Builder, st: usize, t: f64, _: f64| -> f64 {
+        let act: Vec<usize> = (0..ns).filter(|&s| st >= s && st - s < m).collect();
+        let mut ends = vec![t; nipus];
+        for &s in &act {
+            let ipu = place.stages[s].ipu;
+            let l = c.label(s);
+            let mut e = ends[ipu];
+            let inb = input_bytes[s] + stage_stream[s];
+            if inb > 0.0 {
+                let d = if input_bytes[s] > 0.0 { c.host(input_bytes[s]) } else { 0.0 } + c.stream(stage_stream[s]);
+                b.push(ipu, e, e + d, Kind::Stream, &l);
+                e += d;
+            }
+            e = b.work(ipu, e, stage_cost[s], &l);
+            ends[ipu] = e;
+        }
+        let busiest = ends.iter().copied().fold(t, f64::max);
+        for (ipu, &e) in ends.iter().enumerate() {
+            b.push(ipu, e, busiest, Kind::Idle, "waiting for the busiest IPU");
+        }
+        // Inter-IPU copies of the stages that ran, then the next step.
+        let copy = act.iter().map(|&s| c.link(copy_out[s])).fold(0.0, f64::max);
+        let involved: Vec<usize> = act.iter().flat_map(|&s| copy_ipus[s].iter().copied()).collect();
+        let end = busiest + c.ipu_sync() + copy;
+        for ipu in 0..nipus {
+            let kind = if involved.contains(&ipu) { Kind::Copy } else { Kind::Sync };
+            b.push(ipu, busiest, end, kind, &format!("pipeline step {st} copies"));
+        }
+        end
     };
-    let mut b = Builder { ipus: (0..nipus).map(|ipu| IpuTime { ipu, ..IpuTime::default() }).collect() };
-    let host = |bytes: f64| bytes / gen.host_bandwidth;
-    let link = |bytes: f64| bytes / gen.ipu_link_bandwidth;
-    let stream = |bytes: f64| bytes / gen.streaming_bandwidth;
-    let ipu_sync = gen.ipu_sync_cycles / gen.clock_hz;
+    let t = lay_out(b, 0.0, p.steps(), p.ramp_up..p.ramp_up + p.steady, "pipeline step", step);
+    // Inference pipelines over the device iterations; training over the accumulation.
+    if training {
+        (t, opts.device_iterations.max(1), m)
+    } else {
+        (t, 1, m)
+    }
+}
+
+/// Phases in order, micro-batch by micro-batch (see [`pipeline_steps`] for the result).
+fn phases(c: &Ctx, b: &mut Builder, ph: &PhasedExecution) -> (f64, usize, usize) {
+    let Ctx { place, opts, nipus, training, ns, .. } = *c;
+    let Costs { ref stage_cost, ref input_bytes, ref copy_out, ref stage_stream, .. } = c.costs;
     let micro_batches = if training { opts.training.gradient_accumulation.max(1) } else { 1 };
-    let (t, iterations_per_step, mbs) = match (&opts.execution_strategy, pipeline) {
-        (ExecutionStrategy::Pipelined(_), Some(p)) => {
-            // One pipeline over p.micro_batches: step st runs stage s on micro-batch st - s;
-            // the steady steps (every stage busy) are identical.
-            let m = p.micro_batches;
-            let step = |b: &mut Builder, st: usize, t: f64, _: f64| -> f64 {
-                let act: Vec<usize> = (0..ns).filter(|&s| st >= s && st - s < m).collect();
-                let mut ends = vec![t; nipus];
-                for &s in &act {
-                    let ipu = place.stages[s].ipu;
-                    let l = label(s);
-                    let mut e = ends[ipu];
-                    let inb = input_bytes[s] + stage_stream[s];
-                    if inb > 0.0 {
-                        let d = if input_bytes[s] > 0.0 { host(input_bytes[s]) } else { 0.0 } + stream(stage_stream[s]);
-                        b.push(ipu, e, e + d, Kind::Stream, &l);
-                        e += d;
+    // Phases in order, their stages in parallel. Parallel phases load the next phase
+    // onto the other IPU group while this one computes; serial phases prefetch with
+    // IO tiles, so only loads longer than the previous phase's compute show (none
+    // hidden with OffChipAfterFwdNoOverlap). The micro-batches between the first
+    // (nothing prefetched for it) and the last (it prefetches nothing) are identical.
+    let parallel = matches!(opts.execution_strategy, ExecutionStrategy::ParallelPhased(_));
+    let overlap = ph.liveness() != PhaseLiveness::OffChipAfterFwdNoOverlap;
+    let phases = &place.phases;
+    let io_of = |s: usize| c.stream(stage_stream[s]) + c.host(input_bytes[s]);
+    let mut loaded_at = vec![f64::NAN; ns]; // parallel: when a stage's loads are done
+    let mut prev_compute = vec![0.0f64; nipus];
+    let micro_batch = |b: &mut Builder, mb: usize, mut t: f64, skipped: f64| -> f64 {
+        for x in loaded_at.iter_mut() {
+            *x += skipped;
+        }
+        for (j, phase) in phases.iter().enumerate() {
+            let mut end = t;
+            let mut compute = vec![0.0f64; nipus];
+            for &s in &phase.stages {
+                let ipu = place.stages[s].ipu;
+                let load = format!("phase {} loads", phase.id);
+                let start = if parallel && !loaded_at[s].is_nan() {
+                    loaded_at[s].max(t)
+                } else {
+                    let io = io_of(s);
+                    let visible = if parallel || !overlap { io } else { (io - prev_compute[ipu]).max(0.0) };
+                    let from = t.max(b.lane_end(ipu));
+                    b.push(ipu, from, from + visible, Kind::Stream, &load);
+                    from + visible
+                };
+                let e = b.work(ipu, start, stage_cost[s], &c.label(s));
+                compute[ipu] = stage_cost[s].total();
+                end = end.max(e);
+            }
+            if parallel {
+                // The next phase's group loads while this one computes.
+                let next = match phases.get(j + 1) {
+                    Some(n) => Some(n),
+                    None if mb + 1 < micro_batches => phases.first(),
+                    None => None,
+                };
+                if let Some(next) = next {
+                    for &s in &next.stages {
+                        let ipu = place.stages[s].ipu;
+                        let from = t.max(b.lane_end(ipu));
+                        b.push(ipu, from, from + io_of(s), Kind::Stream, &format!("phase {} loads", next.id));
+                        loaded_at[s] = from + io_of(s);
                     }
-                    e = b.work(ipu, e, stage_cost[s], &l);
-                    ends[ipu] = e;
                 }
-                let busiest = ends.iter().copied().fold(t, f64::max);
-                for (ipu, &e) in ends.iter().enumerate() {
-                    b.push(ipu, e, busiest, Kind::Idle, "waiting for the busiest IPU");
+            }
+            let copy = phase.stages.iter().map(|&s| c.link(copy_out[s])).fold(0.0, f64::max);
+            for ipu in 0..nipus {
+                b.push(ipu, b.lane_end(ipu).max(t), end, Kind::Idle, "waiting for the phase to end");
+                let from = b.lane_end(ipu).max(end);
+                let kind = if copy > 0.0 { Kind::Copy } else { Kind::Sync };
+                b.push(ipu, from, end + c.ipu_sync() + copy, kind, &format!("end of phase {}", phase.id));
+            }
+            prev_compute = compute;
+            t = end + c.ipu_sync() + copy;
+            // Loads that outlast the phase delay the next one.
+            t = t.max((0..nipus).map(|q| b.lane_end(q)).fold(t, f64::max));
+        }
+        t
+    };
+    let t = lay_out(b, 0.0, micro_batches, 1..micro_batches - 1, "micro-batch", micro_batch);
+    (t, opts.device_iterations.max(1), micro_batches)
+}
+
+/// Sharded or one IPU: stages one after another (see [`pipeline_steps`] for the result).
+fn stages_in_turn(c: &Ctx, b: &mut Builder) -> (f64, usize, usize) {
+    let Ctx { place, opts, nipus, training, ns, .. } = *c;
+    let Costs { ref stage_cost, ref input_bytes, ref copy_out, ref copy_ipus, ref stage_stream, .. } = c.costs;
+    let micro_batches = if training { opts.training.gradient_accumulation.max(1) } else { 1 };
+    // Sharded or one IPU: stages one after another, every micro-batch alike.
+    let micro_batch = |b: &mut Builder, _: usize, mut t: f64, _: f64| -> f64 {
+        for s in 0..ns {
+            let ipu = place.stages[s].ipu;
+            let l = c.label(s);
+            let io = c.host(input_bytes[s]) + c.stream(stage_stream[s]);
+            b.push(ipu, t, t + io, Kind::Stream, &l);
+            let e = b.work(ipu, t + io, stage_cost[s], &l);
+            for other in 0..nipus {
+                if other != ipu {
+                    b.push(other, t, e, Kind::Idle, "another IPU's stage runs");
                 }
-                // Inter-IPU copies of the stages that ran, then the next step.
-                let copy = act.iter().map(|&s| link(copy_out[s])).fold(0.0, f64::max);
-                let involved: Vec<usize> = act.iter().flat_map(|&s| copy_ipus[s].iter().copied()).collect();
-                let end = busiest + ipu_sync + copy;
+            }
+            t = e;
+            if copy_out[s] > 0.0 {
+                let d = c.ipu_sync() + c.link(copy_out[s]);
                 for ipu in 0..nipus {
-                    let kind = if involved.contains(&ipu) { Kind::Copy } else { Kind::Sync };
-                    b.push(ipu, busiest, end, kind, &format!("pipeline step {st} copies"));
+                    let kind = if copy_ipus[s].contains(&ipu) { Kind::Copy } else { Kind::Idle };
+                    b.push(ipu, t, t + d, kind, &format!("copies after stage {s}"));
                 }
-                end
-            };
-            let t = lay_out(&mut b, 0.0, p.steps(), p.ramp_up..p.ramp_up + p.steady, "pipeline step", step);
-            // Inference pipelines over the device iterations; training over the accumulation.
-            if training {
-                (t, opts.device_iterations.max(1), m)
-            } else {
-                (t, 1, m)
+                t += d;
             }
         }
-        (ExecutionStrategy::SerialPhased(ph) | ExecutionStrategy::ParallelPhased(ph), _) => {
-            // Phases in order, their stages in parallel. Parallel phases load the next phase
-            // onto the other IPU group while this one computes; serial phases prefetch with
-            // IO tiles, so only loads longer than the previous phase's compute show (none
-            // hidden with OffChipAfterFwdNoOverlap). The micro-batches between the first
-            // (nothing prefetched for it) and the last (it prefetches nothing) are identical.
-            let parallel = matches!(opts.execution_strategy, ExecutionStrategy::ParallelPhased(_));
-            let overlap = ph.liveness() != PhaseLiveness::OffChipAfterFwdNoOverlap;
-            let phases = &place.phases;
-            let io_of = |s: usize| stream(stage_stream[s]) + host(input_bytes[s]);
-            let mut loaded_at = vec![f64::NAN; ns]; // parallel: when a stage's loads are done
-            let mut prev_compute = vec![0.0f64; nipus];
-            let micro_batch = |b: &mut Builder, mb: usize, mut t: f64, skipped: f64| -> f64 {
-                for x in loaded_at.iter_mut() {
-                    *x += skipped;
-                }
-                for (j, phase) in phases.iter().enumerate() {
-                    let mut end = t;
-                    let mut compute = vec![0.0f64; nipus];
-                    for &s in &phase.stages {
-                        let ipu = place.stages[s].ipu;
-                        let load = format!("phase {} loads", phase.id);
-                        let start = if parallel && !loaded_at[s].is_nan() {
-                            loaded_at[s].max(t)
-                        } else {
-                            let io = io_of(s);
-                            let visible = if parallel || !overlap { io } else { (io - prev_compute[ipu]).max(0.0) };
-                            let from = t.max(b.lane_end(ipu));
-                            b.push(ipu, from, from + visible, Kind::Stream, &load);
-                            from + visible
-                        };
-                        let e = b.work(ipu, start, stage_cost[s], &label(s));
-                        compute[ipu] = stage_cost[s].total();
-                        end = end.max(e);
-                    }
-                    if parallel {
-                        // The next phase's group loads while this one computes.
-                        let next = match phases.get(j + 1) {
-                            Some(n) => Some(n),
-                            None if mb + 1 < micro_batches => phases.first(),
-                            None => None,
-                        };
-                        if let Some(next) = next {
-                            for &s in &next.stages {
-                                let ipu = place.stages[s].ipu;
-                                let from = t.max(b.lane_end(ipu));
-                                b.push(ipu, from, from + io_of(s), Kind::Stream, &format!("phase {} loads", next.id));
-                                loaded_at[s] = from + io_of(s);
-                            }
-                        }
-                    }
-                    let copy = phase.stages.iter().map(|&s| link(copy_out[s])).fold(0.0, f64::max);
-                    for ipu in 0..nipus {
-                        b.push(ipu, b.lane_end(ipu).max(t), end, Kind::Idle, "waiting for the phase to end");
-                        let from = b.lane_end(ipu).max(end);
-                        let kind = if copy > 0.0 { Kind::Copy } else { Kind::Sync };
-                        b.push(ipu, from, end + ipu_sync + copy, kind, &format!("end of phase {}", phase.id));
-                    }
-                    prev_compute = compute;
-                    t = end + ipu_sync + copy;
-                    // Loads that outlast the phase delay the next one.
-                    t = t.max((0..nipus).map(|q| b.lane_end(q)).fold(t, f64::max));
-                }
-                t
-            };
-            let t = lay_out(&mut b, 0.0, micro_batches, 1..micro_batches - 1, "micro-batch", micro_batch);
-            (t, opts.device_iterations.max(1), micro_batches)
-        }
-        _ => {
-            // Sharded or one IPU: stages one after another, every micro-batch alike.
-            let micro_batch = |b: &mut Builder, _: usize, mut t: f64, _: f64| -> f64 {
-                for s in 0..ns {
-                    let ipu = place.stages[s].ipu;
-                    let l = label(s);
-                    let io = host(input_bytes[s]) + stream(stage_stream[s]);
-                    b.push(ipu, t, t + io, Kind::Stream, &l);
-                    let e = b.work(ipu, t + io, stage_cost[s], &l);
-                    for other in 0..nipus {
-                        if other != ipu {
-                            b.push(other, t, e, Kind::Idle, "another IPU's stage runs");
-                        }
-                    }
-                    t = e;
-                    if copy_out[s] > 0.0 {
-                        let d = ipu_sync + link(copy_out[s]);
-                        for ipu in 0..nipus {
-                            let kind = if copy_ipus[s].contains(&ipu) { Kind::Copy } else { Kind::Idle };
-                            b.push(ipu, t, t + d, kind, &format!("copies after stage {s}"));
-                        }
-                        t += d;
-                    }
-                }
-                t
-            };
-            let t = lay_out(&mut b, 0.0, micro_batches, 0..micro_batches, "micro-batch", micro_batch);
-            (t, opts.device_iterations.max(1), micro_batches)
-        }
+        t
     };
+    let t = lay_out(b, 0.0, micro_batches, 0..micro_batches, "micro-batch", micro_batch);
+    (t, opts.device_iterations.max(1), micro_batches)
+}
+
+/// Outputs to the host after the program, then (training) the all-reduce across replicas
+/// and the weight updates; every lane filled to the end. Returns the iteration's end.
+fn outputs_and_update(c: &Ctx, b: &mut Builder, t: f64, mbs: usize) -> f64 {
+    let Ctx { opts, nipus, training, .. } = *c;
+    let Costs { ref update_cost, ref grad_bytes, last_ipu, ref update_stream, out_bytes, .. } = c.costs;
     let mut t = t;
     // Outputs to the host, then (training) the all-reduce across replicas and the updates.
     // outputMode: All returns every micro-batch's outputs, EveryN every N-th, Final and Sum one.
@@ -772,7 +889,7 @@ pub fn time(
     };
     let outs = out_bytes * returned as f64;
     if outs > 0.0 {
-        let d = host(outs);
+        let d = c.host(outs);
         for ipu in 0..nipus {
             if ipu == last_ipu {
                 b.push(ipu, t, t + d, Kind::Stream, "outputs to the host");
@@ -785,7 +902,8 @@ pub fn time(
     if training {
         let replicas = opts.replication_factor.max(1) as f64;
         let reduce = if replicas > 1.0 {
-            grad_bytes.iter().map(|&gb| 2.0 * (replicas - 1.0) / replicas * link(gb)).fold(0.0, f64::max) + ipu_sync
+            grad_bytes.iter().map(|&gb| 2.0 * (replicas - 1.0) / replicas * c.link(gb)).fold(0.0, f64::max)
+                + c.ipu_sync()
         } else {
             0.0
         };
@@ -797,7 +915,7 @@ pub fn time(
                 e += reduce;
             }
             if update_stream[ipu] > 0.0 {
-                let d = stream(update_stream[ipu]);
+                let d = c.stream(update_stream[ipu]);
                 b.push(ipu, e, e + d, Kind::Stream, "optimizer state and weights to and from Streaming Memory");
                 e += d;
             }
@@ -813,21 +931,8 @@ pub fn time(
     for ipu in 0..nipus {
         b.push(ipu, b.lane_end(ipu), t, Kind::Idle, "idle");
     }
-    let iteration = t;
-    let step = iteration * iterations_per_step as f64;
-    let groups = opts.input_replica_grouping.size.max(1);
-    let samples = [micro_batch_size, mbs, iterations_per_step, opts.replication_factor.max(1)]
-        .into_iter()
-        .fold(1u64, |acc, k| acc.saturating_mul(k as u64))
-        / groups as u64;
-    Time {
-        step_time_s: step,
-        iteration_time_s: iteration,
-        iterations_per_step,
-        micro_batches_per_iteration: mbs,
-        micro_batch_size,
-        samples_per_step: samples,
-        throughput: if step > 0.0 { samples as f64 / step } else { 0.0 },
-        ipus: b.ipus,
+    for ipu in 0..nipus {
+        b.push(ipu, b.lane_end(ipu), t, Kind::Idle, "idle");
     }
+    t
 }

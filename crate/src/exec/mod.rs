@@ -202,7 +202,7 @@ fn run_graph(
             Op::RandomMask { shape, p } => {
                 let n: usize = shape.iter().product();
                 let data = store.rng.bernoulli_mask(n, 1.0 - *p);
-                vec![Rc::new(Tensor::from_bool(shape, data).map_err(Error::exec)?)]
+                vec![Rc::new(Tensor::from_bool(shape, data)?)]
             }
             Op::BufferUpdate { name } => {
                 let v = arg(&vals, node.inputs[0]);
@@ -218,7 +218,7 @@ fn run_graph(
             }
             Op::OptimizerUpdate { param, step } => {
                 let grad = arg(&vals, node.inputs[0]);
-                optimizer_update(store, param, step, grad).map_err(|e| Error::exec(format!("{}: {e}", site(g, i))))?;
+                optimizer_update(store, param, step, grad).map_err(|e| e.context(site(g, i)))?;
                 vec![]
             }
             Op::Call { region } => {
@@ -239,11 +239,7 @@ fn run_graph(
             }
             op => {
                 let args: Vec<&Tensor> = node.inputs.iter().map(|&v| arg(&vals, v).as_ref()).collect();
-                kernels::eval(op, &args)
-                    .map_err(|e| Error::exec(format!("{}: {e}", site(g, i))))?
-                    .into_iter()
-                    .map(Rc::new)
-                    .collect()
+                kernels::eval(op, &args).map_err(|e| e.context(site(g, i)))?.into_iter().map(Rc::new).collect()
             }
         };
         stats.nodes_run += 1;
@@ -318,16 +314,14 @@ fn arg(vals: &[Option<Rc<Tensor>>], v: crate::ir::ValueId) -> &Rc<Tensor> {
 /// gradient). The state is kept in `store.opt_state` under the parameter's name. Float16
 /// parameters are updated in float32 and rounded back to half once; the gradient may be
 /// float16 or float32.
-pub fn optimizer_update(
-    store: &mut Store,
-    name: &str,
-    step: &OptimizerStep,
-    grad: &Tensor,
-) -> std::result::Result<(), String> {
-    let p = store.params.get_mut(name).ok_or_else(|| format!("parameter '{name}' is not in the store"))?;
+pub fn optimizer_update(store: &mut Store, name: &str, step: &OptimizerStep, grad: &Tensor) -> crate::Result<()> {
+    let p = store.params.get_mut(name).ok_or_else(|| Error::exec(format!("parameter '{name}' is not in the store")))?;
     let dtype = p.dtype();
     if !dtype.is_float() {
-        return Err(format!("parameter '{name}' is {}: the optimizers update float parameters", dtype.short()));
+        return Err(Error::exec(format!(
+            "parameter '{name}' is {}: the optimizers update float parameters",
+            dtype.short()
+        )));
     }
     let g32 = if grad.dtype() == DType::Float32 { None } else { Some(grad.cast(DType::Float32)) };
     let g = g32.as_ref().unwrap_or(grad).as_f32()?;
@@ -345,7 +339,7 @@ pub fn optimizer_update(
     if let Some(s) = state {
         store.opt_state.insert(name.to_string(), s);
     }
-    result.map_err(|e| format!("parameter '{name}': {e}"))
+    result.map_err(|e| e.context(format!("parameter '{name}'")))
 }
 
 #[cfg(test)]
@@ -381,6 +375,28 @@ mod tests {
         let mut store = Store::new(&[], &[], 0);
         let err = run(&trace.graph, &mut store, &[t(&[3, 4], &[0.0; 12])]).unwrap_err().to_string();
         assert!(err.contains("'x'") && err.contains("f32[2,4]") && err.contains("f32[3,4]"), "{err}");
+    }
+
+    #[test]
+    fn errors_keep_the_kind_of_the_layer_that_raised_them() {
+        use crate::ErrorKind;
+        // A kernel's error is the executor's; the node is added as context.
+        let tr = Tracer::new();
+        let x = tr.input("x", &[4], DType::Float32).unwrap();
+        let i = tr.input("i", &[2], DType::Int32).unwrap();
+        let trace = tr.finish(&[&x.index_select(0, &i).unwrap()]).unwrap();
+        let mut store = Store::new(&[], &[], 0);
+        let idx = Rc::new(Tensor::from_i32(&[2], vec![0, 9]).unwrap());
+        let e = run(&trace.graph, &mut store, &[t(&[4], &[0.0; 4]), idx]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Exec);
+        assert!(e.message().starts_with("node 2 (") && e.message().contains("9 at position 1 is out of range"), "{e}");
+        // A tensor's error stays the tensor layer's when a kernel passes it on with context.
+        let n = Tensor::from_i32(&[1], vec![1]).unwrap();
+        let e = kernels::eval(&Op::Unary { kind: crate::ir::UnaryKind::Exp }, &[&n]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Tensor, "{e}");
+        assert_eq!(Tensor::from_f32(&[3], vec![]).unwrap_err().kind(), ErrorKind::Tensor);
+        // Shape inference is the IR's.
+        assert_eq!(crate::ir::shape::matmul_shape(&[2, 3], &[4, 4]).unwrap_err().kind(), ErrorKind::Ir);
     }
 
     #[test]

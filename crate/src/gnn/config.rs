@@ -22,6 +22,7 @@
 //! the compiled graphs, before anything runs).
 
 use crate::trace::check::{self, ArgError};
+use crate::Error;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -64,12 +65,12 @@ pub enum OptimizerKind {
 }
 
 impl OptimizerKind {
-    pub fn parse(s: &str) -> Result<OptimizerKind, String> {
+    pub fn parse(s: &str) -> crate::Result<OptimizerKind> {
         match s.to_ascii_lowercase().as_str() {
             "adam" => Ok(OptimizerKind::Adam),
             "adamw" => Ok(OptimizerKind::AdamW),
             "sgd" => Ok(OptimizerKind::Sgd),
-            _ => Err(format!("unknown optimizer {s:?}: use adam, adamw or sgd")),
+            _ => Err(Error::train(format!("unknown optimizer {s:?}: use adam, adamw or sgd"))),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! sizes come from the caller, who knows its dataset.
 
 use super::nn::{RevGnn, RevGnnConfig};
+use crate::compile::placement::first_layer_on_ipu;
 use crate::ir::Reduction;
 use crate::rng::Rng;
 use crate::tensor::DType;
@@ -103,7 +104,7 @@ pub fn build(cfg: RevGnnConfig, g: &GraphSizes, seed: u64) -> Result<RevGnn> {
 }
 
 /// Traces one training step of `model` on a graph of sizes `g` (see the module docs), its
-/// layers split evenly over `ipus` IPUs ([`crate::models::ipu_of_layer`]; one BeginBlock
+/// layers split evenly over `ipus` IPUs ([`first_layer_on_ipu`]; one BeginBlock
 /// `ipu<k>` per IPU); `training` traces training behaviour (the shared dropout mask).
 pub fn trace(model: &RevGnn, g: &GraphSizes, ipus: usize, training: bool) -> Result<Trace> {
     check(&model.cfg, g)?;
@@ -118,8 +119,7 @@ pub fn trace(model: &RevGnn, g: &GraphSizes, ipus: usize, training: bool) -> Res
     // lin1 and the first layers on IPU 0, then a BeginBlock at each IPU's first layer.
     tr.begin_block_at("lin1", "ipu0", Some(0))?;
     for i in 1..layers {
-        let k = crate::models::ipu_of_layer(i, layers, ipus);
-        if k != crate::models::ipu_of_layer(i - 1, layers, ipus) {
+        if let Some(k) = first_layer_on_ipu(i, layers, ipus) {
             tr.begin_block_at(&format!("convs.{i}"), &format!("ipu{k}"), Some(k))?;
         }
     }

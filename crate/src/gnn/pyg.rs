@@ -19,6 +19,7 @@
 use super::nn::RevGnnConfig;
 use super::train::Trainer;
 use crate::tensor::{safetensors, Tensor};
+use crate::Error;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -66,17 +67,20 @@ fn pyg_shape(cfg: &RevGnnConfig, key: &str) -> Vec<usize> {
 pub fn rev_gnn_state_dict<'a>(
     cfg: &RevGnnConfig,
     params: &'a HashMap<String, Rc<Tensor>>,
-) -> Result<Vec<(String, &'a Tensor)>, String> {
+) -> crate::Result<Vec<(String, &'a Tensor)>> {
     let keys = rev_gnn_keys(cfg);
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let ours = our_name(&key);
-        let t = params
-            .get(&ours)
-            .ok_or_else(|| format!("PyG's parameter \"{key}\" has no counterpart (\"{ours}\" is not in the model)"))?;
+        let t = params.get(&ours).ok_or_else(|| {
+            Error::train(format!("PyG's parameter \"{key}\" has no counterpart (\"{ours}\" is not in the model)"))
+        })?;
         let want = pyg_shape(cfg, &key);
         if t.shape() != want.as_slice() {
-            return Err(format!("parameter \"{ours}\" has shape {:?}, but PyG's \"{key}\" has {want:?}", t.shape()));
+            return Err(Error::train(format!(
+                "parameter \"{ours}\" has shape {:?}, but PyG's \"{key}\" has {want:?}",
+                t.shape()
+            )));
         }
         out.push((key, t.as_ref()));
     }
@@ -84,7 +88,7 @@ pub fn rev_gnn_state_dict<'a>(
         let used: std::collections::HashSet<String> = out.iter().map(|(k, _)| our_name(k)).collect();
         let mut extra: Vec<&String> = params.keys().filter(|k| !used.contains(*k)).collect();
         extra.sort();
-        return Err(format!("parameter \"{}\" has no name in PyG's RevGNN", extra[0]));
+        return Err(Error::train(format!("parameter \"{}\" has no name in PyG's RevGNN", extra[0])));
     }
     Ok(out)
 }
@@ -92,9 +96,9 @@ pub fn rev_gnn_state_dict<'a>(
 /// A trainer's current weights as a safetensors file with PyG's names, loadable into PyG's
 /// `RevGNN` with `model.load_state_dict(safetensors.torch.load_file(path))`. The metadata
 /// records the model's configuration, the dataset and the epochs trained.
-pub fn rev_gnn_safetensors(t: &Trainer) -> Result<Vec<u8>, String> {
+pub fn rev_gnn_safetensors(t: &Trainer) -> crate::Result<Vec<u8>> {
     let cfg = &t.model.cfg;
-    let params: HashMap<String, Rc<Tensor>> = t.parameters().map_err(|e| e.to_string())?.into_iter().collect();
+    let params: HashMap<String, Rc<Tensor>> = t.parameters()?.into_iter().collect();
     let tensors = rev_gnn_state_dict(cfg, &params)?;
     let c = &t.cfg;
     let meta: BTreeMap<String, String> = [
@@ -241,15 +245,15 @@ mod tests {
         let mut params: HashMap<String, Rc<Tensor>> =
             model.named_parameters().into_iter().map(|(n, p)| (n, p.value().unwrap())).collect();
         let w = params.remove("convs.1.blocks.0.conv.lin_r.weight").unwrap();
-        let e = rev_gnn_state_dict(&cfg(), &params).unwrap_err();
+        let e = rev_gnn_state_dict(&cfg(), &params).unwrap_err().to_string();
         assert!(e.contains("\"convs.1.convs.0.conv.lin_r.weight\""), "{e}");
         params.insert("convs.1.blocks.0.conv.lin_r.weight".into(), w);
         params.insert("extra.weight".into(), Rc::new(Tensor::scalar(0.0)));
-        let e = rev_gnn_state_dict(&cfg(), &params).unwrap_err();
+        let e = rev_gnn_state_dict(&cfg(), &params).unwrap_err().to_string();
         assert!(e.contains("\"extra.weight\""), "{e}");
         params.remove("extra.weight");
         params.insert("lin2.bias".into(), Rc::new(Tensor::zeros(&[4], crate::tensor::DType::Float32)));
-        let e = rev_gnn_state_dict(&cfg(), &params).unwrap_err();
+        let e = rev_gnn_state_dict(&cfg(), &params).unwrap_err().to_string();
         assert!(e.contains("shape [4]") && e.contains("[3]"), "{e}");
     }
 }

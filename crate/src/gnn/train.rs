@@ -183,12 +183,12 @@ impl Trainer {
 
     /// The inputs of the training step for one padded part.
     fn batch_inputs(part: Part) -> Result<Vec<Rc<Tensor>>> {
-        let n = part.sub.num_nodes;
+        let n = part.sub.data.num_nodes;
         let mut inputs = Vec::new();
         inputs.extend(csr_inputs(part.x())?);
         inputs.extend(csr_inputs(part.mean_adjacency())?);
-        inputs.push(Rc::new(Tensor::from_i32(&[n], part.sub.y).map_err(Error::train)?));
-        inputs.push(Rc::new(Tensor::from_bool(&[n], part.sub.train_mask).map_err(Error::train)?));
+        inputs.push(Rc::new(Tensor::from_i32(&[n], part.sub.data.y)?));
+        inputs.push(Rc::new(Tensor::from_bool(&[n], part.sub.data.train_mask)?));
         Ok(inputs)
     }
 

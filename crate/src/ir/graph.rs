@@ -151,7 +151,7 @@ impl Graph {
             }
         }
         let in_types: Vec<&TensorType> = inputs.iter().map(|&v| &self.values[v.0 as usize].ty).collect();
-        let out_types = infer(&op, &in_types).map_err(|e| Error::ir(format!("{}: {e}", describe_site(&op, &meta))))?;
+        let out_types = infer(&op, &in_types).map_err(|e| e.context(describe_site(&op, &meta)))?;
         check(&op, &meta, &out_types)?;
         let node = self.nodes.len();
         let outputs: Vec<ValueId> = out_types

@@ -23,7 +23,7 @@ pub fn verify(g: &Graph) -> Result<()> {
             Op::Constant { value, .. } => Some(vec![super::TensorType::new(value.shape(), value.dtype())]),
             op => {
                 let ins: Vec<_> = n.inputs.iter().map(|&v| g.ty(v)).collect();
-                Some(infer(op, &ins).map_err(|e| Error::ir(format!("{}: {e}", site())))?)
+                Some(infer(op, &ins).map_err(|e| e.context(site()))?)
             }
         };
         if let Some(tys) = expected {

@@ -2,6 +2,7 @@
 //! checks and the row-wise broadcasting walker.
 
 use crate::tensor::{float16, DType, Tensor};
+use crate::Error;
 use half::f16;
 use ndarray::{ArrayD, IxDyn};
 use std::borrow::Cow;
@@ -9,7 +10,7 @@ use std::borrow::Cow;
 /// An element type a [`Tensor`] can hold.
 pub(crate) trait Elem: Copy + Default + PartialEq + std::fmt::Debug + 'static {
     /// The array of this element type inside `t`, or an error naming the dtype.
-    fn array(t: &Tensor) -> Result<&ArrayD<Self>, String>;
+    fn array(t: &Tensor) -> crate::Result<&ArrayD<Self>>;
     /// Wraps an array into a tensor.
     fn wrap(a: ArrayD<Self>) -> Tensor;
 }
@@ -17,10 +18,10 @@ pub(crate) trait Elem: Copy + Default + PartialEq + std::fmt::Debug + 'static {
 macro_rules! impl_elem {
     ($t:ty, $variant:ident, $dt:expr) => {
         impl Elem for $t {
-            fn array(t: &Tensor) -> Result<&ArrayD<Self>, String> {
+            fn array(t: &Tensor) -> crate::Result<&ArrayD<Self>> {
                 match t {
                     Tensor::$variant(a) => Ok(a),
-                    other => Err(format!("expected a {} tensor, got {}", $dt, other.dtype())),
+                    other => Err(Error::exec(format!("expected a {} tensor, got {}", $dt, other.dtype()))),
                 }
             }
             fn wrap(a: ArrayD<Self>) -> Tensor {
@@ -69,48 +70,48 @@ pub(crate) fn slice<T: Clone>(a: &ArrayD<T>) -> Cow<'_, [T]> {
 }
 
 /// Builds a row-major array; the error names the shape and the length.
-pub(crate) fn array<T>(shape: &[usize], data: Vec<T>) -> Result<ArrayD<T>, String> {
+pub(crate) fn array<T>(shape: &[usize], data: Vec<T>) -> crate::Result<ArrayD<T>> {
     let n = data.len();
     ArrayD::from_shape_vec(IxDyn(shape), data)
-        .map_err(|e| format!("internal: {n} values do not fit shape {shape:?} ({e})"))
+        .map_err(|e| Error::exec(format!("internal: {n} values do not fit shape {shape:?} ({e})")))
 }
 
 /// Row-major f32 data of a float32 input, or an error naming the input.
-pub(crate) fn f32_data<'a>(t: &'a Tensor, what: &str) -> Result<Cow<'a, [f32]>, String> {
+pub(crate) fn f32_data<'a>(t: &'a Tensor, what: &str) -> crate::Result<Cow<'a, [f32]>> {
     match t {
         Tensor::F32(a) => Ok(slice(a)),
-        other => Err(format!("{what} must be float32, got {}", other.dtype())),
+        other => Err(Error::exec(format!("{what} must be float32, got {}", other.dtype()))),
     }
 }
 
 /// Row-major i32 data of an int32 input, or an error naming the input.
-pub(crate) fn i32_data<'a>(t: &'a Tensor, what: &str) -> Result<Cow<'a, [i32]>, String> {
+pub(crate) fn i32_data<'a>(t: &'a Tensor, what: &str) -> crate::Result<Cow<'a, [i32]>> {
     match t {
         Tensor::I32(a) => Ok(slice(a)),
-        other => Err(format!("{what} must be int32, got {}", other.dtype())),
+        other => Err(Error::exec(format!("{what} must be int32, got {}", other.dtype()))),
     }
 }
 
 /// Row-major bool data of a bool input, or an error naming the input.
-pub(crate) fn bool_data<'a>(t: &'a Tensor, what: &str) -> Result<Cow<'a, [bool]>, String> {
+pub(crate) fn bool_data<'a>(t: &'a Tensor, what: &str) -> crate::Result<Cow<'a, [bool]>> {
     match t {
         Tensor::Bool(a) => Ok(slice(a)),
-        other => Err(format!("{what} must be bool, got {}", other.dtype())),
+        other => Err(Error::exec(format!("{what} must be bool, got {}", other.dtype()))),
     }
 }
 
 /// Checks the number of inputs.
-pub(crate) fn arity(inputs: &[&Tensor], n: usize) -> Result<(), String> {
+pub(crate) fn arity(inputs: &[&Tensor], n: usize) -> crate::Result<()> {
     if inputs.len() != n {
-        return Err(format!("expects {n} inputs, got {}", inputs.len()));
+        return Err(Error::exec(format!("expects {n} inputs, got {}", inputs.len())));
     }
     Ok(())
 }
 
 /// Checks that `dim` is a dim of a tensor of `rank`.
-pub(crate) fn check_dim(dim: usize, rank: usize) -> Result<(), String> {
+pub(crate) fn check_dim(dim: usize, rank: usize) -> crate::Result<()> {
     if dim >= rank {
-        return Err(format!("dim {dim} is out of range for a tensor of rank {rank}"));
+        return Err(Error::exec(format!("dim {dim} is out of range for a tensor of rank {rank}")));
     }
     Ok(())
 }
@@ -123,9 +124,9 @@ pub(crate) fn split_at_dim(shape: &[usize], dim: usize) -> (usize, usize, usize)
 }
 
 /// Validates every entry of an index vector against `bound` (reports the first bad one).
-pub(crate) fn check_indices(idx: &[i32], bound: usize, what: &str) -> Result<(), String> {
+pub(crate) fn check_indices(idx: &[i32], bound: usize, what: &str) -> crate::Result<()> {
     if let Some(p) = idx.iter().position(|&v| v < 0 || v as usize >= bound) {
-        return Err(format!("{what} {} at position {p} is out of range for size {bound}", idx[p]));
+        return Err(Error::exec(format!("{what} {} at position {p} is out of range for size {bound}", idx[p])));
     }
     Ok(())
 }
@@ -145,10 +146,10 @@ pub(crate) fn bcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
 }
 
 /// Checks that `shape` broadcasts to `out` (every dim equal or 1, no extra dims).
-pub(crate) fn check_bcast(shape: &[usize], out: &[usize], what: &str) -> Result<(), String> {
+pub(crate) fn check_bcast(shape: &[usize], out: &[usize], what: &str) -> crate::Result<()> {
     let ok = shape.len() <= out.len() && shape.iter().rev().zip(out.iter().rev()).all(|(&s, &o)| s == o || s == 1);
     if !ok {
-        return Err(format!("{what} of shape {shape:?} cannot be broadcast to {out:?}"));
+        return Err(Error::exec(format!("{what} of shape {shape:?} cannot be broadcast to {out:?}")));
     }
     Ok(())
 }
@@ -306,6 +307,6 @@ mod tests {
         let v: Vec<i32> = zip2(&[], &[0, 3], &[1, 2, 3], &[3], &[0, 3], |x: i32, y: i32| x + y);
         assert!(v.is_empty());
         assert!(check_bcast(&[2, 1], &[3, 2, 5], "a").is_ok());
-        assert!(check_bcast(&[3], &[2, 2], "a").unwrap_err().contains("cannot be broadcast"));
+        assert!(check_bcast(&[3], &[2, 2], "a").unwrap_err().to_string().contains("cannot be broadcast"));
     }
 }

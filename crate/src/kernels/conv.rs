@@ -13,6 +13,7 @@ use super::matmul::product;
 use crate::ir::shape::conv2d_shape;
 use crate::ir::Conv2dGeom;
 use crate::tensor::Tensor;
+use crate::Error;
 
 /// The sizes of one convolution, checked once.
 struct Dims {
@@ -32,9 +33,9 @@ struct Dims {
 }
 
 impl Dims {
-    fn new(geom: &Conv2dGeom, x: &[usize], wshape: &[usize]) -> Result<Dims, String> {
+    fn new(geom: &Conv2dGeom, x: &[usize], wshape: &[usize]) -> crate::Result<Dims> {
         if x.len() != 4 {
-            return Err(format!("input must be 4-D [N, C, H, W], got {x:?}"));
+            return Err(Error::exec(format!("input must be 4-D [N, C, H, W], got {x:?}")));
         }
         let out = conv2d_shape(geom, x, wshape)?;
         let g = geom.groups;
@@ -115,11 +116,13 @@ fn col2im(cols: &[f32], d: &Dims, geom: &Conv2dGeom, img: usize, grp: usize, gx:
 }
 
 /// `Conv2d`: `(x, weight, bias?)`.
-pub fn conv2d(geom: &Conv2dGeom, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, String> {
+pub fn conv2d(geom: &Conv2dGeom, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> crate::Result<Tensor> {
     let d = Dims::new(geom, x.shape(), w.shape())?;
     let (xd, wd) = (f32_data(x, "input")?, f32_data(w, "weight")?);
     let bd = match bias {
-        Some(b) if b.shape() != [d.o] => return Err(format!("bias must be [{}], got {:?}", d.o, b.shape())),
+        Some(b) if b.shape() != [d.o] => {
+            return Err(Error::exec(format!("bias must be [{}], got {:?}", d.o, b.shape())))
+        }
         Some(b) => Some(f32_data(b, "bias")?),
         None => None,
     };
@@ -144,22 +147,22 @@ pub fn conv2d(geom: &Conv2dGeom, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) 
     Ok(Tensor::F32(array(&[d.n, d.o, d.oh, d.ow], out)?))
 }
 
-fn check_grad(d: &Dims, g: &Tensor) -> Result<(), String> {
+fn check_grad(d: &Dims, g: &Tensor) -> crate::Result<()> {
     if g.shape() != [d.n, d.o, d.oh, d.ow] {
-        return Err(format!(
+        return Err(Error::exec(format!(
             "gradient {:?} does not match the output [{}, {}, {}, {}]",
             g.shape(),
             d.n,
             d.o,
             d.oh,
             d.ow
-        ));
+        )));
     }
     Ok(())
 }
 
 /// `Conv2dGradInput`: `(weight, g)` → the input gradient of shape `in_shape`.
-pub fn conv2d_grad_input(geom: &Conv2dGeom, in_shape: &[usize], w: &Tensor, g: &Tensor) -> Result<Tensor, String> {
+pub fn conv2d_grad_input(geom: &Conv2dGeom, in_shape: &[usize], w: &Tensor, g: &Tensor) -> crate::Result<Tensor> {
     let d = Dims::new(geom, in_shape, w.shape())?;
     check_grad(&d, g)?;
     let (wd, gd) = (f32_data(w, "weight")?, f32_data(g, "gradient")?);
@@ -178,7 +181,7 @@ pub fn conv2d_grad_input(geom: &Conv2dGeom, in_shape: &[usize], w: &Tensor, g: &
 }
 
 /// `Conv2dGradWeight`: `(x, g)` → the weight gradient of shape `weight_shape`.
-pub fn conv2d_grad_weight(geom: &Conv2dGeom, weight_shape: &[usize], x: &Tensor, g: &Tensor) -> Result<Tensor, String> {
+pub fn conv2d_grad_weight(geom: &Conv2dGeom, weight_shape: &[usize], x: &Tensor, g: &Tensor) -> crate::Result<Tensor> {
     let d = Dims::new(geom, x.shape(), weight_shape)?;
     check_grad(&d, g)?;
     let (xd, gd) = (f32_data(x, "input")?, f32_data(g, "gradient")?);
@@ -264,7 +267,7 @@ mod tests {
         let gw = conv2d_grad_weight(&geom, w.shape(), &x, &g).unwrap();
         assert!((lhs - dot(&x.to_f32_vec(), &gx.to_f32_vec())).abs() < 1e-3);
         assert!((lhs - dot(&w.to_f32_vec(), &gw.to_f32_vec())).abs() < 1e-3);
-        let e = conv2d(&geom, &t(&[1, 3, 5, 6], r(90)), &w, None).unwrap_err();
+        let e = conv2d(&geom, &t(&[1, 3, 5, 6], r(90)), &w, None).unwrap_err().to_string();
         assert!(e.contains("divisible by groups"), "{e}");
     }
 }

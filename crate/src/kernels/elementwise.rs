@@ -10,6 +10,7 @@ use super::common::{array, bcast_strides, check_bcast, f32_data, for_each_row, s
 use crate::ir::shape::broadcast_shapes;
 use crate::ir::{BinaryKind, UnaryKind};
 use crate::tensor::{float16, DType, Tensor};
+use crate::Error;
 use half::f16;
 use ndarray::ArrayD;
 use std::f64::consts::{FRAC_2_SQRT_PI, SQRT_2};
@@ -250,14 +251,14 @@ pub fn unary_grad_f32(kind: UnaryKind, x: f32, g: f32) -> f32 {
     }
 }
 
-fn map_f32(t: &Tensor, what: &str, f: impl Fn(f32) -> f32) -> Result<Tensor, String> {
-    let a = t.as_f32().map_err(|e| format!("{what}: {e}"))?;
+fn map_f32(t: &Tensor, what: &str, f: impl Fn(f32) -> f32) -> crate::Result<Tensor> {
+    let a = t.as_f32().map_err(|e| e.context(what))?;
     let v: Vec<f32> = slice(a).iter().map(|&x| f(x)).collect();
     Ok(Tensor::F32(array(a.shape(), v)?))
 }
 
 /// `Unary { kind }` on float32.
-pub fn unary(kind: UnaryKind, x: &Tensor) -> Result<Tensor, String> {
+pub fn unary(kind: UnaryKind, x: &Tensor) -> crate::Result<Tensor> {
     // one monomorphised loop per kind (no per-element dispatch)
     match kind {
         UnaryKind::Neg => map_f32(x, "input", |v| unary_f32(UnaryKind::Neg, v)),
@@ -273,7 +274,7 @@ pub fn unary(kind: UnaryKind, x: &Tensor) -> Result<Tensor, String> {
 }
 
 /// `Binary { kind }` with broadcasting on float32 or int32 (int32: add, sub, mul, wrapping).
-pub fn binary(kind: BinaryKind, a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
+pub fn binary(kind: BinaryKind, a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
     let out = broadcast_shapes(a.shape(), b.shape())?;
     match (a, b) {
         (Tensor::F32(x), Tensor::F32(y)) => {
@@ -296,17 +297,21 @@ pub fn binary(kind: BinaryKind, a: &Tensor, b: &Tensor) -> Result<Tensor, String
                 BinaryKind::Sub => zip2(&xs, xsh, &ys, ysh, &out, i32::wrapping_sub),
                 BinaryKind::Mul => zip2(&xs, xsh, &ys, ysh, &out, i32::wrapping_mul),
                 BinaryKind::Div | BinaryKind::Pow => {
-                    return Err(format!("{kind:?} is not supported on int32 operands (cast to float32 first)"))
+                    return Err(Error::exec(format!(
+                        "{kind:?} is not supported on int32 operands (cast to float32 first)"
+                    )))
                 }
             };
             Ok(Tensor::I32(array(&out, v)?))
         }
-        _ if a.dtype() != b.dtype() => Err(format!("operands have different dtypes: {} and {}", a.dtype(), b.dtype())),
-        _ => Err(format!("operands must be float32, float16 or int32, got {}", a.dtype())),
+        _ if a.dtype() != b.dtype() => {
+            Err(Error::exec(format!("operands have different dtypes: {} and {}", a.dtype(), b.dtype())))
+        }
+        _ => Err(Error::exec(format!("operands must be float32, float16 or int32, got {}", a.dtype()))),
     }
 }
 
-fn where_typed<T: Elem>(c: &ArrayD<bool>, a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
+fn where_typed<T: Elem>(c: &ArrayD<bool>, a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
     let (x, y) = (T::array(a)?, T::array(b)?);
     let out = broadcast_shapes(&broadcast_shapes(c.shape(), x.shape())?, y.shape())?;
     let (cs, xs, ys) = (slice(c), slice(x), slice(y));
@@ -327,10 +332,10 @@ fn where_typed<T: Elem>(c: &ArrayD<bool>, a: &Tensor, b: &Tensor) -> Result<Tens
 }
 
 /// `Where`: `(cond, a, b)` → `cond ? a : b`, all broadcast; any dtype for `a`/`b`.
-pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
-    let c = cond.as_bool().map_err(|e| format!("condition: {e}"))?;
+pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
+    let c = cond.as_bool().map_err(|e| e.context("condition"))?;
     if a.dtype() != b.dtype() {
-        return Err(format!("branches have different dtypes: {} and {}", a.dtype(), b.dtype()));
+        return Err(Error::exec(format!("branches have different dtypes: {} and {}", a.dtype(), b.dtype())));
     }
     if a.shape().is_empty() && b.shape().is_empty() && c.shape().is_empty() {
         // 0-d: the general path needs at least one dim for its stride lookups
@@ -341,7 +346,7 @@ pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
 }
 
 /// `Positive`: `a > 0` as bool (any dtype; NaN is not positive).
-pub fn positive(a: &Tensor) -> Result<Tensor, String> {
+pub fn positive(a: &Tensor) -> crate::Result<Tensor> {
     let (shape, v): (&[usize], Vec<bool>) = match a {
         Tensor::F32(x) => (x.shape(), slice(x).iter().map(|&v| v > 0.0).collect()),
         Tensor::F16(x) => (x.shape(), slice(x).iter().map(|&v| float16::to_f32(v) > 0.0).collect()),
@@ -356,7 +361,7 @@ pub fn full(shape: &[usize], dtype: DType, value: f64) -> Tensor {
     Tensor::full(shape, dtype, value)
 }
 
-fn map_to<A: Elem, B: Elem>(a: &ArrayD<A>, f: impl Fn(A) -> B) -> Result<Tensor, String> {
+fn map_to<A: Elem, B: Elem>(a: &ArrayD<A>, f: impl Fn(A) -> B) -> crate::Result<Tensor> {
     let v: Vec<B> = slice(a).iter().map(|&x| f(x)).collect();
     Ok(B::wrap(array(a.shape(), v)?))
 }
@@ -364,7 +369,7 @@ fn map_to<A: Elem, B: Elem>(a: &ArrayD<A>, f: impl Fn(A) -> B) -> Result<Tensor,
 /// `Cast`: float → float rounds to nearest even (overflow to inf, subnormals kept);
 /// float → int32 truncates toward zero (saturating, NaN → 0); int → float rounds to nearest;
 /// anything → bool is `!= 0` (NaN is true); bool → number is 0/1.
-pub fn cast(t: &Tensor, to: DType) -> Result<Tensor, String> {
+pub fn cast(t: &Tensor, to: DType) -> crate::Result<Tensor> {
     match (t, to) {
         (t, to) if t.dtype() == to => Ok(t.clone()),
         (Tensor::F32(a), DType::Float16) => map_to(a, float16::from_f32),
@@ -379,11 +384,11 @@ pub fn cast(t: &Tensor, to: DType) -> Result<Tensor, String> {
         (Tensor::Bool(a), DType::Float32) => map_to(a, |x: bool| x as u8 as f32),
         (Tensor::Bool(a), DType::Float16) => map_to(a, |x: bool| if x { f16::ONE } else { f16::ZERO }),
         (Tensor::Bool(a), DType::Int32) => map_to(a, |x: bool| x as i32),
-        (t, to) => Err(format!("cannot cast {} to {to}", t.dtype())),
+        (t, to) => Err(Error::exec(format!("cannot cast {} to {to}", t.dtype()))),
     }
 }
 
-fn broadcast_typed<T: Elem>(t: &Tensor, shape: &[usize]) -> Result<Tensor, String> {
+fn broadcast_typed<T: Elem>(t: &Tensor, shape: &[usize]) -> crate::Result<Tensor> {
     let a = T::array(t)?;
     check_bcast(a.shape(), shape, "input")?;
     let s = slice(a);
@@ -404,16 +409,16 @@ fn broadcast_typed<T: Elem>(t: &Tensor, shape: &[usize]) -> Result<Tensor, Strin
 }
 
 /// `BroadcastTo { shape }`, any dtype.
-pub fn broadcast_to(t: &Tensor, shape: &[usize]) -> Result<Tensor, String> {
+pub fn broadcast_to(t: &Tensor, shape: &[usize]) -> crate::Result<Tensor> {
     with_dtype!(t.dtype(), T => broadcast_typed::<T>(t, shape))
 }
 
 /// `UnaryGrad { kind }`: `(x, g)` → `g · f'(x)` (float32; x and g have the same shape).
-pub fn unary_grad(kind: UnaryKind, x: &Tensor, g: &Tensor) -> Result<Tensor, String> {
-    let xa = x.as_f32().map_err(|e| format!("x: {e}"))?;
-    let ga = g.as_f32().map_err(|e| format!("gradient: {e}"))?;
+pub fn unary_grad(kind: UnaryKind, x: &Tensor, g: &Tensor) -> crate::Result<Tensor> {
+    let xa = x.as_f32().map_err(|e| e.context("x"))?;
+    let ga = g.as_f32().map_err(|e| e.context("gradient"))?;
     if xa.shape() != ga.shape() {
-        return Err(format!("x {:?} and gradient {:?} must have the same shape", xa.shape(), ga.shape()));
+        return Err(Error::exec(format!("x {:?} and gradient {:?} must have the same shape", xa.shape(), ga.shape())));
     }
     let (xs, gs) = (slice(xa), slice(ga));
     // One monomorphised loop per kind: a per-element `match` (and ReLU's data-dependent
@@ -438,7 +443,7 @@ pub fn unary_grad(kind: UnaryKind, x: &Tensor, g: &Tensor) -> Result<Tensor, Str
 /// `PowGrad`: `(a, b, g)` → `(g·b·a^(b−1), g·a^b·ln a)` in g's (broadcast) shape, with
 /// PyTorch's conventions: the first is 0 where `b == 0`, the second is 0 where
 /// `a == 0 && b >= 0`.
-pub fn pow_grad(a: &Tensor, b: &Tensor, g: &Tensor) -> Result<Vec<Tensor>, String> {
+pub fn pow_grad(a: &Tensor, b: &Tensor, g: &Tensor) -> crate::Result<Vec<Tensor>> {
     let (ad, bd, gd) = (f32_data(a, "base")?, f32_data(b, "exponent")?, f32_data(g, "gradient")?);
     let out = g.shape().to_vec();
     check_bcast(a.shape(), &out, "base")?;
@@ -571,14 +576,14 @@ mod tests {
         assert_eq!(out.shape(), &[2, 4, 3]);
         assert_eq!(&out.to_f32_vec()[..6], &[1., 2., 3., 10., 20., 30.]);
         assert_eq!(&out.to_f32_vec()[21..], &[4000., 5000., 6000.]);
-        assert!(eval(&add, &[&a, &f32t(&[2], &[1., 2.])]).unwrap_err().contains("cannot be broadcast"));
+        assert!(eval(&add, &[&a, &f32t(&[2], &[1., 2.])]).unwrap_err().to_string().contains("cannot be broadcast"));
         // int32 wraps
         let i = Tensor::from_i32(&[3], vec![i32::MAX, 5, -7]).unwrap();
         let j = Tensor::from_i32(&[], vec![2]).unwrap();
         assert_eq!(run1(&add, &[&i, &j]).to_f64_vec(), vec![i32::MIN as f64 + 1.0, 7.0, -5.0]);
         assert_eq!(run1(&mul, &[&i, &j]).to_f64_vec(), vec![-2.0, 10.0, -14.0]);
-        assert!(eval(&div, &[&i, &j]).unwrap_err().contains("int32"));
-        assert!(eval(&add, &[&i, &s]).unwrap_err().contains("different dtypes"));
+        assert!(eval(&div, &[&i, &j]).unwrap_err().to_string().contains("int32"));
+        assert!(eval(&add, &[&i, &s]).unwrap_err().to_string().contains("different dtypes"));
     }
 
     #[test]
@@ -602,7 +607,7 @@ mod tests {
         let c = Tensor::from_bool(&[2], vec![true, false]).unwrap();
         let w = run1(&Op::Where, &[&c, &h(&[1.5, 2.5]), &h(&[-1.0])]);
         assert_eq!(w.to_f64_vec(), vec![1.5, -1.0]);
-        assert!(eval(&add, &[&h(&[1.0]), &f32t(&[1], &[1.0])]).unwrap_err().contains("float16"));
+        assert!(eval(&add, &[&h(&[1.0]), &f32t(&[1], &[1.0])]).unwrap_err().to_string().contains("float16"));
     }
 
     #[test]

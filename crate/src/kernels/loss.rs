@@ -14,6 +14,7 @@ use super::common::{array, bool_data, f32_data, i32_data};
 use super::reduce::reduce;
 use crate::ir::{ReduceKind, Reduction};
 use crate::tensor::Tensor;
+use crate::Error;
 use std::borrow::Cow;
 
 struct CeInputs<'a> {
@@ -40,21 +41,21 @@ fn ce_inputs<'a>(
     mask: Option<&'a Tensor>,
     class_weight: Option<&[f32]>,
     ignore_index: Option<i32>,
-) -> Result<CeInputs<'a>, String> {
+) -> crate::Result<CeInputs<'a>> {
     let x = f32_data(logits, "logits")?;
     let s = logits.shape();
     if s.len() != 2 {
-        return Err(format!("logits must be [N, C], got shape {s:?}"));
+        return Err(Error::exec(format!("logits must be [N, C], got shape {s:?}")));
     }
     let (n, c) = (s[0], s[1]);
     let t = i32_data(target, "target")?;
     if target.shape() != [n] {
-        return Err(format!("target must be [{n}], got shape {:?}", target.shape()));
+        return Err(Error::exec(format!("target must be [{n}], got shape {:?}", target.shape())));
     }
     let m = match mask {
         Some(m) => {
             if m.shape() != [n] {
-                return Err(format!("node mask must be [{n}], got shape {:?}", m.shape()));
+                return Err(Error::exec(format!("node mask must be [{n}], got shape {:?}", m.shape())));
             }
             Some(bool_data(m, "node mask")?)
         }
@@ -62,7 +63,7 @@ fn ce_inputs<'a>(
     };
     if let Some(w) = class_weight {
         if w.len() != c {
-            return Err(format!("class_weight has {} entries for {c} classes", w.len()));
+            return Err(Error::exec(format!("class_weight has {} entries for {c} classes", w.len())));
         }
     }
     let mut rows = Vec::with_capacity(n);
@@ -78,7 +79,7 @@ fn ce_inputs<'a>(
             continue;
         }
         if ti < 0 || ti as usize >= c {
-            return Err(format!("target {ti} at row {i} is out of range for {c} classes"));
+            return Err(Error::exec(format!("target {ti} at row {i} is out of range for {c} classes")));
         }
         let w = class_weight.map_or(1.0, |w| w[ti as usize] as f64);
         wsum += w;
@@ -108,7 +109,7 @@ pub fn cross_entropy(
     target: &Tensor,
     mask: Option<&Tensor>,
     how: &CeOptions<'_>,
-) -> Result<Tensor, String> {
+) -> crate::Result<Tensor> {
     let ce = ce_inputs(logits, target, mask, how.class_weight, how.ignore_index)?;
     let eps = how.label_smoothing as f64;
     let mut per = vec![0f64; ce.n];
@@ -140,7 +141,7 @@ pub fn cross_entropy_grad(
     mask: Option<&Tensor>,
     g: &Tensor,
     how: &CeOptions<'_>,
-) -> Result<Tensor, String> {
+) -> crate::Result<Tensor> {
     let reduction = how.reduction;
     let ce = ce_inputs(logits, target, mask, how.class_weight, how.ignore_index)?;
     let eps = how.label_smoothing as f64;
@@ -148,11 +149,11 @@ pub fn cross_entropy_grad(
     let gd = f32_data(g, "gradient")?;
     let want = if reduction == Reduction::None { ce.n } else { 1 };
     if gd.len() != want {
-        return Err(format!(
+        return Err(Error::exec(format!(
             "gradient has shape {:?}; expected {} for reduction {reduction:?}",
             g.shape(),
             if want == 1 { "a scalar".to_string() } else { format!("[{want}]") }
-        ));
+        )));
     }
     let mut out = vec![0f32; ce.n * ce.c];
     let mut p = vec![0f64; ce.c];
@@ -179,11 +180,11 @@ pub fn cross_entropy_grad(
 }
 
 /// `IdentityLoss { reduction }`: `sum`/`mean` of all elements (a scalar), or the input itself.
-pub fn identity_loss(x: &Tensor, reduction: Reduction) -> Result<Tensor, String> {
+pub fn identity_loss(x: &Tensor, reduction: Reduction) -> crate::Result<Tensor> {
     match reduction {
         Reduction::None => match x {
             Tensor::F32(_) | Tensor::F16(_) => Ok(x.clone()),
-            other => Err(format!("loss must be float32 or float16, got {}", other.dtype())),
+            other => Err(Error::exec(format!("loss must be float32 or float16, got {}", other.dtype()))),
         },
         Reduction::Sum => reduce(ReduceKind::Sum, &[], false, x),
         Reduction::Mean => reduce(ReduceKind::Mean, &[], false, x),
@@ -224,11 +225,11 @@ mod tests {
         close(&sum, &[(2.0 * l0 + 0.5 * l1 + 0.5 * l2) as f32], 1e-6);
         // out-of-range targets name the row and the value; masked-out rows are not checked
         let bad = Tensor::from_i32(&[3], vec![2, 7, 1]).unwrap();
-        let e = eval(&ce_op(Reduction::Mean, None, false), &[&x, &bad]).unwrap_err();
+        let e = eval(&ce_op(Reduction::Mean, None, false), &[&x, &bad]).unwrap_err().to_string();
         assert!(e.contains("target 7") && e.contains("row 1"), "{e}");
         assert!(eval(&ce_op(Reduction::Mean, None, true), &[&x, &bad, &m]).is_ok());
         let neg = Tensor::from_i32(&[3], vec![-1, 0, 0]).unwrap();
-        assert!(eval(&ce_op(Reduction::Sum, None, false), &[&x, &neg]).unwrap_err().contains("-1"));
+        assert!(eval(&ce_op(Reduction::Sum, None, false), &[&x, &neg]).unwrap_err().to_string().contains("-1"));
         // empty mask: mean is NaN (torch), sum is 0
         let none_kept = Tensor::from_bool(&[3], vec![false; 3]).unwrap();
         assert!(run1(&ce_op(Reduction::Mean, None, true), &[&x, &t, &none_kept]).to_f32_vec()[0].is_nan());

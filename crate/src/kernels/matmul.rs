@@ -10,23 +10,25 @@ use super::common::{array, bcast_strides, dot, f32_data, for_each_row, i32_data}
 use super::gemm_simd::Start;
 use crate::ir::shape::{broadcast_shapes, matmul_shape};
 use crate::tensor::Tensor;
+use crate::Error;
 use ndarray::{linalg::general_mat_mul, ArrayView2, ArrayViewMut2};
 use std::borrow::Cow;
 
-fn view2<'a>(d: &'a [f32], r: usize, c: usize) -> Result<ArrayView2<'a, f32>, String> {
-    ArrayView2::from_shape((r, c), d).map_err(|e| format!("internal: bad matrix view {r}x{c}: {e}"))
+fn view2<'a>(d: &'a [f32], r: usize, c: usize) -> crate::Result<ArrayView2<'a, f32>> {
+    ArrayView2::from_shape((r, c), d).map_err(|e| Error::exec(format!("internal: bad matrix view {r}x{c}: {e}")))
 }
 
 /// `c = a @ b` for row-major `a[m,k]`, `b[k,n]`, `c[m,n]`: AVX2 where the CPU has it,
 /// else matrixmultiply.
-fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> Result<(), String> {
+fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> crate::Result<()> {
     #[cfg(target_arch = "x86_64")]
     if n >= 16 && super::gemm_simd::gemm_nn_x86(a, b, c, m, k, n) {
         return Ok(());
     }
     let av = view2(a, m, k)?;
     let bv = view2(b, k, n)?;
-    let mut cv = ArrayViewMut2::from_shape((m, n), c).map_err(|e| format!("internal: bad output view {m}x{n}: {e}"))?;
+    let mut cv = ArrayViewMut2::from_shape((m, n), c)
+        .map_err(|e| Error::exec(format!("internal: bad output view {m}x{n}: {e}")))?;
     general_mat_mul(1.0, &av, &bv, 0.0, &mut cv);
     Ok(())
 }
@@ -46,7 +48,7 @@ pub(super) fn product(
     m: usize,
     k: usize,
     n: usize,
-) -> Result<Vec<f32>, String> {
+) -> crate::Result<Vec<f32>> {
     let mut out = Vec::with_capacity(m * n);
     if super::gemm_simd::gemm_strided(a, a_transposed, b, start, &mut out.spare_capacity_mut()[..m * n], m, k, n) {
         // SAFETY: gemm_strided wrote all m*n entries.
@@ -66,7 +68,7 @@ fn product_unstrided(
     m: usize,
     k: usize,
     n: usize,
-) -> Result<Vec<f32>, String> {
+) -> crate::Result<Vec<f32>> {
     let at;
     let a = if a_transposed {
         at = super::shape_ops::transpose_last2(&a[..m * k], k, m);
@@ -95,7 +97,7 @@ fn product_unstrided(
 
 /// `MatMul`: torch.matmul on float32 — 1-D operands are promoted (a row vector on the left,
 /// a column on the right) and the added dim removed; batch dims broadcast.
-pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
+pub fn matmul(a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
     let (x, y) = (f32_data(a, "left operand")?, f32_data(b, "right operand")?);
     let (xs, ys) = (a.shape(), b.shape());
     let out_shape = matmul_shape(xs, ys)?;
@@ -129,11 +131,13 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
 }
 
 /// `MatMulTN`: `(a[k,m], b[k,n])` → `aᵀ @ b`, `[m,n]`, reading `a` in place.
-pub fn matmul_tn(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
+pub fn matmul_tn(a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
     let (x, y) = (f32_data(a, "left operand")?, f32_data(b, "right operand")?);
     let (xs, ys) = (a.shape(), b.shape());
     if xs.len() != 2 || ys.len() != 2 || xs[0] != ys[0] {
-        return Err(format!("matmul_tn needs a[k,m] and b[k,n] with the same k, got shapes {xs:?} and {ys:?}"));
+        return Err(Error::exec(format!(
+            "matmul_tn needs a[k,m] and b[k,n] with the same k, got shapes {xs:?} and {ys:?}"
+        )));
     }
     let (k, m, n) = (xs[0], xs[1], ys[1]);
     Ok(Tensor::F32(array(&[m, n], product(&x, true, &y, Start::default(), m, k, n)?)?))
@@ -143,30 +147,34 @@ pub fn matmul_tn(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
 /// last dim of x (x is flattened to 2-D for one matrix product). With `addend` (the
 /// `LinearAdd` op: a `Linear` whose only use was an `Add`, fused by `exec::fuse`), that
 /// tensor of the output's shape is added too, as the product's starting value.
-pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, addend: Option<&Tensor>) -> Result<Tensor, String> {
+pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, addend: Option<&Tensor>) -> crate::Result<Tensor> {
     let (xd, wd) = (f32_data(x, "input")?, f32_data(w, "weight")?);
     let (xs, ws) = (x.shape(), w.shape());
     if ws.len() != 2 {
-        return Err(format!("weight must be 2-D [out, in], got shape {ws:?}"));
+        return Err(Error::exec(format!("weight must be 2-D [out, in], got shape {ws:?}")));
     }
     let Some(&inn) = xs.last() else {
-        return Err("input must have at least 1 dim".into());
+        return Err(Error::exec("input must have at least 1 dim"));
     };
     let (out_f, w_in) = (ws[0], ws[1]);
     if inn != w_in {
-        return Err(format!("input has {inn} features but the weight expects {w_in} (shapes {xs:?} and {ws:?})"));
+        return Err(Error::exec(format!(
+            "input has {inn} features but the weight expects {w_in} (shapes {xs:?} and {ws:?})"
+        )));
     }
     let rows: usize = xs[..xs.len() - 1].iter().product();
     let mut shape = xs.to_vec();
     *shape.last_mut().unwrap_or(&mut 0) = out_f;
     let bd = match bias {
-        Some(b) if b.shape() != [out_f] => return Err(format!("bias must be [{out_f}], got shape {:?}", b.shape())),
+        Some(b) if b.shape() != [out_f] => {
+            return Err(Error::exec(format!("bias must be [{out_f}], got shape {:?}", b.shape())))
+        }
         Some(b) => Some(f32_data(b, "bias")?),
         None => None,
     };
     let ad = match addend {
         Some(a) if a.shape() != shape => {
-            return Err(format!("addend must have the output's shape {shape:?}, got {:?}", a.shape()))
+            return Err(Error::exec(format!("addend must have the output's shape {shape:?}, got {:?}", a.shape())))
         }
         Some(a) => Some(f32_data(a, "addend")?),
         None => None,
@@ -190,51 +198,58 @@ impl Csr<'_> {
     }
 }
 
-fn csr<'a>(indptr: &'a Tensor, indices: &'a Tensor, n_rows: usize, n_cols: usize) -> Result<Csr<'a>, String> {
+fn csr<'a>(indptr: &'a Tensor, indices: &'a Tensor, n_rows: usize, n_cols: usize) -> crate::Result<Csr<'a>> {
     let p = i32_data(indptr, "indptr")?;
     let ix = i32_data(indices, "indices")?;
     if indptr.shape() != [n_rows + 1] {
-        return Err(format!("indptr must be [{}] for {n_rows} rows, got shape {:?}", n_rows + 1, indptr.shape()));
+        return Err(Error::exec(format!(
+            "indptr must be [{}] for {n_rows} rows, got shape {:?}",
+            n_rows + 1,
+            indptr.shape()
+        )));
     }
     if indices.shape().len() != 1 {
-        return Err(format!("indices must be 1-D, got shape {:?}", indices.shape()));
+        return Err(Error::exec(format!("indices must be 1-D, got shape {:?}", indices.shape())));
     }
     let nnz = ix.len();
     if p[0] != 0 {
-        return Err(format!("indptr must start at 0, got {}", p[0]));
+        return Err(Error::exec(format!("indptr must start at 0, got {}", p[0])));
     }
     if let Some(r) = p.windows(2).position(|w| w[1] < w[0]) {
-        return Err(format!("indptr decreases at row {r} ({} then {})", p[r], p[r + 1]));
+        return Err(Error::exec(format!("indptr decreases at row {r} ({} then {})", p[r], p[r + 1])));
     }
     if p[n_rows] as usize != nnz {
-        return Err(format!("indptr ends at {} but there are {nnz} indices", p[n_rows]));
+        return Err(Error::exec(format!("indptr ends at {} but there are {nnz} indices", p[n_rows])));
     }
     if let Some(k) = ix.iter().position(|&c| c < 0 || c as usize >= n_cols) {
-        return Err(format!("column index {} at position {k} is out of range for {n_cols} columns", ix[k]));
+        return Err(Error::exec(format!(
+            "column index {} at position {k} is out of range for {n_cols} columns",
+            ix[k]
+        )));
     }
     Ok(Csr { indptr: p, indices: ix })
 }
 
-fn check_nnz(t: &Tensor, what: &str, nnz: usize) -> Result<(), String> {
+fn check_nnz(t: &Tensor, what: &str, nnz: usize) -> crate::Result<()> {
     if t.shape() != [nnz] {
-        return Err(format!("{what} must be [{nnz}] (one per stored entry), got shape {:?}", t.shape()));
+        return Err(Error::exec(format!("{what} must be [{nnz}] (one per stored entry), got shape {:?}", t.shape())));
     }
     Ok(())
 }
 
 /// Row-major data and feature count of a 2-D float32 `[rows, F]` operand.
-fn dense<'a>(t: &'a Tensor, what: &str, rows: usize) -> Result<(Cow<'a, [f32]>, usize), String> {
+fn dense<'a>(t: &'a Tensor, what: &str, rows: usize) -> crate::Result<(Cow<'a, [f32]>, usize)> {
     let d = f32_data(t, what)?;
     let s = t.shape();
     if s.len() != 2 || s[0] != rows {
-        return Err(format!("{what} must be [{rows}, F], got shape {s:?}"));
+        return Err(Error::exec(format!("{what} must be [{rows}, F], got shape {s:?}")));
     }
     Ok((d, s[1]))
 }
 
 /// `SpMM { n_rows, n_cols }`: `(indptr, indices, values, dense[n_cols, F])` → `A @ dense`,
 /// `[n_rows, F]`; one CSR row at a time, an axpy over the feature dim per stored entry.
-pub fn spmm(inputs: &[&Tensor], n_rows: usize, n_cols: usize) -> Result<Tensor, String> {
+pub fn spmm(inputs: &[&Tensor], n_rows: usize, n_cols: usize) -> crate::Result<Tensor> {
     let a = csr(inputs[0], inputs[1], n_rows, n_cols)?;
     check_nnz(inputs[2], "values", a.indices.len())?;
     let vals = f32_data(inputs[2], "values")?;
@@ -256,7 +271,7 @@ pub fn spmm(inputs: &[&Tensor], n_rows: usize, n_cols: usize) -> Result<Tensor, 
 
 /// `SpMMTransposed { n_rows, n_cols }`: `(indptr, indices, values, g[n_rows, F])` →
 /// `A^T @ g`, `[n_cols, F]`.
-pub fn spmm_t(inputs: &[&Tensor], n_rows: usize, n_cols: usize) -> Result<Tensor, String> {
+pub fn spmm_t(inputs: &[&Tensor], n_rows: usize, n_cols: usize) -> crate::Result<Tensor> {
     let a = csr(inputs[0], inputs[1], n_rows, n_cols)?;
     check_nnz(inputs[2], "values", a.indices.len())?;
     let vals = f32_data(inputs[2], "values")?;
@@ -278,12 +293,12 @@ pub fn spmm_t(inputs: &[&Tensor], n_rows: usize, n_cols: usize) -> Result<Tensor
 
 /// `SpMMValuesGrad { n_rows, n_cols }`: `(indptr, indices, dense[n_cols, F], g[n_rows, F])`
 /// → `[nnz]`, entry k at (r, c) is `g[r] · dense[c]`.
-pub fn spmm_values_grad(inputs: &[&Tensor], n_rows: usize, n_cols: usize) -> Result<Tensor, String> {
+pub fn spmm_values_grad(inputs: &[&Tensor], n_rows: usize, n_cols: usize) -> crate::Result<Tensor> {
     let a = csr(inputs[0], inputs[1], n_rows, n_cols)?;
     let (d, f) = dense(inputs[2], "dense operand", n_cols)?;
     let (g, fg) = dense(inputs[3], "gradient", n_rows)?;
     if f != fg {
-        return Err(format!("dense operand has {f} features but the gradient has {fg}"));
+        return Err(Error::exec(format!("dense operand has {f} features but the gradient has {fg}")));
     }
     let nnz = a.indices.len();
     let mut out = vec![0f32; nnz];
@@ -342,7 +357,7 @@ mod tests {
         let (a, b) = (seq(&[300, 19], 0.1), seq(&[300, 37], 0.2));
         let at = run1(&Op::Permute { dims: vec![1, 0] }, &[&a]);
         close(&run1(&Op::MatMulTN, &[&a, &b]).to_f32_vec(), &naive(&at, &b), 1e-3);
-        let e = eval(&Op::MatMulTN, &[&a, &seq(&[299, 37], 1.0)]).unwrap_err();
+        let e = eval(&Op::MatMulTN, &[&a, &seq(&[299, 37], 1.0)]).unwrap_err().to_string();
         assert!(e.contains("same k"), "{e}");
     }
 
@@ -380,7 +395,7 @@ mod tests {
         assert_eq!(y.to_f32_vec(), vec![-2. + 10. + 0.25, 3. + 20. - 1., -2. + 10. + 2., 7.5 + 20. + 3.]);
         let y = run1(&Op::LinearAdd { has_bias: false }, &[&x, &w, &r]);
         assert_eq!(y.to_f32_vec(), vec![-2. + 0.25, 3. - 1., -2. + 2., 7.5 + 3.]);
-        let e = eval(&Op::LinearAdd { has_bias: false }, &[&x, &w, &b]).unwrap_err();
+        let e = eval(&Op::LinearAdd { has_bias: false }, &[&x, &w, &b]).unwrap_err().to_string();
         assert!(e.contains("addend must have the output's shape"), "{e}");
     }
 
@@ -422,7 +437,7 @@ mod tests {
                 close(&ov[(i * 3 + j) * 4..(i * 3 + j) * 4 + 4], &naive(&xi, &yj), 1e-6);
             }
         }
-        assert!(eval(&Op::MatMul, &[&a, &a]).unwrap_err().contains("inner sizes"));
+        assert!(eval(&Op::MatMul, &[&a, &a]).unwrap_err().to_string().contains("inner sizes"));
     }
 
     #[test]
@@ -455,7 +470,7 @@ mod tests {
         let y = run1(&Op::Linear { has_bias: false }, &[&f32t(&[3], &[1., 2., 3.]), &w]);
         assert_eq!(y.shape(), &[2]);
         assert_eq!(y.to_f32_vec(), vec![-2., 3.]);
-        let e = eval(&Op::Linear { has_bias: false }, &[&f32t(&[2], &[1., 2.]), &w]).unwrap_err();
+        let e = eval(&Op::Linear { has_bias: false }, &[&f32t(&[2], &[1., 2.]), &w]).unwrap_err().to_string();
         assert!(e.contains("[2]") && e.contains("[2, 3]"), "{e}");
         assert!(eval(&Op::Linear { has_bias: true }, &[&x, &w, &f32t(&[3], &[0.; 3])]).is_err());
     }
@@ -477,14 +492,14 @@ mod tests {
         let y = run1(&op, &[&p, &i, &v, &d]);
         assert_eq!(y.to_f32_vec(), vec![11., 14., 0., 0., 9. + 20. + 35., 12. + 24. + 40.]);
         let bad_ptr = Tensor::from_i32(&[4], vec![0, 3, 2, 5]).unwrap();
-        assert!(eval(&op, &[&bad_ptr, &i, &v, &d]).unwrap_err().contains("decreases at row 1"));
+        assert!(eval(&op, &[&bad_ptr, &i, &v, &d]).unwrap_err().to_string().contains("decreases at row 1"));
         let bad_end = Tensor::from_i32(&[4], vec![0, 2, 2, 4]).unwrap();
-        assert!(eval(&op, &[&bad_end, &i, &v, &d]).unwrap_err().contains("ends at 4"));
+        assert!(eval(&op, &[&bad_end, &i, &v, &d]).unwrap_err().to_string().contains("ends at 4"));
         let bad_idx = Tensor::from_i32(&[5], vec![0, 2, 1, 2, 4]).unwrap();
-        let e = eval(&op, &[&p, &bad_idx, &v, &d]).unwrap_err();
+        let e = eval(&op, &[&p, &bad_idx, &v, &d]).unwrap_err().to_string();
         assert!(e.contains("column index 4") && e.contains("4 columns"), "{e}");
         let neg = Tensor::from_i32(&[5], vec![0, -1, 1, 2, 3]).unwrap();
-        assert!(eval(&op, &[&p, &neg, &v, &d]).unwrap_err().contains("-1"));
+        assert!(eval(&op, &[&p, &neg, &v, &d]).unwrap_err().to_string().contains("-1"));
         assert!(eval(&op, &[&p, &i, &v, &f32t(&[3, 2], &[0.; 6])]).is_err());
         // half dense operand
         let dh = d.cast(DType::Float16);

@@ -16,6 +16,7 @@
 //! — for `+ − × ÷` that is the correctly rounded IEEE half result, with overflow to ±inf and
 //! gradual underflow. Int32 `Binary` supports add/sub/mul (wrapping).
 
+use crate::Error;
 pub mod conv;
 pub mod elementwise;
 pub mod gemm_simd;
@@ -39,12 +40,15 @@ use common::arity;
 /// `Placeholder`, `Constant`, `RandomMask` (the executor's seeded generator), `Call`,
 /// `InvertibleBackward`, `BufferUpdate` and `OptimizerUpdate` are the executor's business
 /// and give an error here.
-pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> crate::Result<Vec<Tensor>> {
     if widens_half(op) && inputs.iter().any(|t| t.dtype() == DType::Float16) {
         let sparse = matches!(op, Op::SpMM { .. } | Op::SpMMTransposed { .. } | Op::SpMMValuesGrad { .. });
         if !sparse && inputs.iter().any(|t| t.dtype() == DType::Float32) {
             let dts: Vec<&str> = inputs.iter().map(|t| t.dtype().short()).collect();
-            return Err(format!("mixed float16 and float32 inputs ({}); cast one of them first", dts.join(", ")));
+            return Err(Error::exec(format!(
+                "mixed float16 and float32 inputs ({}); cast one of them first",
+                dts.join(", ")
+            )));
         }
         let wide = common::widen_f16(inputs);
         let refs: Vec<&Tensor> = wide.iter().map(|t| t.as_ref()).collect();
@@ -97,11 +101,11 @@ fn widens_half(op: &Op) -> bool {
     )
 }
 
-fn one(t: Result<Tensor, String>) -> Result<Vec<Tensor>, String> {
+fn one(t: crate::Result<Tensor>) -> crate::Result<Vec<Tensor>> {
     t.map(|t| vec![t])
 }
 
-fn dispatch(op: &Op, ins: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+fn dispatch(op: &Op, ins: &[&Tensor]) -> crate::Result<Vec<Tensor>> {
     use elementwise as ew;
     match op {
         Op::Placeholder { .. }
@@ -110,7 +114,9 @@ fn dispatch(op: &Op, ins: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         | Op::Call { .. }
         | Op::InvertibleBackward { .. }
         | Op::BufferUpdate { .. }
-        | Op::OptimizerUpdate { .. } => Err(format!("'{}' is run by the executor, not by a CPU kernel", op.name())),
+        | Op::OptimizerUpdate { .. } => {
+            Err(Error::exec(format!("'{}' is run by the executor, not by a CPU kernel", op.name())))
+        }
         Op::Full { shape, dtype, value } => {
             arity(ins, 0)?;
             Ok(vec![ew::full(shape, *dtype, *value)])
@@ -435,15 +441,15 @@ mod tests {
     #[test]
     fn executor_ops_are_rejected() {
         let op = Op::Placeholder { kind: InputKind::Input, name: "x".into() };
-        assert!(eval(&op, &[]).unwrap_err().contains("executor"));
+        assert!(eval(&op, &[]).unwrap_err().to_string().contains("executor"));
         let x = f32t(&[1], &[1.0]);
-        assert!(eval(&Op::BufferUpdate { name: "b".into() }, &[&x]).unwrap_err().contains("executor"));
+        assert!(eval(&Op::BufferUpdate { name: "b".into() }, &[&x]).unwrap_err().to_string().contains("executor"));
     }
 
     #[test]
     fn arity_is_checked() {
         let x = f32t(&[1], &[1.0]);
-        let e = eval(&Op::MatMul, &[&x]).unwrap_err();
+        let e = eval(&Op::MatMul, &[&x]).unwrap_err().to_string();
         assert!(e.contains("expects 2 inputs"), "{e}");
     }
 }

@@ -6,20 +6,21 @@
 
 use super::common::{array, f32_data};
 use crate::tensor::Tensor;
+use crate::Error;
 use std::borrow::Cow;
 
 /// Splits x's shape into (rows, row length D) for the last `k` dims.
-fn rows_of(shape: &[usize], k: usize) -> Result<(usize, usize), String> {
+fn rows_of(shape: &[usize], k: usize) -> crate::Result<(usize, usize)> {
     if k == 0 || k > shape.len() {
-        return Err(format!("cannot normalise the last {k} dims of a tensor of shape {shape:?}"));
+        return Err(Error::exec(format!("cannot normalise the last {k} dims of a tensor of shape {shape:?}")));
     }
     let split = shape.len() - k;
     Ok((shape[..split].iter().product(), shape[split..].iter().product()))
 }
 
-fn affine_param<'a>(t: &'a Tensor, what: &str, norm_shape: &[usize]) -> Result<Cow<'a, [f32]>, String> {
+fn affine_param<'a>(t: &'a Tensor, what: &str, norm_shape: &[usize]) -> crate::Result<Cow<'a, [f32]>> {
     if t.shape() != norm_shape {
-        return Err(format!("{what} must have the normalised shape {norm_shape:?}, got {:?}", t.shape()));
+        return Err(Error::exec(format!("{what} must have the normalised shape {norm_shape:?}, got {:?}", t.shape())));
     }
     f32_data(t, what)
 }
@@ -75,9 +76,9 @@ fn sq_dev_slice(v: &[f32], m: f32) -> f32 {
 }
 
 /// Batch norm's layout: `x[N, C, rest…]` as `N` blocks of `C` planes of `rest` elements.
-fn bn_dims(shape: &[usize]) -> Result<(usize, usize, usize), String> {
+fn bn_dims(shape: &[usize]) -> crate::Result<(usize, usize, usize)> {
     if shape.len() < 2 {
-        return Err(format!("batch norm needs an input [N, C, …], got {shape:?}"));
+        return Err(Error::exec(format!("batch norm needs an input [N, C, …], got {shape:?}")));
     }
     Ok((shape[0], shape[1], shape[2..].iter().product()))
 }
@@ -92,12 +93,15 @@ fn channel_stats(x: &[f32], (n, c, r): (usize, usize, usize), ch: usize) -> (f64
 }
 
 /// `BatchNorm { eps, affine }`: `(x, weight?, bias?)` → `(y, mean, unbiased var)`.
-pub fn batch_norm(inputs: &[&Tensor], eps: f32, affine: bool) -> Result<Vec<Tensor>, String> {
+pub fn batch_norm(inputs: &[&Tensor], eps: f32, affine: bool) -> crate::Result<Vec<Tensor>> {
     let x = inputs[0];
     let dims @ (n, c, r) = bn_dims(x.shape())?;
     let m = n * r;
     if m <= 1 {
-        return Err(format!("Expected more than 1 value per channel when training, got input size {:?}", x.shape()));
+        return Err(Error::exec(format!(
+            "Expected more than 1 value per channel when training, got input size {:?}",
+            x.shape()
+        )));
     }
     let xd = f32_data(x, "input")?;
     let wb = if affine {
@@ -129,12 +133,12 @@ pub fn batch_norm(inputs: &[&Tensor], eps: f32, affine: bool) -> Result<Vec<Tens
 /// `BatchNormGrad { eps, affine }`: `(x, weight?, g)` → `(gx, gweight?, gbias?)`, with
 /// `x̂ = (x − mean)·rstd` over `M = N·rest` elements per channel:
 /// `gbias = Σ g`, `gweight = Σ g·x̂`, `gx = w·rstd/M · (M·g − Σ g − x̂·Σ g·x̂)`.
-pub fn batch_norm_grad(inputs: &[&Tensor], eps: f32, affine: bool) -> Result<Vec<Tensor>, String> {
+pub fn batch_norm_grad(inputs: &[&Tensor], eps: f32, affine: bool) -> crate::Result<Vec<Tensor>> {
     let x = inputs[0];
     let g = inputs[inputs.len() - 1];
     let dims @ (n, c, r) = bn_dims(x.shape())?;
     if g.shape() != x.shape() {
-        return Err(format!("gradient {:?} must have the input's shape {:?}", g.shape(), x.shape()));
+        return Err(Error::exec(format!("gradient {:?} must have the input's shape {:?}", g.shape(), x.shape())));
     }
     let (xd, gd) = (f32_data(x, "input")?, f32_data(g, "gradient")?);
     let w = if affine { Some(affine_param(inputs[1], "weight", &[c])?) } else { None };
@@ -172,7 +176,7 @@ pub fn batch_norm_grad(inputs: &[&Tensor], eps: f32, affine: bool) -> Result<Vec
 }
 
 /// `LayerNorm { normalized_ndim, eps, affine }`: `(x, weight?, bias?)`.
-pub fn layer_norm(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> Result<Tensor, String> {
+pub fn layer_norm(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> crate::Result<Tensor> {
     let x = inputs[0];
     let xd = f32_data(x, "input")?;
     let shape = x.shape();
@@ -209,14 +213,14 @@ pub fn layer_norm(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> Resul
 /// `LayerNormGrad`: `(x, weight?, g)` → `(gx, gweight?, gbias?)`:
 /// `gx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂))` with `ĝ = g·weight`, `gweight = Σ g·x̂`,
 /// `gbias = Σ g` over the rows.
-pub fn layer_norm_grad(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> Result<Vec<Tensor>, String> {
+pub fn layer_norm_grad(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> crate::Result<Vec<Tensor>> {
     let x = inputs[0];
     let g = inputs[if affine { 2 } else { 1 }];
     let xd = f32_data(x, "input")?;
     let gd = f32_data(g, "gradient")?;
     let shape = x.shape();
     if g.shape() != shape {
-        return Err(format!("gradient {:?} must have the input's shape {shape:?}", g.shape()));
+        return Err(Error::exec(format!("gradient {:?} must have the input's shape {shape:?}", g.shape())));
     }
     let (rows, d) = rows_of(shape, k)?;
     let norm_shape = &shape[shape.len() - k..];
@@ -264,14 +268,14 @@ pub fn layer_norm_grad(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> 
 }
 
 /// `Dropout { p }`: `(x, mask)` → `mask ? x / (1 − p) : 0`.
-pub fn dropout(x: &Tensor, mask: &Tensor, p: f32) -> Result<Tensor, String> {
+pub fn dropout(x: &Tensor, mask: &Tensor, p: f32) -> crate::Result<Tensor> {
     let xd = f32_data(x, "input")?;
     let md = super::common::bool_data(mask, "mask")?;
     if x.shape() != mask.shape() {
-        return Err(format!("mask {:?} must have the input's shape {:?}", mask.shape(), x.shape()));
+        return Err(Error::exec(format!("mask {:?} must have the input's shape {:?}", mask.shape(), x.shape())));
     }
     if !(0.0..1.0).contains(&p) {
-        return Err(format!("dropout probability must be in [0, 1), got {p}"));
+        return Err(Error::exec(format!("dropout probability must be in [0, 1), got {p}")));
     }
     // Branch-free: a random mask makes a branch unpredictable (half the elements mispredict).
     let scale = 1.0 / (1.0 - p);

@@ -13,6 +13,7 @@
 
 use crate::ir::OptimizerStep;
 use crate::tensor::{float16, DType};
+use crate::Error;
 use ndarray::{ArrayD, Zip};
 
 /// SGD velocity of one parameter, stored multiplied by the velocity scaling.
@@ -100,13 +101,13 @@ fn step_kind(step: &OptimizerStep) -> &'static str {
     }
 }
 
-fn same_shape(what: &str, p: &ArrayD<f32>, other: &ArrayD<f32>) -> Result<(), String> {
+fn same_shape(what: &str, p: &ArrayD<f32>, other: &ArrayD<f32>) -> crate::Result<()> {
     if p.shape() != other.shape() {
-        return Err(format!(
+        return Err(Error::exec(format!(
             "optimizer: {what} shape {:?} differs from the parameter's {:?}",
             other.shape(),
             p.shape()
-        ));
+        )));
     }
     Ok(())
 }
@@ -127,11 +128,11 @@ pub fn apply(
     grad: &ArrayD<f32>,
     state: &mut Option<OptState>,
     lr_scale: f32,
-) -> Result<(), String> {
+) -> crate::Result<()> {
     same_shape("gradient", param, grad)?;
     if let Some(s) = state.as_ref() {
         if s.kind() != step_kind(step) {
-            return Err(format!("the parameter has {} state but a {} update", s.kind(), step_kind(step)));
+            return Err(Error::exec(format!("the parameter has {} state but a {} update", s.kind(), step_kind(step))));
         }
     }
     match *step {
@@ -289,7 +290,7 @@ fn bias_corrections(beta1: f32, beta2: f32, t: u32, on: bool) -> (f64, f64) {
 /// m = m + (1−β1)(g − m);  v = β2·v + (1−β2)·g²
 /// p −= lr/bc1 · m / (√v/√bc2 + eps)      bc_i = 1 − β_i^step (1 without bias correction)
 /// ```
-pub fn adam(param: &mut ArrayD<f32>, grad: &ArrayD<f32>, s: &mut AdamState, h: &AdamHyper) -> Result<(), String> {
+pub fn adam(param: &mut ArrayD<f32>, grad: &ArrayD<f32>, s: &mut AdamState, h: &AdamHyper) -> crate::Result<()> {
     same_shape("first moment", param, &s.m)?;
     same_shape("second moment", param, &s.v)?;
     s.step += 1;
@@ -348,7 +349,7 @@ pub fn rmsprop(
     grad: &ArrayD<f32>,
     s: &mut RmsPropState,
     h: &RmsPropHyper,
-) -> Result<(), String> {
+) -> crate::Result<()> {
     same_shape("square average", param, &s.square_avg)?;
     let RmsPropHyper { lr, alpha, eps, weight_decay: wd, momentum, centered } = *h;
     if centered && s.grad_avg.is_none() {
@@ -362,15 +363,15 @@ pub fn rmsprop(
     }
     let (sq_dt, ga_dt) = (s.square_dtype, s.grad_avg_dtype);
     let n = param.len();
-    let ps = param.as_slice_mut().ok_or("optimizer: parameter is not contiguous")?;
-    let gs = grad.as_slice().ok_or("optimizer: gradient is not contiguous")?;
-    let sq = s.square_avg.as_slice_mut().ok_or("optimizer: state is not contiguous")?;
+    let ps = param.as_slice_mut().ok_or_else(|| Error::exec("optimizer: parameter is not contiguous"))?;
+    let gs = grad.as_slice().ok_or_else(|| Error::exec("optimizer: gradient is not contiguous"))?;
+    let sq = s.square_avg.as_slice_mut().ok_or_else(|| Error::exec("optimizer: state is not contiguous"))?;
     let mut ga = match (centered, s.grad_avg.as_mut()) {
-        (true, Some(a)) => Some(a.as_slice_mut().ok_or("optimizer: state is not contiguous")?),
+        (true, Some(a)) => Some(a.as_slice_mut().ok_or_else(|| Error::exec("optimizer: state is not contiguous"))?),
         _ => None,
     };
     let mut mb = match (momentum > 0.0, s.momentum_buf.as_mut()) {
-        (true, Some(b)) => Some(b.as_slice_mut().ok_or("optimizer: state is not contiguous")?),
+        (true, Some(b)) => Some(b.as_slice_mut().ok_or_else(|| Error::exec("optimizer: state is not contiguous"))?),
         _ => None,
     };
     for i in 0..n {
@@ -421,7 +422,7 @@ pub struct LambHyper {
 /// trust = 1 if r1 = 0 or r2 = 0, else r1/r2
 /// p −= lr·trust·u
 /// ```
-pub fn lamb(param: &mut ArrayD<f32>, grad: &ArrayD<f32>, s: &mut AdamState, h: &LambHyper) -> Result<(), String> {
+pub fn lamb(param: &mut ArrayD<f32>, grad: &ArrayD<f32>, s: &mut AdamState, h: &LambHyper) -> crate::Result<()> {
     same_shape("first moment", param, &s.m)?;
     same_shape("second moment", param, &s.v)?;
     s.step += 1;
@@ -510,9 +511,9 @@ mod tests {
         let mut st = None;
         apply(&OptimizerStep::sgd(0.1, 0.9, 0.0), &mut p, &arr(&[1.0]), &mut st, 1.0).unwrap();
         let adam = OptimizerStep::adam(0.1, 0.9, 0.999, 1e-8, 0.0, false);
-        let e = apply(&adam, &mut p, &arr(&[1.0]), &mut st, 1.0).unwrap_err();
+        let e = apply(&adam, &mut p, &arr(&[1.0]), &mut st, 1.0).unwrap_err().to_string();
         assert!(e.contains("SGD state") && e.contains("Adam update"), "{e}");
-        let e = apply(&adam, &mut p, &arr(&[1.0, 2.0]), &mut None, 1.0).unwrap_err();
+        let e = apply(&adam, &mut p, &arr(&[1.0, 2.0]), &mut None, 1.0).unwrap_err().to_string();
         assert!(e.contains("[2]") && e.contains("[1]"), "{e}");
     }
 

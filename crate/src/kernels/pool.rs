@@ -5,11 +5,12 @@ use super::common::{array, f32_data};
 use crate::ir::shape::pool2d_shape;
 use crate::ir::Pool2dGeom;
 use crate::tensor::Tensor;
+use crate::Error;
 
-fn nchw(shape: &[usize], what: &str) -> Result<[usize; 4], String> {
+fn nchw(shape: &[usize], what: &str) -> crate::Result<[usize; 4]> {
     match shape {
         &[n, c, h, w] => Ok([n, c, h, w]),
-        other => Err(format!("{what} must be 4-D [N, C, H, W], got {other:?}")),
+        other => Err(Error::exec(format!("{what} must be 4-D [N, C, H, W], got {other:?}"))),
     }
 }
 
@@ -39,7 +40,7 @@ fn taps(g: &Pool2dGeom, axis: usize, o: usize, len: usize) -> Vec<usize> {
 /// A max pool's values, the input index of each output's maximum, and the output shape.
 type MaxPooled = (Vec<f32>, Vec<usize>, Vec<usize>);
 
-fn max_pool(g: &Pool2dGeom, x: &Tensor) -> Result<MaxPooled, String> {
+fn max_pool(g: &Pool2dGeom, x: &Tensor) -> crate::Result<MaxPooled> {
     let [n, c, h, w] = nchw(x.shape(), "input")?;
     let out = pool2d_shape(g, x.shape())?;
     let (oh, ow) = (out[2], out[3]);
@@ -63,7 +64,7 @@ fn max_pool(g: &Pool2dGeom, x: &Tensor) -> Result<MaxPooled, String> {
                         }
                     }
                 }
-                let at = at.ok_or("internal: a pooling window with no input element")?;
+                let at = at.ok_or_else(|| Error::exec("internal: a pooling window with no input element"))?;
                 vals.push(best);
                 arg.push(plane * h * w + at);
             }
@@ -73,16 +74,16 @@ fn max_pool(g: &Pool2dGeom, x: &Tensor) -> Result<MaxPooled, String> {
 }
 
 /// `MaxPool2d`.
-pub fn max_pool2d(g: &Pool2dGeom, x: &Tensor) -> Result<Tensor, String> {
+pub fn max_pool2d(g: &Pool2dGeom, x: &Tensor) -> crate::Result<Tensor> {
     let (vals, _, out) = max_pool(g, x)?;
     Ok(Tensor::F32(array(&out, vals)?))
 }
 
 /// `MaxPool2dGrad`: `(x, g)` → each window's gradient added at its first maximum.
-pub fn max_pool2d_grad(geom: &Pool2dGeom, x: &Tensor, g: &Tensor) -> Result<Tensor, String> {
+pub fn max_pool2d_grad(geom: &Pool2dGeom, x: &Tensor, g: &Tensor) -> crate::Result<Tensor> {
     let (_, arg, out) = max_pool(geom, x)?;
     if g.shape() != out {
-        return Err(format!("gradient {:?} does not match the output {out:?}", g.shape()));
+        return Err(Error::exec(format!("gradient {:?} does not match the output {out:?}", g.shape())));
     }
     let gd = f32_data(g, "gradient")?;
     let mut gx = vec![0f32; x.numel()];
@@ -99,7 +100,7 @@ fn avg_windows(
     count_include_pad: bool,
     shape: &[usize],
     mut f: impl FnMut(usize, usize, (usize, usize), (usize, usize), f32),
-) -> Result<Vec<usize>, String> {
+) -> crate::Result<Vec<usize>> {
     let [n, c, h, w] = nchw(shape, "input")?;
     let out = pool2d_shape(g, shape)?;
     let (oh, ow) = (out[2], out[3]);
@@ -117,7 +118,7 @@ fn avg_windows(
 }
 
 /// `AvgPool2d`.
-pub fn avg_pool2d(g: &Pool2dGeom, count_include_pad: bool, x: &Tensor) -> Result<Tensor, String> {
+pub fn avg_pool2d(g: &Pool2dGeom, count_include_pad: bool, x: &Tensor) -> crate::Result<Tensor> {
     let [_, _, h, w] = nchw(x.shape(), "input")?;
     let xd = f32_data(x, "input")?;
     let mut vals = Vec::new();
@@ -135,13 +136,13 @@ pub fn avg_pool2d_grad(
     count_include_pad: bool,
     in_shape: &[usize],
     g: &Tensor,
-) -> Result<Tensor, String> {
+) -> crate::Result<Tensor> {
     let [_, _, h, w] = nchw(in_shape, "input")?;
     let gd = f32_data(g, "gradient")?;
     let mut gx = vec![0f32; in_shape.iter().product()];
     let want = pool2d_shape(geom, in_shape)?;
     if g.shape() != want {
-        return Err(format!("gradient {:?} does not match the output {want:?}", g.shape()));
+        return Err(Error::exec(format!("gradient {:?} does not match the output {want:?}", g.shape())));
     }
     avg_windows(geom, count_include_pad, in_shape, |plane, o, (r0, r1), (c0, c1), div| {
         spread(&mut gx[plane * h * w..], w, (r0, r1), (c0, c1), gd[o] / div);
@@ -167,11 +168,11 @@ fn adaptive_windows(
     output: [usize; 2],
     shape: &[usize],
     mut f: impl FnMut(usize, usize, (usize, usize), (usize, usize), f32),
-) -> Result<(), String> {
+) -> crate::Result<()> {
     let [n, c, h, w] = nchw(shape, "input")?;
     let [oh, ow] = output;
     if oh == 0 || ow == 0 {
-        return Err(format!("the output size {output:?} must be positive"));
+        return Err(Error::exec(format!("the output size {output:?} must be positive")));
     }
     for plane in 0..n * c {
         for oi in 0..oh {
@@ -186,7 +187,7 @@ fn adaptive_windows(
 }
 
 /// `AdaptiveAvgPool2d`.
-pub fn adaptive_avg_pool2d(output: [usize; 2], x: &Tensor) -> Result<Tensor, String> {
+pub fn adaptive_avg_pool2d(output: [usize; 2], x: &Tensor) -> crate::Result<Tensor> {
     let [n, c, h, w] = nchw(x.shape(), "input")?;
     let xd = f32_data(x, "input")?;
     let mut vals = Vec::new();
@@ -199,11 +200,11 @@ pub fn adaptive_avg_pool2d(output: [usize; 2], x: &Tensor) -> Result<Tensor, Str
 }
 
 /// `AdaptiveAvgPool2dGrad`: `(g)` → each window's gradient spread over its elements.
-pub fn adaptive_avg_pool2d_grad(in_shape: &[usize], g: &Tensor) -> Result<Tensor, String> {
+pub fn adaptive_avg_pool2d_grad(in_shape: &[usize], g: &Tensor) -> crate::Result<Tensor> {
     let [n, c, h, w] = nchw(in_shape, "input")?;
     let gs = nchw(g.shape(), "gradient")?;
     if gs[..2] != [n, c] {
-        return Err(format!("gradient {:?} does not match the input {in_shape:?}", g.shape()));
+        return Err(Error::exec(format!("gradient {:?} does not match the input {in_shape:?}", g.shape())));
     }
     let gd = f32_data(g, "gradient")?;
     let mut gx = vec![0f32; n * c * h * w];

@@ -10,6 +10,7 @@ use super::common::{array, bcast_strides, check_bcast, check_dim, for_each_row, 
 use crate::ir::shape::reduced_shape;
 use crate::ir::ReduceKind;
 use crate::tensor::{float16, Tensor};
+use crate::Error;
 use half::f16;
 use ndarray::ArrayD;
 use std::ops::AddAssign;
@@ -68,7 +69,7 @@ pub(crate) fn sum_into<A: Acc>(x: &[f32], shape: &[usize], keep: &[usize]) -> Ve
 
 /// Sums (or averages) a float tensor into `keep` (same rank, 1 on summed dims) and gives it
 /// shape `out_shape`; `div` divides the sums (1 for a sum, the count for a mean).
-fn sum_float(t: &Tensor, keep: &[usize], out_shape: &[usize], div: f64) -> Result<Tensor, String> {
+fn sum_float(t: &Tensor, keep: &[usize], out_shape: &[usize], div: f64) -> crate::Result<Tensor> {
     match t {
         Tensor::F32(a) => {
             let s: Vec<f64> = sum_into::<f64>(&slice(a), a.shape(), keep);
@@ -82,12 +83,12 @@ fn sum_float(t: &Tensor, keep: &[usize], out_shape: &[usize], div: f64) -> Resul
             let v: Vec<f16> = s.into_iter().map(|x| float16::from_f32(if div == 1.0 { x } else { x / d })).collect();
             Ok(Tensor::F16(array(out_shape, v)?))
         }
-        other => Err(format!("input must be float32 or float16, got {}", other.dtype())),
+        other => Err(Error::exec(format!("input must be float32 or float16, got {}", other.dtype()))),
     }
 }
 
 /// `Reduce { kind, dims, keepdim }` (dims empty = all dims).
-pub fn reduce(kind: ReduceKind, dims: &[usize], keepdim: bool, t: &Tensor) -> Result<Tensor, String> {
+pub fn reduce(kind: ReduceKind, dims: &[usize], keepdim: bool, t: &Tensor) -> crate::Result<Tensor> {
     let shape = t.shape();
     for &d in dims {
         check_dim(d, shape.len())?;
@@ -105,9 +106,9 @@ pub fn reduce(kind: ReduceKind, dims: &[usize], keepdim: bool, t: &Tensor) -> Re
 }
 
 /// `SumTo { shape }`: sums `g` down to `shape` (undoes broadcasting).
-pub fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor, String> {
+pub fn sum_to(g: &Tensor, shape: &[usize]) -> crate::Result<Tensor> {
     let gs = g.shape();
-    check_bcast(shape, gs, "target shape").map_err(|_| format!("cannot sum {gs:?} down to {shape:?}"))?;
+    check_bcast(shape, gs, "target shape").map_err(|_| Error::exec(format!("cannot sum {gs:?} down to {shape:?}")))?;
     let mut keep = vec![1; gs.len() - shape.len()];
     keep.extend_from_slice(shape);
     sum_float(g, &keep, shape, 1.0)
@@ -148,11 +149,11 @@ impl MaxElem for bool {
 
 /// Max values and the index of the first maximal element along `dim`, laid out
 /// `[outer, inner]`.
-fn max_along<T: MaxElem>(a: &ArrayD<T>, dim: usize) -> Result<(Vec<T>, Vec<i32>), String> {
+fn max_along<T: MaxElem>(a: &ArrayD<T>, dim: usize) -> crate::Result<(Vec<T>, Vec<i32>)> {
     check_dim(dim, a.ndim())?;
     let (outer, len, inner) = split_at_dim(a.shape(), dim);
     if len == 0 {
-        return Err(format!("cannot take the max over an empty dim {dim}"));
+        return Err(Error::exec(format!("cannot take the max over an empty dim {dim}")));
     }
     let x = slice(a);
     let mut best = Vec::with_capacity(outer * inner);
@@ -175,7 +176,7 @@ fn max_along<T: MaxElem>(a: &ArrayD<T>, dim: usize) -> Result<(Vec<T>, Vec<i32>)
     Ok((best, idx))
 }
 
-fn max_typed<T: MaxElem>(t: &Tensor, dim: usize, keepdim: bool, arg: bool) -> Result<Tensor, String> {
+fn max_typed<T: MaxElem>(t: &Tensor, dim: usize, keepdim: bool, arg: bool) -> crate::Result<Tensor> {
     let a = T::array(t)?;
     let (v, i) = max_along(a, dim)?;
     let shape = reduced_shape(a.shape(), &[dim], keepdim);
@@ -187,7 +188,7 @@ fn max_typed<T: MaxElem>(t: &Tensor, dim: usize, keepdim: bool, arg: bool) -> Re
 }
 
 /// `Max { dim, keepdim }` (values) or `ArgMax` (`arg`: first index of the max, int32).
-pub fn max(t: &Tensor, dim: usize, keepdim: bool, arg: bool) -> Result<Tensor, String> {
+pub fn max(t: &Tensor, dim: usize, keepdim: bool, arg: bool) -> crate::Result<Tensor> {
     match t {
         Tensor::F32(_) => max_typed::<f32>(t, dim, keepdim, arg),
         Tensor::F16(_) => max_typed::<f16>(t, dim, keepdim, arg),
@@ -197,13 +198,17 @@ pub fn max(t: &Tensor, dim: usize, keepdim: bool, arg: bool) -> Result<Tensor, S
 }
 
 /// `MaxGrad { dim, keepdim }`: `(x, g)` → zeros like x with `g` at the first maximal element.
-pub fn max_grad(x: &Tensor, g: &Tensor, dim: usize) -> Result<Tensor, String> {
-    let xa = x.as_f32().map_err(|e| format!("x: {e}"))?;
-    let ga = g.as_f32().map_err(|e| format!("gradient: {e}"))?;
+pub fn max_grad(x: &Tensor, g: &Tensor, dim: usize) -> crate::Result<Tensor> {
+    let xa = x.as_f32().map_err(|e| e.context("x"))?;
+    let ga = g.as_f32().map_err(|e| e.context("gradient"))?;
     let (_, idx) = max_along(xa, dim)?;
     let (outer, len, inner) = split_at_dim(xa.shape(), dim);
     if ga.len() != outer * inner {
-        return Err(format!("gradient {:?} does not match the max of {:?} over dim {dim}", ga.shape(), xa.shape()));
+        return Err(Error::exec(format!(
+            "gradient {:?} does not match the max of {:?} over dim {dim}",
+            ga.shape(),
+            xa.shape()
+        )));
     }
     let gs = slice(ga);
     let mut out = vec![0f32; xa.len()];
@@ -304,12 +309,12 @@ pub(crate) fn log_softmax_row(x: &[f32], y: &mut [f32]) {
     }
 }
 
-fn float_in<'a>(t: &'a Tensor, what: &str) -> Result<&'a ArrayD<f32>, String> {
-    t.as_f32().map_err(|e| format!("{what}: {e}"))
+fn float_in<'a>(t: &'a Tensor, what: &str) -> crate::Result<&'a ArrayD<f32>> {
+    t.as_f32().map_err(|e| e.context(what))
 }
 
 /// `Softmax { dim }` (`log`: `LogSoftmax`).
-pub fn softmax(t: &Tensor, dim: usize, log: bool) -> Result<Tensor, String> {
+pub fn softmax(t: &Tensor, dim: usize, log: bool) -> crate::Result<Tensor> {
     let a = float_in(t, "input")?;
     check_dim(dim, a.ndim())?;
     let x = slice(a);
@@ -323,11 +328,15 @@ pub fn softmax(t: &Tensor, dim: usize, log: bool) -> Result<Tensor, String> {
 
 /// `SoftmaxGrad { dim }`: `(y, g)` → `y·(g − Σ g·y)`; with `log` (`LogSoftmaxGrad`):
 /// `g − exp(y)·Σ g`.
-pub fn softmax_grad(y: &Tensor, g: &Tensor, dim: usize, log: bool) -> Result<Tensor, String> {
+pub fn softmax_grad(y: &Tensor, g: &Tensor, dim: usize, log: bool) -> crate::Result<Tensor> {
     let (ya, ga) = (float_in(y, "output")?, float_in(g, "gradient")?);
     check_dim(dim, ya.ndim())?;
     if ya.shape() != ga.shape() {
-        return Err(format!("output {:?} and gradient {:?} must have the same shape", ya.shape(), ga.shape()));
+        return Err(Error::exec(format!(
+            "output {:?} and gradient {:?} must have the same shape",
+            ya.shape(),
+            ga.shape()
+        )));
     }
     let (ys, gs) = (slice(ya), slice(ga));
     let v = if log {

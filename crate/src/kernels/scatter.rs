@@ -5,6 +5,7 @@
 
 use super::common::{array, check_indices, f32_data, i32_data};
 use crate::tensor::Tensor;
+use crate::Error;
 use std::borrow::Cow;
 
 /// Source rows: the data, the row length and the validated target index of each row.
@@ -14,16 +15,16 @@ struct Rows<'a> {
     index: Cow<'a, [i32]>,
 }
 
-fn rows_and_index<'a>(src: &'a Tensor, index: &'a Tensor, dim_size: usize) -> Result<Rows<'a>, String> {
+fn rows_and_index<'a>(src: &'a Tensor, index: &'a Tensor, dim_size: usize) -> crate::Result<Rows<'a>> {
     let s = src.shape();
     let d = f32_data(src, "source")?;
     let idx = i32_data(index, "index")?;
     if s.is_empty() || index.shape() != [s[0]] {
-        return Err(format!(
+        return Err(Error::exec(format!(
             "index must be [{}] to match the source {s:?}, got shape {:?}",
             s.first().unwrap_or(&0),
             index.shape()
-        ));
+        )));
     }
     check_indices(&idx, dim_size, "index")?;
     Ok(Rows { data: d, len: s[1..].iter().product(), index: idx })
@@ -38,7 +39,7 @@ fn counts(idx: &[i32], dim_size: usize) -> Vec<u32> {
 }
 
 /// `ScatterAdd { dim_size }` (`mean`: `ScatterMean`, 0 where nothing arrives).
-pub fn scatter(src: &Tensor, index: &Tensor, dim_size: usize, mean: bool) -> Result<Tensor, String> {
+pub fn scatter(src: &Tensor, index: &Tensor, dim_size: usize, mean: bool) -> crate::Result<Tensor> {
     let Rows { data: d, len: f, index: idx } = rows_and_index(src, index, dim_size)?;
     let mut out = vec![0f32; dim_size * f];
     if f > 0 {
@@ -65,15 +66,15 @@ pub fn scatter(src: &Tensor, index: &Tensor, dim_size: usize, mean: bool) -> Res
 
 /// `ScatterMeanGrad { dim_size }`: `(index[E], g[dim_size, …])` → `[E, …]`,
 /// row e is `g[index[e]] / count[index[e]]`.
-pub fn scatter_mean_grad(index: &Tensor, g: &Tensor, dim_size: usize) -> Result<Tensor, String> {
+pub fn scatter_mean_grad(index: &Tensor, g: &Tensor, dim_size: usize) -> crate::Result<Tensor> {
     let gd = f32_data(g, "gradient")?;
     let gs = g.shape();
     if gs.first() != Some(&dim_size) {
-        return Err(format!("gradient must be [{dim_size}, …], got shape {gs:?}"));
+        return Err(Error::exec(format!("gradient must be [{dim_size}, …], got shape {gs:?}")));
     }
     let idx = i32_data(index, "index")?;
     if index.shape().len() != 1 {
-        return Err(format!("index must be 1-D, got shape {:?}", index.shape()));
+        return Err(Error::exec(format!("index must be 1-D, got shape {:?}", index.shape())));
     }
     check_indices(&idx, dim_size, "index")?;
     let f: usize = gs[1..].iter().product();
@@ -105,7 +106,7 @@ mod tests {
         let m = run1(&Op::ScatterMean { dim_size: 4 }, &[&src, &idx]);
         assert_eq!(m.to_f32_vec(), vec![3., 4., 0., 0., 13. / 3., 16. / 3., 0., 0.]);
         let bad = Tensor::from_i32(&[4], vec![2, 0, 4, 2]).unwrap();
-        let e = eval(&Op::ScatterAdd { dim_size: 4 }, &[&src, &bad]).unwrap_err();
+        let e = eval(&Op::ScatterAdd { dim_size: 4 }, &[&src, &bad]).unwrap_err().to_string();
         assert!(e.contains("index 4") && e.contains("size 4"), "{e}");
         assert!(eval(&Op::ScatterAdd { dim_size: 4 }, &[&src, &Tensor::from_i32(&[3], vec![0; 3]).unwrap()]).is_err());
         // 1-D source (one value per edge) and half

@@ -138,7 +138,7 @@ impl Batching {
         if f == 1 {
             return Ok(vec![t.clone()]);
         }
-        shape_ops::split(t, &vec![b / f; f], 0).map_err(Error::poptorch)
+        shape_ops::split(t, &vec![b / f; f], 0)
     }
 
     /// Index of micro-batch `(d, a, r)` in PopART's order.
@@ -199,7 +199,7 @@ fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if a.dtype() == DType::Bool {
         return Err(Error::poptorch("OutputMode.Sum cannot sum a bool output: cast it to a number in the model"));
     }
-    let mut out = kernels::eval(&Op::Binary { kind: BinaryKind::Add }, &[a, b]).map_err(Error::poptorch)?;
+    let mut out = kernels::eval(&Op::Binary { kind: BinaryKind::Add }, &[a, b])?;
     Ok(out.remove(0))
 }
 
@@ -212,10 +212,9 @@ fn join(items: Vec<Tensor>) -> Result<Tensor> {
     let lifted: Vec<Tensor> = items
         .into_iter()
         .map(|t| if t.shape().is_empty() { shape_ops::reshape(&t, &[1]) } else { Ok(t) })
-        .collect::<std::result::Result<_, _>>()
-        .map_err(Error::poptorch)?;
+        .collect::<std::result::Result<_, _>>()?;
     let refs: Vec<&Tensor> = lifted.iter().collect();
-    shape_ops::concat(&refs, 0).map_err(Error::poptorch)
+    shape_ops::concat(&refs, 0)
 }
 
 #[cfg(test)]

@@ -750,8 +750,7 @@ impl PoplarExecutor {
                     }
                     per_micro[b.index(d, a, r)] = keep;
                     for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
-                        acc.add(r, &outs[*i], &how)
-                            .map_err(|e| Error::poptorch(format!("gradient of '{name}': {e}")))?;
+                        acc.add(r, &outs[*i], &how).map_err(|e| e.context(format!("gradient of '{name}'")))?;
                     }
                     if let Some((i, _)) = exe.stats {
                         lower += outs[i].to_f64_vec()[0];
@@ -800,8 +799,7 @@ impl PoplarExecutor {
         let mut reduced: Vec<(String, Vec<usize>, ndarray::ArrayD<f32>)> = Vec::new();
         for (acc, (name, _)) in accs.iter().zip(&exe.grads) {
             for members in &exe.groups[name] {
-                let mut g =
-                    acc.reduce(members, how).map_err(|e| Error::poptorch(format!("gradient of '{name}': {e}")))?;
+                let mut g = acc.reduce(members, how).map_err(|e| e.context(format!("gradient of '{name}'")))?;
                 if loss_scaling != 1.0 {
                     g.mapv_inplace(|x| x / loss_scaling);
                 }
@@ -829,7 +827,7 @@ impl PoplarExecutor {
         for (name, members, g) in reduced {
             let step = opt.step_for(&name);
             let lead = members[0];
-            optimizer_update(&mut exe.replicas[lead], &name, &step, &Tensor::F32(g)).map_err(Error::poptorch)?;
+            optimizer_update(&mut exe.replicas[lead], &name, &step, &Tensor::F32(g))?;
             let value = exe.replicas[lead].params[&name].clone();
             for &r in &members[1..] {
                 exe.replicas[r].params.insert(name.clone(), value.clone());

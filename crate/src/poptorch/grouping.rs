@@ -91,13 +91,10 @@ pub fn stack(slices: &[&Tensor]) -> Result<Tensor> {
     }
     let mut one = vec![1];
     one.extend_from_slice(&shape);
-    let lifted: Vec<Tensor> = slices
-        .iter()
-        .map(|t| crate::kernels::shape_ops::reshape(t, &one))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(Error::poptorch)?;
+    let lifted: Vec<Tensor> =
+        slices.iter().map(|t| crate::kernels::shape_ops::reshape(t, &one)).collect::<std::result::Result<_, _>>()?;
     let refs: Vec<&Tensor> = lifted.iter().collect();
-    crate::kernels::shape_ops::concat(&refs, 0).map_err(Error::poptorch)
+    crate::kernels::shape_ops::concat(&refs, 0)
 }
 
 /// Splits a host value into `n` slices of `slice_shape` along its leading dim; a value that
@@ -118,8 +115,8 @@ pub fn unstack(name: &str, value: &Tensor, n: usize, slice_shape: &[usize]) -> R
             value.shape()
         )));
     }
-    let parts = crate::kernels::shape_ops::split(value, &vec![1; n], 0).map_err(Error::poptorch)?;
-    parts.iter().map(|p| crate::kernels::shape_ops::reshape(p, slice_shape).map_err(Error::poptorch)).collect()
+    let parts = crate::kernels::shape_ops::split(value, &vec![1; n], 0)?;
+    parts.iter().map(|p| crate::kernels::shape_ops::reshape(p, slice_shape)).collect()
 }
 
 #[cfg(test)]

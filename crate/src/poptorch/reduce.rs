@@ -18,6 +18,7 @@
 use crate::compile::options::{MeanReductionStrategy, ReductionType};
 use crate::kernels::optim::round_to;
 use crate::tensor::{DType, Tensor};
+use crate::Error;
 use ndarray::ArrayD;
 
 /// How gradients are reduced.
@@ -50,7 +51,7 @@ impl Accumulator {
     }
 
     /// Adds the gradient of one micro-batch run on replica `r`.
-    pub fn add(&mut self, r: usize, grad: &Tensor, how: &GradReduction) -> Result<(), String> {
+    pub fn add(&mut self, r: usize, grad: &Tensor, how: &GradReduction) -> crate::Result<()> {
         let g32 = if grad.dtype() == DType::Float32 { None } else { Some(grad.cast(DType::Float32)) };
         let g = g32.as_ref().unwrap_or(grad).as_f32()?;
         let k = self.counts[r] as f32;
@@ -63,11 +64,11 @@ impl Accumulator {
             }
             Some(acc) => {
                 if acc.shape() != g.shape() {
-                    return Err(format!(
+                    return Err(Error::poptorch(format!(
                         "gradient shape {:?} differs from the accumulator's {:?}",
                         g.shape(),
                         acc.shape()
-                    ));
+                    )));
                 }
                 if how.running() {
                     let (keep, new) = (k / (k + 1.0), 1.0 / (k + 1.0));
@@ -83,16 +84,17 @@ impl Accumulator {
     }
 
     /// The reduced gradient of the weight shared by replicas `members`.
-    pub fn reduce(&self, members: &[usize], how: &GradReduction) -> Result<ArrayD<f32>, String> {
+    pub fn reduce(&self, members: &[usize], how: &GradReduction) -> crate::Result<ArrayD<f32>> {
         let mut total: Option<ArrayD<f32>> = None;
         for &r in members {
-            let a = self.slots[r].as_ref().ok_or_else(|| format!("replica {r} produced no gradient"))?;
+            let a =
+                self.slots[r].as_ref().ok_or_else(|| Error::poptorch(format!("replica {r} produced no gradient")))?;
             match &mut total {
                 None => total = Some(a.clone()),
                 Some(t) => *t += a,
             }
         }
-        let mut t = total.ok_or("a weight with no replica")?;
+        let mut t = total.ok_or_else(|| Error::poptorch("a weight with no replica"))?;
         let divide = match (how.kind, how.running()) {
             (ReductionType::Sum, _) => 1.0,
             (_, true) => members.len() as f32,

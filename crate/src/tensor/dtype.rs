@@ -1,5 +1,6 @@
 //! Element types.
 
+use crate::Error;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -43,13 +44,13 @@ impl DType {
     }
 
     /// Parses "float32"/"f32", "float16"/"f16"/"half", "int32"/"i32", "bool".
-    pub fn parse(s: &str) -> Result<DType, String> {
+    pub fn parse(s: &str) -> crate::Result<DType> {
         match s.to_ascii_lowercase().as_str() {
             "float32" | "f32" | "float" => Ok(DType::Float32),
             "float16" | "f16" | "half" => Ok(DType::Float16),
             "int32" | "i32" | "int" => Ok(DType::Int32),
             "bool" => Ok(DType::Bool),
-            other => Err(format!("unknown dtype '{other}' (expected float32, float16, int32 or bool)")),
+            other => Err(Error::tensor(format!("unknown dtype '{other}' (expected float32, float16, int32 or bool)"))),
         }
     }
 }

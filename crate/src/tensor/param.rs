@@ -146,7 +146,7 @@ impl Param {
             Init::Normal { seed } => Rng::new(seed).fill_normal(&mut data),
             Init::Fill(v) => data.fill(v),
         }
-        let t = Tensor::from_f32(&self.0.shape, data).map_err(Error::trace)?;
+        let t = Tensor::from_f32(&self.0.shape, data)?;
         let t = Rc::new(if self.0.dtype == DType::Float32 { t } else { t.cast(self.0.dtype) });
         *self.0.value.borrow_mut() = Some(t.clone());
         Ok(t)

@@ -13,6 +13,7 @@
 //! starts aligned. Names are sorted (the header is a JSON object; a reader keys by name).
 
 use super::Tensor;
+use crate::Error;
 use std::collections::BTreeMap;
 
 /// The format's name for a dtype.
@@ -37,22 +38,22 @@ fn append_bytes(t: &Tensor, out: &mut Vec<u8>) {
 
 /// Serialises `tensors` (name, tensor) and string `metadata` into one safetensors file.
 /// Errors name the cause: an empty or duplicate name, or the reserved `__metadata__`.
-pub fn write(tensors: &[(String, &Tensor)], metadata: &BTreeMap<String, String>) -> Result<Vec<u8>, String> {
+pub fn write(tensors: &[(String, &Tensor)], metadata: &BTreeMap<String, String>) -> crate::Result<Vec<u8>> {
     let mut sorted: Vec<&(String, &Tensor)> = tensors.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     for pair in sorted.windows(2) {
         if pair[0].0 == pair[1].0 {
-            return Err(format!("safetensors: the tensor name \"{}\" is used twice", pair[0].0));
+            return Err(Error::tensor(format!("safetensors: the tensor name \"{}\" is used twice", pair[0].0)));
         }
     }
     let mut header = serde_json::Map::new();
     let mut offset = 0usize;
     for (name, t) in &sorted {
         if name.is_empty() {
-            return Err("safetensors: a tensor has an empty name".into());
+            return Err(Error::tensor("safetensors: a tensor has an empty name"));
         }
         if name == "__metadata__" {
-            return Err("safetensors: \"__metadata__\" is reserved for the metadata, not a tensor name".into());
+            return Err(Error::tensor("safetensors: \"__metadata__\" is reserved for the metadata, not a tensor name"));
         }
         let end = offset + t.nbytes();
         header.insert(
@@ -62,9 +63,9 @@ pub fn write(tensors: &[(String, &Tensor)], metadata: &BTreeMap<String, String>)
         offset = end;
     }
     if !metadata.is_empty() {
-        header.insert("__metadata__".into(), serde_json::to_value(metadata).map_err(|e| e.to_string())?);
+        header.insert("__metadata__".into(), serde_json::to_value(metadata)?);
     }
-    let mut json = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
+    let mut json = serde_json::to_vec(&header)?;
     while json.len() % 8 != 0 {
         json.push(b' ');
     }
@@ -156,9 +157,9 @@ mod tests {
     fn bad_names_are_refused() {
         let t = Tensor::scalar(1.0);
         let none = BTreeMap::new();
-        let e = write(&[("x".into(), &t), ("x".into(), &t)], &none).unwrap_err();
+        let e = write(&[("x".into(), &t), ("x".into(), &t)], &none).unwrap_err().to_string();
         assert!(e.contains("\"x\" is used twice"), "{e}");
-        assert!(write(&[("".into(), &t)], &none).unwrap_err().contains("empty name"));
-        assert!(write(&[("__metadata__".into(), &t)], &none).unwrap_err().contains("reserved"));
+        assert!(write(&[("".into(), &t)], &none).unwrap_err().to_string().contains("empty name"));
+        assert!(write(&[("__metadata__".into(), &t)], &none).unwrap_err().to_string().contains("reserved"));
     }
 }

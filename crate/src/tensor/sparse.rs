@@ -1,6 +1,7 @@
 //! Compressed sparse row matrices: sparse node features (PubMed is 99% zeros) and
 //! adjacency for neighbour aggregation.
 
+use crate::Error;
 use serde::{Deserialize, Serialize};
 
 /// A `nrows × ncols` f32 matrix in CSR form: row `r` holds the entries
@@ -18,10 +19,12 @@ impl CsrMatrix {
     /// The matrix as the three tensors the IR's sparse ops take (`indptr` and `indices` as
     /// int32, `values` as float32), padded to `nnz` stored entries with explicit zeros in
     /// the last row (a padding node's, in a padded batch), so one compiled shape fits.
-    pub fn to_tensors(&self, nnz: usize) -> Result<[super::Tensor; 3], String> {
+    pub fn to_tensors(&self, nnz: usize) -> crate::Result<[super::Tensor; 3]> {
         let have = self.nnz();
         if have > nnz {
-            return Err(format!("a sparse batch has {have} entries, more than the {nnz} it was compiled for"));
+            return Err(Error::tensor(format!(
+                "a sparse batch has {have} entries, more than the {nnz} it was compiled for"
+            )));
         }
         let mut indptr: Vec<i32> = self.indptr.iter().map(|&v| v as i32).collect();
         *indptr.last_mut().expect("indptr has n+1 entries") = nnz as i32;
@@ -43,26 +46,30 @@ impl CsrMatrix {
         indptr: Vec<usize>,
         indices: Vec<u32>,
         values: Vec<f32>,
-    ) -> Result<Self, String> {
+    ) -> crate::Result<Self> {
         if indptr.len() != nrows + 1 {
-            return Err(format!("CSR indptr has {} entries, expected nrows+1 = {}", indptr.len(), nrows + 1));
+            return Err(Error::tensor(format!(
+                "CSR indptr has {} entries, expected nrows+1 = {}",
+                indptr.len(),
+                nrows + 1
+            )));
         }
         if indptr[0] != 0 || *indptr.last().unwrap() != indices.len() {
-            return Err(format!(
+            return Err(Error::tensor(format!(
                 "CSR indptr must start at 0 and end at nnz = {} (got {}..{})",
                 indices.len(),
                 indptr[0],
                 indptr.last().unwrap()
-            ));
+            )));
         }
         if indices.len() != values.len() {
-            return Err(format!("CSR has {} indices but {} values", indices.len(), values.len()));
+            return Err(Error::tensor(format!("CSR has {} indices but {} values", indices.len(), values.len())));
         }
         if let Some(w) = indptr.windows(2).position(|w| w[1] < w[0]) {
-            return Err(format!("CSR indptr decreases at row {w}"));
+            return Err(Error::tensor(format!("CSR indptr decreases at row {w}")));
         }
         if let Some(&c) = indices.iter().find(|&&c| c as usize >= ncols) {
-            return Err(format!("CSR column index {c} out of range for {ncols} columns"));
+            return Err(Error::tensor(format!("CSR column index {c} out of range for {ncols} columns")));
         }
         Ok(CsrMatrix { nrows, ncols, indptr, indices, values })
     }
@@ -87,27 +94,22 @@ impl CsrMatrix {
             val[next[r]] = vals[k];
             next[r] += 1;
         }
-        // sort each row by column and merge duplicates
-        let mut indptr = Vec::with_capacity(nrows + 1);
-        let mut indices = Vec::with_capacity(rows.len());
-        let mut values = Vec::with_capacity(rows.len());
-        indptr.push(0);
-        let mut pairs: Vec<(u32, f32)> = Vec::new();
-        for r in 0..nrows {
-            pairs.clear();
-            pairs.extend((counts[r]..counts[r + 1]).map(|k| (idx[k], val[k])));
-            pairs.sort_by_key(|p| p.0);
-            for &(c, v) in &pairs {
-                if indices.len() > *indptr.last().unwrap() && *indices.last().unwrap() == c {
-                    *values.last_mut().unwrap() += v;
-                } else {
-                    indices.push(c);
-                    values.push(v);
-                }
-            }
-            indptr.push(indices.len());
+        merge_rows(nrows, ncols, rows.len(), false, |r, pairs| {
+            pairs.extend((counts[r]..counts[r + 1]).map(|k| (idx[k], val[k])))
+        })
+    }
+
+    /// The same matrix in canonical form: columns sorted within each row, duplicate entries
+    /// summed and zeros (stored, or left by cancellation) dropped.
+    pub fn canonical(self) -> CsrMatrix {
+        let sorted = (0..self.nrows).all(|r| self.row(r).0.windows(2).all(|w| w[0] < w[1]));
+        if sorted && self.values.iter().all(|&v| v != 0.0) {
+            return self;
         }
-        CsrMatrix { nrows, ncols, indptr, indices, values }
+        merge_rows(self.nrows, self.ncols, self.nnz(), true, |r, pairs| {
+            let (c, v) = self.row(r);
+            pairs.extend(c.iter().copied().zip(v.iter().copied()))
+        })
     }
 
     /// Number of stored entries.
@@ -178,9 +180,69 @@ impl CsrMatrix {
     }
 }
 
+/// A CSR matrix from each row's (column, value) pairs (`row(r, pairs)` fills `pairs`):
+/// columns sorted (stably), duplicates summed, and with `drop_zeros` zero sums dropped.
+fn merge_rows(
+    nrows: usize,
+    ncols: usize,
+    nnz: usize,
+    drop_zeros: bool,
+    mut row: impl FnMut(usize, &mut Vec<(u32, f32)>),
+) -> CsrMatrix {
+    let mut indptr = Vec::with_capacity(nrows + 1);
+    let mut indices = Vec::with_capacity(nnz);
+    let mut values = Vec::with_capacity(nnz);
+    indptr.push(0);
+    let mut pairs: Vec<(u32, f32)> = Vec::new();
+    for r in 0..nrows {
+        pairs.clear();
+        row(r, &mut pairs);
+        pairs.sort_by_key(|p| p.0);
+        let start = indices.len();
+        for &(c, v) in &pairs {
+            if indices.len() > start && *indices.last().unwrap() == c {
+                *values.last_mut().unwrap() += v;
+            } else {
+                indices.push(c);
+                values.push(v);
+            }
+        }
+        if drop_zeros {
+            let mut w = start;
+            for k in start..indices.len() {
+                if values[k] != 0.0 {
+                    indices[w] = indices[k];
+                    values[w] = values[k];
+                    w += 1;
+                }
+            }
+            indices.truncate(w);
+            values.truncate(w);
+        }
+        indptr.push(indices.len());
+    }
+    CsrMatrix { nrows, ncols, indptr, indices, values }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_sorts_sums_and_drops_zeros() {
+        // Row 0: columns out of order with a duplicate; row 1: a stored zero and a pair that
+        // cancels. Triplets keep a zero sum; the canonical form drops it.
+        let m =
+            CsrMatrix::new(2, 3, vec![0, 3, 6], vec![2, 0, 2, 1, 0, 0], vec![1.0, 2.0, 3.0, 0.0, 5.0, -5.0]).unwrap();
+        let c = m.canonical();
+        assert_eq!(
+            (c.indptr.clone(), c.indices.clone(), c.values.clone()),
+            (vec![0, 2, 2], vec![0, 2], vec![2.0, 4.0])
+        );
+        assert_eq!(c.clone().canonical(), c, "a canonical matrix is returned as it is");
+        let t = CsrMatrix::from_triplets(1, 2, &[0, 0], &[1, 1], &[1.0, -1.0]);
+        assert_eq!((t.indices, t.values), (vec![1], vec![0.0]));
+    }
 
     #[test]
     fn triplets_merge_and_sort() {
@@ -196,7 +258,7 @@ mod tests {
 
     #[test]
     fn invalid_csr_is_rejected() {
-        assert!(CsrMatrix::new(2, 2, vec![0, 1], vec![0], vec![1.0]).unwrap_err().contains("nrows+1"));
-        assert!(CsrMatrix::new(1, 2, vec![0, 1], vec![5], vec![1.0]).unwrap_err().contains("out of range"));
+        assert!(CsrMatrix::new(2, 2, vec![0, 1], vec![0], vec![1.0]).unwrap_err().to_string().contains("nrows+1"));
+        assert!(CsrMatrix::new(1, 2, vec![0, 1], vec![5], vec![1.0]).unwrap_err().to_string().contains("out of range"));
     }
 }

@@ -1,6 +1,7 @@
 //! The dense tensor: an ndarray of one of the [`DType`]s.
 
 use super::{float16, DType};
+use crate::Error;
 use half::f16;
 use ndarray::{ArrayD, IxDyn};
 use std::fmt;
@@ -24,26 +25,26 @@ pub fn numel(shape: &[usize]) -> usize {
 
 impl Tensor {
     /// A float32 tensor from row-major data; the error names both sizes.
-    pub fn from_f32(shape: &[usize], data: Vec<f32>) -> Result<Tensor, String> {
+    pub fn from_f32(shape: &[usize], data: Vec<f32>) -> crate::Result<Tensor> {
         check_len(shape, data.len())?;
         Ok(Tensor::F32(ArrayD::from_shape_vec(IxDyn(shape), data).expect("checked length")))
     }
 
     /// A float16 tensor from row-major f32 data, each value rounded to the nearest half.
-    pub fn from_f32_as_f16(shape: &[usize], data: &[f32]) -> Result<Tensor, String> {
+    pub fn from_f32_as_f16(shape: &[usize], data: &[f32]) -> crate::Result<Tensor> {
         check_len(shape, data.len())?;
         let v: Vec<f16> = data.iter().map(|&x| float16::from_f32(x)).collect();
         Ok(Tensor::F16(ArrayD::from_shape_vec(IxDyn(shape), v).expect("checked length")))
     }
 
     /// An int32 tensor from row-major data.
-    pub fn from_i32(shape: &[usize], data: Vec<i32>) -> Result<Tensor, String> {
+    pub fn from_i32(shape: &[usize], data: Vec<i32>) -> crate::Result<Tensor> {
         check_len(shape, data.len())?;
         Ok(Tensor::I32(ArrayD::from_shape_vec(IxDyn(shape), data).expect("checked length")))
     }
 
     /// A bool tensor from row-major data.
-    pub fn from_bool(shape: &[usize], data: Vec<bool>) -> Result<Tensor, String> {
+    pub fn from_bool(shape: &[usize], data: Vec<bool>) -> crate::Result<Tensor> {
         check_len(shape, data.len())?;
         Ok(Tensor::Bool(ArrayD::from_shape_vec(IxDyn(shape), data).expect("checked length")))
     }
@@ -100,26 +101,26 @@ impl Tensor {
     }
 
     /// The f32 array, or an error naming the actual dtype.
-    pub fn as_f32(&self) -> Result<&ArrayD<f32>, String> {
+    pub fn as_f32(&self) -> crate::Result<&ArrayD<f32>> {
         match self {
             Tensor::F32(a) => Ok(a),
-            t => Err(format!("expected a float32 tensor, got {}", t.dtype())),
+            t => Err(Error::tensor(format!("expected a float32 tensor, got {}", t.dtype()))),
         }
     }
 
     /// The i32 array, or an error naming the actual dtype.
-    pub fn as_i32(&self) -> Result<&ArrayD<i32>, String> {
+    pub fn as_i32(&self) -> crate::Result<&ArrayD<i32>> {
         match self {
             Tensor::I32(a) => Ok(a),
-            t => Err(format!("expected an int32 tensor, got {}", t.dtype())),
+            t => Err(Error::tensor(format!("expected an int32 tensor, got {}", t.dtype()))),
         }
     }
 
     /// The bool array, or an error naming the actual dtype.
-    pub fn as_bool(&self) -> Result<&ArrayD<bool>, String> {
+    pub fn as_bool(&self) -> crate::Result<&ArrayD<bool>> {
         match self {
             Tensor::Bool(a) => Ok(a),
-            t => Err(format!("expected a bool tensor, got {}", t.dtype())),
+            t => Err(Error::tensor(format!("expected a bool tensor, got {}", t.dtype()))),
         }
     }
 
@@ -169,9 +170,12 @@ impl Tensor {
     }
 }
 
-fn check_len(shape: &[usize], len: usize) -> Result<(), String> {
+fn check_len(shape: &[usize], len: usize) -> crate::Result<()> {
     if numel(shape) != len {
-        return Err(format!("shape {shape:?} holds {} elements but {len} values were given", numel(shape)));
+        return Err(Error::tensor(format!(
+            "shape {shape:?} holds {} elements but {len} values were given",
+            numel(shape)
+        )));
     }
     Ok(())
 }
@@ -210,6 +214,6 @@ mod tests {
         assert_eq!(t.cast(DType::Int32).to_f64_vec(), vec![1.0, -2.0, 0.0, 3.0]);
         assert_eq!(t.cast(DType::Bool).to_f64_vec(), vec![1.0, 1.0, 0.0, 1.0]);
         assert_eq!(t.cast(DType::Float16).nbytes(), 8);
-        assert!(Tensor::from_f32(&[3], vec![1.0]).unwrap_err().contains("3 elements"));
+        assert!(Tensor::from_f32(&[3], vec![1.0]).unwrap_err().to_string().contains("3 elements"));
     }
 }

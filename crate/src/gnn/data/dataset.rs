@@ -5,7 +5,8 @@
 //! trainer's JavaScript preset and the JavaScript `datasets.Planetoid` all load through it;
 //! [`PlanetoidOptions`] is their configuration, read from JSON (camelCase) by serde.
 
-use super::planetoid::{load_planetoid_bytes, load_planetoid_dir, GraphData, Split};
+use super::graph::GraphData;
+use super::planetoid::{load_planetoid_bytes, load_planetoid_dir, Split};
 use super::transforms::{add_self_loops, normalize_features, to_undirected};
 use crate::{Error, Result};
 use serde::Deserialize;

@@ -26,7 +26,7 @@
 //! epochs and is exact for them (the recommended choice for training);
 //! [`fixed_sizes_from_parts`] is exact for parts already drawn.
 
-use super::planetoid::GraphData;
+use super::graph::GraphData;
 use crate::rng::Rng;
 use crate::tensor::{CsrMatrix, Tensor};
 use crate::{Error, Result};
@@ -93,18 +93,12 @@ impl RandomNodeLoader {
     }
 }
 
-/// An induced subgraph; node-level vectors all have `num_nodes` entries.
+/// An induced subgraph (PyG `Data.subgraph`): a graph of its own, in local node ids, and the
+/// original id of each of its nodes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Subgraph {
-    pub num_nodes: usize,
-    pub x: CsrMatrix,
-    pub y: Vec<i32>,
-    /// Edges in local ids (positions in `node_ids`).
-    pub edge_src: Vec<u32>,
-    pub edge_dst: Vec<u32>,
-    pub train_mask: Vec<bool>,
-    pub val_mask: Vec<bool>,
-    pub test_mask: Vec<bool>,
+    /// The subgraph; its edges are in local ids (positions in `node_ids`).
+    pub data: GraphData,
     /// Original node id of each local node ([`PADDING_NODE_ID`] for padding).
     pub node_ids: Vec<usize>,
 }
@@ -112,26 +106,32 @@ pub struct Subgraph {
 impl Subgraph {
     /// Number of edges.
     pub fn num_edges(&self) -> usize {
-        self.edge_src.len()
+        self.data.num_edges()
     }
 
     /// The mean-aggregation adjacency of this subgraph (see [`mean_adjacency`]).
     pub fn mean_adjacency(&self) -> CsrMatrix {
-        mean_adjacency(self.num_nodes, &self.edge_src, &self.edge_dst)
+        mean_adjacency(self.data.num_nodes, &self.data.edge_src, &self.data.edge_dst)
     }
 }
 
 /// Node attributes of `nodes` gathered, edges left empty.
 fn gather_nodes(data: &GraphData, nodes: &[usize]) -> Subgraph {
+    let x = data.x.select_rows(nodes);
     Subgraph {
-        num_nodes: nodes.len(),
-        x: data.x.select_rows(nodes),
-        y: nodes.iter().map(|&n| data.y[n]).collect(),
-        edge_src: Vec::new(),
-        edge_dst: Vec::new(),
-        train_mask: nodes.iter().map(|&n| data.train_mask[n]).collect(),
-        val_mask: nodes.iter().map(|&n| data.val_mask[n]).collect(),
-        test_mask: nodes.iter().map(|&n| data.test_mask[n]).collect(),
+        data: GraphData {
+            name: data.name.clone(),
+            num_nodes: nodes.len(),
+            num_features: x.ncols,
+            num_classes: data.num_classes,
+            x,
+            y: nodes.iter().map(|&n| data.y[n]).collect(),
+            edge_src: Vec::new(),
+            edge_dst: Vec::new(),
+            train_mask: nodes.iter().map(|&n| data.train_mask[n]).collect(),
+            val_mask: nodes.iter().map(|&n| data.val_mask[n]).collect(),
+            test_mask: nodes.iter().map(|&n| data.test_mask[n]).collect(),
+        },
         node_ids: nodes.to_vec(),
     }
 }
@@ -151,8 +151,8 @@ pub fn induced_subgraph(data: &GraphData, nodes: &[usize]) -> Subgraph {
     for (&s, &d) in data.edge_src.iter().zip(&data.edge_dst) {
         let (ls, ld) = (pos[s as usize], pos[d as usize]);
         if ls != u32::MAX && ld != u32::MAX {
-            sub.edge_src.push(ls);
-            sub.edge_dst.push(ld);
+            sub.data.edge_src.push(ls);
+            sub.data.edge_dst.push(ld);
         }
     }
     sub
@@ -177,8 +177,8 @@ pub fn induced_subgraphs(data: &GraphData, parts: &[Vec<usize>]) -> Vec<Subgraph
         let p = part_of[s as usize];
         if p != u32::MAX && p == part_of[d as usize] {
             let sub = &mut subs[p as usize];
-            sub.edge_src.push(pos[s as usize]);
-            sub.edge_dst.push(pos[d as usize]);
+            sub.data.edge_src.push(pos[s as usize]);
+            sub.data.edge_dst.push(pos[d as usize]);
         }
     }
     subs
@@ -186,20 +186,10 @@ pub fn induced_subgraphs(data: &GraphData, parts: &[Vec<usize>]) -> Vec<Subgraph
 
 /// The whole graph as one batch (all nodes in id order, all edges), for evaluation.
 pub fn whole_graph(data: &GraphData) -> Subgraph {
-    Subgraph {
-        num_nodes: data.num_nodes,
-        x: data.x.clone(),
-        y: data.y.clone(),
-        edge_src: data.edge_src.clone(),
-        edge_dst: data.edge_dst.clone(),
-        train_mask: data.train_mask.clone(),
-        val_mask: data.val_mask.clone(),
-        test_mask: data.test_mask.clone(),
-        node_ids: (0..data.num_nodes).collect(),
-    }
+    Subgraph { data: data.clone(), node_ids: (0..data.num_nodes).collect() }
 }
 
-/// A subgraph padded to fixed sizes; `sub.num_nodes == node_mask.len()` is the fixed node
+/// A subgraph padded to fixed sizes; `sub.data.num_nodes == node_mask.len()` is the fixed node
 /// count and `sub.num_edges() == edge_mask.len()` the fixed edge count.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FixedSizeBatch {
@@ -214,10 +204,10 @@ pub struct FixedSizeBatch {
 }
 
 /// Pads `sub` to exactly `max_nodes` nodes and `max_edges` edges. At least one padding
-/// node is required (so `sub.num_nodes < max_nodes`); padding edges are self loops on the
+/// node is required (so `sub.data.num_nodes < max_nodes`); padding edges are self loops on the
 /// last padding node. Errors, naming the sizes, when the subgraph does not fit.
 pub fn pad_fixed(sub: Subgraph, max_nodes: usize, max_edges: usize) -> Result<FixedSizeBatch> {
-    let (n, e) = (sub.num_nodes, sub.num_edges());
+    let (n, e) = (sub.data.num_nodes, sub.num_edges());
     if n >= max_nodes {
         return Err(Error::data(format!(
             "pad_fixed: subgraph of {n} nodes does not fit max_nodes = {max_nodes} \
@@ -234,17 +224,17 @@ pub fn pad_fixed(sub: Subgraph, max_nodes: usize, max_edges: usize) -> Result<Fi
     let mut sub = sub;
     let pad_n = max_nodes - n;
     let last = (max_nodes - 1) as u32;
-    let nnz = sub.x.nnz();
-    sub.x.indptr.extend(std::iter::repeat_n(nnz, pad_n));
-    sub.x.nrows = max_nodes;
-    sub.y.resize(max_nodes, 0);
-    sub.train_mask.resize(max_nodes, false);
-    sub.val_mask.resize(max_nodes, false);
-    sub.test_mask.resize(max_nodes, false);
+    let nnz = sub.data.x.nnz();
+    sub.data.x.indptr.extend(std::iter::repeat_n(nnz, pad_n));
+    sub.data.x.nrows = max_nodes;
+    sub.data.y.resize(max_nodes, 0);
+    sub.data.train_mask.resize(max_nodes, false);
+    sub.data.val_mask.resize(max_nodes, false);
+    sub.data.test_mask.resize(max_nodes, false);
     sub.node_ids.resize(max_nodes, PADDING_NODE_ID);
-    sub.edge_src.resize(max_edges, last);
-    sub.edge_dst.resize(max_edges, last);
-    sub.num_nodes = max_nodes;
+    sub.data.edge_src.resize(max_edges, last);
+    sub.data.edge_dst.resize(max_edges, last);
+    sub.data.num_nodes = max_nodes;
     let node_mask = (0..max_nodes).map(|i| i < n).collect();
     let edge_mask = (0..max_edges).map(|i| i < e).collect();
     Ok(FixedSizeBatch { sub, num_real_nodes: n, num_real_edges: e, node_mask, edge_mask })
@@ -291,7 +281,7 @@ pub fn fixed_sizes(data: &GraphData, num_parts: usize) -> Result<FixedSizes> {
 pub fn fixed_sizes_from_parts(data: &GraphData, parts: &[Vec<usize>]) -> FixedSizes {
     let subs = induced_subgraphs(data, parts);
     FixedSizes {
-        max_nodes: subs.iter().map(|s| s.num_nodes).max().unwrap_or(0) + 1,
+        max_nodes: subs.iter().map(|s| s.data.num_nodes).max().unwrap_or(0) + 1,
         max_edges: subs.iter().map(|s| s.num_edges()).max().unwrap_or(0),
     }
 }
@@ -345,7 +335,7 @@ impl PaddedCsr {
 
     /// indptr (int32, rows + 1), indices (int32, capacity), values (f32, capacity).
     pub fn tensors(&self) -> Result<[Tensor; 3]> {
-        self.matrix.to_tensors(self.capacity).map_err(Error::data)
+        self.matrix.to_tensors(self.capacity)
     }
 }
 
@@ -393,13 +383,13 @@ pub struct Part {
 impl Part {
     /// An unpadded part: its tensors hold exactly its entries.
     pub fn exact(sub: Subgraph) -> Part {
-        let (n, e, x) = (sub.num_nodes, sub.num_edges(), sub.x.nnz());
+        let (n, e, x) = (sub.data.num_nodes, sub.num_edges(), sub.data.x.nnz());
         Part { sub, num_real_nodes: n, num_real_edges: e, x_capacity: x, edge_capacity: e }
     }
 
     /// The node features.
     pub fn x(&self) -> PaddedCsr {
-        PaddedCsr { matrix: self.sub.x.clone(), capacity: self.x_capacity }
+        PaddedCsr { matrix: self.sub.data.x.clone(), capacity: self.x_capacity }
     }
 
     /// SAGEConv's mean-aggregation adjacency ([`mean_adjacency`]).
@@ -409,13 +399,13 @@ impl Part {
 
     /// GCNConv's normalised adjacency ([`gcn_adjacency`]): room for a self loop on every node.
     pub fn gcn_adjacency(&self) -> PaddedCsr {
-        let m = gcn_adjacency(self.sub.num_nodes, &self.sub.edge_src, &self.sub.edge_dst);
-        PaddedCsr { matrix: m, capacity: self.edge_capacity + self.sub.num_nodes }
+        let m = gcn_adjacency(self.sub.data.num_nodes, &self.sub.data.edge_src, &self.sub.data.edge_dst);
+        PaddedCsr { matrix: m, capacity: self.edge_capacity + self.sub.data.num_nodes }
     }
 
     /// Training nodes in the part.
     pub fn num_train(&self) -> usize {
-        self.sub.train_mask.iter().filter(|&&m| m).count()
+        self.sub.data.train_mask.iter().filter(|&&m| m).count()
     }
 }
 
@@ -547,16 +537,16 @@ mod tests {
     fn induced_subgraph_relabels_in_given_order() {
         let g = toy();
         let sub = induced_subgraph(&g, &[3, 2, 1]);
-        assert_eq!(sub.num_nodes, 3);
+        assert_eq!(sub.data.num_nodes, 3);
         assert_eq!(sub.node_ids, vec![3, 2, 1]);
-        assert_eq!(sub.y, vec![0, 2, 1]);
-        assert_eq!(sub.train_mask, vec![false, false, true]);
-        assert_eq!(sub.val_mask, vec![false, true, false]);
-        assert_eq!(sub.test_mask, vec![true, false, false]);
-        assert_eq!(sub.x.to_dense(), vec![0.0, 4.0, 3.0, 0.0, 0.0, 2.0]);
+        assert_eq!(sub.data.y, vec![0, 2, 1]);
+        assert_eq!(sub.data.train_mask, vec![false, false, true]);
+        assert_eq!(sub.data.val_mask, vec![false, true, false]);
+        assert_eq!(sub.data.test_mask, vec![true, false, false]);
+        assert_eq!(sub.data.x.to_dense(), vec![0.0, 4.0, 3.0, 0.0, 0.0, 2.0]);
         // Original edge order: 1->2, 2->1, 2->3, 3->2, then the self loop 2->2.
-        assert_eq!(sub.edge_src, vec![2, 1, 1, 0, 1]);
-        assert_eq!(sub.edge_dst, vec![1, 2, 0, 1, 1]);
+        assert_eq!(sub.data.edge_src, vec![2, 1, 1, 0, 1]);
+        assert_eq!(sub.data.edge_dst, vec![1, 2, 0, 1, 1]);
         let parts = vec![vec![3, 2, 1], vec![0, 5, 4]];
         let many = induced_subgraphs(&g, &parts);
         assert_eq!(many[0], sub);
@@ -620,16 +610,16 @@ mod tests {
         let sub = induced_subgraph(&g, &[3, 2, 1]);
         let b = pad_fixed(sub.clone(), 5, 8).unwrap();
         assert_eq!((b.num_real_nodes, b.num_real_edges), (3, 5));
-        assert_eq!(b.sub.num_nodes, 5);
-        assert_eq!(b.sub.x.nrows, 5);
-        assert_eq!(b.sub.x.to_dense()[6..], [0.0; 4]);
-        assert_eq!(b.sub.y, vec![0, 2, 1, 0, 0]);
-        assert_eq!(b.sub.train_mask, vec![false, false, true, false, false]);
-        assert_eq!(b.sub.val_mask[3..], [false, false]);
-        assert_eq!(b.sub.test_mask[3..], [false, false]);
+        assert_eq!(b.sub.data.num_nodes, 5);
+        assert_eq!(b.sub.data.x.nrows, 5);
+        assert_eq!(b.sub.data.x.to_dense()[6..], [0.0; 4]);
+        assert_eq!(b.sub.data.y, vec![0, 2, 1, 0, 0]);
+        assert_eq!(b.sub.data.train_mask, vec![false, false, true, false, false]);
+        assert_eq!(b.sub.data.val_mask[3..], [false, false]);
+        assert_eq!(b.sub.data.test_mask[3..], [false, false]);
         assert_eq!(b.sub.node_ids, vec![3, 2, 1, PADDING_NODE_ID, PADDING_NODE_ID]);
-        assert_eq!(b.sub.edge_src, vec![2, 1, 1, 0, 1, 4, 4, 4]);
-        assert_eq!(b.sub.edge_dst, vec![1, 2, 0, 1, 1, 4, 4, 4]);
+        assert_eq!(b.sub.data.edge_src, vec![2, 1, 1, 0, 1, 4, 4, 4]);
+        assert_eq!(b.sub.data.edge_dst, vec![1, 2, 0, 1, 1, 4, 4, 4]);
         assert_eq!(b.node_mask, vec![true, true, true, false, false]);
         assert_eq!(b.edge_mask, vec![true, true, true, true, true, false, false, false]);
         // Padding does not change what real rows aggregate.
@@ -719,7 +709,7 @@ mod tests {
             let parts = l.next_epoch(&g).unwrap();
             assert_eq!(parts.len(), 2);
             for p in &parts {
-                assert_eq!((p.sub.num_nodes, p.sub.num_edges()), (s.max_nodes, s.max_edges));
+                assert_eq!((p.sub.data.num_nodes, p.sub.num_edges()), (s.max_nodes, s.max_edges));
                 let [ip, ix, v] = p.x().tensors().unwrap();
                 assert_eq!(
                     (ip.shape(), ix.shape(), v.shape()),
@@ -729,7 +719,7 @@ mod tests {
                 assert_eq!((ip.shape(), ix.shape()), (&[s.max_nodes + 1][..], &[s.max_edges][..]));
                 assert_eq!(p.gcn_adjacency().capacity, s.max_edges + s.max_nodes);
                 p.gcn_adjacency().tensors().unwrap();
-                assert_eq!(p.num_train(), p.sub.train_mask.iter().filter(|&&m| m).count());
+                assert_eq!(p.num_train(), p.sub.data.train_mask.iter().filter(|&&m| m).count());
             }
         }
         // Three features at most per part of three nodes (one per node in the toy graph).

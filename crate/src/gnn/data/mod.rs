@@ -7,6 +7,10 @@
 //!   are stored in (numpy arrays, scipy CSR matrices, a `defaultdict` adjacency list). No
 //!   Python code is ever run: only a fixed set of opcodes and globals is understood, and
 //!   anything else is an error naming the file, byte offset and opcode.
+//! * [`graph`]: [`GraphData`], the graph (PyG `Data`) that datasets, transforms and
+//!   loaders share; a loader's [`Subgraph`] is one plus the original node ids.
+//! * [`numpy`]: the numpy arrays, scipy CSR matrices and adjacency dicts of those pickles,
+//!   read from the pickle machine's generic tree.
 //! * [`planetoid`]: Cora, CiteSeer and PubMed assembled exactly as PyG's
 //!   `read_planetoid_data` + `Planetoid(split=…)` do, from a directory (native) or from
 //!   fetched bytes (wasm), through the same code.
@@ -20,19 +24,21 @@
 //!   uses.
 
 pub mod dataset;
+pub mod graph;
 pub mod loader;
+pub mod numpy;
 pub mod pickle;
 pub mod planetoid;
 pub mod transforms;
 
 pub use dataset::{planetoid, PlanetoidOptions, Source, SplitName, Transform};
+pub use graph::GraphData;
 pub use loader::{
     check_csr, fixed_sizes, fixed_sizes_for_epochs, fixed_sizes_from_parts, gcn_adjacency, induced_subgraph,
     induced_subgraphs, max_row_nnz_sum, mean_adjacency, pad_fixed, whole_graph, FixedSizeBatch, FixedSizes, PaddedCsr,
     PaddedLoader, Part, RandomNodeLoader, Subgraph, PADDING_NODE_ID,
 };
 pub use planetoid::{
-    load_planetoid_bytes, load_planetoid_dir, load_planetoid_raw, GraphData, PlanetoidRaw, Split, PLANETOID_FILES,
-    PLANETOID_NAMES,
+    load_planetoid_bytes, load_planetoid_dir, load_planetoid_raw, PlanetoidRaw, Split, PLANETOID_FILES, PLANETOID_NAMES,
 };
 pub use transforms::{add_self_loops, normalize_features, to_undirected};

@@ -14,7 +14,7 @@
 //!   **sorted by source** (`coalesce`'s default `sort_by_row=True`), dropping duplicates.
 //! * [`coalesce`] and [`remove_self_loops`] = the `torch_geometric.utils` functions.
 
-use super::planetoid::GraphData;
+use super::graph::GraphData;
 use crate::tensor::CsrMatrix;
 
 /// Removes edges `i -> i`, keeping the order of the others (`utils.remove_self_loops`).

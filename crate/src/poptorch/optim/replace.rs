@@ -159,7 +159,7 @@ impl Optimizer {
         }
         let combined = self.use_combined_accum();
         for fam in families(self.ty, combined) {
-            self.check_family(new, &fam).map_err(|e| replacement_error(format!("Problem with {}. {e}", fam.label)))?;
+            self.check_family(new, &fam)?;
         }
         if self.ty == OptimizerType::Sgd {
             let has_velocity =
@@ -223,26 +223,30 @@ impl Optimizer {
 
     /// `OptimizerValueMap::validReplacement` for one family (or `OptimizerValue` for the
     /// global loss scaling).
-    fn check_family(&self, new: &Optimizer, fam: &Family) -> std::result::Result<(), String> {
+    /// The error names the family: `Problem with <family>. <detail>`.
+    fn check_family(&self, new: &Optimizer, fam: &Family) -> Result<()> {
+        let fail = |detail: &dyn std::fmt::Display| replacement_error(format!("Problem with {}. {detail}", fam.label));
         let get = |o: &Optimizer, args: &OptimizerArgs| {
             (o.is_constant(fam.attr), (fam.value)(&Optimizer::values(args), &o.defaults))
         };
         let old_default = get(self, &self.defaults);
         let new_default = get(new, &new.defaults);
         if fam.attr == "loss_scaling" {
-            return value_ok(old_default, new_default).map_err(str::to_string);
+            return value_ok(old_default, new_default).map_err(|e| fail(&e));
         }
-        value_ok(old_default, new_default).map_err(|e| format!("Default value is not a valid replacement. {e}"))?;
+        value_ok(old_default, new_default)
+            .map_err(|e| fail(&format!("Default value is not a valid replacement. {e}")))?;
         let (olds, news) = (self.specific_params(), new.specific_params());
         if olds.len() != news.len() {
-            return Err("Replacement OptimizerValueMap has a different number of specific tensors.".into());
+            return Err(fail(&"Replacement OptimizerValueMap has a different number of specific tensors."));
         }
         for p in olds {
             if !news.contains(&p) {
-                return Err(format!("Could not find tensor {p} in replacement OptimizerValueMap."));
+                return Err(fail(&format!("Could not find tensor {p} in replacement OptimizerValueMap.")));
             }
             let (o, n) = (get(self, &self.args_for(p)), get(new, &new.args_for(p)));
-            value_ok(o, n).map_err(|e| format!("OptimizerValue for tensor {p} is not a valid replacement.{e}"))?;
+            value_ok(o, n)
+                .map_err(|e| fail(&format!("OptimizerValue for tensor {p} is not a valid replacement.{e}")))?;
         }
         Ok(())
     }
