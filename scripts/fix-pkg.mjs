@@ -171,7 +171,7 @@ function __ipuModuleHandler(trace, index) {
 }`;
 let patched = glue;
 const STACK_PROBE_LEVELS = 400; // 100 were enough for 27,000 calls at every depth near the end
-const STACK_PROBE_SMALL = 100;
+const STACK_PROBE_SMALL = 50;
 const STACK_PROBE_TINY = 16;
 const fail = (msg) => {
   console.error(`fix-pkg: ${entry}: ${msg}: has wasm-bindgen's glue changed?`);

@@ -379,18 +379,30 @@ test(`fuzz: ${CALLS} random calls never trap, bad ones throw Errors, the engine 
 });
 
 test("a handle from an ended trace, or a look-alike, is an Error; a forward kept from a trace still works", () => {
-  let kept, keptForward;
+  let kept, keptForward, keptLeaf;
   const sub = new api.Linear(4, 2);
-  api.trace({ sub, forward(x) { kept = x; keptForward = this.sub.forward; return this.sub.forward(x); } }, [{ shape: [3, 4] }]);
+  const relu = (x) => x.relu();
+  const js = { forward: relu };
+  api.trace({ sub, js, forward(x) {
+    kept = x;
+    keptForward = this.js.forward;
+    keptLeaf = this.sub.forward;
+    return this.sub.forward(this.js.forward(x));
+  } }, [{ shape: [3, 4] }]);
   const e = bad("a stale handle", () => api.trace({ forward: (x) => kept.add(x) }, [{ shape: [3, 4] }]), "Error");
   assert.match(e.message, /belongs to trace #\d+, which has ended/);
   assert.match(bad("a look-alike", () => api.trace({ forward: () => ({ _id: 0 }) }, [{ shape: [1] }]), "TypeError").message,
     /forward's result must be a Tensor, got an object/);
-  assert.equal(Object.hasOwn(sub, "forward"), false, "the wrapper was removed");
-  // The kept wrapper calls the original forward (not the trace's dropped trap), which
-  // finds the kept tensor stale.
-  assert.notEqual(keptForward, api.Linear.prototype.forward);
-  assert.match(bad("a kept wrapper", () => keptForward.call(sub, kept), "Error").message, /which has ended/);
+  // A JS submodule's forward was wrapped for the trace (a Proxy entering its scope), then put
+  // back; a kept wrapper calls the original forward (not the trace's dropped trap), which finds
+  // the kept tensor stale. A leaf Rust module (nn.Linear) enters its scope itself: its forward
+  // is never replaced.
+  assert.equal(js.forward, relu, "the wrapper was removed");
+  assert.notEqual(keptForward, relu);
+  assert.match(bad("a kept wrapper", () => keptForward.call(js, kept), "Error").message, /which has ended/);
+  assert.equal(Object.hasOwn(sub, "forward"), false);
+  assert.equal(keptLeaf, api.Linear.prototype.forward);
+  assert.match(bad("a kept leaf forward", () => keptLeaf.call(sub, kept), "Error").message, /which has ended/);
 });
 
 test("the trace ends whatever throws: discovery getters, forward, a nested trace", () => {

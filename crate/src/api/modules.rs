@@ -421,8 +421,17 @@ macro_rules! rust_module {
                 #[wasm_bindgen(unchecked_param_type = "Tensor | SparseTensor")] $x: JsValue,
                 $(#[wasm_bindgen(unchecked_optional_param_type = "Tensor | SparseTensor")] $rest: JsValue,)*
             ) -> JsResult<JsValue> {
+                // Its ops are recorded under its path in the running trace (the trace knows
+                // it by `_moduleKey`, and wraps no Proxy around this forward).
+                let _scope = $crate::api::nn::enter_rust_module(self.module_key());
                 let inner = self.inner.borrow();
                 $crate::api::modules::rust_forward(&*inner, stringify!($name), &[$x $(, $rest)*])
+            }
+            /// The key a trace knows this module by: the address of its state, fixed for its
+            /// life (a leaf module's ops are recorded under its path without a Proxy).
+            #[wasm_bindgen(js_name = _moduleKey)]
+            pub fn module_key(&self) -> u32 {
+                &self.inner as *const _ as usize as u32
             }
             /// The names of its own parameters or buffers.
             #[wasm_bindgen(js_name = _stateNames)]

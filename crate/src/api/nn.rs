@@ -16,7 +16,8 @@
 //! and `ModuleList`. During the trace each submodule's `forward` is wrapped (a `Proxy`
 //! whose `apply` trap sets the module path: no code is generated from strings, so the
 //! engine runs under a Content-Security-Policy without `unsafe-eval`) so its ops are
-//! recorded under its path (`fc1`, `blocks.0.conv`). Each op records the `file:line` of the
+//! recorded under its path (`fc1`, `blocks.0.conv`); a leaf Rust module's `forward` enters
+//! its path itself ([`enter_rust_module`]), unwrapped. Each op records the `file:line` of the
 //! JavaScript call that made it.
 //!
 //! One trace runs at a time (a `Session`: the tracer, its number, its tensor handles). A
@@ -35,6 +36,7 @@ use crate::trace::{Tracer, Var};
 use js_sys::{Array, Function, Object, Proxy, Reflect};
 use serde::Serialize;
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
 
 /// The most tensor handles one trace may hand out (below 2^21: see `tensor.rs`).
@@ -51,6 +53,41 @@ struct Session {
     paths: Vec<String>,
     /// The scopes that module calls entered through the glue's handler replaced, innermost last.
     scopes: Vec<String>,
+    /// The leaf Rust modules of the model (`_moduleKey`) to their index in `paths`: their
+    /// `forward` enters their scope itself ([`enter_rust_module`]), with no Proxy around it.
+    rust_modules: HashMap<u32, usize>,
+}
+
+/// A module scope entered by a leaf Rust module's `forward`, left when dropped.
+pub(crate) struct RustModuleScope(Option<(Tracer, String)>);
+
+impl Drop for RustModuleScope {
+    fn drop(&mut self) {
+        if let Some((tr, saved)) = self.0.take() {
+            tr.restore_scope(saved);
+        }
+    }
+}
+
+/// Enters the scope of the leaf Rust module `key` of the running trace, if it is one of the
+/// traced model's submodules (else nothing: a module called outside a trace or not found
+/// by the walk records no scope of its own, as a JS object's forward is not wrapped).
+pub(crate) fn enter_rust_module(key: u32) -> RustModuleScope {
+    SESSION.with(|s| {
+        let s = s.borrow();
+        let Some(s) = s.as_ref() else { return RustModuleScope(None) };
+        match s.rust_modules.get(&key).and_then(|&i| s.paths.get(i)) {
+            Some(path) => RustModuleScope(Some((s.tracer.clone(), s.tracer.set_scope(path)))),
+            None => RustModuleScope(None),
+        }
+    })
+}
+
+/// The `_moduleKey()` of a leaf Rust module (read through `Reflect`; anything else: `None`).
+fn rust_module_key(obj: &JsValue) -> Option<u32> {
+    let f = Reflect::get(obj, &JsValue::from_str("_moduleKey")).ok()?;
+    let key = f.dyn_ref::<Function>()?.call0(obj).ok()?.as_f64()?;
+    (key.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&key)).then_some(key as u32)
 }
 
 thread_local! {
@@ -619,8 +656,14 @@ pub(crate) fn trace_module(
         id
     });
     SESSION.with(|s| {
-        *s.borrow_mut() =
-            Some(Session { id, tracer: tr.clone(), vars: Vec::new(), paths: Vec::new(), scopes: Vec::new() })
+        *s.borrow_mut() = Some(Session {
+            id,
+            tracer: tr.clone(),
+            vars: Vec::new(),
+            paths: Vec::new(),
+            scopes: Vec::new(),
+            rust_modules: HashMap::new(),
+        })
     });
     // From here on the guard ends the trace on every path out of this function.
     let mut guard = TraceGuard { wrapped: Vec::new() };
@@ -633,8 +676,22 @@ pub(crate) fn trace_module(
     let mut mods = Vec::new();
     walk(model, "", 0, &js_sys::Set::new(&JsValue::UNDEFINED), &mut mods)?;
     for (index, (path, obj)) in mods.iter().enumerate() {
-        SESSION.with(|s| s.borrow_mut().as_mut().map(|s| s.paths.push(path.clone())));
-        guard.wrapped.push(wrap_forward(&tr, id, index as u32, path, obj)?);
+        let key = rust_module_key(obj);
+        SESSION.with(|s| {
+            if let Some(s) = s.borrow_mut().as_mut() {
+                s.paths.push(path.clone());
+                if let Some(k) = key {
+                    s.rust_modules.insert(k, index);
+                }
+            }
+        });
+        // A forward of the object's own (a JS module, or a Rust module whose forward was
+        // replaced) is wrapped in a Proxy that enters its scope.
+        let own_forward =
+            !Reflect::get_own_property_descriptor(obj.unchecked_ref::<Object>(), &"forward".into())?.is_undefined();
+        if key.is_none() || own_forward {
+            guard.wrapped.push(wrap_forward(&tr, id, index as u32, path, obj)?);
+        }
     }
     let forward = args::function(&args::get(model, "forward")?, "trace: model.forward")?;
     let result = Reflect::apply(&forward, model, &call_args)?;
