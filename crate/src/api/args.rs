@@ -338,3 +338,22 @@ pub(crate) fn entries(obj: &JsValue, what: &str, max: usize) -> JsResult<Vec<(Js
     }
     Ok(out)
 }
+
+/// An options bag (`what`, e.g. "trace: options") holding at most one boolean, `key`
+/// (`default` when absent); any other key is an Error naming it: "{what} has no {noun} …:
+/// the {nouns} are {key}".
+pub(crate) fn one_flag(v: &JsValue, what: &str, key: &str, default: bool, noun: &str, nouns: &str) -> JsResult<bool> {
+    if is_absent(v) {
+        return Ok(default);
+    }
+    object(v, what)?;
+    let mut flag = default;
+    for (k, x) in entries(v, what, 16)? {
+        if k.as_string().as_deref() == Some(key) {
+            flag = opt_bool(&x, &format!("{what}.{key}"), default)?;
+        } else {
+            return Err(error(&format!("{what} has no {noun} {}: the {nouns} are {key}", describe(&k))));
+        }
+    }
+    Ok(flag)
+}

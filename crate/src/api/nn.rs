@@ -603,23 +603,7 @@ fn sparse_input(tr: &Tracer, spec: &JsValue, name: &str, shape: &[u64]) -> JsRes
 
 /// `options`: `{ training = false }`, a boolean; unknown options are errors.
 fn training_option(options: &JsValue) -> JsResult<bool> {
-    if args::is_absent(options) {
-        return Ok(false);
-    }
-    args::object(options, "trace: options")?;
-    let mut training = false;
-    for (key, v) in args::entries(options, "trace: options", 16)? {
-        match key.as_string().as_deref() {
-            Some("training") => training = args::opt_bool(&v, "trace: options.training", false)?,
-            _ => {
-                return Err(args::error(&format!(
-                    "trace: options has no option {}: the options are training",
-                    args::describe(&key)
-                )))
-            }
-        }
-    }
-    Ok(training)
+    args::one_flag(options, "trace: options", "training", false, "option", "options")
 }
 
 /// What one trace of a JS model gives: the core trace, the module paths, and whether

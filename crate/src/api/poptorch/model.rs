@@ -207,23 +207,7 @@ fn inputs_arg(v: &JsValue, what: &str, type_only: bool) -> JsResult<CallInputs> 
 
 /// `plan`'s settings: `{ throwOnInvalid = true }`; another key is an error naming it.
 fn plan_settings(v: &JsValue) -> JsResult<bool> {
-    if args::is_absent(v) {
-        return Ok(true);
-    }
-    args::object(v, "plan: settings")?;
-    let mut throw_on_invalid = true;
-    for (key, x) in args::entries(v, "plan: settings", 16)? {
-        match key.as_string().as_deref() {
-            Some("throwOnInvalid") => throw_on_invalid = args::opt_bool(&x, "plan: settings.throwOnInvalid", true)?,
-            _ => {
-                return Err(args::error(&format!(
-                    "plan: settings has no key {}: the settings are throwOnInvalid",
-                    args::describe(&key)
-                )))
-            }
-        }
-    }
-    Ok(throw_on_invalid)
+    args::one_flag(v, "plan: settings", "throwOnInvalid", true, "key", "settings")
 }
 
 /// The wrapper's trace as `trace()` gives one (without `modules` and `constants`).
