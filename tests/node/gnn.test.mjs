@@ -371,6 +371,19 @@ describe("GNN layers from JavaScript", () => {
 });
 
 describe("RevGNN through poptorch.trainingModel", () => {
+  test("a sparse first input: the plan's micro-batch is its rows, not the length of its indptr", () => {
+    class Net extends nn.Module {
+      constructor() { super(); this.lin = new nn.Linear(4, 3); }
+      forward(x, y) { const out = this.lin.forward(x); return [out, out.crossEntropy(y)]; }
+    }
+    const net = new Net();
+    const model = poptorch.trainingModel(net, new poptorch.Options(), new poptorch.optim.SGD(net.parameters(), { lr: 0.1 }));
+    const x = { layout: "csr", shape: [3, 4], indptr: Int32Array.from([0, 2, 2, 3]), indices: Int32Array.from([0, 3, 1]), values: Float32Array.from([1, 2, 3]) };
+    const p = model.plan(x, { shape: [3], dtype: "int32", data: Int32Array.from([0, 1, 2]) }, { throwOnInvalid: false });
+    assert.equal(p.time.microBatchSize, 3);
+    assert.equal(p.time.samplesPerStep, 3);
+  });
+
   test("rev and disable give the same loss and the same trained weights (the inverse is exact)", async () => {
     const data = (await datasets.Planetoid("Cora", rawFiles("cora"), { split: "full", transform: ["AddSelfLoops"] })).data;
     const run = (disable) => {

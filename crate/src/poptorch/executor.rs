@@ -376,7 +376,15 @@ impl PoplarExecutor {
         } else {
             (fwd.clone(), Vec::new(), Vec::new(), None, 1.0)
         };
-        let micro = traced.first().and_then(|(_, t)| t.shape.first().copied()).unwrap_or(1);
+        // The micro-batch size is the first input's batch dimension; a sparse (CSR) input is
+        // traced as `<name>.indptr` first, whose length is its rows + 1.
+        let micro = traced
+            .first()
+            .and_then(|(name, t)| {
+                let n = t.shape.first().copied()?;
+                Some(if name.ends_with(".indptr") { n.saturating_sub(1).max(1) } else { n })
+            })
+            .unwrap_or(1);
         let plan = plan_with(&self.plan_graph(&graph)?, o, &PlanSettings { micro_batch_size: Some(micro) });
         if let Some(e) = plan.errors.iter().find(|e| judge && e.code != "out_of_memory") {
             // PopTorch's message followed by the fix, with the diagnostic's code and option.
