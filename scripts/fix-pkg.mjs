@@ -264,13 +264,12 @@ if (!patched.includes("/* own-class check */")) {
   let entries = 0;
   patched = patched.replace(/\bwasm\.((?!__wbindgen_|__externref_)[A-Za-z0-9_$]+)\(/g, (_, f) => {
     entries++;
-    // The tracer's own small entries (a Tensor op, a module call's scope) need less stack
-    // than the engine's deepest call: a smaller probe (the recursion test in
-    // tests/node/fuzz.test.mjs calls them at every depth near the end).
-    // Leaf modules' forward (no call back into the user's code) are such too. A module
-    // call's scope change records no op: no call site to capture.
-    // It calls no JS and runs a few frames: the smallest probe.
+    // A module call's scope entry and exit call no JS and run a few frames: the smallest
+    // probe, and no call site to capture (they record no op).
     if (/^(_enterModule|_exitModule)$/.test(f)) return `(__ipuStack(${STACK_PROBE_TINY}), wasm.${f})(`;
+    // The tracer's other small entries, a Tensor op and a leaf module's forward (no call back
+    // into the user's code), need less stack than the engine's deepest call: a smaller probe
+    // (the recursion test in tests/node/fuzz.test.mjs calls them at every depth near the end).
     const small = /^tensor_/.test(f) || (/_forward$/.test(f) && !/^(groupaddrev|module|modulelist|sequential)_forward$/.test(f));
     return `(__ipuEnter(${small ? STACK_PROBE_SMALL : STACK_PROBE_LEVELS}), wasm.${f})(`;
   });

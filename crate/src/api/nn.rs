@@ -508,7 +508,7 @@ pub fn exit_module(trace: u32) {
 
 /// Wraps `obj.forward` in a Proxy that records its ops under `path` (submodule `index` of
 /// trace `trace`).
-fn wrap_forward(tr: &Tracer, trace: u32, index: u32, path: &str, obj: &JsValue) -> JsResult<Wrapped> {
+fn wrap_forward(trace: u32, index: u32, path: &str, obj: &JsValue) -> JsResult<Wrapped> {
     let key = JsValue::from_str("forward");
     let orig = Reflect::get(obj, &key)?;
     if !orig.is_function() {
@@ -524,11 +524,11 @@ fn wrap_forward(tr: &Tracer, trace: u32, index: u32, path: &str, obj: &JsValue) 
     let (handler, trap) = match glue_module_handler(trace, index) {
         Ok(handler) => (handler, None),
         Err(_) => {
-            let (tr, path) = (tr.clone(), path.to_string());
+            // The glue's trap, in Rust: the same entry and exit of the module's scope.
             let trap = Trap::new(move |target: JsValue, this: JsValue, arguments: JsValue| {
-                let saved = tr.set_scope(&path);
+                enter_module(trace, index);
                 let r = Reflect::apply(target.unchecked_ref::<Function>(), &this, arguments.unchecked_ref::<Array>());
-                tr.restore_scope(saved);
+                exit_module(trace);
                 r
             });
             let handler = Object::new();
@@ -656,7 +656,8 @@ pub(crate) fn trace_module(
     for a in make_inputs(&tr)? {
         call_args.push(&super::sparse::arg_to_js(&a)?);
     }
-    // Wrap every submodule's forward so its ops are recorded under its path.
+    // Record each submodule's ops under its path: a leaf Rust module enters it itself (by its
+    // `_moduleKey`), any other forward is wrapped in a Proxy.
     let mut mods = Vec::new();
     walk(model, "", 0, &js_sys::Set::new(&JsValue::UNDEFINED), &mut mods)?;
     for (index, (path, obj)) in mods.iter().enumerate() {
@@ -674,7 +675,7 @@ pub(crate) fn trace_module(
         let own_forward =
             !Reflect::get_own_property_descriptor(obj.unchecked_ref::<Object>(), &"forward".into())?.is_undefined();
         if key.is_none() || own_forward {
-            guard.wrapped.push(wrap_forward(&tr, id, index as u32, path, obj)?);
+            guard.wrapped.push(wrap_forward(id, index as u32, path, obj)?);
         }
     }
     let forward = args::function(&args::get(model, "forward")?, "trace: model.forward")?;
