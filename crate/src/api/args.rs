@@ -21,13 +21,14 @@ pub(crate) type JsResult<T> = Result<T, JsValue>;
 /// `err` with the structured fields JS callers read instead of the message: `kind` (the
 /// layer that raised it, [`crate::ErrorKind::as_str`]), and where known `code`, `fix` and
 /// `option` (a plan's diagnostic: its stable code, how to fix it, the `poptorch.Options`
-/// key it is about). Setting a property on an error just made cannot throw.
-fn with_fields(err: JsValue, kind: &str, code: Option<&str>, fix: Option<&str>, option: Option<&str>) -> JsValue {
+/// key it is about), and `source`: the `file:line` of the traced op it is about (the call
+/// that recorded it). Setting a property on an error just made cannot throw.
+fn with_fields(err: JsValue, kind: &str, fields: &[(&str, Option<&str>)]) -> JsValue {
     let set = |key: &str, v: &str| {
         let _ = Reflect::set(&err, &JsValue::from_str(key), &JsValue::from_str(v));
     };
     set("kind", kind);
-    for (key, v) in [("code", code), ("fix", fix), ("option", option)] {
+    for &(key, v) in fields {
         if let Some(v) = v {
             set(key, v);
         }
@@ -37,17 +38,17 @@ fn with_fields(err: JsValue, kind: &str, code: Option<&str>, fix: Option<&str>, 
 
 /// A plain `Error` with `message`, about what the caller handed the API (`kind` "arg").
 pub(crate) fn error(message: &str) -> JsValue {
-    with_fields(js_sys::Error::new(message).into(), "arg", None, None, None)
+    with_fields(js_sys::Error::new(message).into(), "arg", &[])
 }
 
 /// A `TypeError` with `message` (`kind` "arg").
 pub(crate) fn type_error(message: &str) -> JsValue {
-    with_fields(js_sys::TypeError::new(message).into(), "arg", None, None, None)
+    with_fields(js_sys::TypeError::new(message).into(), "arg", &[])
 }
 
 /// A `RangeError` with `message` (`kind` "arg").
 pub(crate) fn range_error(message: &str) -> JsValue {
-    with_fields(js_sys::RangeError::new(message).into(), "arg", None, None, None)
+    with_fields(js_sys::RangeError::new(message).into(), "arg", &[])
 }
 
 /// A core error (or anything that converts into one: a plan's `Diagnostic`) as a JS
@@ -55,7 +56,8 @@ pub(crate) fn range_error(message: &str) -> JsValue {
 /// place a core error crosses into JS.
 pub(crate) fn js_err(e: impl Into<crate::Error>) -> JsValue {
     let e: crate::Error = e.into();
-    with_fields(js_sys::Error::new(e.message()).into(), e.kind().as_str(), e.code(), e.fix(), e.option())
+    let fields = [("code", e.code()), ("fix", e.fix()), ("option", e.option()), ("source", e.source())];
+    with_fields(js_sys::Error::new(e.message()).into(), e.kind().as_str(), &fields)
 }
 
 /// A rejected argument as the JS error of its kind (`kind` "arg").
@@ -100,7 +102,7 @@ pub(crate) fn describe(v: &JsValue) -> String {
         "a function".into()
     } else if v.is_instance_of::<Array>() {
         "an array".into()
-    } else if super::tensor::is_handle(v) {
+    } else if super::tensor_handles::is_handle(v) {
         "a Tensor".into()
     } else {
         "an object".into()
@@ -356,4 +358,13 @@ pub(crate) fn one_flag(v: &JsValue, what: &str, key: &str, default: bool, noun: 
         }
     }
     Ok(flag)
+}
+
+/// A size of a built-in module: whole, from 1 (the tensor limits bound the product).
+pub(super) fn positive_size(v: &JsValue, what: &str) -> JsResult<usize> {
+    let n = count(v, what, crate::trace::check::MAX_TENSOR_BYTES)?;
+    if n == 0 {
+        return Err(range_error(&format!("{what} must be at least 1, got 0")));
+    }
+    Ok(n)
 }

@@ -25,7 +25,7 @@
 
 use super::args::{self, js_err, JsResult};
 use super::modules::{self, rust_module};
-use super::nn::{at_js_caller, current};
+use super::session::{at_js_caller, current};
 use super::sparse::{arg_to_js, module_args};
 use super::tensor::{tensor_arg, wrap};
 use crate::gnn::nn as gnn;
@@ -178,7 +178,7 @@ fn group_list(v: &JsValue) -> JsResult<Option<Vec<JsValue>>> {
     };
     let items = args::list(&list, "GroupAddRev: groups", MAX_LIST)?;
     for (i, m) in items.iter().enumerate() {
-        if !modules::is_module(m)? {
+        if !super::tree::is_module(m)? {
             return Err(args::type_error(&format!(
                 "GroupAddRev: groups[{i}] must be a module (an object with a forward method), got {}",
                 args::describe(m)
@@ -211,7 +211,7 @@ impl GroupAddRev {
                 list
             }
             None => {
-                if !modules::is_module(&conv)? {
+                if !super::tree::is_module(&conv)? {
                     return Err(args::type_error(&format!(
                         "GroupAddRev: conv must be a module (an object with a forward method) or a list of them, got {}",
                         args::describe(&conv)
@@ -333,7 +333,7 @@ fn deep_copy(v: &JsValue, seen: &Map, depth: usize) -> JsResult<JsValue> {
         let c = f.call0(v)?;
         seen.set(v, &c);
         return Ok(c);
-    } else if modules::is_module(v)? {
+    } else if super::tree::is_module(v)? {
         let proto = Object::get_prototype_of(v);
         let fresh: JsValue = match method(v, "_copyBase")? {
             Some(f) => {
@@ -351,7 +351,7 @@ fn deep_copy(v: &JsValue, seen: &Map, depth: usize) -> JsResult<JsValue> {
             if key.as_string().as_deref() == Some("__wbg_ptr") {
                 continue; // the new base's own pointer stays
             }
-            let c = if modules::is_module(&val)? || val.is_instance_of::<Array>() {
+            let c = if super::tree::is_module(&val)? || val.is_instance_of::<Array>() {
                 deep_copy(&val, seen, depth + 1)?
             } else {
                 val

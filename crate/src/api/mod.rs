@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod datasets;
+mod geometry;
 pub mod gnn_nn;
 pub mod host_tensor;
 pub mod loaders;
@@ -14,10 +15,13 @@ pub mod modules;
 pub mod nn;
 pub mod plan;
 pub mod poptorch;
+pub mod session;
 pub mod sparse;
 pub mod state;
 pub mod tensor;
+mod tensor_handles;
 pub mod train;
+mod tree;
 pub mod vision;
 mod weights;
 

@@ -8,13 +8,14 @@
 
 use super::args::{self, js_err, JsResult};
 use super::host_tensor;
-use super::nn::{at_js_caller, current, is_tracing};
+use super::session::{at_js_caller, current, is_tracing};
 use super::state::{hand_over, replacement, replacement_param, take_handed, Kind};
 use super::tensor::{tensor_arg, wrap};
+use super::tree::is_module;
 use crate::rng::Rng;
 use crate::tensor::alloc::check_shape;
 use crate::tensor::{DType, Param, Tensor as HostTensor};
-use crate::trace::check::{self, MAX_LIST, MAX_TENSOR_BYTES};
+use crate::trace::check::{self, MAX_LIST};
 use crate::trace::nn as rnn;
 use crate::Result;
 use std::cell::RefCell;
@@ -40,15 +41,6 @@ pub(super) fn with_rng<T>(f: impl FnOnce(&mut Rng) -> Result<T>) -> JsResult<T> 
     let out = f(&mut rng).map_err(js_err)?;
     INIT_RNG.with(|r| *r.borrow_mut() = rng);
     Ok(out)
-}
-
-/// A size of a built-in module: whole, from 1 (the tensor limits bound the product).
-pub(super) fn positive_size(v: &JsValue, what: &str) -> JsResult<usize> {
-    let n = args::count(v, what, MAX_TENSOR_BYTES)?;
-    if n == 0 {
-        return Err(args::range_error(&format!("{what} must be at least 1, got 0")));
-    }
-    Ok(n)
 }
 
 type Registered = RefCell<Vec<(String, Param)>>;
@@ -423,7 +415,7 @@ macro_rules! rust_module {
             ) -> JsResult<JsValue> {
                 // Its ops are recorded under its path in the running trace (the trace knows
                 // it by `_moduleKey`, and wraps no Proxy around this forward).
-                let _scope = $crate::api::nn::enter_rust_module(self.module_key());
+                let _scope = $crate::api::session::enter_rust_module(self.module_key());
                 let inner = self.inner.borrow();
                 $crate::api::modules::rust_forward(&*inner, stringify!($name), &[$x $(, $rest)*])
             }
@@ -487,8 +479,8 @@ impl Linear {
         #[wasm_bindgen(unchecked_param_type = "number")] out_features: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "boolean")] bias: JsValue,
     ) -> JsResult<Linear> {
-        let i = positive_size(&in_features, "Linear: in_features")?;
-        let o = positive_size(&out_features, "Linear: out_features")?;
+        let i = args::positive_size(&in_features, "Linear: in_features")?;
+        let o = args::positive_size(&out_features, "Linear: out_features")?;
         let bias = args::opt_bool(&bias, "Linear: bias", true)?;
         Ok(Linear { inner: RefCell::new(with_rng(|r| rnn::Linear::new(i, o, bias, r))?) })
     }
@@ -499,7 +491,7 @@ impl LayerNorm {
     /// `LayerNorm(size)` over the last dim: a whole size from 1.
     #[wasm_bindgen(constructor)]
     pub fn new(#[wasm_bindgen(unchecked_param_type = "number")] size: JsValue) -> JsResult<LayerNorm> {
-        let n = positive_size(&size, "LayerNorm: size")?;
+        let n = args::positive_size(&size, "LayerNorm: size")?;
         Ok(LayerNorm { inner: RefCell::new(rnn::LayerNorm::try_new(n).map_err(js_err)?) })
     }
 }
@@ -554,19 +546,10 @@ impl Embedding {
         #[wasm_bindgen(unchecked_param_type = "number")] num_embeddings: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] embedding_dim: JsValue,
     ) -> JsResult<Embedding> {
-        let n = positive_size(&num_embeddings, "Embedding: num_embeddings")?;
-        let d = positive_size(&embedding_dim, "Embedding: embedding_dim")?;
+        let n = args::positive_size(&num_embeddings, "Embedding: num_embeddings")?;
+        let d = args::positive_size(&embedding_dim, "Embedding: embedding_dim")?;
         Ok(Embedding { inner: RefCell::new(with_rng(|r| rnn::Embedding::try_new(n, d, r))?) })
     }
-}
-
-/// True for a module: an object with a `forward` method (reading `forward` may run a getter,
-/// whose exception is the error).
-pub(super) fn is_module(v: &JsValue) -> JsResult<bool> {
-    if !v.is_object() || v.is_instance_of::<js_sys::Array>() || super::tensor::is_handle(v) {
-        return Ok(false);
-    }
-    Ok(args::get(v, "forward")?.is_function())
 }
 
 /// The items of a container: at most 65536 modules.

@@ -17,277 +17,27 @@
 //! whose `apply` trap sets the module path: no code is generated from strings, so the
 //! engine runs under a Content-Security-Policy without `unsafe-eval`) so its ops are
 //! recorded under its path (`fc1`, `blocks.0.conv`); a leaf Rust module's `forward` enters
-//! its path itself ([`enter_rust_module`]), unwrapped. Each op records the `file:line` of the
+//! its path itself ([`session::enter_rust_module`]), unwrapped. Each op records the `file:line` of the
 //! JavaScript call that made it.
 //!
-//! One trace runs at a time (a `Session`: the tracer, its number, its tensor handles). A
+//! One trace runs at a time (a session, `session.rs`: the tracer, its number, its handles). A
 //! guard ends it on every exit path, whatever throws (module discovery and the wrappers
 //! included): the wrappers are removed, and the handles die with the session.
 
 use super::args::{self, js_err, JsResult};
-use super::modules::{host_tensor, is_module};
+use super::modules::host_tensor;
+use super::session::{self, at_js_caller, current, enter_module, exit_module, is_tracing};
 use super::tensor::{tensor_arg, wrap};
 use super::to_js;
+use super::tree::{is_module, walk};
 use crate::tensor::alloc::check_shape;
 use crate::tensor::DType;
-use crate::trace::check::{self, MAX_INPUTS, MAX_LIST, MAX_MODULE_DEPTH};
+use crate::trace::check::{self, MAX_INPUTS, MAX_LIST};
 use crate::trace::nn::Arg;
 use crate::trace::{Tracer, Var};
 use js_sys::{Array, Function, Object, Proxy, Reflect};
 use serde::Serialize;
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
-
-/// The most tensor handles one trace may hand out (below 2^21: see `tensor.rs`).
-pub const MAX_HANDLES: usize = 2 * check::MAX_NODES;
-
-/// The running trace.
-struct Session {
-    /// This trace's number (handles carry it).
-    id: u32,
-    tracer: Tracer,
-    /// The traced value of each handle, by handle index.
-    vars: Vec<Var>,
-    /// The path of each wrapped submodule, by the index its Proxy handler passes.
-    paths: Vec<String>,
-    /// The scopes that module calls entered through the glue's handler replaced, innermost last.
-    scopes: Vec<String>,
-    /// The leaf Rust modules of the model (`_moduleKey`) to their index in `paths`: their
-    /// `forward` enters their scope itself ([`enter_rust_module`]), with no Proxy around it.
-    rust_modules: HashMap<u32, usize>,
-}
-
-/// A module scope entered by a leaf Rust module's `forward`, left when dropped.
-pub(crate) struct RustModuleScope(Option<(Tracer, String)>);
-
-impl Drop for RustModuleScope {
-    fn drop(&mut self) {
-        if let Some((tr, saved)) = self.0.take() {
-            tr.restore_scope(saved);
-        }
-    }
-}
-
-/// Enters the scope of the leaf Rust module `key` of the running trace, if it is one of the
-/// traced model's submodules (else nothing: a module called outside a trace or not found
-/// by the walk records no scope of its own, as a JS object's forward is not wrapped).
-pub(crate) fn enter_rust_module(key: u32) -> RustModuleScope {
-    SESSION.with(|s| {
-        let s = s.borrow();
-        let Some(s) = s.as_ref() else { return RustModuleScope(None) };
-        match s.rust_modules.get(&key).and_then(|&i| s.paths.get(i)) {
-            Some(path) => RustModuleScope(Some((s.tracer.clone(), s.tracer.set_scope(path)))),
-            None => RustModuleScope(None),
-        }
-    })
-}
-
-/// The `_moduleKey()` of a leaf Rust module (read through `Reflect`; anything else: `None`).
-fn rust_module_key(obj: &JsValue) -> Option<u32> {
-    let f = Reflect::get(obj, &JsValue::from_str("_moduleKey")).ok()?;
-    let key = f.dyn_ref::<Function>()?.call0(obj).ok()?.as_f64()?;
-    (key.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&key)).then_some(key as u32)
-}
-
-thread_local! {
-    static SESSION: RefCell<Option<Session>> = const { RefCell::new(None) };
-    static TRACES: Cell<u32> = const { Cell::new(0) };
-}
-
-const NO_TRACE: &str = "no trace is running: call modules and tensor ops inside trace(model, inputs)";
-
-/// The running trace's tracer.
-pub(super) fn current() -> JsResult<Tracer> {
-    SESSION.with(|s| s.borrow().as_ref().map(|s| s.tracer.clone())).ok_or_else(|| args::error(NO_TRACE))
-}
-
-/// True while a trace runs.
-pub(super) fn is_tracing() -> bool {
-    SESSION.with(|s| s.borrow().is_some())
-}
-
-/// Files `v` in the running trace: its handle's (trace, index).
-pub(super) fn register_var(v: Var) -> JsResult<(u32, u32)> {
-    SESSION.with(|s| {
-        let mut s = s.borrow_mut();
-        let s = s.as_mut().ok_or_else(|| args::error(NO_TRACE))?;
-        if s.vars.len() >= MAX_HANDLES {
-            return Err(args::error(&format!(
-                "the trace has made {MAX_HANDLES} tensors, the limit: does forward loop without end?"
-            )));
-        }
-        s.vars.try_reserve(1).map_err(|_| args::error("the trace's tensors: out of memory"))?;
-        s.vars.push(v);
-        Ok((s.id, (s.vars.len() - 1) as u32))
-    })
-}
-
-/// The traced value of handle (`trace`, `id`): an error for a handle of a trace that has ended.
-pub(super) fn lookup_var(trace: u32, id: u32) -> JsResult<Var> {
-    SESSION.with(|s| match s.borrow().as_ref() {
-        Some(s) if s.id == trace => {
-            s.vars.get(id as usize).cloned().ok_or_else(|| args::error("this Tensor is not one of this trace's"))
-        }
-        _ => Err(args::error(&format!(
-            "this Tensor belongs to trace #{trace}, which has ended: a Tensor is valid only inside the trace(...) \
-             call that made it"
-        ))),
-    })
-}
-
-/// A caller's file name as recorded: its last path segment, printed on one line of the
-/// graph, so it may not break it.
-fn source_of(file: &str, line_no: &str) -> String {
-    let file = file.rsplit('/').next().unwrap_or(file);
-    let file: String = file
-        .chars()
-        .take(check::MAX_NAME_BYTES)
-        .map(|c| if c.is_control() || c == '\u{2028}' || c == '\u{2029}' { '?' } else { c })
-        .collect();
-    format!("{file}:{line_no}")
-}
-
-/// Whether a frame's file is this package's own (its JS glue, its wasm) rather than the user's.
-fn is_package_file(file: &str) -> bool {
-    file.contains("ipu_playground") || file.starts_with("wasm") || file.contains("wasm-function")
-}
-
-thread_local! {
-    /// `Error.prepareStackTrace` while [`js_caller`] reads a stack, where the engine is V8
-    /// (Node, Chromium): V8 hands it the stack as call-site objects, and only the frames up
-    /// to the first of the user's are asked for their file and line, instead of formatting
-    /// every frame into the `stack` string and parsing it. It leaves its answer in
-    /// `HOOK_FOUND` (`Some(None)`: it ran and found no user frame).
-    static HOOK: Closure<dyn Fn(JsValue, JsValue) -> JsValue> =
-        Closure::new(|_error: JsValue, frames: JsValue| {
-            HOOK_FOUND.with(|f| *f.borrow_mut() = Some(user_frame(&frames)));
-            JsValue::UNDEFINED
-        });
-    static HOOK_FOUND: RefCell<Option<Option<String>>> = const { RefCell::new(None) };
-}
-
-/// Calls the call-site method `name` of `frame`.
-fn call_site(frame: &JsValue, name: &str) -> Option<JsValue> {
-    let f = Reflect::get(frame, &JsValue::from_str(name)).ok()?;
-    f.dyn_ref::<Function>()?.call0(frame).ok()
-}
-
-/// The `file:line` of the first of V8's call sites (`frames`) outside this package: not a
-/// builtin (no file name: `<anonymous>` in a stack string), not this package's glue or wasm,
-/// not code from `eval`.
-fn user_frame(frames: &JsValue) -> Option<String> {
-    let frames = frames.dyn_ref::<Array>()?;
-    for i in 0..frames.length() {
-        let frame = frames.get(i);
-        let Some(file) = call_site(&frame, "getFileName").and_then(|f| f.as_string()) else { continue };
-        if is_package_file(&file) || file.contains("<anonymous>") {
-            continue;
-        }
-        if call_site(&frame, "isEval").is_some_and(|e| e.is_truthy()) {
-            continue;
-        }
-        let line = call_site(&frame, "getLineNumber").and_then(|l| l.as_f64())?;
-        return Some(source_of(&file, &(line as u64).to_string()));
-    }
-    None
-}
-
-#[wasm_bindgen]
-extern "C" {
-    /// The glue's site of the call that entered wasm (`scripts/fix-pkg.mjs` defines it in the
-    /// package's glue, which captures a few frames at every entry, V8 only): the first frame
-    /// outside the package as `"file:line"`, the number 1 for the same text as its previous
-    /// answer, or undefined where it does not know. Without fix-pkg's glue (the wasm tests)
-    /// the name is not defined: an `Err`, and [`js_caller`] reads the stack itself.
-    #[wasm_bindgen(catch, js_name = __ipuCallerSite)]
-    fn glue_caller_site() -> Result<JsValue, JsValue>;
-}
-
-thread_local! {
-    /// The glue's previous answer of [`glue_caller_site`], as recorded.
-    static GLUE_SITE: RefCell<Option<String>> = const { RefCell::new(None) };
-}
-
-/// The caller's `file:line` from the glue's capture, if it has it.
-fn glue_caller() -> Option<String> {
-    let v = glue_caller_site().ok()?;
-    if let Some(text) = v.as_string() {
-        let (file, line) = text.rsplit_once(':')?;
-        let s = source_of(file, line);
-        GLUE_SITE.with(|g| *g.borrow_mut() = Some(s.clone()));
-        return Some(s);
-    }
-    if v.as_f64() == Some(1.0) {
-        return GLUE_SITE.with(|g| g.borrow().clone());
-    }
-    None
-}
-
-/// The `file:line` of the first JavaScript frame outside this package.
-///
-/// This runs for every op the JS API records, so it avoids formatting the whole stack where
-/// it can: first from the few frames the glue captured when the call entered wasm
-/// ([`glue_caller`]); else on V8 through [`HOOK`], elsewhere (or where
-/// `Error.prepareStackTrace` cannot be set) by parsing the `stack` string. The caller's
-/// `Error.stackTraceLimit` and `Error.prepareStackTrace` are put back as they were.
-fn js_caller() -> Option<String> {
-    if let Some(site) = glue_caller() {
-        return Some(site);
-    }
-    // Calls through wasm and the package's glue are deep: look past V8's default 10 frames.
-    let ctor = Reflect::get(&js_sys::global(), &"Error".into()).ok()?;
-    let limit_key = JsValue::from_str("stackTraceLimit");
-    let prepare_key = JsValue::from_str("prepareStackTrace");
-    let limit = Reflect::get(&ctor, &limit_key).unwrap_or(JsValue::UNDEFINED);
-    let _ = Reflect::set(&ctor, &limit_key, &JsValue::from(64));
-    // The caller's own prepareStackTrace (own property or not) is restored afterwards.
-    let ctor_obj = ctor.unchecked_ref::<Object>();
-    let own_prepare = Reflect::get_own_property_descriptor(ctor_obj, &prepare_key)
-        .ok()
-        .filter(|d| !d.is_undefined())
-        .map(|_| Reflect::get(&ctor, &prepare_key).unwrap_or(JsValue::UNDEFINED));
-    HOOK_FOUND.with(|f| *f.borrow_mut() = None);
-    let hooked = HOOK.with(|h| Reflect::set(&ctor, &prepare_key, h.as_ref()).unwrap_or(false));
-    // Reflect.construct: a replaced global Error throws as an Err, not through this frame.
-    let err = Reflect::construct(ctor.unchecked_ref::<Function>(), &Array::new()).ok();
-    let stack = err.and_then(|e| Reflect::get(&e, &"stack".into()).ok());
-    if hooked {
-        let _ = match &own_prepare {
-            Some(p) => Reflect::set(&ctor, &prepare_key, p),
-            None => Reflect::delete_property(ctor_obj, &prepare_key),
-        };
-    }
-    let _ = Reflect::set(&ctor, &limit_key, &limit);
-    if let Some(found) = HOOK_FOUND.with(|f| f.take()) {
-        return found;
-    }
-    // Not V8: the stack as a string.
-    let stack = stack?.as_string()?;
-    for line in stack.lines().skip(1) {
-        let l = line.trim();
-        if l.contains("ipu_playground")
-            || l.contains("wasm-function")
-            || l.contains("<anonymous>")
-            || l.contains("eval at")
-        {
-            continue;
-        }
-        let loc = l.rsplit_once('(').map(|(_, r)| r.trim_end_matches(')')).unwrap_or(l.trim_start_matches("at "));
-        let mut parts = loc.rsplitn(3, ':');
-        let (_col, line_no, file) = (parts.next()?, parts.next()?, parts.next()?);
-        return Some(source_of(file, line_no));
-    }
-    None
-}
-
-/// Runs `f` with the tracer recording the JS caller as the ops' source.
-pub(super) fn at_js_caller<T>(tr: &Tracer, f: impl FnOnce() -> T) -> T {
-    tr.set_source(js_caller());
-    let r = f();
-    tr.set_source(None);
-    r
-}
 
 /// A tensor of `values` (row-major numbers or a Float32Array) and `shape` captured by the
 /// model: frozen into the graph as a constant `_tensor_constant<i>` (listed in the trace's
@@ -355,70 +105,6 @@ pub fn begin_block(
     tr.try_begin_block(&id, ipu).map_err(js_err)
 }
 
-/// The direct children of `obj` that are modules: the items of `_children()` (Sequential,
-/// ModuleList), then its own enumerable properties (not those starting with `__`).
-fn children(obj: &JsValue) -> JsResult<Vec<(String, JsValue)>> {
-    let mut out = Vec::new();
-    let f = args::get(obj, "_children")?;
-    if f.is_function() {
-        let items = f.unchecked_ref::<Function>().call0(obj)?;
-        for (i, v) in args::list(&items, "_children()", MAX_LIST)?.into_iter().enumerate() {
-            // An item is a module (named by its index) or a `[name, module]` pair (the
-            // package's own classes: GroupAddRev's `blocks.0`, …).
-            if v.is_instance_of::<Array>() {
-                let pair = args::list(&v, "_children() item", 2)?;
-                if let [name, m] = pair.as_slice() {
-                    if let Some(name) = name.as_string().filter(|_| is_module(m).unwrap_or(false)) {
-                        out.push((name, m.clone()));
-                    }
-                }
-            } else if is_module(&v)? {
-                out.push((i.to_string(), v));
-            }
-        }
-    }
-    for (key, v) in args::entries(obj, "a module", MAX_LIST)? {
-        if !is_module(&v)? {
-            continue;
-        }
-        let name = args::string(&key, "a submodule's attribute name", check::MAX_NAME_BYTES)?;
-        if name.starts_with("__") {
-            continue;
-        }
-        check::name("a submodule's attribute name", &name).map_err(args::arg_err)?;
-        out.push((name, v));
-    }
-    Ok(out)
-}
-
-/// Every submodule below `obj`, by dotted attribute path (each object once).
-pub(crate) fn walk(
-    obj: &JsValue,
-    prefix: &str,
-    depth: usize,
-    seen: &js_sys::Set,
-    out: &mut Vec<(String, JsValue)>,
-) -> JsResult<()> {
-    for (name, v) in children(obj)? {
-        if seen.has(&v) {
-            continue;
-        }
-        let path = if prefix.is_empty() { name } else { format!("{prefix}.{name}") };
-        if depth >= MAX_MODULE_DEPTH {
-            return Err(args::error(&format!(
-                "module '{path}' is nested more than {MAX_MODULE_DEPTH} levels deep, the limit"
-            )));
-        }
-        if out.len() >= MAX_LIST {
-            return Err(args::error(&format!("the model has more than {MAX_LIST} submodules, the limit")));
-        }
-        seen.add(&v);
-        out.push((path.clone(), v.clone()));
-        walk(&v, &path, depth + 1, seen, out)?;
-    }
-    Ok(())
-}
-
 #[derive(Serialize)]
 struct Traced<'a> {
     text: String,
@@ -464,7 +150,7 @@ impl Drop for TraceGuard {
                 None => Reflect::delete_property(w.obj.unchecked_ref::<Object>(), &key),
             };
         }
-        SESSION.with(|s| *s.borrow_mut() = None);
+        session::end();
     }
 }
 
@@ -477,33 +163,6 @@ extern "C" {
     /// fix-pkg's glue (the wasm tests) an `Err`: the trap is a Rust closure.
     #[wasm_bindgen(catch, js_name = __ipuModuleHandler)]
     fn glue_module_handler(trace: u32, index: u32) -> Result<Object, JsValue>;
-}
-
-/// The glue's module trap, on entry: ops are recorded under submodule `index`'s path until
-/// the matching [`exit_module`]. A call for a trace that has ended does nothing.
-#[wasm_bindgen(js_name = _enterModule)]
-pub fn enter_module(trace: u32, index: u32) {
-    SESSION.with(|s| {
-        if let Some(s) = s.borrow_mut().as_mut().filter(|s| s.id == trace) {
-            if let Some(path) = s.paths.get(index as usize) {
-                let saved = s.tracer.set_scope(path);
-                s.scopes.push(saved);
-            }
-        }
-    });
-}
-
-/// The glue's module trap, on exit (also when `forward` threw): the scope before the
-/// matching [`enter_module`].
-#[wasm_bindgen(js_name = _exitModule)]
-pub fn exit_module(trace: u32) {
-    SESSION.with(|s| {
-        if let Some(s) = s.borrow_mut().as_mut().filter(|s| s.id == trace) {
-            if let Some(saved) = s.scopes.pop() {
-                s.tracer.restore_scope(saved);
-            }
-        }
-    });
 }
 
 /// Wraps `obj.forward` in a Proxy that records its ops under `path` (submodule `index` of
@@ -634,21 +293,7 @@ pub(crate) fn trace_module(
     }
     let tr = Tracer::new();
     tr.set_training(training);
-    let id = TRACES.with(|t| {
-        let id = t.get().wrapping_add(1);
-        t.set(id);
-        id
-    });
-    SESSION.with(|s| {
-        *s.borrow_mut() = Some(Session {
-            id,
-            tracer: tr.clone(),
-            vars: Vec::new(),
-            paths: Vec::new(),
-            scopes: Vec::new(),
-            rust_modules: HashMap::new(),
-        })
-    });
+    let id = session::start(&tr);
     // From here on the guard ends the trace on every path out of this function.
     let mut guard = TraceGuard { wrapped: Vec::new() };
 
@@ -661,20 +306,12 @@ pub(crate) fn trace_module(
     let mut mods = Vec::new();
     walk(model, "", 0, &js_sys::Set::new(&JsValue::UNDEFINED), &mut mods)?;
     for (index, (path, obj)) in mods.iter().enumerate() {
-        let key = rust_module_key(obj);
-        SESSION.with(|s| {
-            if let Some(s) = s.borrow_mut().as_mut() {
-                s.paths.push(path.clone());
-                if let Some(k) = key {
-                    s.rust_modules.insert(k, index);
-                }
-            }
-        });
+        let leaf = session::add_module(path, obj);
         // A forward of the object's own (a JS module, or a Rust module whose forward was
         // replaced) is wrapped in a Proxy that enters its scope.
         let own_forward =
             !Reflect::get_own_property_descriptor(obj.unchecked_ref::<Object>(), &"forward".into())?.is_undefined();
-        if key.is_none() || own_forward {
+        if !leaf || own_forward {
             guard.wrapped.push(wrap_forward(id, index as u32, path, obj)?);
         }
     }

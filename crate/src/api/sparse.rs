@@ -16,7 +16,7 @@
 //!   `nn.SAGEConv`, `nn.GCNConv` and `nn.GroupAddRev` take it as an argument.
 
 use super::args::{self, js_err, JsResult};
-use super::nn::{at_js_caller, lookup_var, register_var};
+use super::session::{at_js_caller, lookup_var, register_var};
 use super::tensor::{tensor_arg, wrap};
 use crate::gnn::data::{check_csr, PaddedCsr};
 use crate::tensor::Tensor;
@@ -81,7 +81,7 @@ fn sparse_of(v: &JsValue) -> Option<JsResult<SparseVar>> {
 pub(super) fn module_arg(v: &JsValue, what: &str) -> JsResult<Arg> {
     match sparse_of(v) {
         Some(s) => Ok(Arg::Sparse(s?)),
-        None if super::tensor::is_handle(v) => Ok(Arg::Dense(tensor_arg(v, what)?)),
+        None if super::tensor_handles::is_handle(v) => Ok(Arg::Dense(tensor_arg(v, what)?)),
         None => Err(args::type_error(&format!("{what} must be a Tensor or a SparseTensor, got {}", args::describe(v)))),
     }
 }

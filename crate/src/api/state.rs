@@ -9,14 +9,14 @@
 //! `host_tensor.rs`) and `_setState(kind, name, value)` (same dtype and shape; not while a
 //! trace runs), with `kind` `"parameter"` or `"buffer"`. A module without them (ReLU,
 //! Sequential, a plain object with a `forward`) has no state of its own. Submodules are
-//! found as the tracer finds them (`nn::walk`), so full names are the traced names
+//! found as the tracer finds them (`tree::walk`), so full names are the traced names
 //! (`encoder.layers.0.weight`), in PyTorch's order: a module's own first, then each
 //! submodule's.
 
 use super::args::{self, JsResult};
 use super::host_tensor;
-use super::modules::is_module;
-use super::nn::{is_tracing, walk};
+use super::session::is_tracing;
+use super::tree::{is_module, walk};
 use crate::poptorch::HostModel;
 use crate::tensor::{DType, Param, Tensor};
 use crate::trace::check::MAX_LIST;

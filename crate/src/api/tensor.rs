@@ -7,11 +7,11 @@
 //! has ended is a clear error instead of naming whatever has its index in the next trace.
 
 use super::args::{self, js_err, JsResult};
-use super::nn::{at_js_caller, lookup_var, register_var};
+use super::session::{at_js_caller, lookup_var, register_var};
+use super::tensor_handles::{self, handle_of};
 use crate::tensor::DType;
 use crate::trace::check::{MAX_LIST, MAX_RANK, MAX_TENSOR_BYTES};
 use crate::trace::{concat as rconcat, Var};
-use js_sys::{Object, WeakMap};
 use wasm_bindgen::prelude::*;
 
 /// A tracing tensor: the result of an op recorded in the running trace. Valid only inside
@@ -22,36 +22,12 @@ pub struct Tensor {
     id: u32,
 }
 
-/// Handle indices stay below 2^21, so (trace, index) packs exactly into one f64.
-const ID_BITS: f64 = (1u64 << 21) as f64;
-
-thread_local! {
-    /// Every handle object this module made, to its packed (trace, index).
-    static HANDLES: WeakMap = WeakMap::new();
-}
-
 /// The JS object for a new handle to `v` in the running trace.
 pub(super) fn wrap(v: Var) -> JsResult<JsValue> {
     let (trace, id) = register_var(v)?;
-    debug_assert!((id as f64) < ID_BITS);
     let obj = JsValue::from(Tensor { trace, id });
-    HANDLES.with(|h| h.set(obj.unchecked_ref(), &JsValue::from(trace as f64 * ID_BITS + id as f64)));
+    tensor_handles::mark(&obj, trace, id);
     Ok(obj)
-}
-
-/// The (trace, index) of a handle this module made, without running any of the caller's code.
-fn handle_of(v: &JsValue) -> Option<(u32, u32)> {
-    if !v.is_object() {
-        return None;
-    }
-    let key = HANDLES.with(|h| h.get(v.unchecked_ref::<Object>()));
-    let k = key.as_f64()?;
-    Some(((k / ID_BITS).floor() as u32, (k % ID_BITS) as u32))
-}
-
-/// True for a Tensor handle (of any trace).
-pub(super) fn is_handle(v: &JsValue) -> bool {
-    handle_of(v).is_some()
 }
 
 /// The traced value of the argument `what`, which must be a Tensor of the running trace.
@@ -330,7 +306,7 @@ impl Tensor {
         let w = tensor_arg(&weight, "Tensor.conv2d: weight")?;
         let b = opt_tensor_arg(&bias, "Tensor.conv2d: bias")?;
         let opts = if args::is_absent(&options) { js_sys::Object::new().into() } else { options };
-        let geom = super::vision::conv_geom(&opts, "Tensor.conv2d")?;
+        let geom = super::geometry::conv_geom(&opts, "Tensor.conv2d")?;
         self.op(|v| v.conv2d(&w, b.as_ref(), geom))
     }
     /// `F.max_pool2d(self, kernelSize, { stride = kernelSize, padding, dilation, ceilMode })`.
@@ -340,7 +316,7 @@ impl Tensor {
         #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel_size: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "object")] options: JsValue,
     ) -> JsResult<JsValue> {
-        let geom = super::vision::pool_geom(&kernel_size, &options, "Tensor.maxPool2d", true)?;
+        let geom = super::geometry::pool_geom(&kernel_size, &options, "Tensor.maxPool2d", true)?;
         self.op(|v| v.max_pool2d(geom))
     }
     /// `F.avg_pool2d(self, kernelSize, { stride = kernelSize, padding, ceilMode,
@@ -351,7 +327,7 @@ impl Tensor {
         #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel_size: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "object")] options: JsValue,
     ) -> JsResult<JsValue> {
-        let geom = super::vision::pool_geom(&kernel_size, &options, "Tensor.avgPool2d", false)?;
+        let geom = super::geometry::pool_geom(&kernel_size, &options, "Tensor.avgPool2d", false)?;
         let cip = if args::is_absent(&options) {
             true
         } else {
@@ -365,7 +341,7 @@ impl Tensor {
         &self,
         #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] output_size: JsValue,
     ) -> JsResult<JsValue> {
-        let out = super::vision::pair(&output_size, "Tensor.adaptiveAvgPool2d: outputSize", 1, None)?;
+        let out = super::geometry::pair(&output_size, "Tensor.adaptiveAvgPool2d: outputSize", 1, None)?;
         self.op(|v| v.adaptive_avg_pool2d(out))
     }
     /// `torch.flatten(self, startDim = 0, endDim = -1)`.

@@ -1,6 +1,6 @@
 //! The convolutional layers as JS classes (`nn.Conv2d`, `nn.BatchNorm2d`, `nn.MaxPool2d`,
 //! `nn.AvgPool2d`, `nn.AdaptiveAvgPool2d`, `nn.Flatten`), each a `rust_module!` over the
-//! core's module, and the parsing of their 2-D arguments.
+//! core's module; their 2-D arguments are read in `geometry.rs`.
 //!
 //! Arguments follow PyTorch's, the optional ones in an options object with camelCase names:
 //! `new nn.Conv2d(3, 64, 7, { stride: 2, padding: 3, bias: false })`,
@@ -8,65 +8,12 @@
 //! A size is a whole number `n` (`[n, n]`) or a pair `[h, w]`.
 
 use super::args::{self, js_err, JsResult};
-use super::modules::{positive_size, rust_module, with_rng, FreshCopy};
-use crate::ir::{Conv2dGeom, Pool2dGeom};
-use crate::trace::check::{MAX_RANK, MAX_TENSOR_BYTES};
+use super::geometry::{self, conv_geom, pair, pool_geom};
+use super::modules::{rust_module, with_rng, FreshCopy};
+use crate::trace::check::MAX_RANK;
 use crate::trace::nn as rnn;
 use std::cell::RefCell;
 use wasm_bindgen::prelude::*;
-
-/// A 2-D size: a whole number `n` (→ `[n, n]`) or a pair `[h, w]`, each at least `min`;
-/// `default` when absent.
-pub(super) fn pair(v: &JsValue, what: &str, min: usize, default: Option<[usize; 2]>) -> JsResult<[usize; 2]> {
-    if args::is_absent(v) {
-        return default.ok_or_else(|| args::type_error(&format!("{what} is required: a whole number or [h, w]")));
-    }
-    let vals = if v.is_instance_of::<js_sys::Array>() {
-        args::integers(v, what, 0, MAX_TENSOR_BYTES as i64)?
-    } else {
-        vec![args::integer(v, what, 0, MAX_TENSOR_BYTES as i64)?; 2]
-    };
-    match *vals.as_slice() {
-        [h, w] if h >= min as i64 && w >= min as i64 => Ok([h as usize, w as usize]),
-        [_, _] => Err(args::range_error(&format!("{what} must be at least {min}, got {vals:?}"))),
-        _ => Err(args::type_error(&format!("{what} must be a whole number or [h, w], got {} sizes", vals.len()))),
-    }
-}
-
-/// The options object of a constructor (`{}` when absent).
-fn options(v: &JsValue, what: &str) -> JsResult<JsValue> {
-    if args::is_absent(v) {
-        return Ok(js_sys::Object::new().into());
-    }
-    if !v.is_object() || v.is_instance_of::<js_sys::Array>() {
-        return Err(args::type_error(&format!("{what} must be an options object, got {}", args::describe(v))));
-    }
-    Ok(v.clone())
-}
-
-/// Pooling options: `stride` (default the kernel), `padding`, `dilation`, `ceilMode`.
-pub(super) fn pool_geom(kernel: &JsValue, opts: &JsValue, what: &str, dilation: bool) -> JsResult<Pool2dGeom> {
-    let kernel = pair(kernel, &format!("{what}: kernelSize"), 1, None)?;
-    let o = options(opts, &format!("{what}: options"))?;
-    let stride = pair(&args::get(&o, "stride")?, &format!("{what}: stride"), 1, Some(kernel))?;
-    let padding = pair(&args::get(&o, "padding")?, &format!("{what}: padding"), 0, Some([0, 0]))?;
-    let dilation = match dilation {
-        true => pair(&args::get(&o, "dilation")?, &format!("{what}: dilation"), 1, Some([1, 1]))?,
-        false => [1, 1],
-    };
-    let ceil_mode = args::opt_bool(&args::get(&o, "ceilMode")?, &format!("{what}: ceilMode"), false)?;
-    Ok(Pool2dGeom { kernel, stride, padding, dilation, ceil_mode })
-}
-
-/// Convolution options: `stride`, `padding`, `dilation` (sizes) and `groups`.
-pub(super) fn conv_geom(opts: &JsValue, what: &str) -> JsResult<Conv2dGeom> {
-    let stride = pair(&args::get(opts, "stride")?, &format!("{what}: stride"), 1, Some([1, 1]))?;
-    let padding = pair(&args::get(opts, "padding")?, &format!("{what}: padding"), 0, Some([0, 0]))?;
-    let dilation = pair(&args::get(opts, "dilation")?, &format!("{what}: dilation"), 1, Some([1, 1]))?;
-    let g = args::get(opts, "groups")?;
-    let groups = if args::is_absent(&g) { 1 } else { positive_size(&g, &format!("{what}: groups"))? };
-    Ok(Conv2dGeom { stride, padding, dilation, groups })
-}
 
 rust_module!(Conv2d, rnn::Conv2d, "x [N, C, H, W]", x);
 rust_module!(BatchNorm2d, rnn::BatchNorm2d, "x [N, C, …]", x);
@@ -89,10 +36,10 @@ impl Conv2d {
         )]
         options: JsValue,
     ) -> JsResult<Conv2d> {
-        let i = positive_size(&in_channels, "Conv2d: inChannels")?;
-        let o = positive_size(&out_channels, "Conv2d: outChannels")?;
+        let i = args::positive_size(&in_channels, "Conv2d: inChannels")?;
+        let o = args::positive_size(&out_channels, "Conv2d: outChannels")?;
         let k = pair(&kernel_size, "Conv2d: kernelSize", 1, None)?;
-        let opts = self::options(&options, "Conv2d: options")?;
+        let opts = geometry::options(&options, "Conv2d: options")?;
         let g = conv_geom(&opts, "Conv2d")?;
         let bias = args::opt_bool(&args::get(&opts, "bias")?, "Conv2d: bias", true)?;
         let m = with_rng(|r| rnn::Conv2d::new(i, o, k, g.stride, g.padding, g.dilation, g.groups, bias, r))?;
@@ -131,8 +78,8 @@ impl BatchNorm2d {
         )]
         options: JsValue,
     ) -> JsResult<BatchNorm2d> {
-        let c = positive_size(&num_features, "BatchNorm2d: numFeatures")?;
-        let o = self::options(&options, "BatchNorm2d: options")?;
+        let c = args::positive_size(&num_features, "BatchNorm2d: numFeatures")?;
+        let o = geometry::options(&options, "BatchNorm2d: options")?;
         let eps = args::get(&o, "eps")?;
         let eps = if eps.is_undefined() { 1e-5 } else { args::number(&eps, "BatchNorm2d: eps")? as f32 };
         let m = args::get(&o, "momentum")?;
@@ -186,7 +133,7 @@ impl AvgPool2d {
         options: JsValue,
     ) -> JsResult<AvgPool2d> {
         let geom = pool_geom(&kernel_size, &options, "AvgPool2d", false)?;
-        let o = self::options(&options, "AvgPool2d: options")?;
+        let o = geometry::options(&options, "AvgPool2d: options")?;
         let cip = args::opt_bool(&args::get(&o, "countIncludePad")?, "AvgPool2d: countIncludePad", true)?;
         Ok(AvgPool2d { inner: RefCell::new(rnn::AvgPool2d { geom, count_include_pad: cip }) })
     }

@@ -23,7 +23,7 @@ pub mod options;
 pub mod strategy;
 
 use super::args::{self, js_err, JsResult};
-use super::nn::at_js_caller;
+use super::session::at_js_caller;
 use super::tensor::{tensor_arg, wrap};
 use crate::ir::Reduction;
 use crate::trace::check::{MAX_RANK, MAX_TENSOR_BYTES};

@@ -220,7 +220,7 @@ struct TracedJs<'a> {
 
 fn wrap(module: JsValue, options: &JsValue, optimizer: &JsValue, training: bool) -> JsResult<PoplarExecutorJs> {
     let what = if training { "trainingModel" } else { "inferenceModel" };
-    if !super::super::modules::is_module(&module)? {
+    if !super::super::tree::is_module(&module)? {
         return Err(args::type_error(&format!(
             "{what}: the model must be a module (an object with a forward method; extend nn.Module), got {}",
             args::describe(&module)
