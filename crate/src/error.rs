@@ -138,7 +138,7 @@ impl ErrorKind {
 }
 
 /// An error of any layer: its kind and its message, and for an error that came from a
-/// plan's diagnostic its code, fix and option. `Display` prints the message alone.
+/// plan's diagnostic its code, fix and option; for one about a traced op, that op's source. `Display` prints the message alone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     kind: ErrorKind,
@@ -153,6 +153,7 @@ struct Detail {
     code: Option<&'static str>,
     fix: Option<String>,
     option: Option<String>,
+    source: Option<String>,
 }
 
 /// The crate's result type.
@@ -236,6 +237,12 @@ impl Error {
         self.detail.as_ref().and_then(|d| d.option.as_deref())
     }
 
+    /// The `file:line` of the traced op it is about (the user's call that recorded the op),
+    /// when it is about one: the innermost op's, as it was first set.
+    pub fn source(&self) -> Option<&str> {
+        self.detail.as_ref().and_then(|d| d.source.as_deref())
+    }
+
     fn detail_mut(&mut self) -> &mut Detail {
         self.detail.get_or_insert_with(Box::default)
     }
@@ -264,6 +271,15 @@ impl Error {
     /// The same error about option `key` (its `poptorch.Options` JSON key).
     pub fn with_option(mut self, key: impl Into<String>) -> Error {
         self.detail_mut().option = Some(key.into());
+        self
+    }
+
+    /// The same error about the op recorded at `source` (`file:line`), unless it already
+    /// names an op's source (an inner op's error keeps its own).
+    pub fn with_source(mut self, source: Option<&str>) -> Error {
+        if let (Some(s), None) = (source, self.source()) {
+            self.detail_mut().source = Some(s.to_string());
+        }
         self
     }
 
@@ -316,6 +332,14 @@ mod tests {
     fn context_prefixes_the_message_and_keeps_the_kind() {
         let e = Error::exec("node 3 (add): shapes differ").context("in block 'b'");
         assert_eq!((e.kind(), e.message()), (ErrorKind::Exec, "in block 'b': node 3 (add): shapes differ"));
+    }
+
+    #[test]
+    fn the_innermost_source_is_kept_through_context() {
+        let e = Error::ir("shapes [2,3] and [4,5] differ").with_source(Some("model.js:12")).context("'linear'");
+        let e = e.with_source(Some("model.js:40")).context("backward");
+        assert_eq!((e.source(), e.kind()), (Some("model.js:12"), ErrorKind::Ir));
+        assert_eq!(Error::ir("x").with_source(None).source(), None);
     }
 
     #[test]

@@ -105,6 +105,9 @@ describe("tracing a JS model with the npm package", () => {
         assert.match(err.message, new RegExp(`model\\.mjs:${lineOf("x has 4 features")}`));
         assert.match(err.message, /f32\[3,4\]/);
         assert.match(err.message, /f32\[2,5\]/);
+        // The same place as a field, for a caller that marks the line.
+        assert.equal(err.source, `model.mjs:${lineOf("x has 4 features")}`);
+        assert.equal(err.kind, "ir");
         return true;
       },
     );

@@ -195,6 +195,14 @@ export function locate(err, url) {
   return {};
 }
 
+/** `err.source` ("<blob id>:12", the package's field) as an editor line, when it is the user's module. */
+function sourceLine(err, url) {
+  const source = err instanceof Error && typeof err.source === "string" ? err.source : "";
+  const cut = source.lastIndexOf(":");
+  const line = Number(source.slice(cut + 1));
+  return cut > 0 && source.slice(0, cut) === blobId(url) && Number.isInteger(line) && line > 0 ? { line } : {};
+}
+
 /** The blob's id as the tracer records it (the last path segment of the URL). */
 export function blobId(url) {
   return url ? url.slice(url.lastIndexOf("/") + 1) : "";
@@ -213,11 +221,9 @@ export function describe(err, url) {
   let message = err instanceof Error ? err.message || name : typeof err === "string" ? err : safeString(err);
   message = userSources(message, url);
   const where = locate(err, url);
-  // The tracer names the op's source as "(model.js:12)"; use it when the stack has no frame.
-  if (where.line === undefined) {
-    const m = new RegExp(`${USER_FILE.replace(".", "\\.")}:(\\d+)`).exec(message);
-    if (m) where.line = Number(m[1]);
-  }
+  // An error about a traced op names the op's call as `err.source` ("<blob id>:12"); use it
+  // when the stack has no frame in the user's module.
+  if (where.line === undefined) Object.assign(where, sourceLine(err, url));
   const prefix = name && name !== "Error" && !message.startsWith(name) ? `${name}: ` : "";
   return makeError(ErrorKind.MODEL, prefix + message, { ...where, ...engineFields(err), fatal: err instanceof WebAssembly.RuntimeError });
 }

@@ -147,12 +147,14 @@ impl Graph {
     ) -> Result<Vec<ValueId>> {
         for &v in &inputs {
             if v.0 as usize >= self.values.len() {
-                return Err(Error::ir(format!("{}: input {v} is not defined", describe_site(&op, &meta))));
+                return Err(Error::ir(format!("{}: input {v} is not defined", describe_site(&op, &meta)))
+                    .with_source(meta.source.as_deref()));
             }
         }
         let in_types: Vec<&TensorType> = inputs.iter().map(|&v| &self.values[v.0 as usize].ty).collect();
-        let out_types = infer(&op, &in_types).map_err(|e| e.context(describe_site(&op, &meta)))?;
-        check(&op, &meta, &out_types)?;
+        let out_types = infer(&op, &in_types)
+            .map_err(|e| e.context(describe_site(&op, &meta)).with_source(meta.source.as_deref()))?;
+        check(&op, &meta, &out_types).map_err(|e| e.with_source(meta.source.as_deref()))?;
         let node = self.nodes.len();
         let outputs: Vec<ValueId> = out_types
             .into_iter()
