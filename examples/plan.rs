@@ -210,7 +210,11 @@ fn main_inner() -> Result<ExitCode, String> {
         };
         times[1].push(ms(t));
         let t = std::time::Instant::now();
-        let plan = plan_with(&graph, &opts, &PlanSettings { micro_batch_size: Some(demo.micro_batch_size) });
+        let plan = plan_with(
+            &graph,
+            &opts,
+            &PlanSettings { micro_batch_size: Some(demo.micro_batch_size), ..PlanSettings::default() },
+        );
         times[2].push(ms(t));
         let t = std::time::Instant::now();
         let json = plan.to_json();

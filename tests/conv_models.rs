@@ -306,7 +306,8 @@ fn a_resnet_block_traces_trains_one_step_and_plans() {
 
     // Planned on one IPU: valid, fits, and the activation peak is ir::liveness's, as the
     // executor measures it.
-    let p = plan_with(&tg.graph, &Options::new(), &PlanSettings { micro_batch_size: Some(n) });
+    let p =
+        plan_with(&tg.graph, &Options::new(), &PlanSettings { micro_batch_size: Some(n), ..PlanSettings::default() });
     assert!(p.valid && p.fits, "{:#?}", p.errors);
     assert_eq!(p.memory.ipus[0].live_peak_bytes, liveness(&p.graph).peak());
     let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();

@@ -18,7 +18,11 @@ fn predicted_and_measured(kind: DemoKind, layers: usize) -> (u64, u64) {
     let adam = OptimizerStep::adam(1e-3, 0.9, 0.999, 1e-8, 0.0, false);
     let tg =
         training_graph(&demo.trace.graph, 0, &TrainOptions { optimizer: Some(adam), ..Default::default() }).unwrap();
-    let p = plan_with(&tg.graph, &Options::new(), &PlanSettings { micro_batch_size: Some(demo.micro_batch_size) });
+    let p = plan_with(
+        &tg.graph,
+        &Options::new(),
+        &PlanSettings { micro_batch_size: Some(demo.micro_batch_size), ..PlanSettings::default() },
+    );
     assert!(p.valid && p.fits, "{:#?}", p.errors);
     assert_eq!(p.ipus_used, 1);
     let mut store = Store::from_params(&demo.trace.params, &demo.trace.buffers, 0).unwrap();

@@ -77,7 +77,7 @@ fn timeline_throughput_is_samples_per_step_over_step_time() {
     // Training with replicas ends with the all-reduce of gradients.
     assert!(t.ipus[0].intervals.iter().any(|x| x.label.contains("all-reduce")));
     // The micro-batch size can be given.
-    let p = plan_with(&g, &Options::new(), &PlanSettings { micro_batch_size: Some(100) });
+    let p = plan_with(&g, &Options::new(), &PlanSettings { micro_batch_size: Some(100), ..PlanSettings::default() });
     assert_eq!(p.time.samples_per_step, 100);
 }
 

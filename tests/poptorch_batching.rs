@@ -7,7 +7,9 @@ use ipu_playground::compile::options::{CommGroupType, OutputMode};
 use ipu_playground::exec::{run, Store};
 use ipu_playground::ir::{OptimizerStep, Reduction};
 use ipu_playground::poptorch::grouping::{ReplicaGrouping, VariableRetrievalMode};
-use ipu_playground::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, Options};
+use ipu_playground::poptorch::{
+    inference_model, input_types, training_model, HostModel, Optimizer, OptimizerArgs, Options,
+};
 use ipu_playground::rng::Rng;
 use ipu_playground::tensor::{DType, Tensor};
 use ipu_playground::trace::nn::{call, Linear};
@@ -438,4 +440,50 @@ fn slicing_a_constant_width_window_wraps_round_on_every_iteration() {
         vec![0.0, 1.0, 2.0, 3.0, 6.0, 7.0, 0.0, 1.0, 7.0, 0.0, 1.0, 2.0],
         "PyTorch would return [6, 7] and [7]"
     );
+}
+
+/// The plan's gradient all-reduce of a weight `w` of 1,024 float32 values, 8 replicas,
+/// `w` grouped by `grouping` (none: shared by all): its seconds on IPU 0, if any.
+fn planned_all_reduce(grouping: Option<(CommGroupType, usize)>) -> Option<f64> {
+    let tr = Tracer::new();
+    let x = tr.input("x", &[1, 1024], DType::Float32).unwrap();
+    let w = tr.param("w", t(&[1024], vec![1.0; 1024])).unwrap();
+    let loss = x.mul(&w).unwrap().identity_loss(Reduction::Sum).unwrap();
+    let model = HostModel::new(&tr.finish(&[&loss]).unwrap());
+    let mut o = Options::new();
+    o.replication_factor(8).unwrap();
+    let mut m = training_model(&model, &mut o, Some(sgd(0.1))).unwrap();
+    if let Some((kind, group_size)) = grouping {
+        let g = ReplicaGrouping { kind, group_size, retrieval: VariableRetrievalMode::OnePerGroup };
+        m.replica_grouping("w", g).unwrap();
+    }
+    let plan = m.plan_report(&input_types(&[t(&[8, 1024], vec![0.0; 8 * 1024])])).unwrap();
+    assert!(plan.valid, "{:?}", plan.errors);
+    let reduce: Vec<f64> = plan.time.ipus[0]
+        .intervals
+        .iter()
+        .filter(|i| i.label == "gradient all-reduce across replicas")
+        .map(|i| i.end - i.start)
+        .collect();
+    assert!(reduce.len() <= 1, "{reduce:?}");
+    reduce.first().copied()
+}
+
+#[test]
+fn replica_grouping_the_plans_all_reduce_spans_each_weights_group_only() {
+    // A ring all-reduce of B bytes over k replicas moves 2(k-1)/k·B through each IPU's links,
+    // then the replicas synchronise: the hardware's link bandwidth and sync (hardware.rs).
+    let gen = Options::new().ipu_generation.spec();
+    let bytes = 4.0 * 1024.0;
+    let ring = |k: f64| 2.0 * (k - 1.0) / k * bytes / gen.ipu_link_bandwidth + gen.ipu_sync_cycles / gen.clock_hz;
+    let close = |got: Option<f64>, want: f64| {
+        let got = got.expect("an all-reduce interval");
+        assert!((got - want).abs() <= 1e-12 * want, "{got} vs {want}");
+    };
+    close(planned_all_reduce(None), ring(8.0));
+    close(planned_all_reduce(Some((CommGroupType::All, 0))), ring(8.0));
+    close(planned_all_reduce(Some((CommGroupType::Consecutive, 2))), ring(2.0));
+    close(planned_all_reduce(Some((CommGroupType::Orthogonal, 4))), ring(4.0));
+    // Every replica its own value: nothing to reduce.
+    assert_eq!(planned_all_reduce(Some((CommGroupType::NoGrouping, 0))), None);
 }

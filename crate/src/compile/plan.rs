@@ -64,13 +64,14 @@ use super::options::{Options, TensorClass};
 use super::placement::{place, BlockInfo, IpuCopy, PhaseInfo, Placement, StageInfo};
 use super::schedule::{updates_early, Pipeline};
 use super::strategy::ExecutionStrategy;
-use super::time::{time, Time};
+use super::time::{time, Shape, Time};
 use crate::autograd::{training_graph, TrainOptions};
 use crate::ir::liveness::liveness;
 use crate::ir::OptimizerStep;
 use crate::ir::{Graph, InputKind, Op};
 use crate::Error;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The placement side table, one array per field, indexed by node.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -179,6 +180,10 @@ pub struct PlanSettings {
     /// Samples in one micro-batch (the traced batch); by default dim 0 of the first model
     /// input (1 for a scalar input or none).
     pub micro_batch_size: Option<usize>,
+    /// The replicas a weight's gradient is reduced across, by parameter name: the size of
+    /// its replica group (PopTorch's `replicaGrouping`: 1 for `NoGrouping`, the group size
+    /// for `Consecutive`/`Orthogonal`). A weight not named is shared by every replica.
+    pub weight_replicas: BTreeMap<String, usize>,
 }
 
 /// The optimizer a training plan assumes (its state is always-live memory).
@@ -243,7 +248,7 @@ impl PlanRequest {
 /// reject is in the plan's `errors`.
 pub fn plan_request(forward: &Graph, options: &Options, req: &PlanRequest) -> crate::Result<Plan> {
     let training = training_graph_for(forward, req)?;
-    let settings = PlanSettings { micro_batch_size: req.micro_batch_size };
+    let settings = PlanSettings { micro_batch_size: req.micro_batch_size, ..PlanSettings::default() };
     Ok(plan_with(training.as_ref().unwrap_or(forward), options, &settings))
 }
 
@@ -294,7 +299,7 @@ pub fn plan_options_timed(
         None => PlanRequest::default(),
     };
     let t0 = clock();
-    let settings = PlanSettings { micro_batch_size: req.micro_batch_size };
+    let settings = PlanSettings { micro_batch_size: req.micro_batch_size, ..PlanSettings::default() };
     let graph = training_graph_for(forward, &req)?;
     let t1 = clock();
     let mut p = plan_with(graph.as_ref().unwrap_or(forward), options, &settings);
@@ -372,7 +377,8 @@ pub fn plan_with(graph: &Graph, options: &Options, settings: &PlanSettings) -> P
             .and_then(|(_, v)| program.ty(*v).shape.first().copied())
             .unwrap_or(1)
     });
-    let time = time(&program, &placement, options, &gen, pipeline.as_ref(), &mem.transfers, micro_batch);
+    let shape = Shape { micro_batch_size: micro_batch, weight_replicas: &settings.weight_replicas };
+    let time = time(&program, &placement, options, &gen, pipeline.as_ref(), &mem.transfers, &shape);
     crate::progress::step();
     assemble(program, options, gen, placement, pipeline, mem, time, errors, warnings)
 }

@@ -50,6 +50,7 @@ use crate::ir::liveness::{sub_graph, value_bytes, value_elements};
 use crate::ir::{Graph, InputKind, Op};
 use crate::tensor::DType;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 
 /// Identical units (micro-batches or pipeline steps) in a row drawn in full at most.
@@ -507,7 +508,8 @@ fn lay_out(
 struct Costs {
     stage_cost: Vec<Cost>,
     update_cost: Vec<Cost>,
-    grad_bytes: Vec<f64>,
+    /// Per IPU, the bytes its gradient all-reduce across replicas moves through its links.
+    reduce_bytes: Vec<f64>,
     input_bytes: Vec<f64>,
     last_ipu: usize,
     copy_out: Vec<f64>,
@@ -561,6 +563,14 @@ impl Ctx<'_> {
     }
 }
 
+/// What the time model reads beside the graph and options: the samples in one micro-batch,
+/// and the replicas each weight's gradient is reduced across (its replica group, by
+/// parameter name; a weight not named: every replica).
+pub struct Shape<'a> {
+    pub micro_batch_size: usize,
+    pub weight_replicas: &'a BTreeMap<String, usize>,
+}
+
 /// Builds the time model of a placed program, in passes: its [`costs`], the program laid
 /// out per IPU for the strategy ([`pipeline_steps`], [`phases`] or [`stages_in_turn`]),
 /// then [`outputs_and_update`].
@@ -571,8 +581,9 @@ pub fn time(
     gen: &Generation,
     pipeline: Option<&Pipeline>,
     transfers: &[Transfer],
-    micro_batch_size: usize,
+    shape: &Shape,
 ) -> Time {
+    let micro_batch_size = shape.micro_batch_size;
     let nipus = place.ipus_per_replica.max(1);
     let c = Ctx {
         place,
@@ -581,7 +592,7 @@ pub fn time(
         nipus,
         training: place.training,
         ns: place.stages.len(),
-        costs: costs(g, place, opts, gen, transfers),
+        costs: costs(g, place, opts, gen, transfers, shape.weight_replicas),
     };
     let mut b = Builder { ipus: (0..nipus).map(|ipu| IpuTime { ipu, ..IpuTime::default() }).collect() };
     let (t, iterations_per_step, mbs) = match (&opts.execution_strategy, pipeline) {
@@ -613,7 +624,14 @@ pub fn time(
 /// (optimizer updates apart, recomputation added), host input bytes, bytes copied out to
 /// other IPUs and Streaming Memory bytes; per IPU the weight update and its Streaming
 /// Memory traffic.
-fn costs(g: &Graph, place: &Placement, opts: &Options, gen: &Generation, transfers: &[Transfer]) -> Costs {
+fn costs(
+    g: &Graph,
+    place: &Placement,
+    opts: &Options,
+    gen: &Generation,
+    transfers: &[Transfer],
+    weight_replicas: &BTreeMap<String, usize>,
+) -> Costs {
     let nipus = place.ipus_per_replica.max(1);
     let training = place.training;
     let mut cm = CostModel::new(gen);
@@ -622,7 +640,8 @@ fn costs(g: &Graph, place: &Placement, opts: &Options, gen: &Generation, transfe
     // bytes copied out to other IPUs, Streaming Memory bytes.
     let mut stage_cost = vec![Cost::default(); ns];
     let mut update_cost = vec![Cost::default(); nipus];
-    let mut grad_bytes = vec![0f64; nipus];
+    let replicas = opts.replication_factor.max(1);
+    let mut reduce_bytes = vec![0f64; nipus];
     let mut input_bytes = vec![0f64; ns];
     let accumulate = training && opts.training.gradient_accumulation > 1;
     let mean = opts.training.accumulation_and_replication_reduction_type == ReductionType::Mean;
@@ -640,10 +659,13 @@ fn costs(g: &Graph, place: &Placement, opts: &Options, gen: &Generation, transfe
             }
         }
         match &node.op {
-            Op::OptimizerUpdate { .. } => {
+            Op::OptimizerUpdate { param, .. } => {
                 update_cost[np.ipu].add(cm.node(g, i));
                 let gb = value_bytes(g.ty(node.inputs[0])) as f64;
-                grad_bytes[np.ipu] += gb;
+                // A ring all-reduce over the k replicas that share the weight moves
+                // 2(k-1)/k of its gradient through each IPU's links.
+                let k = weight_replicas.get(param).copied().unwrap_or(replicas).clamp(1, replicas) as f64;
+                reduce_bytes[np.ipu] += 2.0 * (k - 1.0) / k * gb;
                 if accumulate {
                     // Where the gradient is made, every micro-batch.
                     let made = place.nodes[g.values[node.inputs[0].0 as usize].node].pipeline_stage;
@@ -709,7 +731,7 @@ fn costs(g: &Graph, place: &Placement, opts: &Options, gen: &Generation, transfe
     Costs {
         stage_cost,
         update_cost,
-        grad_bytes,
+        reduce_bytes,
         input_bytes,
         last_ipu,
         copy_out,
@@ -878,7 +900,7 @@ fn stages_in_turn(c: &Ctx, b: &mut Builder) -> (f64, usize, usize) {
 /// and the weight updates; every lane filled to the end. Returns the iteration's end.
 fn outputs_and_update(c: &Ctx, b: &mut Builder, t: f64, mbs: usize) -> f64 {
     let Ctx { opts, nipus, training, .. } = *c;
-    let Costs { ref update_cost, ref grad_bytes, last_ipu, ref update_stream, out_bytes, .. } = c.costs;
+    let Costs { ref update_cost, ref reduce_bytes, last_ipu, ref update_stream, out_bytes, .. } = c.costs;
     let mut t = t;
     // Outputs to the host, then (training) the all-reduce across replicas and the updates.
     // outputMode: All returns every micro-batch's outputs, EveryN every N-th, Final and Sum one.
@@ -900,12 +922,10 @@ fn outputs_and_update(c: &Ctx, b: &mut Builder, t: f64, mbs: usize) -> f64 {
         t += d;
     }
     if training {
-        let replicas = opts.replication_factor.max(1) as f64;
-        let reduce = if replicas > 1.0 {
-            grad_bytes.iter().map(|&gb| 2.0 * (replicas - 1.0) / replicas * c.link(gb)).fold(0.0, f64::max)
-                + c.ipu_sync()
-        } else {
-            0.0
+        // Weights shared by no other replica (replica grouping `NoGrouping`) reduce nothing.
+        let reduce = match reduce_bytes.iter().copied().fold(0.0, f64::max) {
+            0.0 => 0.0,
+            bytes => c.link(bytes) + c.ipu_sync(),
         };
         let mut end = t;
         for (ipu, &cost) in update_cost.iter().enumerate() {

@@ -385,7 +385,14 @@ impl PoplarExecutor {
                 Some(if name.ends_with(".indptr") { n.saturating_sub(1).max(1) } else { n })
             })
             .unwrap_or(1);
-        let plan = plan_with(&self.plan_graph(&graph)?, o, &PlanSettings { micro_batch_size: Some(micro) });
+        // A replica-grouped weight's gradient is reduced within its group only.
+        let weight_replicas = self
+            .groupings
+            .iter()
+            .filter_map(|(name, rg)| Some((name.clone(), rg.groups(o.replication_factor.max(1)).ok()?.first()?.len())))
+            .collect();
+        let settings = PlanSettings { micro_batch_size: Some(micro), weight_replicas };
+        let plan = plan_with(&self.plan_graph(&graph)?, o, &settings);
         if let Some(e) = plan.errors.iter().find(|e| judge && e.code != "out_of_memory") {
             // PopTorch's message followed by the fix, with the diagnostic's code and option.
             return Err(Error::from(e.clone()));
