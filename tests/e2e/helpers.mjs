@@ -3,7 +3,8 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { REPO } from "../node/helpers.mjs";
+import { before, after, beforeEach, afterEach } from "node:test";
+import { REPO, startServer, launchChromium } from "../node/helpers.mjs";
 
 export const ARTIFACTS = path.join(process.env.CARGO_TARGET_DIR || path.join(REPO, "target"), "test-artifacts");
 
@@ -23,6 +24,35 @@ export async function openContext(browser, { viewport = { width: 1440, height: 1
     if (res.status() >= 400) problems.push(`HTTP ${res.status()} for ${res.url()}`);
   });
   return { context, page, problems };
+}
+
+/**
+ * The lifecycle of a suite of page tests, registered in the calling `describe`: the page's
+ * server and Chromium for the whole suite (after checking that each of `requires`, a list
+ * of `[file, how to make it]`, exists), and a fresh context per test whose problems fail
+ * the test unless a regexp the test pushed to `allowed` matches. Returns the live handles
+ * (`server`, `browser`, `context`, `page`, `problems`, `allowed`), set before each test.
+ */
+export function pageSuite(requires = []) {
+  const s = { server: null, browser: null, context: null, page: null, problems: [], allowed: [] };
+  before(async () => {
+    for (const [file, how] of requires) assert.ok(fs.existsSync(file), `${file} is missing: ${how}`);
+    s.server = await startServer({ args: ["--quiet"] });
+    s.browser = await launchChromium();
+  });
+  after(async () => {
+    await s.browser?.close();
+    await s.server?.stop();
+  });
+  beforeEach(async () => {
+    ({ context: s.context, page: s.page, problems: s.problems } = await openContext(s.browser));
+    s.allowed = [];
+  });
+  afterEach(async () => {
+    await s.context?.close();
+    assertClean(s.problems, s.allowed);
+  });
+  return s;
 }
 
 /** Waits until the analysis after `afterSeq` has finished (ok, warn or error). */

@@ -2,12 +2,12 @@
 // driven in Debian's Chromium by playwright-core (which never downloads a browser). Every
 // test fails on any console error or warning, page error, failed request or HTTP error,
 // unless it names the one it provokes.
-import { test, describe, before, after, beforeEach, afterEach } from "node:test";
+import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import path from "node:path";
-import { startServer, launchChromium, REPO } from "../node/helpers.mjs";
+import { REPO } from "../node/helpers.mjs";
 import {
+  pageSuite,
   openContext,
   openReady,
   waitAnalysis,
@@ -39,28 +39,11 @@ const PRESET_IPUS = {
 
 describe("the playground page", () => {
   let server, browser, context, page, problems, allowed;
-
-  before(async () => {
-    assert.ok(fs.existsSync(WASM), `${WASM} is missing: build it with scripts/build-wasm.sh web`);
-    assert.ok(fs.existsSync(BUNDLE), `${BUNDLE} is missing: build it with node web/build.mjs`);
-    server = await startServer({ args: ["--quiet"] });
-    browser = await launchChromium();
-  });
-
-  after(async () => {
-    await browser?.close();
-    await server?.stop();
-  });
-
-  beforeEach(async () => {
-    ({ context, page, problems } = await openContext(browser));
-    allowed = [];
-  });
-
-  afterEach(async () => {
-    await context?.close();
-    assertClean(problems, allowed);
-  });
+  const suite = pageSuite([
+    [WASM, "build it with scripts/build-wasm.sh web"],
+    [BUNDLE, "build it with node web/build.mjs"],
+  ]);
+  beforeEach(() => ({ server, browser, context, page, problems, allowed } = suite));
 
   const text = (sel) => page.locator(sel).textContent();
 
@@ -96,7 +79,7 @@ describe("the playground page", () => {
     await openReady(page, server.url + "/");
     assert.equal(await text("#simd"), "wasm SIMD");
     assert.equal(await page.evaluate(() => document.body.dataset.analysis), "ok");
-    allowed = [/HTTP 404 .*ipu_playground_relaxed_bg\.wasm|404 \(Not Found\)/];
+    allowed.push(/HTTP 404 .*ipu_playground_relaxed_bg\.wasm|404 \(Not Found\)/);
   });
 
   test("runs the engine in a module worker under /engine/, never on the main thread", T, async () => {
@@ -139,7 +122,7 @@ describe("the playground page", () => {
     // The editor and the options still work.
     await page.getByLabel("Preset").selectOption("mlp-pipelined");
     assert.match(await editorText(page), /class MLP/);
-    allowed = [/worker boom|Uncaught/];
+    allowed.push(/worker boom|Uncaught/);
   });
 
   test("an engine whose wasm cannot be fetched is shown", T, async () => {
@@ -147,7 +130,7 @@ describe("the playground page", () => {
     await page.goto(server.url + "/");
     await page.waitForFunction(() => document.getElementById("status").textContent === "Engine unavailable");
     assert.match(await text("#error"), /^Could not start the engine: loading the wasm failed: \S/);
-    allowed = [/HTTP 404 .*ipu_playground(_relaxed)?_bg\.wasm|404 \(Not Found\)/];
+    allowed.push(/HTTP 404 .*ipu_playground(_relaxed)?_bg\.wasm|404 \(Not Found\)/);
   });
 
   test("is served with a Content-Security-Policy without third-party origins or eval", T, async () => {

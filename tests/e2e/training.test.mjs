@@ -1,11 +1,11 @@
 // Training in the page: RevGNN in its own worker, with the Planetoid files fetched from the
 // served data/ folder (scripts/stage-data.sh puts them there; `make test` stages them).
-import { test, describe, before, after, beforeEach, afterEach } from "node:test";
+import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { startServer, launchChromium, REPO } from "../node/helpers.mjs";
-import { openContext, openReady, setCode, seqOf, waitAnalysis, screenshot, assertClean, editorText } from "./helpers.mjs";
+import { REPO } from "../node/helpers.mjs";
+import { pageSuite, openReady, setCode, seqOf, waitAnalysis, screenshot, editorText } from "./helpers.mjs";
 
 const T = { timeout: 180000 };
 
@@ -71,27 +71,8 @@ async function downloadWeights(page) {
 
 describe("training in the page", () => {
   let server, browser, context, page, problems, allowed;
-
-  before(async () => {
-    assert.ok(fs.existsSync(CORA), `${CORA} is missing: stage the data with scripts/stage-data.sh`);
-    server = await startServer({ args: ["--quiet"] });
-    browser = await launchChromium();
-  });
-
-  after(async () => {
-    await browser?.close();
-    await server?.stop();
-  });
-
-  beforeEach(async () => {
-    ({ context, page, problems } = await openContext(browser));
-    allowed = [];
-  });
-
-  afterEach(async () => {
-    await context?.close();
-    assertClean(problems, allowed);
-  });
+  const suite = pageSuite([[CORA, "stage the data with scripts/stage-data.sh"]]);
+  beforeEach(() => ({ server, browser, context, page, problems, allowed } = suite));
 
   async function openTraining(code = SMALL) {
     await openReady(page, server.url + "/");
@@ -258,6 +239,6 @@ export default ({ options }) => ({
     await page.waitForFunction(() => !document.getElementById("train-error").hidden, null, { timeout: 60000 });
     assert.match(await page.locator("#train-error").textContent(), /The CiteSeer dataset is not on the server: data\/ind\.citeseer\.graph \(HTTP 404\) missing\. Stage it with scripts\/stage-data\.sh/);
     assert.equal(await page.getByRole("button", { name: "Train" }).isEnabled(), true);
-    allowed = [/ind\.citeseer\.graph/, /404 \(Not Found\)/];
+    allowed.push(/ind\.citeseer\.graph/, /404 \(Not Found\)/);
   });
 });
