@@ -123,11 +123,12 @@ export function drawGraph(root, { tree, vis, lay, colorBy }) {
       edgeLayer.append(g);
     });
   }
+  // (A frame's entry port feeding many: its stubs inside say where; nothing more is drawn.)
   for (const [from, n] of stubOut) {
     const b = lay.nodes.get(from);
-    const p = lay.ports.get(from);
-    const x = b ? b.x + b.width / 2 : p.x;
-    const y = b ? b.y + b.height : p.y;
+    if (!b) continue;
+    const x = b.x + b.width / 2;
+    const y = b.y + b.height;
     const g = svg("g", { class: "stub-out" });
     g.append(svg("path", { d: `M${x},${y} L${x},${y + 12}`, class: "edge-line" }));
     g.append(svg("text", { x: x + 5, y: y + 12, class: "edge-count" }, [`to ${n} nodes`]));
