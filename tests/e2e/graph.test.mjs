@@ -109,6 +109,7 @@ const toggle = (page, id) => page.locator(`#graph-chart [data-toggle="${id}"]`).
 /** Finds scope `id` with the search box (which opens the scopes around it and centres it), then clears the search. */
 async function find(page, id) {
   await page.getByLabel("Find").fill(id);
+  await page.getByLabel("Find").press("Enter");
   await page.waitForFunction((id) => document.querySelector(`#graph-chart .selected[data-group="${id}"]`), id);
   await page.getByLabel("Find").fill("");
 }
@@ -207,7 +208,12 @@ describe("the Graph view", () => {
     await openReady(page, server.url + "/");
     await selectPreset(page, "mlp-pipelined");
     assert.equal(await setCode(page, SMALL), "ok");
+    // Typing marks the matches (blocks, collapsed, holds them) and counts them.
     await page.getByLabel("Find").fill("fc2");
+    await page.waitForFunction(() => /^3 ops · Enter to go to the first$/.test(document.getElementById("graph-found").textContent));
+    assert.deepEqual(await page.locator("#graph-chart .node.match").evaluateAll((l) => l.map((e) => e.dataset.group)), ["blocks"]);
+    assert.equal(await page.locator("#graph-details").isHidden(), true);
+    await page.getByLabel("Find").press("Enter");
     await page.waitForFunction(() => /^1 of 3: 3 ops/.test(document.getElementById("graph-found").textContent));
     // The first match is opened up to, selected and described.
     assert.deepEqual((await drawn(page)).clusters, ["blocks", "blocks.0"]);

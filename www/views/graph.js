@@ -145,18 +145,31 @@ export function createGraphView(root, { onColorBy, onGoToLine }) {
     if (b) pz.centre(b.x + b.width / 2, b.y + b.height / 2, 0.6);
   }
 
+  /**
+   * Marks what the search box matches (a collapsed scope holding a match is marked too) and
+   * says how many; `step` (Enter: 1, Shift+Enter: −1) goes to the next or previous match,
+   * opening the scopes around it.
+   */
   function runSearch(step = 0) {
     const q = find.value;
-    state.matches = q.trim() ? search(state.tree, q) : null;
+    const fresh = !state.matches || state.matches.query !== q;
+    if (fresh) {
+      state.matches = q.trim() ? { query: q, ...search(state.tree, q) } : null;
+      state.matchAt = -1;
+    }
     const list = state.matches ? [...state.matches.groups.map((id) => ({ kind: "group", id })), ...state.matches.ops.map((index) => ({ kind: "op", index }))] : [];
     if (!state.matches) found.textContent = "";
     else if (!list.length) found.textContent = "no match";
     else {
-      state.matchAt = step ? (state.matchAt + step + list.length) % list.length : 0;
       const { ops, groups } = state.matches;
-      found.textContent = `${state.matchAt + 1} of ${list.length}: ${ops.length} op${ops.length === 1 ? "" : "s"}${groups.length ? `, ${groups.length} scope${groups.length === 1 ? "" : "s"}` : ""} · Enter for the next`;
-      reveal(list[state.matchAt]);
-      return;
+      const what = `${ops.length} op${ops.length === 1 ? "" : "s"}${groups.length ? `, ${groups.length} scope${groups.length === 1 ? "" : "s"}` : ""}`;
+      if (step) {
+        state.matchAt = (state.matchAt + step + list.length) % list.length;
+        found.textContent = `${state.matchAt + 1} of ${list.length}: ${what} · Enter for the next`;
+        reveal(list[state.matchAt]);
+        return;
+      }
+      found.textContent = `${what} · Enter to go to the first`;
     }
     mark();
   }
@@ -169,7 +182,7 @@ export function createGraphView(root, { onColorBy, onGoToLine }) {
     if (e.key !== "Enter") return;
     e.preventDefault();
     clearTimeout(searchTimer);
-    runSearch(state.matches ? (e.shiftKey ? -1 : 1) : 0);
+    runSearch(e.shiftKey ? -1 : 1);
   });
 
   chart.addEventListener("click", (e) => {
@@ -225,7 +238,7 @@ export function createGraphView(root, { onColorBy, onGoToLine }) {
         if (state.selected?.kind === "op" && !state.tree.byIndex.has(state.selected.index)) state.selected = null;
         if (state.selected?.kind === "group" && !state.tree.groups.has(state.selected.id)) state.selected = null;
         if (!relayout(kept)) relayout(new Set());
-        state.matches = find.value.trim() ? search(state.tree, find.value) : null;
+        state.matches = find.value.trim() ? { query: find.value, ...search(state.tree, find.value) } : null;
         select(state.selected);
         fitView();
         drawLegend();
