@@ -1,5 +1,5 @@
 // Places the Graph view's drawn graph (views/graph/model.js `visibleGraph`) with dagre, top to
-// bottom, one scope at a time, as Google's Model Explorer does: each expanded scope's contents
+// bottom, one scope at a time: each expanded scope's contents
 // (its ops, collapsed scopes and expanded scopes, these already laid out, as boxes) are laid
 // out on their own, inside a frame; the top level last. A scope with edges from outside has
 // an entry port at the top of its frame, one with edges to outside an exit port at its foot:

@@ -144,11 +144,12 @@ export function visibleGraph(tree, expanded) {
       const e = pairs.get(key);
       if (e) {
         e.count++;
-        if (!e.sources.includes(input)) e.sources.push(input);
-      } else pairs.set(key, { from, to, count: 1, sources: [input] });
+        e.sources.add(input);
+      } else pairs.set(key, { from, to, count: 1, sources: new Set([input]) });
     }
   }
-  return { items, clusters, edges: [...pairs.values()], owner };
+  const edges = [...pairs.values()].map((e) => ({ ...e, sources: [...e.sources] }));
+  return { items, clusters, edges, owner };
 }
 
 const firstCache = new WeakMap();
