@@ -41,6 +41,11 @@ for (const input of Object.keys(result.metafile.inputs)) {
   const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
   if (m) packages.add(m[1]);
 }
+// A package's own dependencies may be inlined in its dist (dagre's carries graphlib): theirs too.
+for (const name of packages) {
+  const { dependencies = {} } = JSON.parse(fs.readFileSync(path.join(WEB, "node_modules", name, "package.json"), "utf8"));
+  for (const dep of Object.keys(dependencies)) if (fs.existsSync(path.join(WEB, "node_modules", dep, "package.json"))) packages.add(dep);
+}
 const notices = [...packages].sort().map((name) => {
   const dir = path.join(WEB, "node_modules", name);
   const file = fs.readdirSync(dir).find((f) => /^licen[cs]e/i.test(f));

@@ -56,7 +56,7 @@ const { panels, tabs, show: showTab } = createTabs({
 
 let editor;
 const views = {
-  graph: createGraphView(panels.graph, { onColorBy: (colorBy) => store.set({ colorBy }) }),
+  graph: createGraphView(panels.graph, { onColorBy: (colorBy) => store.set({ colorBy }), onGoToLine: (line) => goToLine(line) }),
   assignment: createAssignmentView(panels.assignment),
   memory: createMemoryView(panels.memory),
   execution: createExecutionView(panels.execution),

@@ -60,8 +60,7 @@ describe("charts, the plan adapter and the options", () => {
           fit: a.fitItems(plan, [{ level: "error", code: "not_enough_ipus", message: "m", fix: "f", node: null }]).map((i) => `${i.level}:${i.code}`),
           sources: [6, 8, 9, 4, null].map((n) => a.sourceOf(plan, graph, n)),
           lines: ["model.js:12", "engine.js:3", "model.js:x", null].map((s) => a.editorLine(s)),
-          graph: a.graphData(graph, plan, "stage"),
-          group: [a.groupOf("layers.3.attn.q"), a.groupOf("fc1"), a.groupOf("")],
+          graph: a.graphNodes(graph, plan),
         };
       },
       { plan: fixturePlan(), graph: fixtureGraph() },
@@ -110,9 +109,82 @@ describe("charts, the plan adapter and the options", () => {
     // (A parameter without a source of its own is its module's first op's.)
     assert.deepEqual(r.sources, ["model.js:12", "model.js:10", "model.js:10", "model.js:11", null]);
     assert.deepEqual(r.lines, [12, null, null, null]);
-    assert.deepEqual(r.graph.groups.map((g) => `${g.scope}:${g.nodes.map((n) => n.key).join("")}`), [":0", "fc0:00", "fc1:11"]);
+    // The Graph view's ops: parameters left out, with the edges from them; each op's inputs
+    // (producing ops), scope, shape, line and placement.
+    assert.deepEqual(
+      r.graph.nodes.map((n) => `%${n.index} ${n.op} ${n.scope} ${n.shape} L${n.line} <${n.inputs}> ${n.place.ipu}/${n.place.stage}/${n.place.phase}`),
+      ["%0 input x  f32[32,16] Lnull <> 0/0/null", "%2 linear fc0 f32[32,16] L10 <0> 0/0/null", "%3 relu fc0 f32[32,16] L10 <2> 0/0/null", "%5 linear fc1 f32[32,8] L11 <3> 1/1/null", "%6 cross_entropy fc1 f32[] L12 <5> 1/1/null"],
+    );
     assert.equal(r.graph.ipus, 2);
-    assert.deepEqual(r.group, ["layers.3", "fc1", ""]);
+  });
+
+  test("the Graph view's model: scopes as a tree, the drawn graph for the open ones, search", T, async () => {
+    const r = await run(
+      async ({ plan, graph }) => {
+        const a = await import("/plan/adapter.js");
+        const m = await import("/views/graph/model.js");
+        const tree = m.buildTree(a.graphNodes(graph, plan).nodes);
+        const show = (vis) => ({
+          items: vis.items.map((it) => `${it.id}${it.parent ? ` in ${it.parent}` : ""}`),
+          clusters: vis.clusters.map((c) => c.id),
+          edges: vis.edges.map((e) => `${e.from}>${e.to}:${e.count}:${e.sources}`),
+        });
+        const closed = m.visibleGraph(tree, new Set());
+        return {
+          counts: [...tree.groups.values()].map((g) => `${g.id}:${g.count}:${g.ops}`),
+          users: [...tree.users.entries()].map(([i, u]) => `${i}>${u}`),
+          closed: show(closed),
+          open: show(m.visibleGraph(tree, new Set(["fc0"]))),
+          around: m.groupsAround(tree, 6),
+          search: ["relu", "%5", "fc", "F32[32,8]", " ", "nothing"].map((q) => m.search(tree, q)),
+          shares: m.keyShares(tree, closed.items[2], "stage"),
+          under: m.opsUnder(tree.groups.get("")),
+        };
+      },
+      { plan: fixturePlan(), graph: fixtureGraph() },
+    );
+    assert.deepEqual(r.counts, [":5:0", "fc0:2:2,3", "fc1:2:5,6"]);
+    assert.deepEqual(r.users, ["0>2", "2>3", "3>5", "5>6"]);
+    // Opened at the top level: each scope one node; one edge per pair of nodes.
+    assert.deepEqual(r.closed, { items: ["n0", "g:fc0", "g:fc1"], clusters: [], edges: ["n0>g:fc0:1:0", "g:fc0>g:fc1:1:3"] });
+    assert.deepEqual(r.open, { items: ["n0", "n2 in g:fc0", "n3 in g:fc0", "g:fc1"], clusters: ["g:fc0"], edges: ["n0>n2:1:0", "n2>n3:1:2", "n3>g:fc1:1:3"] });
+    assert.deepEqual(r.around, ["fc1"]);
+    assert.deepEqual(r.search, [
+      { ops: [3], groups: [] },
+      { ops: [5], groups: [] },
+      { ops: [2, 3, 5, 6], groups: ["fc0", "fc1"] },
+      { ops: [5], groups: [] },
+      { ops: [], groups: [] },
+      { ops: [], groups: [] },
+    ]);
+    assert.deepEqual(r.shares, [{ value: 1, count: 2 }]);
+    assert.deepEqual(r.under, [0, 2, 3, 5, 6]);
+  });
+
+  test("the Graph view's model: a scope of more parts than MAX_PARTS holds them in runs", T, async () => {
+    const r = await run(async () => {
+      const m = await import("/views/graph/model.js");
+      // 2,500 ops in a chain at the top level, then one module of two.
+      const nodes = Array.from({ length: 2500 }, (_, i) => ({ index: i, op: "relu", scope: "", shape: "", inputs: i ? [i - 1] : [], place: {} }));
+      nodes.push({ index: 2500, op: "linear", scope: "fc", shape: "", inputs: [2499], place: {} }, { index: 2501, op: "relu", scope: "fc", shape: "", inputs: [2500], place: {} });
+      const tree = m.buildTree(nodes);
+      const closed = m.visibleGraph(tree, new Set());
+      const open = m.visibleGraph(tree, new Set(["#2"]));
+      return {
+        limits: [m.MAX_PARTS, m.CHUNK],
+        chunks: tree.root.children.map((c) => `${c.id}:${c.label}:${c.count}`),
+        closed: [closed.items.map((it) => it.id), closed.edges.map((e) => `${e.from}>${e.to}:${e.count}`)],
+        open: [open.clusters.map((c) => c.id), open.items.length, open.items.filter((it) => it.parent === "g:#2").length],
+        around: m.groupsAround(tree, 1234),
+        search: m.search(tree, "top").groups,
+      };
+    });
+    assert.deepEqual(r.limits, [1000, 500]);
+    assert.deepEqual(r.chunks, ["#0:top level [1–500]:500", "#1:top level [501–1000]:500", "#2:top level [1001–1500]:500", "#3:top level [1501–2000]:500", "#4:top level [2001–2500]:500", "#5:top level [2501–2501]:2"]);
+    assert.deepEqual(r.closed, [["g:#0", "g:#1", "g:#2", "g:#3", "g:#4", "g:#5"], ["g:#0>g:#1:1", "g:#1>g:#2:1", "g:#2>g:#3:1", "g:#3>g:#4:1", "g:#4>g:#5:1"]]);
+    assert.deepEqual(r.open, [["g:#2"], 505, 500]);
+    assert.deepEqual(r.around, ["#2"]);
+    assert.deepEqual(r.search, [], "runs are not scopes to find");
   });
 
   test("charts draw the fixture: stages, pipeline, memory, tiles, gantt", T, async () => {

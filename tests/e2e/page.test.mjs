@@ -64,10 +64,13 @@ describe("the playground page", () => {
     assert.match(await editorText(page), /new nn\.GroupAddRev\(new GNNBlock\(c, c, dropout\), \{ numGroups \}\)/);
     // The graph: RevGNN written with nn.SAGEConv and nn.GroupAddRev, wrapped by
     // poptorch.trainingModel and planned on one padded part of PubMed (RandomNodeLoader, 10
-    // parts); its seven reversible layers are each one `call` region.
+    // parts); its seven reversible layers are each one `call` region, in `convs` (collapsed
+    // on open, as every scope is).
     assert.equal(await text("#graph-title"), "poptorch.trainingModel(RevGNN, Adam) called with x [1973×500], adj [1973×1973], y [1973], mask [1973]");
-    const ops = await page.locator("#graph-chart g.op").count();
-    assert.ok(ops >= 13, `${ops} ops drawn`);
+    const nodes = await page.locator("#graph-chart .node").count();
+    assert.ok(nodes >= 13, `${nodes} nodes drawn`);
+    assert.match(await text('#graph-chart .node.group[data-group="convs"] .group-info'), /^7 ops · IPU 0$/);
+    await page.locator('#graph-chart [data-toggle="convs"]').click();
     assert.equal(await page.locator("#graph-chart g.op", { hasText: "call" }).count(), 7);
     assert.match(await text("#graph"), /spmm\(/);
     assert.match(await text("#status"), /Ready$/);
@@ -154,8 +157,8 @@ describe("the playground page", () => {
       if (id !== "revgnn") await selectPreset(page, id);
       assert.equal(await page.evaluate(() => document.body.dataset.analysis), "ok", `${id}: ${await text("#error")} ${await text("#fit-list")}`);
       await page.getByRole("tab", { name: "Graph" }).click();
-      const ops = await page.locator("#graph-chart g.op").count();
-      assert.ok(ops > 0, `${id}: empty graph`);
+      const nodes = await page.locator("#graph-chart .node").count();
+      assert.ok(nodes > 0, `${id}: empty graph`);
       await screenshot(page, `preset-${id}-graph`, page.locator(".right"));
       assert.deepEqual(await assignmentIpus(page), ipus, id);
       await screenshot(page, `preset-${id}-assignment`, page.locator(".right"));
@@ -669,8 +672,12 @@ describe("the playground page", () => {
     const ms = Date.now() - t0;
     assert.ok(["ok", "warn"].includes(state), `${state}: ${await text("#error")}`);
     assert.doesNotMatch(await text("#status"), /restarted|stopped/);
+    // Opening `convs` lays out its 1,000 layers (one `call` each) in one level.
+    assert.match(await text('#graph-chart .node.group[data-group="convs"] .group-info'), /^1000 ops/);
+    const t1 = Date.now();
+    await page.locator('#graph-chart [data-toggle="convs"]').click();
     assert.equal(await page.locator("#graph-chart g.op", { hasText: "call" }).count(), 1000);
-    console.log(`RevGNN at 1,000 layers analysed in the page in ${ms} ms`);
+    console.log(`RevGNN at 1,000 layers analysed in the page in ${ms} ms; convs opened in ${Date.now() - t1} ms (layout ${await page.locator("#graph-chart").getAttribute("data-layout-ms")} ms)`);
   });
 
   test("a model that loops forever: the worker is replaced, the page says so, the code is kept", T, async () => {

@@ -307,41 +307,42 @@ export function editorLine(source, userFile = "model.js") {
   return Number.isInteger(n) && n > 0 ? n : null;
 }
 
-/** The module scope a node is grouped under: `layers.0` for ModuleList items, else the first name. */
-export function groupOf(scope) {
-  if (!scope) return "";
-  const parts = scope.split(".");
-  if (parts.length >= 2 && /^\d+$/.test(parts[1])) return `${parts[0]}.${parts[1]}`;
-  return parts[0];
-}
+/** The placement columns the Graph view colours by (the plan's `placement`, by node). */
+export const PLACEMENT_KEYS = ["ipu", "stage", "phase"];
 
-/** Input of charts/graph.js: the traced graph's ops grouped by scope, keyed by IPU/stage/phase. */
-export function graphData(graph, plan, colorBy = "ipu", userFile = "model.js") {
-  const groups = [];
-  let current = null;
-  const keys = new Map();
+/**
+ * Input of the Graph view (views/graph/): the traced graph's ops as a dataflow graph. Each op
+ * has its module scope, output shape, source line, placement (IPU, stage, phase) and the ops
+ * whose outputs it reads (`inputs`, node indices). Parameters and constants are left out
+ * (the printed graph lists them), and so are the edges from them.
+ */
+export function graphNodes(graph, plan, userFile = "model.js") {
   const table = plan?.placement ?? {};
-  const column = colorBy === "stage" ? table.stage : colorBy === "phase" ? table.phase : table.ipu;
+  const shown = graph.nodes.map((n) => !(n.op === "placeholder" && n.kind === "parameter") && n.op !== "constant");
+  const nodes = [];
   graph.nodes.forEach((n, i) => {
-    if (n.op === "placeholder" && n.kind === "parameter") return; // shown in the printed graph
-    if (n.op === "constant") return;
-    const scope = groupOf(n.meta?.scope ?? "");
-    if (!current || current.scope !== scope) {
-      current = { scope, nodes: [] };
-      groups.push(current);
-    }
-    const key = column?.[i] ?? null;
-    const keyLabel = key === null ? "" : `${colorBy} ${key}`;
-    if (keyLabel) keys.set(key, keyLabel);
+    if (!shown[i]) return;
     const out = n.outputs?.[0];
     const v = out === undefined ? null : graph.values[out];
-    const shape = v ? `${DTYPE_SHORT[v.dtype] ?? v.dtype}[${v.shape.join(",")}]` : "";
-    const name = n.op === "placeholder" ? `${n.kind} ${n.name}` : n.opname ?? n.op;
+    const inputs = [];
+    for (const value of n.inputs ?? []) {
+      const from = graph.values[value]?.node;
+      if (Number.isInteger(from) && shown[from] && !inputs.includes(from)) inputs.push(from);
+    }
     const source = n.meta?.source ?? "";
-    current.nodes.push({ index: i, op: name, shape, source, line: editorLine(source, userFile), key, keyLabel });
+    const place = {};
+    for (const k of PLACEMENT_KEYS) place[k] = Number.isInteger(table[k]?.[i]) ? table[k][i] : null;
+    nodes.push({
+      index: i,
+      op: n.op === "placeholder" ? `${n.kind} ${n.name}` : (n.opname ?? n.op),
+      shape: v ? `${DTYPE_SHORT[v.dtype] ?? v.dtype}[${v.shape.join(",")}]` : "",
+      scope: n.meta?.scope ?? "",
+      source,
+      line: editorLine(source, userFile),
+      inputs,
+      place,
+    });
   });
-  const legend = [...keys.entries()].sort((a, b) => a[0] - b[0]).map(([key, label]) => ({ key, label: label.replace(/^ipu/, "IPU").replace(/^\w/, (c) => c.toUpperCase()) }));
-  const ops = graph.nodes.filter((n) => n.op !== "placeholder" && n.op !== "constant").length;
-  const ipus = new Set(graph.nodes.map((_, i) => table.ipu?.[i]).filter((x) => Number.isInteger(x)));
-  return { groups, legend, ops, ipus: ipus.size };
+  const ipus = new Set(nodes.map((n) => n.place.ipu).filter((x) => x !== null));
+  return { nodes, ipus: ipus.size };
 }
