@@ -3,10 +3,9 @@
 // of a click, colour by IPU / stage / phase, pan and zoom; BERT-Large and ResNet-50 typed
 // into the editor open, expand and pan with no console error (screenshots in
 // target/test-artifacts/graph-*.png).
-import { test, describe, before, after, beforeEach, afterEach } from "node:test";
+import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, launchChromium } from "../node/helpers.mjs";
-import { openContext, openReady, selectPreset, setCode, screenshot, assertClean } from "./helpers.mjs";
+import { pageSuite, openReady, selectPreset, setCode, screenshot } from "./helpers.mjs";
 import { BERT_LARGE, RESNET_50 } from "./fixtures/models.mjs";
 
 const T = { timeout: 120000 };
@@ -115,26 +114,9 @@ async function find(page, id) {
 }
 
 describe("the Graph view", () => {
-  let server, browser, context, page, problems;
-
-  before(async () => {
-    server = await startServer({ args: ["--quiet"] });
-    browser = await launchChromium();
-  });
-
-  after(async () => {
-    await browser?.close();
-    await server?.stop();
-  });
-
-  beforeEach(async () => {
-    ({ context, page, problems } = await openContext(browser));
-  });
-
-  afterEach(async () => {
-    await context?.close();
-    assertClean(problems);
-  });
+  let server, page;
+  const suite = pageSuite();
+  beforeEach(() => ({ server, page } = suite));
 
   test("opens collapsed to the top-level modules, expands and collapses a scope, aggregates its edges", T, async () => {
     await openReady(page, server.url + "/");
