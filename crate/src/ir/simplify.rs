@@ -11,6 +11,7 @@ use super::graph::{Graph, Node};
 use super::op::{InputKind, Op};
 use super::ValueId;
 use crate::{Error, Result};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Copies `src`'s nodes into `dst`, with `src`'s input placeholders bound to `args`;
@@ -64,28 +65,32 @@ fn mergeable(op: &Op) -> bool {
 /// `b`); identical nodes on identical inputs are merged; `split(concat(parts))` with the
 /// same pieces folds to `parts`; unused side-effect-free nodes are dropped.
 pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph> {
-    // Expand equivalences through concats into (part → piece of b) via added splits.
-    let mut pre = g.clone();
+    // Expand equivalences through concats into (part → piece of b) via added splits (on a
+    // copy of `g`, made only when there is a split to add).
+    let mut pre = Cow::Borrowed(g);
     let mut subst: HashMap<ValueId, ValueId> = HashMap::new();
     for &(a, b) in equiv {
         subst.insert(a, b);
         if let Op::Concat { dim } = &pre.producer(a).op {
+            let dim = *dim;
             let parts = pre.producer(a).inputs.clone();
-            let sizes: Vec<usize> = parts.iter().map(|p| pre.ty(*p).shape[*dim]).collect();
+            let sizes: Vec<usize> = parts.iter().map(|p| pre.ty(*p).shape[dim]).collect();
             let meta = pre.producer(b).meta.clone();
-            let pieces = pre.add(Op::Split { sizes, dim: *dim }, vec![b], meta)?;
+            let pieces = pre.to_mut().add(Op::Split { sizes, dim }, vec![b], meta)?;
             for (p, q) in parts.into_iter().zip(pieces) {
                 subst.insert(p, q);
             }
         }
     }
+    let pre: &Graph = &pre;
     // The added splits must come before their uses: move them right after b's producer by
     // processing nodes in an order where each node follows its (substituted) inputs.
-    let order = topo_order(&pre, &subst);
+    let order = topo_order(pre, &subst);
 
     let mut out = Graph::new();
     let mut map: Vec<Option<ValueId>> = vec![None; pre.values.len()];
-    let mut seen: HashMap<String, Vec<ValueId>> = HashMap::new();
+    // Merge candidates by op name and inputs: the nodes of `pre` kept, with their outputs.
+    let mut seen: HashMap<(&'static str, Vec<ValueId>), Vec<(usize, Vec<ValueId>)>> = HashMap::new();
     let resolve = |map: &Vec<Option<ValueId>>, v: ValueId| -> Result<ValueId> {
         let v = *subst.get(&v).unwrap_or(&v);
         map[v.0 as usize].ok_or_else(|| Error::ir(format!("simplify: {v} used before it is defined")))
@@ -107,23 +112,29 @@ pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph> {
                 }
             }
         }
-        let key = mergeable(&n.op).then(|| format!("{:?}|{:?}", n.op, inputs));
-        if let Some(prev) = key.as_ref().and_then(|k| seen.get(k)) {
+        let key = mergeable(&n.op).then(|| (n.op.name(), inputs.clone()));
+        let prev = key.as_ref().and_then(|k| seen.get(k)).and_then(|c| c.iter().find(|(j, _)| pre.nodes[*j].op == n.op));
+        if let Some((_, prev)) = prev {
             for (o, v) in n.outputs.iter().zip(prev) {
                 map[o.0 as usize] = Some(*v);
             }
             continue;
         }
-        let outs = copy_node(&mut out, &pre, n, inputs)?;
+        let outs = copy_node(&mut out, pre, n, inputs)?;
         for (o, v) in n.outputs.iter().zip(&outs) {
             map[o.0 as usize] = Some(*v);
         }
         if let Some(k) = key {
-            seen.insert(k, outs);
+            seen.entry(k).or_default().push((i, outs));
         }
     }
     out.outputs = g.outputs.iter().map(|&v| resolve(&map, v)).collect::<std::result::Result<_, _>>()?;
-    dce(&out)
+    let live = live_nodes(&out);
+    if live.iter().all(|&l| l) {
+        return Ok(out);
+    }
+    let order: Vec<usize> = (0..out.nodes.len()).filter(|&i| live[i]).collect();
+    rebuild(&out, &order)
 }
 
 /// Node order in which every node follows the producers of its substituted inputs
@@ -151,6 +162,13 @@ fn topo_order(g: &Graph, subst: &HashMap<ValueId, ValueId>) -> Vec<usize> {
 
 /// Drops nodes whose outputs are never used (side effects and placeholders stay).
 pub fn dce(g: &Graph) -> Result<Graph> {
+    let live = live_nodes(g);
+    let order: Vec<usize> = (0..g.nodes.len()).filter(|&i| live[i]).collect();
+    rebuild(g, &order)
+}
+
+/// Which nodes of `g` are live: side effects, placeholders, and what the outputs use.
+fn live_nodes(g: &Graph) -> Vec<bool> {
     let mut used = vec![false; g.values.len()];
     for &v in &g.outputs {
         used[v.0 as usize] = true;
@@ -164,8 +182,7 @@ pub fn dce(g: &Graph) -> Result<Graph> {
             }
         }
     }
-    let order: Vec<usize> = (0..g.nodes.len()).filter(|&i| live[i]).collect();
-    rebuild(g, &order)
+    live
 }
 
 /// A copy of `g` with its nodes in `order` (each node after the producers of its inputs;
