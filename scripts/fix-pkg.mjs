@@ -266,7 +266,16 @@ if (!patched.includes("/* own-class check */")) {
     entries++;
     // A module call's scope entry and exit call no JS and run a few frames: the smallest
     // probe, and no call site to capture (they record no op).
-    if (/^(_enterModule|_exitModule)$/.test(f)) return `(__ipuStack(${STACK_PROBE_TINY}), wasm.${f})(`;
+    // Freeing an object (free(), Symbol.dispose, the FinalizationRegistry) likewise.
+    if (/^(_enterModule|_exitModule)$/.test(f) || /^__wbg_[a-z0-9]+_free$/.test(f)) {
+      return `(__ipuStack(${STACK_PROBE_TINY}), wasm.${f})(`;
+    }
+    // A module's hidden state methods, which the engine's walks of a module tree call for
+    // every module (_stateNames, _getState, …: no user code, no op recorded): a small probe
+    // and no call site.
+    if (/^[a-z0-9]+__(stateNames|getState|setState|stateParam|setStateParam|moduleKey|children|handle|resetCopy)$/.test(f)) {
+      return `(__ipuStack(${STACK_PROBE_SMALL}), wasm.${f})(`;
+    }
     // The tracer's other small entries, a Tensor op and a leaf module's forward (no call back
     // into the user's code), need less stack than the engine's deepest call: a smaller probe
     // (the recursion test in tests/node/fuzz.test.mjs calls them at every depth near the end).

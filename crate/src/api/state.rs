@@ -218,9 +218,24 @@ pub(crate) fn entries(root: &JsValue, kind: Kind) -> JsResult<Vec<Entry>> {
     Ok(out)
 }
 
-/// Every parameter (or buffer) of the tree at `root`, not materialised.
-pub(crate) fn params(root: &JsValue, kind: Kind) -> JsResult<Vec<(String, Param)>> {
-    entries(root, kind)?.into_iter().map(|e| Ok((e.full, own_param(&e.module, kind, &e.local)?))).collect()
+/// Every parameter and every buffer of the tree at `root`, by full name, from one walk
+/// of the tree (`[parameters, buffers]`).
+pub(crate) fn entries_all(root: &JsValue) -> JsResult<[Vec<Entry>; 2]> {
+    let mut out = [Vec::new(), Vec::new()];
+    for (path, m) in modules(root)? {
+        for (kind, list) in [Kind::Parameter, Kind::Buffer].into_iter().zip(out.iter_mut()) {
+            for local in own_names(&m, kind)? {
+                let full = if path.is_empty() { local.clone() } else { format!("{path}.{local}") };
+                list.push(Entry { full, module: m.clone(), local });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The state `entries` name (of `kind`), not materialised.
+pub(crate) fn params_of(entries: &[Entry], kind: Kind) -> JsResult<Vec<(String, Param)>> {
+    entries.iter().map(|e| Ok((e.full.clone(), own_param(&e.module, kind, &e.local)?))).collect()
 }
 
 /// Every parameter (or buffer) of the tree at `root` with its value.

@@ -79,7 +79,8 @@ fn host_model(module: &JsValue) -> JsResult<HostModel> {
     if let Some(h) = HOSTS.with(|h| h.borrow().get(&id).and_then(WeakHostModel::upgrade)) {
         return Ok(h);
     }
-    let host = HostModel::untraced(state::params(module, Kind::Parameter)?, state::params(module, Kind::Buffer)?);
+    let [params, buffers] = state::entries_all(module)?;
+    let host = HostModel::untraced(state::params_of(&params, Kind::Parameter)?, state::params_of(&buffers, Kind::Buffer)?);
     HOSTS.with(|h| {
         let mut h = h.borrow_mut();
         h.retain(|_, w| w.upgrade().is_some());
@@ -309,10 +310,11 @@ impl Wrapped {
     /// was wrapped); once compiled they keep the compiled dtypes (a float value is cast, as
     /// PyTorch's `copy_` does). A replica-grouped weight whose host value holds one slice per
     /// group keeps it.
-    fn refresh_host(&mut self) -> JsResult<()> {
+    fn refresh_host(&mut self) -> JsResult<[Vec<Entry>; 2]> {
+        let entries = state::entries_all(&self.module)?;
         let host = self.exec.model().clone();
         let compiled = self.exec.is_compiled();
-        for (name, t) in state::params(&self.module, Kind::Parameter)? {
+        for (name, t) in state::params_of(&entries[0], Kind::Parameter)? {
             let old = host.parameter(&name);
             let per_group = self.exec.grouping(&name).is_some() && old.as_ref().is_some_and(|h| h.shape() != t.shape());
             if per_group || old.as_ref().is_some_and(|h| h.same(&t)) {
@@ -327,7 +329,7 @@ impl Wrapped {
                 _ => host.reload_parameter(&name, t),
             }
         }
-        for (name, t) in state::params(&self.module, Kind::Buffer)? {
+        for (name, t) in state::params_of(&entries[1], Kind::Buffer)? {
             match host.buffer(&name) {
                 Some(h) if h.same(&t) => {}
                 Some(h) if compiled => {
@@ -337,13 +339,14 @@ impl Wrapped {
                 _ => host.reload_buffer(&name, t),
             }
         }
-        Ok(())
+        Ok(entries)
     }
 
     /// Traces the module for a call with `inputs` (combined batch) and gives the executor
     /// the trace (before compilation).
     fn attach(&mut self, inputs: &CallInputs) -> JsResult<()> {
-        self.refresh_host()?;
+        // The module tree's state as the host now has it, and as the trace must leave it.
+        let before = self.refresh_host()?;
         let types = inputs.types();
         let micro = self.exec.micro_batch_types(&types).map_err(js_err)?;
         for (i, a) in inputs.args.iter().enumerate() {
@@ -355,7 +358,6 @@ impl Wrapped {
                 )));
             }
         }
-        let before = [state::entries(&self.module, Kind::Parameter)?, state::entries(&self.module, Kind::Buffer)?];
         let TracedModule { trace, returned_list, .. } = trace_module(&self.module, self.training, |tr| {
             inputs
                 .args
@@ -372,7 +374,7 @@ impl Wrapped {
                 })
                 .collect()
         })?;
-        let after = [state::entries(&self.module, Kind::Parameter)?, state::entries(&self.module, Kind::Buffer)?];
+        let after = state::entries_all(&self.module)?;
         check_state_kept(&before, &after)?;
         self.exec.attach_trace(&trace).map_err(js_err)?;
         self.returned_list = returned_list;
