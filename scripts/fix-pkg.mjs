@@ -453,6 +453,7 @@ for (const C of [${NN.filter((n) => n !== "Parameter").map(ref).join(", ")}]) {
     P.buffers = function () { return ${ref("_namedBuffers")}(this).map((e) => e[1]); };
     P.stateDict = function () { return ${ref("_stateDict")}(this); };
     P.loadStateDict = function (stateDict, strict) { return ${ref("_loadStateDict")}(this, stateDict, strict); };
+    P.tieParameter = function (name, source, sourceName) { ${ref("_tieParameter")}(this, name, source, sourceName); return this; };
     P.half = function () { return ${ref("_moduleTo")}(this, "float16"); };
     P.float = function () { return ${ref("_moduleTo")}(this, "float32"); };
 }
@@ -555,6 +556,8 @@ ${target === "nodejs"
     stateDict(): Record<string, HostTensor>;
     /** Writes each value into its parameter or buffer (same dtype and shape); strict (default): every key, no others. */
     loadStateDict(stateDict: Record<string, HostTensorInput>, strict?: boolean): void;
+    /** This module's parameter \`name\` becomes \`source\`'s parameter \`sourceName\` (default \`name\`): PyTorch's \`decoder.weight = embed.weight\`, one parameter with one gradient and one optimizer state. Returns the module. */
+    tieParameter(name: string, source: object, sourceName?: string): this;
     /** Every float parameter and buffer cast to float16 (PyTorch's half()); returns the module. */
     half(): this;
     /** Every float parameter and buffer cast to float32; returns the module. */

@@ -361,11 +361,16 @@ pub(crate) fn parameter_key(v: &JsValue, what: &str) -> JsResult<String> {
     k.as_string().filter(|s| s.starts_with('\u{1}')).ok_or_else(not)
 }
 
-/// `module.namedParameters()`: `[name, Parameter]` pairs.
+/// `module.namedParameters()`: `[name, Parameter]` pairs; a tied parameter once, under its
+/// first name (PyTorch's `named_parameters` drops the duplicates of a shared tensor too).
 #[wasm_bindgen(js_name = _namedParameters, unchecked_return_type = "[string, Parameter][]")]
 pub fn named_parameters(module: JsValue) -> JsResult<JsValue> {
     let out = Array::new();
+    let mut seen = std::collections::HashSet::new();
     for e in entries(&module, Kind::Parameter)? {
+        if !seen.insert(own_param(&e.module, Kind::Parameter, &e.local)?.id()) {
+            continue;
+        }
         let p = Parameter { module: e.module, local: e.local, name: e.full.clone() };
         out.push(&Array::of2(&JsValue::from_str(&e.full), &JsValue::from(p)));
     }
@@ -467,4 +472,36 @@ pub fn module_to(module: JsValue, dtype: JsValue) -> JsResult<JsValue> {
         }
     }
     Ok(module)
+}
+
+/// `module.tieParameter(name, source, sourceName = name)`: this module's parameter `name`
+/// becomes `source`'s parameter `sourceName` (PyTorch's `decoder.weight = embed.weight`):
+/// one tensor, so a trace reads it as one parameter with one gradient and one optimizer
+/// state (see `trace::Trace::tied`). Same shape and dtype; not while a trace runs.
+#[wasm_bindgen(js_name = _tieParameter)]
+pub fn tie_parameter(target: JsValue, name: JsValue, source: JsValue, source_name: JsValue) -> JsResult<()> {
+    let name = args::name(&name, "tieParameter: name")?;
+    let source_name = if args::is_absent(&source_name) {
+        name.clone()
+    } else {
+        args::name(&source_name, "tieParameter: sourceName")?
+    };
+    for (m, what) in [(&target, "the module"), (&source, "tieParameter: source")] {
+        if !is_module(m)? {
+            return Err(args::type_error(&format!("{what} must be a module, got {}", args::describe(m))));
+        }
+    }
+    if is_tracing() {
+        return Err(args::error(&format!(
+            "tieParameter('{name}') while a trace runs: tie parameters in the constructor, before the model is traced"
+        )));
+    }
+    if method(&target, "_setStateParam")?.is_none() || !own_names(&target, Kind::Parameter)?.contains(&name) {
+        return Err(args::error(&format!("tieParameter: the module has no parameter '{name}' to tie")));
+    }
+    if !own_names(&source, Kind::Parameter)?.contains(&source_name) {
+        return Err(args::error(&format!("tieParameter: the source module has no parameter '{source_name}'")));
+    }
+    let p = own_param(&source, Kind::Parameter, &source_name)?;
+    set_own_param(&target, Kind::Parameter, &name, p, false)
 }

@@ -66,6 +66,10 @@ struct State {
     params: Vec<(String, Param)>,
     buffers: Vec<(String, Param)>,
     named: HashMap<String, (InputKind, ValueId, *const ())>,
+    /// Full name of each parameter or buffer by the identity of its tensor (tied weights).
+    by_identity: HashMap<*const (), (InputKind, String)>,
+    /// (second name, first name) of tied state; see [`Trace::tied`].
+    tied: Vec<(String, String)>,
     constants: Vec<(String, Rc<Tensor>)>,
     region_names: HashMap<String, usize>,
     /// Source location override (the JS API sets the caller's `file:line`).
@@ -115,6 +119,12 @@ pub struct Trace {
     pub buffers: Vec<(String, Param)>,
     /// Captured tensors frozen into the graph as constants (PopTorch warns about these).
     pub constants: Vec<(String, Rc<Tensor>)>,
+    /// Tied state: (name, the name it is tied to). A parameter (or buffer) read under a
+    /// second name (`decoder.weight` set to `embed.weight`, or another module's parameter
+    /// used directly) is the same tensor: one placeholder, under the name it was first read
+    /// by, so one gradient, one optimizer state and one home in the plan (PyTorch's
+    /// `named_parameters` lists a shared parameter once, too).
+    pub tied: Vec<(String, String)>,
 }
 
 impl Trace {
@@ -314,9 +324,19 @@ impl Tracer {
                 }
                 id
             }
+            None if self.st.borrow().by_identity.get(&value.id()).is_some_and(|(k, _)| *k == kind) => {
+                // The same tensor under a second name: tied to the first.
+                let mut st = self.st.borrow_mut();
+                let first = st.by_identity[&value.id()].1.clone();
+                let id = st.named[&first].1;
+                st.named.insert(full.clone(), (kind, id, value.id()));
+                st.tied.push((full, first));
+                id
+            }
             None => {
                 self.count_node()?;
                 let mut st = self.st.borrow_mut();
+                st.by_identity.insert(value.id(), (kind, full.clone()));
                 let meta = NodeMeta { scope: st.scope.clone(), ..NodeMeta::default() };
                 let op = Op::Placeholder { kind, name: full.clone() };
                 let ty = TensorType { shape: value.shape().to_vec(), dtype: value.dtype() };
@@ -639,6 +659,7 @@ impl Tracer {
             params: std::mem::take(&mut st.params),
             buffers: std::mem::take(&mut st.buffers),
             constants: std::mem::take(&mut st.constants),
+            tied: std::mem::take(&mut st.tied),
         })
     }
 }
