@@ -525,6 +525,14 @@ const __namespaces = {
         PoplarExecutor: ${ref("PoplarExecutor")},
         identity_loss: ${ref("identityLoss")},
         identityLoss: ${ref("identityLoss")},
+        // PopTorch: one tensor gives one back, several (or one array) an array.
+        recomputationCheckpoint: (...ts) => {
+            const one = ts.length === 1 && !Array.isArray(ts[0]);
+            const out = ${ref("_recomputationCheckpoint")}(ts.length === 1 && Array.isArray(ts[0]) ? ts[0] : ts);
+            return one ? out[0] : out;
+        },
+        set_available_memory: ${ref("setAvailableMemory")},
+        setAvailableMemory: ${ref("setAvailableMemory")},
         slice: ${ref("_poptorchSlice")},
         dynamic_slice: ${ref("_poptorchDynamicSlice")},
         dynamicSlice: ${ref("_poptorchDynamicSlice")},
@@ -621,6 +629,11 @@ ${enumDecl.join("\n")}
     PoplarExecutor: typeof PoplarExecutor;
     identity_loss: typeof identityLoss;
     identityLoss: typeof identityLoss;
+    /** Stashes each tensor for the backward pass instead of recomputing it; recomputation restarts from it. One tensor in, one out; several (or an array), an array. */
+    recomputationCheckpoint: { (x: Tensor): Tensor; (...xs: Tensor[]): Tensor[]; (xs: Tensor[]): Tensor[] };
+    /** The share of tile memory, in (0, 1], the op that made x may use for temporaries; returns x. */
+    set_available_memory: typeof setAvailableMemory;
+    setAvailableMemory: typeof setAvailableMemory;
     slice: typeof _poptorchSlice;
     dynamic_slice: typeof _poptorchDynamicSlice;
     dynamicSlice: typeof _poptorchDynamicSlice;

@@ -136,3 +136,83 @@ fn tied_weights_on_two_ipus_are_refused_when_pipelining_and_copied_between_phase
     let copy = p.copies.iter().find(|c| c.value == w.0).expect("the weight is copied");
     assert_eq!((copy.from_ipu, copy.to_ipu, copy.bytes), (0, 1, (V * D * 4) as u64));
 }
+
+// ---- recomputation checkpoints ----
+
+/// Two IPUs: four `Linear(32, 32) + tanh` layers on IPU 0 (a checkpoint after layer
+/// `checkpoint_after` if given), one layer and the loss on IPU 1; a training graph.
+fn two_stage(checkpoint_after: Option<usize>) -> ipu_playground::ir::Graph {
+    let mut rng = Rng::new(0);
+    let tr = Tracer::new();
+    let x = tr.input("x", &[64, 32], DType::Float32).unwrap();
+    let layers: Vec<Linear> = (0..5).map(|_| Linear::new(32, 32, true, &mut rng).unwrap()).collect();
+    let h = tr
+        .block("a", Some(0), || {
+            let mut h = x.clone();
+            for (i, l) in layers[..4].iter().enumerate() {
+                h = tr.scope(&format!("l{i}"), || l.forward(&tr, &h))?.tanh()?;
+                if checkpoint_after == Some(i) {
+                    h = h.recomputation_checkpoint()?;
+                }
+            }
+            Ok(h)
+        })
+        .unwrap();
+    let loss = tr.block("b", Some(1), || tr.scope("l4", || layers[4].forward(&tr, &h))?.mean(&[], false)).unwrap();
+    let t = tr.finish(&[&loss]).unwrap();
+    training_graph(&t.graph, 0, &TrainOptions { optimizer: Some(sgd()), ..Default::default() }).unwrap().graph
+}
+
+#[test]
+fn a_checkpoint_is_stashed_instead_of_recomputed() {
+    // PopTorch's documentation: "When recomputation is enabled, these values will not be
+    // recomputed and they will be stored in memory between forward and backwards passes
+    // instead." Pipelined training on 2 IPUs turns recomputation on.
+    let plain = two_stage(None);
+    let ck = two_stage(Some(1));
+    let tanh1 = ck.nodes.iter().filter(|n| n.op.name() == "tanh").nth(1).unwrap();
+    assert!(tanh1.meta.checkpoint, "the producer of the checkpointed value is marked");
+    assert!(ck.nodes.iter().filter(|n| n.meta.checkpoint).count() == 1, "backward copies are not checkpoints");
+    let opts = |o: &mut ipu_playground::compile::Options| {
+        o.gradient_accumulation(4).unwrap();
+    };
+    let (p0, p1) = (plan_opts(&plain, opts), plan_opts(&ck, opts));
+    assert!(p0.valid && p1.valid, "{:#?}", p1.errors);
+    // Stage 0 of 3 has 2 micro-batches in flight before its backward stage: the input x
+    // (64 × 32 floats) was stashed for them; the checkpoint (as large) is stashed too.
+    let value = 64 * 32 * 4;
+    assert_eq!(p0.memory.ipus[0].peak.stash, 2 * value);
+    assert_eq!(p1.memory.ipus[0].peak.stash, 2 * 2 * value);
+    // The backward stage no longer recomputes the checkpoint's op: the iteration is shorter.
+    assert!(
+        p1.time.iteration_time_s < p0.time.iteration_time_s,
+        "{} vs {}",
+        p1.time.iteration_time_s,
+        p0.time.iteration_time_s
+    );
+}
+
+#[test]
+fn recomputation_restarts_from_the_nearest_checkpoint() {
+    // Without a checkpoint, stage 0's activations are all rebuilt when its backward stage
+    // starts; with one after layer 1, layers 0-1 are rebuilt only when the backward pass
+    // reaches them, so fewer recomputed values are live at once.
+    let live_at_bwd_start = |g: &ipu_playground::ir::Graph| {
+        let p = plan_opts(g, |o| {
+            o.gradient_accumulation(4).unwrap();
+        });
+        // The first backward node on IPU 0.
+        let first_bwd = (0..g.nodes.len())
+            .find(|&i| g.nodes[i].meta.pass != ipu_playground::ir::Pass::Forward && p.placement.ipu[i] == 0)
+            .unwrap();
+        let v = &p.memory.values;
+        (0..v.len())
+            .filter(|&k| {
+                v.ipu[k] == 0 && v.class[k] == "activation" && v.birth[k] <= first_bwd && first_bwd <= v.death[k]
+            })
+            .map(|k| v.bytes[k])
+            .sum::<u64>()
+    };
+    let (plain, ck) = (live_at_bwd_start(&two_stage(None)), live_at_bwd_start(&two_stage(Some(1))));
+    assert!(ck < plain, "{ck} vs {plain}");
+}

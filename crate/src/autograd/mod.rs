@@ -368,7 +368,7 @@ fn backprop(
         if gouts.iter().all(|g| g.is_none()) {
             continue;
         }
-        b.meta = NodeMeta { pass: Pass::Backward, ..node.meta.clone() };
+        b.meta = NodeMeta { pass: Pass::Backward, checkpoint: false, ..node.meta.clone() };
         let need: Vec<bool> = node.inputs.iter().map(|v| depends[v.0 as usize]).collect();
         let in_grads = vjp_rule(&mut b, &node.op, &node.inputs, &node.outputs, &gouts, &need)
             .map_err(|e| e.context(format_args!("backward of {}", crate::ir::describe_site(&node.op, &node.meta))))?;

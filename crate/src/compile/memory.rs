@@ -316,6 +316,12 @@ struct Ctx<'a> {
     readers: Vec<Vec<usize>>,
     /// First node of each execution stage.
     stage_first: Vec<usize>,
+    /// Recomputation checkpoints (`poptorch.recomputationCheckpoint`): for each forward
+    /// node, its segment, the number of checkpoints of its stage before it; and where each
+    /// (stage, segment) is recomputed, its first backward reader. A stage without
+    /// checkpoints is recomputed at the start of its backward stage.
+    segment: Vec<usize>,
+    rebuild_at: std::collections::HashMap<(usize, usize), usize>,
     /// First and last node of each (phase, ipu).
     phase_range: std::collections::HashMap<(usize, usize), (usize, usize)>,
 }
@@ -393,6 +399,32 @@ fn context<'a>(
             r.1 = r.1.max(i);
         }
     }
+    // Checkpoint segments per forward stage, in program order.
+    let mut segment = vec![0usize; g.nodes.len()];
+    let mut seen = vec![0usize; place.stages.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        if node.meta.pass != Pass::Forward || is_source(&node.op) {
+            continue;
+        }
+        let s = place.nodes[i].pipeline_stage;
+        segment[i] = seen[s];
+        if node.meta.checkpoint {
+            seen[s] += 1;
+        }
+    }
+    let mut rebuild_at: std::collections::HashMap<(usize, usize), usize> = Default::default();
+    for (i, node) in g.nodes.iter().enumerate() {
+        let s = place.nodes[i].pipeline_stage;
+        if node.meta.pass != Pass::Forward || is_source(&node.op) || seen[s] == 0 {
+            continue;
+        }
+        for v in &node.outputs {
+            if let Some(&r) = readers[v.0 as usize].iter().find(|&&r| g.nodes[r].meta.pass != Pass::Forward) {
+                let e = rebuild_at.entry((s, segment[i])).or_insert(r);
+                *e = (*e).min(r);
+            }
+        }
+    }
     Ctx {
         g,
         place,
@@ -410,6 +442,8 @@ fn context<'a>(
         phased,
         readers,
         stage_first,
+        segment,
+        rebuild_at,
         phase_range,
     }
 }
@@ -429,6 +463,8 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
         phased,
         ref readers,
         ref stage_first,
+        ref segment,
+        ref rebuild_at,
         ref phase_range,
         ..
     } = *c;
@@ -466,10 +502,13 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
         };
         if pipelined && training && class == Class::Activation {
             // Pipelined training. With recomputation (PopTorch's default) each stage stashes
-            // its inputs (model inputs and values copied in) for every micro-batch in flight
-            // until its backward stage, and recomputes the rest there; without, every value
-            // the backward stage reads is stashed.
+            // its inputs (model inputs and values copied in) and its checkpoints
+            // (`recomputationCheckpoint`) for every micro-batch in flight until its backward
+            // stage, and recomputes the rest there, each segment between checkpoints just
+            // before its backward pass reads it; without, every value the backward stage
+            // reads is stashed.
             let is_input = matches!(prod.op, Op::Placeholder { kind: InputKind::Input, .. });
+            let checkpoint = prod.meta.checkpoint;
             for (ipu, rs) in &groups {
                 let start = if *ipu == home { birth } else { rs[0] };
                 let fwd_first = rs.iter().copied().find(|&r| g.nodes[r].meta.pass == Pass::Forward);
@@ -480,9 +519,10 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
                 let end = if is_output && *ipu == home { n } else { last };
                 // Micro-batches in flight between forward stage f and its backward stage.
                 let depth = |f: usize| place.stages.len().saturating_sub(1 + 2 * f);
-                let stage_input = is_input || *ipu != home;
+                let stage_input = is_input || *ipu != home || checkpoint;
                 if recompute && stage_input {
-                    if let Some(f) = fwd_first {
+                    let f = if checkpoint && *ipu == home { Some(birth) } else { fwd_first };
+                    if let Some(f) = f {
                         let add = (depth(place.nodes[f].pipeline_stage) as u64).saturating_mul(bytes);
                         stash[*ipu] = stash[*ipu].saturating_add(add);
                     }
@@ -492,8 +532,12 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
                     if recompute && bs > fs {
                         // Dropped after the forward stage, rebuilt at the start of the backward one.
                         let fwd_end = fwd_last.into_iter().chain(out).max().unwrap_or(start);
+                        let rebuilt = match rebuild_at.get(&(fs, segment[birth])) {
+                            Some(&r) => r.max(stage_first[bs]),
+                            None => stage_first[bs],
+                        };
                         push(*ipu, start, fwd_end, class);
-                        push(*ipu, stage_first[bs].min(bf).max(fwd_end + 1), end, class);
+                        push(*ipu, rebuilt.min(bf).max(fwd_end + 1), end, class);
                     } else {
                         push(*ipu, start, end, class);
                         stash[*ipu] = stash[*ipu].saturating_add((bs.saturating_sub(fs) as u64).saturating_mul(bytes));

@@ -11,7 +11,8 @@
 //! * Sharded (and one IPU): stages run one after another; the others idle.
 //! * Pipelined: micro-batches flow through the stages; each pipeline step lasts as long as
 //!   its busiest IPU, then the stages' outputs cross the IPU-Links. Backward stages recompute
-//!   their forward stage when recomputation is on.
+//!   their forward stage when recomputation is on, but for its checkpoints
+//!   (`recomputationCheckpoint`), which are stashed.
 //! * Phased: phases run in order, their stages in parallel; weights and activations in
 //!   Streaming Memory are loaded before and stored after (overlapped with compute except
 //!   `OffChipAfterFwdNoOverlap`; parallel phases load the next phase on the other group).
@@ -621,6 +622,9 @@ fn costs(g: &Graph, place: &Placement, opts: &Options, gen: &Generation, transfe
     // Per execution stage: work per micro-batch (optimizer updates apart), host input bytes,
     // bytes copied out to other IPUs, Streaming Memory bytes.
     let mut stage_cost = vec![Cost::default(); ns];
+    // What a backward stage recomputes of its forward stage: every forward op but the
+    // checkpoints (`recomputationCheckpoint`), whose outputs are stashed.
+    let mut recompute_cost = vec![Cost::default(); ns];
     let mut update_cost = vec![Cost::default(); nipus];
     let mut grad_bytes = vec![0f64; nipus];
     let mut input_bytes = vec![0f64; ns];
@@ -654,7 +658,13 @@ fn costs(g: &Graph, place: &Placement, opts: &Options, gen: &Generation, transfe
                 input_bytes[np.pipeline_stage] += value_bytes(g.ty(node.outputs[0])) as f64
             }
             op if is_source(op) => {}
-            _ => stage_cost[np.pipeline_stage].add(cm.node(g, i)),
+            _ => {
+                let cost = cm.node(g, i);
+                stage_cost[np.pipeline_stage].add(cost);
+                if node.meta.pass == crate::ir::Pass::Forward && !node.meta.checkpoint {
+                    recompute_cost[np.pipeline_stage].add(cost);
+                }
+            }
         }
     }
     let last_ipu = place.stages.last().map(|s| s.ipu).unwrap_or(0);
@@ -701,7 +711,7 @@ fn costs(g: &Graph, place: &Placement, opts: &Options, gen: &Generation, transfe
         for b in 0..ns {
             if place.stages[b].pass == StagePass::Backward && b + 1 < 2 * f {
                 let fwd = 2 * f - 2 - b;
-                let extra = stage_cost[fwd];
+                let extra = recompute_cost[fwd];
                 stage_cost[b].add(extra);
             }
         }

@@ -292,6 +292,23 @@ impl Tracer {
         Ok(self.record(op, inputs, caller)?.remove(0))
     }
 
+    /// Runs `f` on the graph holding `v` and the index of the node that made it.
+    fn with_producer(&self, v: &Var, f: impl FnOnce(&mut Graph, usize) -> Result<()>) -> Result<()> {
+        if !Rc::ptr_eq(&v.tr.st, &self.st) {
+            return Err(Error::trace("a tensor from another trace was used"));
+        }
+        let mut st = self.st.borrow_mut();
+        if v.frame >= st.frames.len() {
+            return Err(Error::trace(format!(
+                "{} was defined inside a region that has ended and cannot be used outside it",
+                v.id
+            )));
+        }
+        let g = &mut st.frames[v.frame].graph;
+        let node = g.values[v.id.0 as usize].node;
+        f(g, node)
+    }
+
     /// A model input of the given type.
     pub fn input(&self, name: &str, shape: &[usize], dtype: DType) -> Result<Var> {
         check::name("a model input's name", name)?;
@@ -939,6 +956,59 @@ impl Var {
     #[track_caller]
     pub fn one_hot(&self, num_classes: usize) -> Result<Var> {
         self.tr.record1(Op::OneHot { num_classes }, &[self], Location::caller())
+    }
+
+    /// `poptorch.recomputationCheckpoint(x)`: with recomputation on (pipelined training),
+    /// `x` is stashed for the backward pass instead of recomputed, and the recomputation of
+    /// the ops after it starts from it. Returns `x` (the value is unchanged).
+    pub fn recomputation_checkpoint(&self) -> Result<Var> {
+        self.tr.with_producer(self, |g, node| {
+            g.nodes[node].meta.checkpoint = true;
+            Ok(())
+        })?;
+        Ok(self.clone())
+    }
+
+    /// `poptorch.set_available_memory(x, proportion)`: the share of tile memory, in (0, 1],
+    /// the op that made `x` may use for temporaries (the planner trades its temporaries
+    /// against its time). As PopTorch, the op is the producer of `x` if it is a matmul,
+    /// convolution, gather or scatter, else the first such op one or two producers up (a
+    /// reshape or an add after it); with none, nothing is set. Returns `x`.
+    pub fn set_available_memory(&self, proportion: f64) -> Result<Var> {
+        if !(proportion > 0.0 && proportion <= 1.0) {
+            return Err(Error::trace(format!(
+                "set_available_memory: the available memory proportion must be in (0, 1], got {proportion}"
+            )));
+        }
+        self.tr.with_producer(self, |g, node| {
+            let takes = |op: &Op| {
+                matches!(
+                    op,
+                    Op::MatMul
+                        | Op::MatMulTN
+                        | Op::Linear { .. }
+                        | Op::LinearAdd { .. }
+                        | Op::Conv2d { .. }
+                        | Op::IndexSelect { .. }
+                        | Op::Gather { .. }
+                        | Op::ScatterAdd { .. }
+                        | Op::ScatterMean { .. }
+                        | Op::IndexAdd { .. }
+                )
+            };
+            // The producer, then its producers, then theirs (PopTorch looks two levels up).
+            let mut level = vec![node];
+            for _ in 0..3 {
+                if let Some(&n) = level.iter().find(|&&n| takes(&g.nodes[n].op)) {
+                    g.nodes[n].meta.available_memory = Some(crate::ir::Proportion(proportion));
+                    return Ok(());
+                }
+                level =
+                    level.iter().flat_map(|&n| g.nodes[n].inputs.iter().map(|v| g.values[v.0 as usize].node)).collect();
+            }
+            Ok(())
+        })?;
+        Ok(self.clone())
     }
 
     /// Marks a loss (PopTorch `identity_loss`).
