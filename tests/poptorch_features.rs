@@ -216,3 +216,120 @@ fn recomputation_restarts_from_the_nearest_checkpoint() {
     let (plain, ck) = (live_at_bwd_start(&two_stage(None)), live_at_bwd_start(&two_stage(Some(1))));
     assert!(ck < plain, "{ck} vs {plain}");
 }
+
+// ---- set_available_memory and the precision options ----
+
+#[test]
+fn set_available_memory_goes_to_the_op_poptorch_would_pick() {
+    // PopTorch's docstring example: `out = self.conv(x); poptorch.set_available_memory(out, 0.2)`.
+    let mut rng = Rng::new(0);
+    let conv = ipu_playground::trace::nn::Conv2d::new(4, 4, [3, 3], [2, 2], [0, 0], [1, 1], 1, true, &mut rng).unwrap();
+    let lin = Linear::new(8, 8, true, &mut rng).unwrap();
+    let tr = Tracer::new();
+    let x = tr.input("x", &[1, 4, 9, 9], DType::Float32).unwrap();
+    let out = tr.scope("conv", || conv.forward(&tr, &x)).unwrap().set_available_memory(0.2).unwrap();
+    // A reshape after a Linear: found one producer up (PopTorch's fixup looks two up).
+    let y = tr.input("y", &[2, 8], DType::Float32).unwrap();
+    let z =
+        tr.scope("lin", || lin.forward(&tr, &y)).unwrap().reshape(&[16]).unwrap().set_available_memory(0.3).unwrap();
+    // No product within two producers: nothing is set (PopTorch: an identity).
+    let w = y.relu().unwrap().tanh().unwrap().exp().unwrap().set_available_memory(0.4).unwrap();
+    assert!(tr.input("bad", &[1], DType::Float32).unwrap().set_available_memory(0.0).is_err(), "(0, 1]");
+    assert!(y.set_available_memory(1.5).unwrap_err().to_string().contains("(0, 1]"));
+    let g = tr.finish(&[&out, &z, &w]).unwrap().graph;
+    let amp = |name: &str| g.nodes.iter().find(|n| n.op.name() == name).unwrap().meta.available_memory.map(|p| p.0);
+    assert_eq!(amp("conv2d"), Some(0.2));
+    assert_eq!(amp("linear"), Some(0.3));
+    assert!(g
+        .nodes
+        .iter()
+        .all(|n| n.op.name() == "conv2d" || n.op.name() == "linear" || n.meta.available_memory.is_none()));
+}
+
+/// `x[n, n] @ w[n, n]` (a Linear without bias), its proportion set when given.
+fn product(n: usize, amp: Option<f64>) -> ipu_playground::ir::Graph {
+    let lin = Linear::new(n, n, false, &mut Rng::new(0)).unwrap();
+    let tr = Tracer::new();
+    let x = tr.input("x", &[n, n], DType::Float32).unwrap();
+    let mut y = tr.scope("lin", || lin.forward(&tr, &x)).unwrap();
+    if let Some(p) = amp {
+        y = y.set_available_memory(p).unwrap();
+    }
+    tr.finish(&[&y]).unwrap().graph
+}
+
+/// The temporaries of the plan's step running the product, and the iteration time.
+fn product_plan(g: &ipu_playground::ir::Graph, f: impl FnOnce(&mut ipu_playground::compile::Options)) -> (u64, f64) {
+    let p = plan_opts(g, f);
+    let i = g.nodes.iter().position(|n| n.op.name() == "linear").unwrap();
+    let s = &p.memory.ipus[0].steps;
+    let k = (0..s.len()).find(|&k| s.node[k] == i).unwrap();
+    (s.temporaries[k], p.time.iteration_time_s)
+}
+
+#[test]
+fn an_ops_available_memory_caps_its_temporaries_and_costs_it_time() {
+    let n = 2048;
+    let partials = (n * n * 4) as u64; // float partials, one per output element
+    let capacity = ipu_playground::compile::hardware::IpuGeneration::Mk2.spec().capacity_bytes();
+    let (t_default, time_default) = product_plan(&product(n, None), |_| {});
+    assert_eq!(t_default, partials, "0.6 of the IPU holds them");
+    // The op's own proportion wins over the IPU's.
+    let (t_small, time_small) = product_plan(&product(n, Some(0.01)), |_| {});
+    let cap = (0.01 * capacity as f64) as u64;
+    assert!(cap < partials);
+    assert_eq!(t_small, cap);
+    assert!(time_small > time_default, "two passes: {time_small} vs {time_default}");
+    // The options-wide proportion is the default for ops without their own.
+    let (t_ipu, _) = product_plan(&product(n, None), |o| {
+        o.set_available_memory_proportion(&[("IPU0", 0.01)]).unwrap();
+    });
+    assert_eq!(t_ipu, cap);
+    let (t_own, _) = product_plan(&product(n, Some(0.6)), |o| {
+        o.set_available_memory_proportion(&[("IPU0", 0.01)]).unwrap();
+    });
+    assert_eq!(t_own, partials);
+}
+
+#[test]
+fn half_partials_halve_a_products_temporaries() {
+    let n = 2048;
+    let (t_float, time_float) = product_plan(&product(n, None), |_| {});
+    let (t_half, time_half) = product_plan(&product(n, None), |o| {
+        o.set_partials_type(DType::Float16).unwrap();
+    });
+    assert_eq!(t_half * 2, t_float);
+    assert!(time_half < time_float, "{time_half} vs {time_float}");
+}
+
+#[test]
+fn precision_options_are_checked_and_round_trip_through_json() {
+    let mut o = ipu_playground::compile::Options::new();
+    let e = o.set_partials_type(DType::Int32).unwrap_err();
+    assert_eq!(e.option.as_deref(), Some("Precision.partialsType"));
+    o.set_partials_type(DType::Float16).unwrap().enable_stochastic_rounding(true).unwrap();
+    let back = ipu_playground::compile::Options::from_json(&o.to_json()).unwrap();
+    assert_eq!(back.precision, o.precision);
+    let j = ipu_playground::compile::Options::from_json(r#"{"Precision": {"partialsType": "half"}}"#).unwrap();
+    assert_eq!(j.precision.partials_type, ipu_playground::compile::PartialsType::Half);
+    assert!(ipu_playground::compile::Options::from_json(r#"{"Precision": {"partialsType": "int"}}"#).is_err());
+    assert!(ipu_playground::compile::Options::from_json(r#"{"Precision": ["half"]}"#).is_err());
+}
+
+#[test]
+fn stochastic_rounding_is_recorded_and_said_where_it_does_nothing() {
+    // PopTorch: stochastic rounding rounds float16 values; recommended for training, not for
+    // inference (non-deterministic). A float32 inference model gets both warnings.
+    let g = product(8, None);
+    let p = plan_opts(&g, |o| {
+        o.enable_stochastic_rounding(true).unwrap();
+    });
+    assert!(p.valid);
+    let w = warning_codes(&p);
+    assert!(
+        w.contains(&"stochastic_rounding_without_float16") && w.contains(&"stochastic_rounding_inference"),
+        "{w:?}"
+    );
+    let plain = plan_opts(&g, |_| {});
+    assert!(!warning_codes(&plain).iter().any(|c| c.starts_with("stochastic")));
+}

@@ -6,8 +6,9 @@
 //! * Not always live, over the scheduled program (one step = one node, every IPU on the same
 //!   axis): activations and gradients by [`crate::ir::liveness`] (the executor's rules; a
 //!   value read on another IPU lives there from its copy to its last reader), nested
-//!   sub-graph peaks and op temporaries (dense products keep fp32 partials, capped by the
-//!   available memory proportion), the pipeline stash (stage inputs, or every saved
+//!   sub-graph peaks and op temporaries (dense products keep partials, float or half as
+//!   `Precision.partialsType` says, capped by the op's `set_available_memory` proportion or
+//!   the IPU's), the pipeline stash (stage inputs, or every saved
 //!   activation without recomputation, for each extra micro-batch in flight), and tensors
 //!   brought on chip from Streaming Memory (`loaded`).
 //! * Streaming Memory contents per step are reported apart (`streaming`), not counted
@@ -265,10 +266,14 @@ fn optimizer_state_bytes(step: &OptimizerStep, elements: u64) -> u64 {
     (per_element as u64).saturating_mul(elements)
 }
 
-/// Scratch of an op beyond its outputs: dense products (convolutions included: poplin
-/// plans them like matmuls) keep fp32 partials of their output, at most the available
-/// memory proportion of the IPU.
-fn op_temporaries(g: &Graph, i: usize, cap: u64) -> u64 {
+/// The scratch a dense product (convolutions included: poplin plans them like matmuls)
+/// asks for beyond its outputs, and the most it gets: `(wanted, cap)`, `None` for other ops.
+/// Wanted: its partial results, one per output element in `Precision.partialsType` (4 bytes
+/// as float, 2 as half; an estimate: PopLin's planner keeps at most that many). Cap: its own
+/// `set_available_memory` proportion, else its IPU's (`availableMemoryProportion`, 0.6 by
+/// default), of `capacity`. The time model charges an op held below what it wants
+/// ([`super::time`]).
+pub(super) fn dense_scratch(g: &Graph, i: usize, opts: &Options, capacity: u64, ipu: usize) -> Option<(u64, u64)> {
     let n = &g.nodes[i];
     match n.op {
         Op::MatMul
@@ -280,12 +285,20 @@ fn op_temporaries(g: &Graph, i: usize, cap: u64) -> u64 {
         | Op::Conv2dGradWeight { .. }
         | Op::SpMM { .. }
         | Op::SpMMTransposed { .. } => {
-            // fp32 partials: 4 bytes per output element, whatever the output's dtype.
-            let out = n.outputs.iter().map(|v| elements(g.ty(*v)).saturating_mul(4)).fold(0, u64::saturating_add);
-            out.min(cap)
+            let per = opts.precision.partials_type.bytes();
+            let wanted = n.outputs.iter().map(|v| elements(g.ty(*v)).saturating_mul(per)).fold(0, u64::saturating_add);
+            let share =
+                n.meta.available_memory.map(|p| p.0).unwrap_or_else(|| opts.available_memory_proportion_for(ipu));
+            Some((wanted, (share * capacity as f64) as u64))
         }
-        _ => 0,
+        _ => None,
     }
+}
+
+/// Scratch of an op beyond its outputs: a dense product's partials, at most its cap
+/// ([`dense_scratch`]).
+fn op_temporaries(g: &Graph, i: usize, opts: &Options, capacity: u64, ipu: usize) -> u64 {
+    dense_scratch(g, i, opts, capacity, ipu).map(|(wanted, cap)| wanted.min(cap)).unwrap_or(0)
 }
 
 struct Residency {
@@ -775,9 +788,9 @@ fn timelines(c: &Ctx, a: Acc) -> (Memory, Vec<Diagnostic>, Vec<Diagnostic>) {
         let grad = pick(Class::Gradient);
         let live: Vec<Interval> = act.iter().chain(&grad).copied().collect();
         let inner: Vec<u64> = (0..n).map(|i| if place.nodes[i].ipu == ipu { life.inner_peak[i] } else { 0 }).collect();
-        let amp_cap = (opts.available_memory_proportion_for(ipu) * capacity as f64) as u64;
-        let scratch: Vec<u64> =
-            (0..n).map(|i| if place.nodes[i].ipu == ipu { op_temporaries(g, i, amp_cap) } else { 0 }).collect();
+        let scratch: Vec<u64> = (0..n)
+            .map(|i| if place.nodes[i].ipu == ipu { op_temporaries(g, i, opts, capacity, ipu) } else { 0 })
+            .collect();
         let t_live = timeline(n, &live, &inner);
         let t_act = timeline(n, &act, &[]);
         let t_grad = timeline(n, &grad, &[]);
