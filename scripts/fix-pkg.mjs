@@ -533,6 +533,7 @@ const __namespaces = {
         },
         set_available_memory: ${ref("setAvailableMemory")},
         setAvailableMemory: ${ref("setAvailableMemory")},
+        serializedMatMul: ${ref("serializedMatMul")},
         slice: ${ref("_poptorchSlice")},
         dynamic_slice: ${ref("_poptorchDynamicSlice")},
         dynamicSlice: ${ref("_poptorchDynamicSlice")},
@@ -634,6 +635,7 @@ ${enumDecl.join("\n")}
     /** The share of tile memory, in (0, 1], the op that made x may use for temporaries; returns x. */
     set_available_memory: typeof setAvailableMemory;
     setAvailableMemory: typeof setAvailableMemory;
+    serializedMatMul: typeof serializedMatMul;
     slice: typeof _poptorchSlice;
     dynamic_slice: typeof _poptorchDynamicSlice;
     dynamicSlice: typeof _poptorchDynamicSlice;

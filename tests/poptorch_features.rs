@@ -333,3 +333,113 @@ fn stochastic_rounding_is_recorded_and_said_where_it_does_nothing() {
     let plain = plan_opts(&g, |_| {});
     assert!(!warning_codes(&plain).iter().any(|c| c.starts_with("stochastic")));
 }
+
+// ---- serializedMatMul ----
+
+use ipu_playground::trace::MatMulSerializationMode as Mode;
+
+const M: usize = 4;
+const N: usize = 6;
+const P: usize = 8;
+
+fn operands() -> (Vec<f32>, Vec<f32>) {
+    let a = (0..M * N).map(|k| ((k * 5 % 13) as f32 - 6.0) / 8.0).collect();
+    let b = (0..N * P).map(|k| ((k * 3 % 7) as f32 - 3.0) / 4.0).collect();
+    (a, b)
+}
+
+/// `a @ b` by hand.
+fn product_by_hand(a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut y = vec![0f32; M * P];
+    for i in 0..M {
+        for j in 0..P {
+            y[i * P + j] = (0..N).map(|k| a[i * N + k] * b[k * P + j]).sum();
+        }
+    }
+    y
+}
+
+/// Runs `serializedMatMul(a, b, mode, factor)` with `b` a parameter and the loss
+/// `sum(y * c)`; returns y and the gradient of b.
+fn run_serialized(mode: Mode, factor: usize, c: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let (a, b) = operands();
+    let tr = Tracer::new();
+    let av = tr.input("a", &[M, N], DType::Float32).unwrap();
+    let bp = Rc::new(Tensor::from_f32(&[N, P], b).unwrap());
+    let bv = tr.param("b", &bp).unwrap();
+    let y = av.serialized_matmul(&bv, mode, factor, false).unwrap();
+    let cv = tr.constant(Tensor::from_f32(&[M, P], c.to_vec()).unwrap()).unwrap();
+    let loss = y.mul(&cv).unwrap().identity_loss(Reduction::Sum).unwrap();
+    let t = tr.finish(&[&loss, &y]).unwrap();
+    let tg = training_graph(&t.graph, 0, &TrainOptions { return_grads: true, ..Default::default() }).unwrap();
+    let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
+    let r = run(&tg.graph, &mut store, &[Rc::new(Tensor::from_f32(&[M, N], a).unwrap())]).unwrap();
+    let grad = r.outputs[tg.grad_outputs[0].1].to_f32_vec();
+    (r.outputs[1].to_f32_vec(), grad)
+}
+
+#[test]
+fn serialized_matmul_gives_the_products_values_and_gradient_in_every_mode() {
+    let (a, b) = operands();
+    let want = product_by_hand(&a, &b);
+    let c: Vec<f32> = (0..M * P).map(|k| ((k * 7 % 11) as f32 - 5.0) / 3.0).collect();
+    // dL/db = aᵀ c.
+    let mut want_grad = vec![0f32; N * P];
+    for k in 0..N {
+        for j in 0..P {
+            want_grad[k * P + j] = (0..M).map(|i| a[i * N + k] * c[i * P + j]).sum();
+        }
+    }
+    for (mode, factor) in [
+        (Mode::InputChannels, 2),
+        (Mode::ReducingDim, 3),
+        (Mode::OutputChannels, 4),
+        (Mode::Disabled, 0),
+        (Mode::ReducingDim, 1),
+    ] {
+        let (y, g) = run_serialized(mode, factor, &c);
+        for (got, w) in y.iter().zip(&want) {
+            assert!((got - w).abs() < 1e-5, "{mode:?}: {y:?} vs {want:?}");
+        }
+        for (got, w) in g.iter().zip(&want_grad) {
+            assert!((got - w).abs() < 1e-5, "{mode:?} gradient: {g:?} vs {want_grad:?}");
+        }
+    }
+}
+
+#[test]
+fn serialized_matmul_factor_must_divide_the_dimension() {
+    // PopTorch: "factor: Number of serialized multiplications. Must be a factor of the
+    // dimension to serialize on."
+    let tr = Tracer::new();
+    let a = tr.input("a", &[M, N], DType::Float32).unwrap();
+    let b = tr.input("b", &[N, P], DType::Float32).unwrap();
+    let e = a.serialized_matmul(&b, Mode::OutputChannels, 3, false).unwrap_err().to_string();
+    assert!(e.contains("factor (3)") && e.contains("output channels") && e.contains("size 8"), "{e}");
+    assert!(a.serialized_matmul(&b, Mode::InputChannels, 0, false).is_err());
+    let v = tr.input("v", &[N], DType::Float32).unwrap();
+    assert!(a.serialized_matmul(&v, Mode::ReducingDim, 2, false).is_err());
+}
+
+#[test]
+fn a_serialized_product_has_smaller_temporaries_and_more_steps() {
+    let plan_of = |factor: usize| {
+        let tr = Tracer::new();
+        let a = tr.input("a", &[256, 512], DType::Float32).unwrap();
+        let b = tr.input("b", &[512, 1024], DType::Float32).unwrap();
+        let y = a.serialized_matmul(&b, Mode::OutputChannels, factor, false).unwrap();
+        let g = tr.finish(&[&y]).unwrap().graph;
+        let products = g.nodes.iter().filter(|n| n.op.name() == "matmul").count();
+        let p = plan_opts(&g, |_| {});
+        let s = &p.memory.ipus[0].steps;
+        let scratch =
+            (0..s.len()).filter(|&k| g.nodes[s.node[k]].op.name() == "matmul").map(|k| s.temporaries[k]).max().unwrap();
+        (products, scratch, p.memory.ipus[0].program_steps)
+    };
+    let (n1, t1, s1) = plan_of(1);
+    let (n4, t4, s4) = plan_of(4);
+    assert_eq!((n1, n4), (1, 4));
+    assert_eq!(t1, 256 * 1024 * 4, "float partials of the whole output");
+    assert_eq!(t4 * 4, t1, "each piece's partials");
+    assert!(s4 > s1);
+}

@@ -87,6 +87,21 @@ struct State {
     deferred: Option<Error>,
 }
 
+/// `poptorch.MatMulSerializationMode`: which dimension of `a[m, n] @ b[n, p]` a serialised
+/// product ([`Var::serialized_matmul`]) splits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MatMulSerializationMode {
+    /// The rows of `a` (`m`).
+    InputChannels,
+    /// The reduced dimension (`n`): the pieces' products are added.
+    ReducingDim,
+    /// The columns of `b` (`p`).
+    OutputChannels,
+    /// An ordinary product.
+    Disabled,
+}
+
 /// Records ops into a graph. Cheap to clone (shared state).
 #[derive(Clone)]
 pub struct Tracer {
@@ -764,6 +779,84 @@ impl Var {
     #[track_caller]
     pub fn where_(&self, cond: &Var, other: &Var) -> Result<Var> {
         self.tr.record1(Op::Where, &[cond, self, other], Location::caller())
+    }
+
+    /// `poptorch.serializedMatMul(self, other, mode, factor, keep_precision)`: the product
+    /// `self @ other` (`a[…, m, n] @ b[…, n, p]`) computed as `factor` smaller products one
+    /// after another, split on the dimension `mode` names (rows `m`, the reduced `n`, or the
+    /// columns `p`), which `factor` must divide: the same result, with smaller partials and
+    /// more steps. Split on `n`, the pieces are added up; with `keep_precision` and float16
+    /// operands the additions are made in float32 (PopTorch's float partials), else in the
+    /// operands' dtype. `Disabled` (or a factor of 1) is the plain product.
+    #[track_caller]
+    pub fn serialized_matmul(
+        &self,
+        other: &Var,
+        mode: MatMulSerializationMode,
+        factor: usize,
+        keep_precision: bool,
+    ) -> Result<Var> {
+        if mode == MatMulSerializationMode::Disabled {
+            return self.matmul(other);
+        }
+        let (ra, rb) = (self.shape().len(), other.shape().len());
+        if ra < 2 || rb < 2 {
+            return Err(Error::trace(format!(
+                "serializedMatMul: both operands must be matrices (2 or more dimensions), got {} and {}",
+                self.ty(),
+                other.ty()
+            )));
+        }
+        let (dim, what) = match mode {
+            MatMulSerializationMode::InputChannels => {
+                (self.shape()[ra - 2], "the input channels (rows of the left operand)")
+            }
+            MatMulSerializationMode::ReducingDim => (self.shape()[ra - 1], "the reducing dimension"),
+            MatMulSerializationMode::OutputChannels => {
+                (other.shape()[rb - 1], "the output channels (columns of the right operand)")
+            }
+            MatMulSerializationMode::Disabled => unreachable!("handled above"),
+        };
+        if factor == 0 || dim % factor != 0 {
+            return Err(Error::trace(format!(
+                "serializedMatMul: the factor ({factor}) must be a factor of the dimension serialised on, {what}, of size {dim}"
+            )));
+        }
+        if factor == 1 {
+            return self.matmul(other);
+        }
+        let sizes = vec![dim / factor; factor];
+        match mode {
+            MatMulSerializationMode::InputChannels => {
+                let outs = self.split(&sizes, -2)?.iter().map(|a| a.matmul(other)).collect::<Result<Vec<_>>>()?;
+                concat(&outs.iter().collect::<Vec<_>>(), -2)
+            }
+            MatMulSerializationMode::OutputChannels => {
+                let outs = other.split(&sizes, -1)?.iter().map(|b| self.matmul(b)).collect::<Result<Vec<_>>>()?;
+                concat(&outs.iter().collect::<Vec<_>>(), -1)
+            }
+            _ => {
+                let (pa, pb) = (self.split(&sizes, -1)?, other.split(&sizes, -2)?);
+                let widen = keep_precision && self.dtype() == DType::Float16;
+                let mut sum: Option<Var> = None;
+                for (a, b) in pa.iter().zip(&pb) {
+                    let mut y = a.matmul(b)?;
+                    if widen {
+                        y = y.cast(DType::Float32)?;
+                    }
+                    sum = Some(match sum {
+                        Some(s) => s.add(&y)?,
+                        None => y,
+                    });
+                }
+                let sum = sum.expect("factor >= 2");
+                if widen {
+                    sum.cast(DType::Float16)
+                } else {
+                    Ok(sum)
+                }
+            }
+        }
     }
 
     /// torch.matmul.

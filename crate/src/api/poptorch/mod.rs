@@ -9,8 +9,8 @@
 //!   `VariableRetrievalMode`, `Liveness`, `AutoStage` (strings: the core's JSON names);
 //! * [`optim`]: `poptorch.optim.{SGD, Adam, AdamW, RMSprop, LAMB}`;
 //! * [`model`]: `trainingModel`, `inferenceModel` and the `PoplarExecutor` they return;
-//! * `identity_loss`, `recomputationCheckpoint`, `set_available_memory` (here) and the
-//!   slicing helpers.
+//! * `identity_loss`, `recomputationCheckpoint`, `set_available_memory`, `serializedMatMul`
+//!   (here) and the slicing helpers.
 //!
 //! wasm-bindgen exports classes at the top level only, under `Poptorch…` names;
 //! `scripts/fix-pkg.mjs` builds the `poptorch` namespace from them (and gives the
@@ -92,6 +92,31 @@ pub fn set_available_memory(
         )));
     }
     at_js_caller(v.tracer(), || v.set_available_memory(p)).map_err(js_err).and_then(wrap)
+}
+
+/// `poptorch.serializedMatMul(lhs, rhs, mode, factor = 0, keepPrecision = false)`: `lhs @
+/// rhs` as `factor` smaller products split on the dimension `mode` names
+/// (`poptorch.MatMulSerializationMode`), which `factor` must divide; see
+/// `Var::serialized_matmul`.
+#[wasm_bindgen(js_name = serializedMatMul, unchecked_return_type = "Tensor")]
+pub fn serialized_matmul(
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] lhs: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] rhs: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "MatMulSerializationMode")] mode: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "number")] factor: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keep_precision: JsValue,
+) -> JsResult<JsValue> {
+    let a = tensor_arg(&lhs, "serializedMatMul: lhs")?;
+    let b = tensor_arg(&rhs, "serializedMatMul: rhs")?;
+    let mode: crate::trace::MatMulSerializationMode =
+        enums::parse(&mode, "serializedMatMul: mode", &enums::matmul_serialization_mode())?;
+    let factor = if args::is_absent(&factor) {
+        0
+    } else {
+        args::whole(&factor, "serializedMatMul: factor", u32::MAX as u64)? as usize
+    };
+    let keep = args::opt_bool(&keep_precision, "serializedMatMul: keepPrecision", false)?;
+    at_js_caller(a.tracer(), || a.serialized_matmul(&b, mode, factor, keep)).map_err(js_err).and_then(wrap)
 }
 
 /// A slice bound: a whole number (constant) or an int32 scalar Tensor of the trace.
