@@ -48,7 +48,7 @@ if (problems.length) {
 // is appended here, to the JS glue and to its type declarations, naming the same classes.
 // NAMESPACES below builds them; the GNN stack adds `datasets` and `loaders` there.
 const NN = [
-  "Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "Embedding", "Sequential", "ModuleList", "Parameter",
+  "Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "Embedding", "SerializedEmbedding", "Sequential", "ModuleList", "Parameter",
   "SAGEConv", "GCNConv", "GroupAddRev",
   "Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten",
 ];

@@ -443,3 +443,45 @@ fn a_serialized_product_has_smaller_temporaries_and_more_steps() {
     assert_eq!(t4 * 4, t1, "each piece's partials");
     assert!(s4 > s1);
 }
+
+// ---- embedding serialisation ----
+
+#[test]
+fn a_serialized_embedding_looks_up_the_same_rows_with_one_parameter_per_split() {
+    use ipu_playground::trace::nn::SerializedEmbedding;
+    let (v, d, factor) = (10usize, 3usize, 5usize);
+    let embed = Embedding::new(v, d, &mut Rng::new(5));
+    let ser = SerializedEmbedding::from_embedding(&embed, factor).unwrap();
+    let ids = [0i32, 9, 4, 5, 1, 4];
+    let c: Vec<f32> = (0..ids.len() * d).map(|k| k as f32 / 4.0 - 1.0).collect();
+    let tr = Tracer::new();
+    let x = tr.input("ids", &[2, 3], DType::Int32).unwrap();
+    let y = tr.scope("emb", || ser.forward(&tr, &x)).unwrap();
+    assert_eq!(y.shape(), &[2, 3, d]);
+    let cv = tr.constant(Tensor::from_f32(&[2, 3, d], c.clone()).unwrap()).unwrap();
+    let loss = y.mul(&cv).unwrap().identity_loss(Reduction::Sum).unwrap();
+    let t = tr.finish(&[&loss, &y]).unwrap();
+    let names: Vec<&str> = t.params.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, (0..factor).map(|i| format!("emb.split_embeddings.{i}.weight")).collect::<Vec<_>>());
+    let tg = training_graph(&t.graph, 0, &TrainOptions { return_grads: true, ..Default::default() }).unwrap();
+    let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
+    let r = run(&tg.graph, &mut store, &[Rc::new(Tensor::from_i32(&[2, 3], ids.to_vec()).unwrap())]).unwrap();
+    // The rows of the whole table, by hand.
+    let w = embed.weight.value().unwrap().to_f32_vec();
+    let want: Vec<f32> = ids.iter().flat_map(|&i| w[i as usize * d..(i as usize + 1) * d].to_vec()).collect();
+    assert_eq!(r.outputs[1].to_f32_vec(), want);
+    // Gradient of split s: row r gets Σ c over the tokens whose id is 2s + r.
+    for (name, k) in &tg.grad_outputs {
+        let s: usize = name.split('.').nth(2).unwrap().parse().unwrap();
+        let mut want = vec![0f32; 2 * d];
+        for (t, &i) in ids.iter().enumerate() {
+            if i as usize / 2 == s {
+                for e in 0..d {
+                    want[(i as usize % 2) * d + e] += c[t * d + e];
+                }
+            }
+        }
+        assert_eq!(r.outputs[*k].to_f32_vec(), want, "{name}");
+    }
+    assert!(SerializedEmbedding::from_embedding(&embed, 3).is_err(), "10 rows do not split in 3");
+}
