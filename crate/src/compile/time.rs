@@ -731,11 +731,9 @@ fn costs(g: &Graph, place: &Placement, opts: &Options, gen: &Generation, transfe
         && nipus > 1;
     if recompute {
         let f = place.forward_stages;
-        for b in 0..ns {
+        for (b, cost) in stage_cost.iter_mut().enumerate() {
             if place.stages[b].pass == StagePass::Backward && b + 1 < 2 * f {
-                let fwd = 2 * f - 2 - b;
-                let extra = recompute_cost[fwd];
-                stage_cost[b].add(extra);
+                cost.add(recompute_cost[2 * f - 2 - b]);
             }
         }
     }

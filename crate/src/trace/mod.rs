@@ -817,7 +817,7 @@ impl Var {
             }
             MatMulSerializationMode::Disabled => unreachable!("handled above"),
         };
-        if factor == 0 || dim % factor != 0 {
+        if factor == 0 || !dim.is_multiple_of(factor) {
             return Err(Error::trace(format!(
                 "serializedMatMul: the factor ({factor}) must be a factor of the dimension serialised on, {what}, of size {dim}"
             )));

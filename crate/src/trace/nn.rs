@@ -804,7 +804,7 @@ pub struct SerializedEmbedding {
 
 impl SerializedEmbedding {
     fn check(num: usize, dim: usize, factor: usize) -> Result<()> {
-        if factor == 0 || num % factor != 0 {
+        if factor == 0 || !num.is_multiple_of(factor) {
             return Err(Error::trace(format!(
                 "SerializedEmbedding({num}, {dim}, factor={factor}): the number of embeddings must be divisible by the \
                  serialization factor"
