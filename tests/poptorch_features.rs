@@ -485,3 +485,30 @@ fn a_serialized_embedding_looks_up_the_same_rows_with_one_parameter_per_split() 
     }
     assert!(SerializedEmbedding::from_embedding(&embed, 3).is_err(), "10 rows do not split in 3");
 }
+
+#[test]
+fn a_host_model_answers_for_a_tied_parameter_under_either_name() {
+    let (t, embed) = tied_model(None, &c_values());
+    let host = ipu_playground::poptorch::HostModel::new(&t);
+    let a = host.parameter("embed.weight").unwrap();
+    let b = host.parameter("decoder.weight").unwrap();
+    assert_eq!(a.id(), b.id());
+    assert_eq!(a.value().unwrap().to_f32_vec(), embed.weight.value().unwrap().to_f32_vec());
+    // A write under the second name is a write of the one tensor.
+    host.set_parameter("decoder.weight", Tensor::from_f32(&[V, D], vec![0.5; V * D]).unwrap()).unwrap();
+    assert_eq!(host.parameter("embed.weight").unwrap().value().unwrap().to_f32_vec(), vec![0.5; V * D]);
+    assert_eq!(host.tied(), t.tied);
+}
+
+#[test]
+fn keep_precision_adds_float16_pieces_in_float32() {
+    let tr = Tracer::new();
+    let a = tr.input("a", &[M, N], DType::Float16).unwrap();
+    let b = tr.input("b", &[N, P], DType::Float16).unwrap();
+    let kept = a.serialized_matmul(&b, Mode::ReducingDim, 3, true).unwrap();
+    let plain = a.serialized_matmul(&b, Mode::ReducingDim, 3, false).unwrap();
+    assert_eq!((kept.dtype(), plain.dtype()), (DType::Float16, DType::Float16));
+    let g = tr.finish(&[&kept, &plain]).unwrap().graph;
+    // Three pieces widened, their sum narrowed once: four casts, all for the kept product.
+    assert_eq!(g.nodes.iter().filter(|n| n.op.name() == "cast").count(), 4);
+}

@@ -66,7 +66,7 @@ struct State {
     params: Vec<(String, Param)>,
     buffers: Vec<(String, Param)>,
     named: HashMap<String, (InputKind, ValueId, *const ())>,
-    /// Full name of each parameter or buffer by the identity of its tensor (tied weights).
+    /// Full name of each parameter by the identity of its tensor (tied weights).
     by_identity: HashMap<*const (), (InputKind, String)>,
     /// (second name, first name) of tied state; see [`Trace::tied`].
     tied: Vec<(String, String)>,
@@ -134,8 +134,8 @@ pub struct Trace {
     pub buffers: Vec<(String, Param)>,
     /// Captured tensors frozen into the graph as constants (PopTorch warns about these).
     pub constants: Vec<(String, Rc<Tensor>)>,
-    /// Tied state: (name, the name it is tied to). A parameter (or buffer) read under a
-    /// second name (`decoder.weight` set to `embed.weight`, or another module's parameter
+    /// Tied parameters: (name, the name it is tied to). A parameter read under a second
+    /// name (`decoder.weight` set to `embed.weight`, or another module's parameter
     /// used directly) is the same tensor: one placeholder, under the name it was first read
     /// by, so one gradient, one optimizer state and one home in the plan (PyTorch's
     /// `named_parameters` lists a shared parameter once, too).
@@ -356,8 +356,11 @@ impl Tracer {
                 }
                 id
             }
-            None if self.st.borrow().by_identity.get(&value.id()).is_some_and(|(k, _)| *k == kind) => {
-                // The same tensor under a second name: tied to the first.
+            None if kind == InputKind::Parameter
+                && self.st.borrow().by_identity.get(&value.id()).is_some_and(|(k, _)| *k == kind) =>
+            {
+                // The same parameter under a second name: tied to the first. (Buffers are
+                // not: two buffers may start from one shared initial tensor.)
                 let mut st = self.st.borrow_mut();
                 let first = st.by_identity[&value.id()].1.clone();
                 let id = st.named[&first].1;
@@ -368,7 +371,9 @@ impl Tracer {
             None => {
                 self.count_node()?;
                 let mut st = self.st.borrow_mut();
-                st.by_identity.insert(value.id(), (kind, full.clone()));
+                if kind == InputKind::Parameter {
+                    st.by_identity.insert(value.id(), (kind, full.clone()));
+                }
                 let meta = NodeMeta { scope: st.scope.clone(), ..NodeMeta::default() };
                 let op = Op::Placeholder { kind, name: full.clone() };
                 let ty = TensorType { shape: value.shape().to_vec(), dtype: value.dtype() };
