@@ -57,6 +57,23 @@ describe("tied weights", () => {
   });
 });
 
+describe("tied weights stay tied", () => {
+  test("through half() and loadStateDict (the last value written to either name)", () => {
+    const net = new Tied().half();
+    assert.deepEqual(net.namedParameters().map((e) => e[0]), ["embed.weight"]);
+    assert.equal(net.stateDict()["decoder.weight"].dtype, "float16");
+    net.float();
+    const ones = { shape: [V, D], data: new Float32Array(V * D).fill(1) };
+    net.loadStateDict({ "decoder.weight": ones }, false);
+    assert.deepEqual(weightOf(net, "embed.weight"), new Array(V * D).fill(1));
+    assert.deepEqual(net.namedParameters().map((e) => e[0]), ["embed.weight"]);
+    const twos = { shape: [V, D], data: new Float32Array(V * D).fill(2) };
+    net.loadStateDict({ "embed.weight": ones, "decoder.weight": twos });
+    assert.deepEqual(weightOf(net, "embed.weight"), new Array(V * D).fill(2));
+    assert.deepEqual(weightOf(net, "decoder.weight"), new Array(V * D).fill(2));
+  });
+});
+
 /** Four Linear + tanh layers on IPU 0 (a checkpoint after the second when asked), the loss on IPU 1. */
 class TwoStages extends nn.Module {
   constructor(checkpoint) {

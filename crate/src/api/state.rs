@@ -443,8 +443,28 @@ pub fn load_state_dict(module: JsValue, dict: JsValue, strict: JsValue) -> JsRes
             return Err(args::error(&msg));
         }
     }
-    for (kind, e, t) in writes {
-        set_own(&e.module, kind, &e.local, &t)?;
+    // Each parameter's identity before the writes: a tied parameter (one tensor under several
+    // names) stays one, holding the last value written to any of its names, as PyTorch's
+    // copies into the shared tensor leave it.
+    let before =
+        all.iter().map(|(k, e)| own_param(&e.module, *k, &e.local).map(|p| p.id())).collect::<JsResult<Vec<_>>>()?;
+    for (kind, e, t) in &writes {
+        set_own(&e.module, *kind, &e.local, t)?;
+    }
+    let mut last: std::collections::HashMap<*const (), usize> = std::collections::HashMap::new();
+    for (k, (_, w, _)) in writes.iter().enumerate().filter(|(_, (kind, _, _))| *kind == Kind::Parameter) {
+        if let Some(j) = all.iter().position(|(_, x)| x.full == w.full) {
+            last.insert(before[j], k);
+        }
+    }
+    for (i, (kind, e)) in all.iter().enumerate().filter(|(_, (kind, _))| *kind == Kind::Parameter) {
+        if let Some(&k) = last.get(&before[i]) {
+            let w = &writes[k].1;
+            if w.full != e.full {
+                let p = own_param(&w.module, *kind, &w.local)?;
+                set_own_param(&e.module, *kind, &e.local, p, false)?;
+            }
+        }
     }
     Ok(())
 }
@@ -463,11 +483,17 @@ pub fn module_to(module: JsValue, dtype: JsValue) -> JsResult<JsValue> {
             )))
         }
     };
+    // A tied parameter is cast once and stays one tensor.
+    let mut cast: std::collections::HashMap<*const (), Param> = std::collections::HashMap::new();
     for kind in [Kind::Parameter, Kind::Buffer] {
         for e in entries(&module, kind)? {
             let p = own_param(&e.module, kind, &e.local)?;
             if p.dtype().is_float() && p.dtype() != to {
-                set_own_param(&e.module, kind, &e.local, p.cast(to), true)?;
+                let c = match kind {
+                    Kind::Parameter => cast.entry(p.id()).or_insert_with(|| p.cast(to)).clone(),
+                    Kind::Buffer => p.cast(to),
+                };
+                set_own_param(&e.module, kind, &e.local, c, true)?;
             }
         }
     }
