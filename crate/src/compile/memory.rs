@@ -518,8 +518,8 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
             // its inputs (model inputs and values copied in) and its checkpoints
             // (`recomputationCheckpoint`) for every micro-batch in flight until its backward
             // stage, and recomputes the rest there, each segment between checkpoints just
-            // before its backward pass reads it; without, every value the backward stage
-            // reads is stashed.
+            // before its backward pass reads it (an estimate of PopART's recompute schedule);
+            // without, every value the backward stage reads is stashed.
             let is_input = matches!(prod.op, Op::Placeholder { kind: InputKind::Input, .. });
             let checkpoint = prod.meta.checkpoint;
             for (ipu, rs) in &groups {
