@@ -172,6 +172,7 @@ fn a_checkpoint_is_stashed_instead_of_recomputed() {
     let ck = two_stage(Some(1));
     let tanh1 = ck.nodes.iter().filter(|n| n.op.name() == "tanh").nth(1).unwrap();
     assert!(tanh1.meta.checkpoint, "the producer of the checkpointed value is marked");
+    assert_eq!(ipu_playground::ir::print::print_graph(&ck).matches("| checkpoint").count(), 1);
     assert!(ck.nodes.iter().filter(|n| n.meta.checkpoint).count() == 1, "backward copies are not checkpoints");
     let opts = |o: &mut ipu_playground::compile::Options| {
         o.gradient_accumulation(4).unwrap();
@@ -244,6 +245,8 @@ fn set_available_memory_goes_to_the_op_poptorch_would_pick() {
         .nodes
         .iter()
         .all(|n| n.op.name() == "conv2d" || n.op.name() == "linear" || n.meta.available_memory.is_none()));
+    let text = ipu_playground::ir::print::print_graph(&g);
+    assert!(text.lines().any(|l| l.contains("= conv2d(") && l.contains("available memory 0.2")), "{text}");
 }
 
 /// `x[n, n] @ w[n, n]` (a Linear without bias), its proportion set when given.
