@@ -515,3 +515,16 @@ fn keep_precision_adds_float16_pieces_in_float32() {
     // Three pieces widened, their sum narrowed once: four casts, all for the kept product.
     assert_eq!(g.nodes.iter().filter(|n| n.op.name() == "cast").count(), 4);
 }
+
+#[test]
+fn another_modules_parameter_used_directly_is_the_same_parameter() {
+    // `F.linear(x, self.embed.weight)`: the head reads the embedding's tensor itself.
+    let embed = Embedding::new(V, D, &mut Rng::new(1));
+    let tr = Tracer::new();
+    let ids = tr.input("ids", &[B], DType::Int32).unwrap();
+    let h = tr.scope("embed", || embed.forward(&tr, &ids)).unwrap();
+    let logits = tr.scope("head", || h.linear(&tr.param("weight", &embed.weight)?, None)).unwrap();
+    let t = tr.finish(&[&logits]).unwrap();
+    assert_eq!(t.graph.placeholders(InputKind::Parameter).len(), 1);
+    assert_eq!(t.tied, vec![("head.weight".to_string(), "embed.weight".to_string())]);
+}
