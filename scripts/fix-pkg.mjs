@@ -48,7 +48,7 @@ if (problems.length) {
 // is appended here, to the JS glue and to its type declarations, naming the same classes.
 // NAMESPACES below builds them; the GNN stack adds `datasets` and `loaders` there.
 const NN = [
-  "Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "Embedding", "Sequential", "ModuleList", "Parameter",
+  "Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "Embedding", "SerializedEmbedding", "Sequential", "ModuleList", "Parameter",
   "SAGEConv", "GCNConv", "GroupAddRev",
   "Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten",
 ];
@@ -462,6 +462,7 @@ for (const C of [${NN.filter((n) => n !== "Parameter").map(ref).join(", ")}]) {
     P.buffers = function () { return ${ref("_namedBuffers")}(this).map((e) => e[1]); };
     P.stateDict = function () { return ${ref("_stateDict")}(this); };
     P.loadStateDict = function (stateDict, strict) { return ${ref("_loadStateDict")}(this, stateDict, strict); };
+    P.tieParameter = function (name, source, sourceName) { ${ref("_tieParameter")}(this, name, source, sourceName); return this; };
     P.half = function () { return ${ref("_moduleTo")}(this, "float16"); };
     P.float = function () { return ${ref("_moduleTo")}(this, "float32"); };
 }
@@ -533,6 +534,15 @@ const __namespaces = {
         PoplarExecutor: ${ref("PoplarExecutor")},
         identity_loss: ${ref("identityLoss")},
         identityLoss: ${ref("identityLoss")},
+        // PopTorch: one tensor gives one back, several (or one array) an array.
+        recomputationCheckpoint: (...ts) => {
+            const one = ts.length === 1 && !Array.isArray(ts[0]);
+            const out = ${ref("_recomputationCheckpoint")}(ts.length === 1 && Array.isArray(ts[0]) ? ts[0] : ts);
+            return one ? out[0] : out;
+        },
+        set_available_memory: ${ref("setAvailableMemory")},
+        setAvailableMemory: ${ref("setAvailableMemory")},
+        serializedMatMul: ${ref("serializedMatMul")},
         slice: ${ref("_poptorchSlice")},
         dynamic_slice: ${ref("_poptorchDynamicSlice")},
         dynamicSlice: ${ref("_poptorchDynamicSlice")},
@@ -564,6 +574,8 @@ ${target === "nodejs"
     stateDict(): Record<string, HostTensor>;
     /** Writes each value into its parameter or buffer (same dtype and shape); strict (default): every key, no others. */
     loadStateDict(stateDict: Record<string, HostTensorInput>, strict?: boolean): void;
+    /** This module's parameter \`name\` becomes \`source\`'s parameter \`sourceName\` (default \`name\`): PyTorch's \`decoder.weight = embed.weight\`, one parameter with one gradient and one optimizer state. Returns the module. */
+    tieParameter(name: string, source: object, sourceName?: string): this;
     /** Every float parameter and buffer cast to float16 (PyTorch's half()); returns the module. */
     half(): this;
     /** Every float parameter and buffer cast to float32; returns the module. */
@@ -627,6 +639,12 @@ ${enumDecl.join("\n")}
     PoplarExecutor: typeof PoplarExecutor;
     identity_loss: typeof identityLoss;
     identityLoss: typeof identityLoss;
+    /** Stashes each tensor for the backward pass instead of recomputing it; recomputation restarts from it. One tensor in, one out; several (or an array), an array. */
+    recomputationCheckpoint: { (x: Tensor): Tensor; (...xs: Tensor[]): Tensor[]; (xs: Tensor[]): Tensor[] };
+    /** The share of tile memory, in (0, 1], the op that made x may use for temporaries; returns x. */
+    set_available_memory: typeof setAvailableMemory;
+    setAvailableMemory: typeof setAvailableMemory;
+    serializedMatMul: typeof serializedMatMul;
     slice: typeof _poptorchSlice;
     dynamic_slice: typeof _poptorchDynamicSlice;
     dynamicSlice: typeof _poptorchDynamicSlice;

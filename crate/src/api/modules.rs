@@ -379,6 +379,13 @@ impl FreshCopy for rnn::Embedding {
         with_rng(|r| rnn::Embedding::try_new(s[0], s[1], r))
     }
 }
+impl FreshCopy for rnn::SerializedEmbedding {
+    fn fresh_copy(&self) -> JsResult<Self> {
+        let s = self.splits[0].weight.shape();
+        let factor = self.splits.len();
+        with_rng(|r| rnn::SerializedEmbedding::try_new(s[0] * factor, s[1], factor, r))
+    }
+}
 impl FreshCopy for rnn::Dropout {
     fn fresh_copy(&self) -> JsResult<Self> {
         Ok(rnn::Dropout { p: self.p })
@@ -468,6 +475,7 @@ rust_module!(Dropout, rnn::Dropout, "x", x);
 rust_module!(ReLU, rnn::ReLU, "x", x);
 rust_module!(GELU, rnn::GELU, "x", x);
 rust_module!(Embedding, rnn::Embedding, "x (int32 indices)", x);
+rust_module!(SerializedEmbedding, rnn::SerializedEmbedding, "x (int32 indices)", x);
 
 #[wasm_bindgen]
 impl Linear {
@@ -552,6 +560,36 @@ impl Embedding {
     }
 }
 
+#[wasm_bindgen]
+impl SerializedEmbedding {
+    /// `SerializedEmbedding(num_embeddings, embedding_dim, serialization_factor)`: the lookup
+    /// in `serialization_factor` steps over tables of `num_embeddings / factor` rows
+    /// (`split_embeddings.{i}.weight`, N(0, 1)), as Graphcore's BERT; the factor must divide
+    /// `num_embeddings`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "number")] num_embeddings: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] embedding_dim: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] serialization_factor: JsValue,
+    ) -> JsResult<SerializedEmbedding> {
+        let n = args::positive_size(&num_embeddings, "SerializedEmbedding: num_embeddings")?;
+        let d = args::positive_size(&embedding_dim, "SerializedEmbedding: embedding_dim")?;
+        let f = args::positive_size(&serialization_factor, "SerializedEmbedding: serialization_factor")?;
+        Ok(SerializedEmbedding { inner: RefCell::new(with_rng(|r| rnn::SerializedEmbedding::try_new(n, d, f, r))?) })
+    }
+
+    /// The serialised form of an `nn.Embedding` (its rows split into the tables, copied).
+    #[wasm_bindgen(js_name = fromEmbedding)]
+    pub fn from_embedding(
+        embedding: &Embedding,
+        #[wasm_bindgen(unchecked_param_type = "number")] serialization_factor: JsValue,
+    ) -> JsResult<SerializedEmbedding> {
+        super::state::flush()?;
+        let f = args::positive_size(&serialization_factor, "SerializedEmbedding.fromEmbedding: serialization_factor")?;
+        let m = rnn::SerializedEmbedding::from_embedding(&embedding.inner.borrow(), f).map_err(js_err)?;
+        Ok(SerializedEmbedding { inner: RefCell::new(m) })
+    }
+}
 /// The items of a container: at most 65536 modules.
 fn module_items(items: &JsValue, what: &str) -> JsResult<Vec<JsValue>> {
     let list = args::list(items, &format!("{what}: modules"), MAX_LIST)?;

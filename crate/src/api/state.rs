@@ -376,11 +376,16 @@ pub(crate) fn parameter_key(v: &JsValue, what: &str) -> JsResult<String> {
     k.as_string().filter(|s| s.starts_with('\u{1}')).ok_or_else(not)
 }
 
-/// `module.namedParameters()`: `[name, Parameter]` pairs.
+/// `module.namedParameters()`: `[name, Parameter]` pairs; a tied parameter once, under its
+/// first name (PyTorch's `named_parameters` drops the duplicates of a shared tensor too).
 #[wasm_bindgen(js_name = _namedParameters, unchecked_return_type = "[string, Parameter][]")]
 pub fn named_parameters(module: JsValue) -> JsResult<JsValue> {
     let out = Array::new();
+    let mut seen = std::collections::HashSet::new();
     for e in entries(&module, Kind::Parameter)? {
+        if !seen.insert(own_param(&e.module, Kind::Parameter, &e.local)?.id()) {
+            continue;
+        }
         let p = Parameter { module: e.module, local: e.local, name: e.full.clone() };
         out.push(&Array::of2(&JsValue::from_str(&e.full), &JsValue::from(p)));
     }
@@ -453,8 +458,28 @@ pub fn load_state_dict(module: JsValue, dict: JsValue, strict: JsValue) -> JsRes
             return Err(args::error(&msg));
         }
     }
-    for (kind, e, t) in writes {
-        set_own(&e.module, kind, &e.local, &t)?;
+    // Each parameter's identity before the writes: a tied parameter (one tensor under several
+    // names) stays one, holding the last value written to any of its names, as PyTorch's
+    // copies into the shared tensor leave it.
+    let before =
+        all.iter().map(|(k, e)| own_param(&e.module, *k, &e.local).map(|p| p.id())).collect::<JsResult<Vec<_>>>()?;
+    for (kind, e, t) in &writes {
+        set_own(&e.module, *kind, &e.local, t)?;
+    }
+    let mut last: std::collections::HashMap<*const (), usize> = std::collections::HashMap::new();
+    for (k, (_, w, _)) in writes.iter().enumerate().filter(|(_, (kind, _, _))| *kind == Kind::Parameter) {
+        if let Some(j) = all.iter().position(|(_, x)| x.full == w.full) {
+            last.insert(before[j], k);
+        }
+    }
+    for (i, (kind, e)) in all.iter().enumerate().filter(|(_, (kind, _))| *kind == Kind::Parameter) {
+        if let Some(&k) = last.get(&before[i]) {
+            let w = &writes[k].1;
+            if w.full != e.full {
+                let p = own_param(&w.module, *kind, &w.local)?;
+                set_own_param(&e.module, *kind, &e.local, p, false)?;
+            }
+        }
     }
     Ok(())
 }
@@ -473,13 +498,51 @@ pub fn module_to(module: JsValue, dtype: JsValue) -> JsResult<JsValue> {
             )))
         }
     };
+    // A tied parameter is cast once and stays one tensor.
+    let mut cast: std::collections::HashMap<*const (), Param> = std::collections::HashMap::new();
     for kind in [Kind::Parameter, Kind::Buffer] {
         for e in entries(&module, kind)? {
             let p = own_param(&e.module, kind, &e.local)?;
             if p.dtype().is_float() && p.dtype() != to {
-                set_own_param(&e.module, kind, &e.local, p.cast(to), true)?;
+                let c = match kind {
+                    Kind::Parameter => cast.entry(p.id()).or_insert_with(|| p.cast(to)).clone(),
+                    Kind::Buffer => p.cast(to),
+                };
+                set_own_param(&e.module, kind, &e.local, c, true)?;
             }
         }
     }
     Ok(module)
+}
+
+/// `module.tieParameter(name, source, sourceName = name)`: this module's parameter `name`
+/// becomes `source`'s parameter `sourceName` (PyTorch's `decoder.weight = embed.weight`):
+/// one tensor, so a trace reads it as one parameter with one gradient and one optimizer
+/// state (see `trace::Trace::tied`). Same shape and dtype; not while a trace runs.
+#[wasm_bindgen(js_name = _tieParameter)]
+pub fn tie_parameter(target: JsValue, name: JsValue, source: JsValue, source_name: JsValue) -> JsResult<()> {
+    let name = args::name(&name, "tieParameter: name")?;
+    let source_name = if args::is_absent(&source_name) {
+        name.clone()
+    } else {
+        args::name(&source_name, "tieParameter: sourceName")?
+    };
+    for (m, what) in [(&target, "the module"), (&source, "tieParameter: source")] {
+        if !is_module(m)? {
+            return Err(args::type_error(&format!("{what} must be a module, got {}", args::describe(m))));
+        }
+    }
+    if is_tracing() {
+        return Err(args::error(&format!(
+            "tieParameter('{name}') while a trace runs: tie parameters in the constructor, before the model is traced"
+        )));
+    }
+    if method(&target, "_setStateParam")?.is_none() || !own_names(&target, Kind::Parameter)?.contains(&name) {
+        return Err(args::error(&format!("tieParameter: the module has no parameter '{name}' to tie")));
+    }
+    if !own_names(&source, Kind::Parameter)?.contains(&source_name) {
+        return Err(args::error(&format!("tieParameter: the source module has no parameter '{source_name}'")));
+    }
+    let p = own_param(&source, Kind::Parameter, &source_name)?;
+    set_own_param(&target, Kind::Parameter, &name, p, false)
 }

@@ -368,13 +368,12 @@ fn backprop(
         if gouts.iter().all(|g| g.is_none()) {
             continue;
         }
-        b.meta = NodeMeta { pass: Pass::Backward, ..node.meta.clone() };
+        b.meta = NodeMeta { pass: Pass::Backward, checkpoint: false, ..node.meta.clone() };
         let need: Vec<bool> = node.inputs.iter().map(|v| depends[v.0 as usize]).collect();
-        let in_grads = vjp_rule(&mut b, &node.op, &node.inputs, &node.outputs, &gouts, &need)
-            .map_err(|e| {
-                e.context(format_args!("backward of {}", crate::ir::describe_site(&node.op, &node.meta)))
-                    .with_source(node.meta.source.as_deref())
-            })?;
+        let in_grads = vjp_rule(&mut b, &node.op, &node.inputs, &node.outputs, &gouts, &need).map_err(|e| {
+            e.context(format_args!("backward of {}", crate::ir::describe_site(&node.op, &node.meta)))
+                .with_source(node.meta.source.as_deref())
+        })?;
         for ((&x, gx), &n) in node.inputs.iter().zip(in_grads).zip(&need) {
             let (Some(gx), true) = (gx, n) else { continue };
             let acc = match grads.get(&x) {

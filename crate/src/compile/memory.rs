@@ -6,8 +6,9 @@
 //! * Not always live, over the scheduled program (one step = one node, every IPU on the same
 //!   axis): activations and gradients by [`crate::ir::liveness`] (the executor's rules; a
 //!   value read on another IPU lives there from its copy to its last reader), nested
-//!   sub-graph peaks and op temporaries (dense products keep fp32 partials, capped by the
-//!   available memory proportion), the pipeline stash (stage inputs, or every saved
+//!   sub-graph peaks and op temporaries (dense products keep partials, float or half as
+//!   `Precision.partialsType` says, capped by the op's `set_available_memory` proportion or
+//!   the IPU's), the pipeline stash (stage inputs, or every saved
 //!   activation without recomputation, for each extra micro-batch in flight), and tensors
 //!   brought on chip from Streaming Memory (`loaded`).
 //! * Streaming Memory contents per step are reported apart (`streaming`), not counted
@@ -265,10 +266,14 @@ fn optimizer_state_bytes(step: &OptimizerStep, elements: u64) -> u64 {
     (per_element as u64).saturating_mul(elements)
 }
 
-/// Scratch of an op beyond its outputs: dense products (convolutions included: poplin
-/// plans them like matmuls) keep fp32 partials of their output, at most the available
-/// memory proportion of the IPU.
-fn op_temporaries(g: &Graph, i: usize, cap: u64) -> u64 {
+/// The scratch a dense product (convolutions included: poplin plans them like matmuls)
+/// asks for beyond its outputs, and the most it gets: `(wanted, cap)`, `None` for other ops.
+/// Wanted: its partial results, one per output element in `Precision.partialsType` (4 bytes
+/// as float, 2 as half; an estimate: PopLin's planner keeps at most that many). Cap: its own
+/// `set_available_memory` proportion, else its IPU's (`availableMemoryProportion`, 0.6 by
+/// default), of `capacity`. The time model charges an op held below what it wants
+/// ([`super::time`]).
+pub(super) fn dense_scratch(g: &Graph, i: usize, opts: &Options, capacity: u64, ipu: usize) -> Option<(u64, u64)> {
     let n = &g.nodes[i];
     match n.op {
         Op::MatMul
@@ -280,12 +285,20 @@ fn op_temporaries(g: &Graph, i: usize, cap: u64) -> u64 {
         | Op::Conv2dGradWeight { .. }
         | Op::SpMM { .. }
         | Op::SpMMTransposed { .. } => {
-            // fp32 partials: 4 bytes per output element, whatever the output's dtype.
-            let out = n.outputs.iter().map(|v| elements(g.ty(*v)).saturating_mul(4)).fold(0, u64::saturating_add);
-            out.min(cap)
+            let per = opts.precision.partials_type.bytes();
+            let wanted = n.outputs.iter().map(|v| elements(g.ty(*v)).saturating_mul(per)).fold(0, u64::saturating_add);
+            let share =
+                n.meta.available_memory.map(|p| p.0).unwrap_or_else(|| opts.available_memory_proportion_for(ipu));
+            Some((wanted, (share * capacity as f64) as u64))
         }
-        _ => 0,
+        _ => None,
     }
+}
+
+/// Scratch of an op beyond its outputs: a dense product's partials, at most its cap
+/// ([`dense_scratch`]).
+fn op_temporaries(g: &Graph, i: usize, opts: &Options, capacity: u64, ipu: usize) -> u64 {
+    dense_scratch(g, i, opts, capacity, ipu).map(|(wanted, cap)| wanted.min(cap)).unwrap_or(0)
 }
 
 struct Residency {
@@ -316,6 +329,12 @@ struct Ctx<'a> {
     readers: Vec<Vec<usize>>,
     /// First node of each execution stage.
     stage_first: Vec<usize>,
+    /// Recomputation checkpoints (`poptorch.recomputationCheckpoint`): for each forward
+    /// node, its segment, the number of checkpoints of its stage before it; and where each
+    /// (stage, segment) is recomputed, its first backward reader. A stage without
+    /// checkpoints is recomputed at the start of its backward stage.
+    segment: Vec<usize>,
+    rebuild_at: std::collections::HashMap<(usize, usize), usize>,
     /// First and last node of each (phase, ipu).
     phase_range: std::collections::HashMap<(usize, usize), (usize, usize)>,
 }
@@ -393,6 +412,32 @@ fn context<'a>(
             r.1 = r.1.max(i);
         }
     }
+    // Checkpoint segments per forward stage, in program order.
+    let mut segment = vec![0usize; g.nodes.len()];
+    let mut seen = vec![0usize; place.stages.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        if node.meta.pass != Pass::Forward || is_source(&node.op) {
+            continue;
+        }
+        let s = place.nodes[i].pipeline_stage;
+        segment[i] = seen[s];
+        if node.meta.checkpoint {
+            seen[s] += 1;
+        }
+    }
+    let mut rebuild_at: std::collections::HashMap<(usize, usize), usize> = Default::default();
+    for (i, node) in g.nodes.iter().enumerate() {
+        let s = place.nodes[i].pipeline_stage;
+        if node.meta.pass != Pass::Forward || is_source(&node.op) || seen[s] == 0 {
+            continue;
+        }
+        for v in &node.outputs {
+            if let Some(&r) = readers[v.0 as usize].iter().find(|&&r| g.nodes[r].meta.pass != Pass::Forward) {
+                let e = rebuild_at.entry((s, segment[i])).or_insert(r);
+                *e = (*e).min(r);
+            }
+        }
+    }
     Ctx {
         g,
         place,
@@ -410,6 +455,8 @@ fn context<'a>(
         phased,
         readers,
         stage_first,
+        segment,
+        rebuild_at,
         phase_range,
     }
 }
@@ -429,6 +476,8 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
         phased,
         ref readers,
         ref stage_first,
+        ref segment,
+        ref rebuild_at,
         ref phase_range,
         ..
     } = *c;
@@ -466,10 +515,13 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
         };
         if pipelined && training && class == Class::Activation {
             // Pipelined training. With recomputation (PopTorch's default) each stage stashes
-            // its inputs (model inputs and values copied in) for every micro-batch in flight
-            // until its backward stage, and recomputes the rest there; without, every value
-            // the backward stage reads is stashed.
+            // its inputs (model inputs and values copied in) and its checkpoints
+            // (`recomputationCheckpoint`) for every micro-batch in flight until its backward
+            // stage, and recomputes the rest there, each segment between checkpoints just
+            // before its backward pass reads it (an estimate of PopART's recompute schedule);
+            // without, every value the backward stage reads is stashed.
             let is_input = matches!(prod.op, Op::Placeholder { kind: InputKind::Input, .. });
+            let checkpoint = prod.meta.checkpoint;
             for (ipu, rs) in &groups {
                 let start = if *ipu == home { birth } else { rs[0] };
                 let fwd_first = rs.iter().copied().find(|&r| g.nodes[r].meta.pass == Pass::Forward);
@@ -480,9 +532,10 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
                 let end = if is_output && *ipu == home { n } else { last };
                 // Micro-batches in flight between forward stage f and its backward stage.
                 let depth = |f: usize| place.stages.len().saturating_sub(1 + 2 * f);
-                let stage_input = is_input || *ipu != home;
+                let stage_input = is_input || *ipu != home || checkpoint;
                 if recompute && stage_input {
-                    if let Some(f) = fwd_first {
+                    let f = if checkpoint && *ipu == home { Some(birth) } else { fwd_first };
+                    if let Some(f) = f {
                         let add = (depth(place.nodes[f].pipeline_stage) as u64).saturating_mul(bytes);
                         stash[*ipu] = stash[*ipu].saturating_add(add);
                     }
@@ -492,8 +545,12 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
                     if recompute && bs > fs {
                         // Dropped after the forward stage, rebuilt at the start of the backward one.
                         let fwd_end = fwd_last.into_iter().chain(out).max().unwrap_or(start);
+                        let rebuilt = match rebuild_at.get(&(fs, segment[birth])) {
+                            Some(&r) => r.max(stage_first[bs]),
+                            None => stage_first[bs],
+                        };
                         push(*ipu, start, fwd_end, class);
-                        push(*ipu, stage_first[bs].min(bf).max(fwd_end + 1), end, class);
+                        push(*ipu, rebuilt.min(bf).max(fwd_end + 1), end, class);
                     } else {
                         push(*ipu, start, end, class);
                         stash[*ipu] = stash[*ipu].saturating_add((bs.saturating_sub(fs) as u64).saturating_mul(bytes));
@@ -731,9 +788,9 @@ fn timelines(c: &Ctx, a: Acc) -> (Memory, Vec<Diagnostic>, Vec<Diagnostic>) {
         let grad = pick(Class::Gradient);
         let live: Vec<Interval> = act.iter().chain(&grad).copied().collect();
         let inner: Vec<u64> = (0..n).map(|i| if place.nodes[i].ipu == ipu { life.inner_peak[i] } else { 0 }).collect();
-        let amp_cap = (opts.available_memory_proportion_for(ipu) * capacity as f64) as u64;
-        let scratch: Vec<u64> =
-            (0..n).map(|i| if place.nodes[i].ipu == ipu { op_temporaries(g, i, amp_cap) } else { 0 }).collect();
+        let scratch: Vec<u64> = (0..n)
+            .map(|i| if place.nodes[i].ipu == ipu { op_temporaries(g, i, opts, capacity, ipu) } else { 0 })
+            .collect();
         let t_live = timeline(n, &live, &inner);
         let t_act = timeline(n, &act, &[]);
         let t_grad = timeline(n, &grad, &[]);

@@ -18,7 +18,9 @@
 //!                       "activation": {"useOnChipStorage": true, "useReplicatedTensorSharding": false,
 //!                                      "minElementsForOffChip": 0, "minElementsForReplicatedTensorSharding": 0,
 //!                                      "useIOTilesToLoad": false, "useIOTilesToStore": false},
-//!                       "weight": null, "optimizer": null, "accumulator": null} }
+//!                       "weight": null, "optimizer": null, "accumulator": null},
+//!   "Precision": {"partialsType": "float", "enableStochasticRounding": false,
+//!                 "enableFloatingPointExceptions": false} }
 //! ```
 //! `Training` and `TensorLocations` are nested as in PopTorch (`opts.Training.…`). A tensor
 //! location left `null` takes the strategy's default: on chip, except for phased execution,
@@ -134,6 +136,41 @@ impl Default for TrainingOptions {
     }
 }
 
+/// `opts.Precision.setPartialsType(dtype)`: the type of dense products' partial results.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PartialsType {
+    /// `torch.float` (PopTorch's default).
+    #[default]
+    Float,
+    /// `torch.half`: half the partials' memory, at the cost of precision.
+    Half,
+}
+
+impl PartialsType {
+    /// Bytes per partial result.
+    pub fn bytes(self) -> u64 {
+        match self {
+            PartialsType::Float => 4,
+            PartialsType::Half => 2,
+        }
+    }
+}
+
+/// `opts.Precision`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PrecisionOptions {
+    /// `setPartialsType(torch.float | torch.half)` (PopART `partialsTypeMatMuls` and the
+    /// convolutions' `partialsType`).
+    pub partials_type: PartialsType,
+    /// `enableStochasticRounding(bool)`: float16 results are rounded up or down at random
+    /// (unbiased on average; training converges better, results are not deterministic).
+    pub enable_stochastic_rounding: bool,
+    /// `enableFloatingPointExceptions(bool)`.
+    pub enable_floating_point_exceptions: bool,
+}
+
 /// `poptorch.TensorLocationSettings`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -206,6 +243,8 @@ pub struct Options {
     pub training: TrainingOptions,
     #[serde(rename = "TensorLocations")]
     pub tensor_locations: TensorLocations,
+    #[serde(rename = "Precision")]
+    pub precision: PrecisionOptions,
     #[serde(skip)]
     frozen: bool,
 }
@@ -227,6 +266,7 @@ impl Default for Options {
             auto_recomputation: Recomputation::Pipeline,
             training: TrainingOptions::default(),
             tensor_locations: TensorLocations::default(),
+            precision: PrecisionOptions::default(),
             frozen: false,
         }
     }
@@ -383,6 +423,7 @@ const OPTION_GROUPS: &[(&[&str], &str)] = &[
     (&["availableMemoryProportion"], r#"{"IPU0": 0.5}"#),
     (&["Training"], r#"{"gradientAccumulation": 4}"#),
     (&["TensorLocations"], r#"{"weight": {"useOnChipStorage": false}}"#),
+    (&["Precision"], r#"{"partialsType": "half"}"#),
     (&["TensorLocations", "activation"], r#"{"useOnChipStorage": false}"#),
     (&["TensorLocations", "weight"], r#"{"useOnChipStorage": false}"#),
     (&["TensorLocations", "optimizer"], r#"{"useOnChipStorage": false}"#),
@@ -629,6 +670,40 @@ impl Options {
     pub fn ipu_generation(&mut self, g: IpuGeneration) -> Set<'_> {
         let o = self.open()?;
         o.ipu_generation = g;
+        Ok(o)
+    }
+
+    /// `Precision.setPartialsType(dtype)`: float32 or float16 partials; any other dtype is
+    /// PopTorch's error.
+    pub fn set_partials_type(&mut self, dtype: crate::tensor::DType) -> Set<'_> {
+        let t = match dtype {
+            crate::tensor::DType::Float32 => PartialsType::Float,
+            crate::tensor::DType::Float16 => PartialsType::Half,
+            other => {
+                return Err(Diagnostic::new(
+                    "partials_type",
+                    format!("Precision.setPartialsType takes float32 or float16, got {other}."),
+                    "Pass torch.float (\"float32\") or torch.half (\"float16\").",
+                )
+                .on("Precision.partialsType"))
+            }
+        };
+        let o = self.open()?;
+        o.precision.partials_type = t;
+        Ok(o)
+    }
+
+    /// `Precision.enableStochasticRounding(bool)`.
+    pub fn enable_stochastic_rounding(&mut self, on: bool) -> Set<'_> {
+        let o = self.open()?;
+        o.precision.enable_stochastic_rounding = on;
+        Ok(o)
+    }
+
+    /// `Precision.enableFloatingPointExceptions(bool)`.
+    pub fn enable_floating_point_exceptions(&mut self, on: bool) -> Set<'_> {
+        let o = self.open()?;
+        o.precision.enable_floating_point_exceptions = on;
         Ok(o)
     }
 

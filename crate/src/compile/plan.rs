@@ -542,6 +542,33 @@ fn check_modes(g: &Graph, o: &Options, p: &Placement, errors: &mut Vec<Diagnosti
             }
         }
     }
+    if o.precision.enable_stochastic_rounding {
+        // PopTorch records the option as it is; its documentation says what it does: float16
+        // results are rounded up or down at random, recommended for training, not for
+        // inference, where the results would not be deterministic.
+        if !g.values.iter().any(|v| v.ty.dtype == crate::tensor::DType::Float16) {
+            warnings.push(
+                Diagnostic::new(
+                    "stochastic_rounding_without_float16",
+                    "Precision.enableStochasticRounding is set but the model has no float16 tensors: stochastic \
+                     rounding applies to values rounded to float16, so it has no effect here.",
+                    "Cast the model to float16 (model.half()), or unset enableStochasticRounding.",
+                )
+                .on("Precision.enableStochasticRounding"),
+            );
+        }
+        if !p.training {
+            warnings.push(
+                Diagnostic::new(
+                    "stochastic_rounding_inference",
+                    "Precision.enableStochasticRounding is set on an inference model: its results are not \
+                     deterministic (PopTorch recommends stochastic rounding for training, not inference).",
+                    "Unset enableStochasticRounding for inference.",
+                )
+                .on("Precision.enableStochasticRounding"),
+            );
+        }
+    }
     if pipelined && p.training && !g.nodes.iter().any(|n| matches!(n.op, Op::OptimizerUpdate { .. })) {
         warnings.push(Diagnostic::new(
             "no_optimizer",

@@ -6,12 +6,17 @@
 //! (`exchangeFraction` of its input bytes at the exchange bandwidth), a sync, then compute:
 //! a fixed overhead plus the larger of its FLOPs at the dense rate (fp16 or fp32 peak ×
 //! `matmulEfficiency`) and its bytes at the elementwise or gather bandwidth. Reshapes and
-//! permutes are views (free). Every tunable is in [`super::hardware::Generation`].
+//! permutes are views (free). Every tunable is in [`super::hardware::Generation`]. A dense
+//! product also exchanges its partial results (`Precision.partialsType`: float or half) and,
+//! held below the temporaries it wants by its available memory proportion (the op's own
+//! `set_available_memory`, else the IPU's), runs in more passes (estimates, see
+//! `CostModel::partials`).
 //!
 //! * Sharded (and one IPU): stages run one after another; the others idle.
 //! * Pipelined: micro-batches flow through the stages; each pipeline step lasts as long as
 //!   its busiest IPU, then the stages' outputs cross the IPU-Links. Backward stages recompute
-//!   their forward stage when recomputation is on.
+//!   their forward stage when recomputation is on, but for its checkpoints
+//!   (`recomputationCheckpoint`), which are stashed.
 //! * Phased: phases run in order, their stages in parallel; weights and activations in
 //!   Streaming Memory are loaded before and stored after (overlapped with compute except
 //!   `OffChipAfterFwdNoOverlap`; parallel phases load the next phase on the other group).
@@ -40,7 +45,7 @@
 //! or replicas, and every IPU's `busy` adds up to the iteration.
 
 use super::hardware::Generation;
-use super::memory::Transfer;
+use super::memory::{dense_scratch, Transfer};
 use super::options::{MeanReductionStrategy, Options, OutputMode, Recomputation, ReductionType};
 use super::placement::{is_source, Placement};
 use super::schedule::{Pipeline, StagePass};
@@ -330,6 +335,22 @@ impl<'a> CostModel<'a> {
             }
         }
         c
+    }
+
+    /// What a dense product's partials add to node `i` (estimates, marked so in the README):
+    /// their cross-tile reduction exchanges them once (`wanted` bytes: half partials halve
+    /// it), and an op whose available memory (`cap`) holds less than it wants is split into
+    /// `⌈wanted / cap⌉` passes, each extra one a superstep that exchanges its inputs again
+    /// (PopLin trades cycles for temporary memory so).
+    pub fn partials(&self, g: &Graph, i: usize, wanted: u64, cap: u64) -> Cost {
+        let gen = self.gen;
+        let (_, _, in_bytes, _) = flops_bytes(g, i);
+        let extra = wanted.div_ceil(cap.max(1)).saturating_sub(1) as f64;
+        Cost {
+            compute: extra * gen.op_overhead_cycles / gen.clock_hz,
+            exchange: gen.exchange_fraction * (wanted as f64 + extra * in_bytes) / gen.exchange_bandwidth,
+            sync: extra * self.sync(),
+        }
     }
 
     /// A histogram of a float16 gradient of `bytes` (automatic loss scaling).
@@ -639,6 +660,9 @@ fn costs(
     // Per execution stage: work per micro-batch (optimizer updates apart), host input bytes,
     // bytes copied out to other IPUs, Streaming Memory bytes.
     let mut stage_cost = vec![Cost::default(); ns];
+    // What a backward stage recomputes of its forward stage: every forward op but the
+    // checkpoints (`recomputationCheckpoint`), whose outputs are stashed.
+    let mut recompute_cost = vec![Cost::default(); ns];
     let mut update_cost = vec![Cost::default(); nipus];
     let replicas = opts.replication_factor.max(1);
     let mut reduce_bytes = vec![0f64; nipus];
@@ -676,7 +700,16 @@ fn costs(
                 input_bytes[np.pipeline_stage] += value_bytes(g.ty(node.outputs[0])) as f64
             }
             op if is_source(op) => {}
-            _ => stage_cost[np.pipeline_stage].add(cm.node(g, i)),
+            _ => {
+                let mut cost = cm.node(g, i);
+                if let Some((wanted, cap)) = dense_scratch(g, i, opts, gen.capacity_bytes(), np.ipu) {
+                    cost.add(cm.partials(g, i, wanted, cap));
+                }
+                stage_cost[np.pipeline_stage].add(cost);
+                if node.meta.pass == crate::ir::Pass::Forward && !node.meta.checkpoint {
+                    recompute_cost[np.pipeline_stage].add(cost);
+                }
+            }
         }
     }
     let last_ipu = place.stages.last().map(|s| s.ipu).unwrap_or(0);
@@ -720,11 +753,9 @@ fn costs(
         && nipus > 1;
     if recompute {
         let f = place.forward_stages;
-        for b in 0..ns {
+        for (b, cost) in stage_cost.iter_mut().enumerate() {
             if place.stages[b].pass == StagePass::Backward && b + 1 < 2 * f {
-                let fwd = 2 * f - 2 - b;
-                let extra = stage_cost[fwd];
-                stage_cost[b].add(extra);
+                cost.add(recompute_cost[2 * f - 2 - b]);
             }
         }
     }

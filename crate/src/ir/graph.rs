@@ -59,7 +59,23 @@ pub struct NodeMeta {
     pub source: Option<String>,
     /// Forward, backward or optimizer.
     pub pass: Pass,
+    /// `poptorch.recomputationCheckpoint` on this node's output: when recomputation is on,
+    /// the value is stashed for the backward pass instead of recomputed, and recomputation
+    /// restarts from it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checkpoint: bool,
+    /// `poptorch.set_available_memory` on this op (matmul, convolution, gather, scatter): the
+    /// share of tile memory its temporaries may use, in (0, 1]; none: the IPU's proportion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_memory: Option<Proportion>,
 }
+
+/// A proportion in (0, 1], compared by its bits (so node metadata stays `Eq`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Proportion(pub f64);
+
+impl Eq for Proportion {}
 
 /// One operation applied to values, producing values.
 ///

@@ -145,6 +145,12 @@ fn node_line(g: &Graph, n: &Node, out: &mut String) {
         Pass::Backward => notes.push("backward".into()),
         Pass::Optimizer => notes.push("optimizer".into()),
     }
+    if n.meta.checkpoint {
+        notes.push("checkpoint".into());
+    }
+    if let Some(p) = n.meta.available_memory {
+        notes.push(format!("available memory {}", p.0));
+    }
     if let Some(src) = &n.meta.source {
         notes.push(src.clone());
     }

@@ -113,7 +113,8 @@ pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph> {
             }
         }
         let key = mergeable(&n.op).then(|| (n.op.name(), inputs.clone()));
-        let prev = key.as_ref().and_then(|k| seen.get(k)).and_then(|c| c.iter().find(|(j, _)| pre.nodes[*j].op == n.op));
+        let prev =
+            key.as_ref().and_then(|k| seen.get(k)).and_then(|c| c.iter().find(|(j, _)| pre.nodes[*j].op == n.op));
         if let Some((_, prev)) = prev {
             for (o, v) in n.outputs.iter().zip(prev) {
                 map[o.0 as usize] = Some(*v);

@@ -23,6 +23,23 @@ struct Weights {
     wrapped: bool,
     /// Bumped each time a training wrapper copies trained weights to the host.
     trained_version: u64,
+    /// Tied state from the traces: (second name, first name); see `Trace::tied`. A read or
+    /// write under the second name is one of the first.
+    tied: Vec<(String, String)>,
+}
+
+impl Weights {
+    fn add_tied(&mut self, trace: &Trace) {
+        for t in &trace.tied {
+            if !self.tied.contains(t) {
+                self.tied.push(t.clone());
+            }
+        }
+    }
+    /// The name state `name` is held under (itself unless it is tied to another).
+    fn canonical<'a>(&'a self, name: &'a str) -> &'a str {
+        self.tied.iter().find(|(a, _)| a == name).map(|(_, c)| c.as_str()).unwrap_or(name)
+    }
 }
 
 /// A model's parameters and buffers must stay the ones it had while `forward` runs: PopTorch
@@ -103,6 +120,7 @@ impl HostModel {
             weights: Rc::new(RefCell::new(Weights {
                 params: trace.params.clone(),
                 buffers: trace.buffers.clone(),
+                tied: trace.tied.clone(),
                 ..Weights::default()
             })),
         }
@@ -141,6 +159,7 @@ impl HostModel {
     pub fn adopt_trace(&self, trace: &Trace) -> HostModel {
         {
             let mut w = self.weights.borrow_mut();
+            w.add_tied(trace);
             for (name, t) in &trace.params {
                 if !w.params.iter().any(|(n, _)| n == name) {
                     w.params.push((name.clone(), t.clone()));
@@ -158,6 +177,7 @@ impl HostModel {
     /// Another trace of the same model (e.g. an inference-mode trace next to the training
     /// one) sharing these weights. Parameters and buffers it reads must already exist.
     pub fn with_trace(&self, trace: &Trace) -> Result<HostModel> {
+        self.weights.borrow_mut().add_tied(trace);
         let w = self.weights.borrow();
         for (kind, list, have) in [("parameter", &trace.params, &w.params), ("buffer", &trace.buffers, &w.buffers)] {
             for (name, _) in list {
@@ -186,14 +206,23 @@ impl HostModel {
         self.weights.borrow().buffers.clone()
     }
 
-    /// One parameter's host value.
+    /// One parameter's host value (a tied parameter's by either name).
     pub fn parameter(&self, name: &str) -> Option<Param> {
-        self.weights.borrow().params.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
+        let w = self.weights.borrow();
+        let name = w.canonical(name);
+        w.params.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
     }
 
-    /// One buffer's host value.
+    /// One buffer's host value (a tied buffer's by either name).
     pub fn buffer(&self, name: &str) -> Option<Param> {
-        self.weights.borrow().buffers.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
+        let w = self.weights.borrow();
+        let name = w.canonical(name);
+        w.buffers.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
+    }
+
+    /// Tied state: (second name, the first name it is tied to), from the traces.
+    pub fn tied(&self) -> Vec<(String, String)> {
+        self.weights.borrow().tied.clone()
     }
 
     /// Sets a parameter's host value (same dtype; a replica-grouped weight takes one slice
@@ -209,6 +238,8 @@ impl HostModel {
 
     fn set(&self, param: bool, name: &str, value: Tensor) -> Result<()> {
         let mut w = self.weights.borrow_mut();
+        let name = w.canonical(name).to_string();
+        let name = name.as_str();
         let list = if param { &mut w.params } else { &mut w.buffers };
         let what = if param { "parameter" } else { "buffer" };
         let old = list
@@ -232,12 +263,16 @@ impl HostModel {
     /// caller whose module is the source of the values (the JS API) before a wrapper
     /// compiles, when the module may have been cast (`half()`) or changed since it was wrapped.
     pub fn reload_parameter(&self, name: &str, value: Param) {
-        upsert(&mut self.weights.borrow_mut().params, name, value);
+        let mut w = self.weights.borrow_mut();
+        let name = w.canonical(name).to_string();
+        upsert(&mut w.params, &name, value);
     }
 
     /// [`HostModel::reload_parameter`] for a buffer.
     pub fn reload_buffer(&self, name: &str, value: Param) {
-        upsert(&mut self.weights.borrow_mut().buffers, name, value);
+        let mut w = self.weights.borrow_mut();
+        let name = w.canonical(name).to_string();
+        upsert(&mut w.buffers, &name, value);
     }
 
     /// Whether a training wrapper currently holds this model.

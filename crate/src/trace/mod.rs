@@ -66,6 +66,10 @@ struct State {
     params: Vec<(String, Param)>,
     buffers: Vec<(String, Param)>,
     named: HashMap<String, (InputKind, ValueId, *const ())>,
+    /// Full name of each parameter by the identity of its tensor (tied weights).
+    by_identity: HashMap<*const (), (InputKind, String)>,
+    /// (second name, first name) of tied state; see [`Trace::tied`].
+    tied: Vec<(String, String)>,
     constants: Vec<(String, Rc<Tensor>)>,
     region_names: HashMap<String, usize>,
     /// Source location override (the JS API sets the caller's `file:line`).
@@ -81,6 +85,21 @@ struct State {
     /// The first error of a call that cannot return one ([`Tracer::begin_block`]), reported
     /// by [`Tracer::finish`].
     deferred: Option<Error>,
+}
+
+/// `poptorch.MatMulSerializationMode`: which dimension of `a[m, n] @ b[n, p]` a serialised
+/// product ([`Var::serialized_matmul`]) splits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MatMulSerializationMode {
+    /// The rows of `a` (`m`).
+    InputChannels,
+    /// The reduced dimension (`n`): the pieces' products are added.
+    ReducingDim,
+    /// The columns of `b` (`p`).
+    OutputChannels,
+    /// An ordinary product.
+    Disabled,
 }
 
 /// Records ops into a graph. Cheap to clone (shared state).
@@ -115,6 +134,12 @@ pub struct Trace {
     pub buffers: Vec<(String, Param)>,
     /// Captured tensors frozen into the graph as constants (PopTorch warns about these).
     pub constants: Vec<(String, Rc<Tensor>)>,
+    /// Tied parameters: (name, the name it is tied to). A parameter read under a second
+    /// name (`decoder.weight` set to `embed.weight`, or another module's parameter
+    /// used directly) is the same tensor: one placeholder, under the name it was first read
+    /// by, so one gradient, one optimizer state and one home in the plan (PyTorch's
+    /// `named_parameters` lists a shared parameter once, too).
+    pub tied: Vec<(String, String)>,
 }
 
 impl Trace {
@@ -282,6 +307,23 @@ impl Tracer {
         Ok(self.record(op, inputs, caller)?.remove(0))
     }
 
+    /// Runs `f` on the graph holding `v` and the index of the node that made it.
+    fn with_producer(&self, v: &Var, f: impl FnOnce(&mut Graph, usize) -> Result<()>) -> Result<()> {
+        if !Rc::ptr_eq(&v.tr.st, &self.st) {
+            return Err(Error::trace("a tensor from another trace was used"));
+        }
+        let mut st = self.st.borrow_mut();
+        if v.frame >= st.frames.len() {
+            return Err(Error::trace(format!(
+                "{} was defined inside a region that has ended and cannot be used outside it",
+                v.id
+            )));
+        }
+        let g = &mut st.frames[v.frame].graph;
+        let node = g.values[v.id.0 as usize].node;
+        f(g, node)
+    }
+
     /// A model input of the given type.
     pub fn input(&self, name: &str, shape: &[usize], dtype: DType) -> Result<Var> {
         check::name("a model input's name", name)?;
@@ -314,9 +356,24 @@ impl Tracer {
                 }
                 id
             }
+            None if kind == InputKind::Parameter
+                && self.st.borrow().by_identity.get(&value.id()).is_some_and(|(k, _)| *k == kind) =>
+            {
+                // The same parameter under a second name: tied to the first. (Buffers are
+                // not: two buffers may start from one shared initial tensor.)
+                let mut st = self.st.borrow_mut();
+                let first = st.by_identity[&value.id()].1.clone();
+                let id = st.named[&first].1;
+                st.named.insert(full.clone(), (kind, id, value.id()));
+                st.tied.push((full, first));
+                id
+            }
             None => {
                 self.count_node()?;
                 let mut st = self.st.borrow_mut();
+                if kind == InputKind::Parameter {
+                    st.by_identity.insert(value.id(), (kind, full.clone()));
+                }
                 let meta = NodeMeta { scope: st.scope.clone(), ..NodeMeta::default() };
                 let op = Op::Placeholder { kind, name: full.clone() };
                 let ty = TensorType { shape: value.shape().to_vec(), dtype: value.dtype() };
@@ -639,6 +696,7 @@ impl Tracer {
             params: std::mem::take(&mut st.params),
             buffers: std::mem::take(&mut st.buffers),
             constants: std::mem::take(&mut st.constants),
+            tied: std::mem::take(&mut st.tied),
         })
     }
 }
@@ -726,6 +784,84 @@ impl Var {
     #[track_caller]
     pub fn where_(&self, cond: &Var, other: &Var) -> Result<Var> {
         self.tr.record1(Op::Where, &[cond, self, other], Location::caller())
+    }
+
+    /// `poptorch.serializedMatMul(self, other, mode, factor, keep_precision)`: the product
+    /// `self @ other` (`a[…, m, n] @ b[…, n, p]`) computed as `factor` smaller products one
+    /// after another, split on the dimension `mode` names (rows `m`, the reduced `n`, or the
+    /// columns `p`), which `factor` must divide: the same result, with smaller partials and
+    /// more steps. Split on `n`, the pieces are added up; with `keep_precision` and float16
+    /// operands the additions are made in float32 (PopTorch's float partials), else in the
+    /// operands' dtype. `Disabled` (or a factor of 1) is the plain product.
+    #[track_caller]
+    pub fn serialized_matmul(
+        &self,
+        other: &Var,
+        mode: MatMulSerializationMode,
+        factor: usize,
+        keep_precision: bool,
+    ) -> Result<Var> {
+        if mode == MatMulSerializationMode::Disabled {
+            return self.matmul(other);
+        }
+        let (ra, rb) = (self.shape().len(), other.shape().len());
+        if ra < 2 || rb < 2 {
+            return Err(Error::trace(format!(
+                "serializedMatMul: both operands must be matrices (2 or more dimensions), got {} and {}",
+                self.ty(),
+                other.ty()
+            )));
+        }
+        let (dim, what) = match mode {
+            MatMulSerializationMode::InputChannels => {
+                (self.shape()[ra - 2], "the input channels (rows of the left operand)")
+            }
+            MatMulSerializationMode::ReducingDim => (self.shape()[ra - 1], "the reducing dimension"),
+            MatMulSerializationMode::OutputChannels => {
+                (other.shape()[rb - 1], "the output channels (columns of the right operand)")
+            }
+            MatMulSerializationMode::Disabled => unreachable!("handled above"),
+        };
+        if factor == 0 || !dim.is_multiple_of(factor) {
+            return Err(Error::trace(format!(
+                "serializedMatMul: the factor ({factor}) must be a factor of the dimension serialised on, {what}, of size {dim}"
+            )));
+        }
+        if factor == 1 {
+            return self.matmul(other);
+        }
+        let sizes = vec![dim / factor; factor];
+        match mode {
+            MatMulSerializationMode::InputChannels => {
+                let outs = self.split(&sizes, -2)?.iter().map(|a| a.matmul(other)).collect::<Result<Vec<_>>>()?;
+                concat(&outs.iter().collect::<Vec<_>>(), -2)
+            }
+            MatMulSerializationMode::OutputChannels => {
+                let outs = other.split(&sizes, -1)?.iter().map(|b| self.matmul(b)).collect::<Result<Vec<_>>>()?;
+                concat(&outs.iter().collect::<Vec<_>>(), -1)
+            }
+            _ => {
+                let (pa, pb) = (self.split(&sizes, -1)?, other.split(&sizes, -2)?);
+                let widen = keep_precision && self.dtype() == DType::Float16;
+                let mut sum: Option<Var> = None;
+                for (a, b) in pa.iter().zip(&pb) {
+                    let mut y = a.matmul(b)?;
+                    if widen {
+                        y = y.cast(DType::Float32)?;
+                    }
+                    sum = Some(match sum {
+                        Some(s) => s.add(&y)?,
+                        None => y,
+                    });
+                }
+                let sum = sum.expect("factor >= 2");
+                if widen {
+                    sum.cast(DType::Float16)
+                } else {
+                    Ok(sum)
+                }
+            }
+        }
     }
 
     /// torch.matmul.
@@ -918,6 +1054,59 @@ impl Var {
     #[track_caller]
     pub fn one_hot(&self, num_classes: usize) -> Result<Var> {
         self.tr.record1(Op::OneHot { num_classes }, &[self], Location::caller())
+    }
+
+    /// `poptorch.recomputationCheckpoint(x)`: with recomputation on (pipelined training),
+    /// `x` is stashed for the backward pass instead of recomputed, and the recomputation of
+    /// the ops after it starts from it. Returns `x` (the value is unchanged).
+    pub fn recomputation_checkpoint(&self) -> Result<Var> {
+        self.tr.with_producer(self, |g, node| {
+            g.nodes[node].meta.checkpoint = true;
+            Ok(())
+        })?;
+        Ok(self.clone())
+    }
+
+    /// `poptorch.set_available_memory(x, proportion)`: the share of tile memory, in (0, 1],
+    /// the op that made `x` may use for temporaries (the planner trades its temporaries
+    /// against its time). As PopTorch, the op is the producer of `x` if it is a matmul,
+    /// convolution, gather or scatter, else the first such op one or two producers up (a
+    /// reshape or an add after it); with none, nothing is set. Returns `x`.
+    pub fn set_available_memory(&self, proportion: f64) -> Result<Var> {
+        if !(proportion > 0.0 && proportion <= 1.0) {
+            return Err(Error::trace(format!(
+                "set_available_memory: the available memory proportion must be in (0, 1], got {proportion}"
+            )));
+        }
+        self.tr.with_producer(self, |g, node| {
+            let takes = |op: &Op| {
+                matches!(
+                    op,
+                    Op::MatMul
+                        | Op::MatMulTN
+                        | Op::Linear { .. }
+                        | Op::LinearAdd { .. }
+                        | Op::Conv2d { .. }
+                        | Op::IndexSelect { .. }
+                        | Op::Gather { .. }
+                        | Op::ScatterAdd { .. }
+                        | Op::ScatterMean { .. }
+                        | Op::IndexAdd { .. }
+                )
+            };
+            // The producer, then its producers, then theirs (PopTorch looks two levels up).
+            let mut level = vec![node];
+            for _ in 0..3 {
+                if let Some(&n) = level.iter().find(|&&n| takes(&g.nodes[n].op)) {
+                    g.nodes[n].meta.available_memory = Some(crate::ir::Proportion(proportion));
+                    return Ok(());
+                }
+                level =
+                    level.iter().flat_map(|&n| g.nodes[n].inputs.iter().map(|v| g.values[v.0 as usize].node)).collect();
+            }
+            Ok(())
+        })?;
+        Ok(self.clone())
     }
 
     /// Marks a loss (PopTorch `identity_loss`).

@@ -793,6 +793,94 @@ impl Module for Embedding {
     }
 }
 
+/// An embedding looked up in `factor` serial steps, as Graphcore's BERT (`SerializedEmbedding`
+/// of examples/nlp/bert/pytorch/modeling.py) does to shrink the lookup's gradient: the table
+/// is `factor` tables of `num / factor` rows (`split_embeddings.{i}.weight`, each its own
+/// parameter); step `i` looks up the indices in its range (the others at row 0, masked to
+/// zero after) and the steps' rows are added. The same values as one `Embedding`.
+pub struct SerializedEmbedding {
+    pub splits: Vec<Embedding>,
+}
+
+impl SerializedEmbedding {
+    fn check(num: usize, dim: usize, factor: usize) -> Result<()> {
+        if factor == 0 || !num.is_multiple_of(factor) {
+            return Err(Error::trace(format!(
+                "SerializedEmbedding({num}, {dim}, factor={factor}): the number of embeddings must be divisible by the \
+                 serialization factor"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `factor` tables of `num / factor` rows each, N(0, 1) as `Embedding`.
+    pub fn try_new(num: usize, dim: usize, factor: usize, rng: &mut Rng) -> Result<SerializedEmbedding> {
+        SerializedEmbedding::check(num, dim, factor)?;
+        let splits = (0..factor).map(|_| Embedding::try_new(num / factor, dim, rng)).collect::<Result<_>>()?;
+        Ok(SerializedEmbedding { splits })
+    }
+
+    /// The serialised form of `e` (its rows split into `factor` tables, copies of its values).
+    pub fn from_embedding(e: &Embedding, factor: usize) -> Result<SerializedEmbedding> {
+        let (num, dim) = (e.weight.shape()[0], e.weight.shape()[1]);
+        SerializedEmbedding::check(num, dim, factor)?;
+        let w = e.weight.value()?.cast(DType::Float32).to_f32_vec();
+        let rows = num / factor;
+        let splits = (0..factor)
+            .map(|i| {
+                let part = w[i * rows * dim..(i + 1) * rows * dim].to_vec();
+                Ok(Embedding {
+                    weight: Param::from_tensor(Tensor::from_f32(&[rows, dim], part)?.cast(e.weight.dtype())),
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(SerializedEmbedding { splits })
+    }
+}
+
+impl Module for SerializedEmbedding {
+    fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
+        let idx = one_dense(tr, "SerializedEmbedding", args)?;
+        if idx.dtype() != DType::Int32 {
+            return Err(Error::trace(format!("SerializedEmbedding takes int32 indices, got {}", idx.ty())));
+        }
+        let rows = self.splits[0].weight.shape()[0];
+        // Index arithmetic in float32 (exact for any table that fits the tensor limits).
+        let x = idx.cast(DType::Float32)?;
+        let one = tr.full(&[], DType::Float32, 1.0)?;
+        let mut sum: Option<Var> = None;
+        for (i, split) in self.splits.iter().enumerate() {
+            let j = x.sub(&tr.full(&[], DType::Float32, (i * rows) as f64)?)?;
+            // 1 where 0 <= j < rows, for whole j: relu(j + 1) - relu(j) is 1 from j = 0 up,
+            // relu(rows - j) - relu(rows - 1 - j) is 1 up to j = rows - 1.
+            let lo = j.add(&one)?.relu()?.sub(&j.relu()?)?;
+            let top = tr.full(&[], DType::Float32, rows as f64)?;
+            let hi = top.sub(&j)?.relu()?.sub(&top.sub(&one)?.sub(&j)?.relu()?)?;
+            let mask = lo.mul(&hi)?;
+            let local = j.mul(&mask)?.cast(DType::Int32)?;
+            let looked = tr.scope(&format!("split_embeddings.{i}"), || split.forward(tr, &local))?;
+            let mut shape: Vec<isize> = mask.shape().iter().map(|&d| d as isize).collect();
+            shape.push(1);
+            let y = looked.mul(&mask.reshape(&shape)?.cast(looked.dtype())?)?;
+            sum = Some(match sum {
+                Some(s) => s.add(&y)?,
+                None => y,
+            });
+        }
+        Ok(sum.expect("factor >= 1"))
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        self.splits.iter().enumerate().map(|(i, e)| (format!("split_embeddings.{i}"), e as &dyn Module)).collect()
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        self.splits
+            .iter_mut()
+            .enumerate()
+            .map(|(i, e)| (format!("split_embeddings.{i}"), e as &mut dyn Module))
+            .collect()
+    }
+}
+
 /// Children called in order, named `0`, `1`, ….
 #[derive(Default)]
 pub struct Sequential {

@@ -52,7 +52,26 @@ const mode: OutputMode = poptorch.OutputMode.All;
 opts.outputMode(mode).inputReplicaGrouping(1, poptorch.CommGroupType.Consecutive).broadcastBuffers(false);
 opts.setAvailableMemoryProportion({ IPU0: 0.5 }).randomSeed(1).autoRoundNumIPUs(true).ipuGeneration("mk2");
 opts.TensorLocations.setActivationLocation(new poptorch.TensorLocationSettings().useOnChipStorage(false));
+opts.Precision.setPartialsType("float16").enableStochasticRounding(true).enableFloatingPointExceptions(false);
 const json: unknown = opts.toJSON();
+
+// BERT-style features: tied weights, checkpoints, per-op memory, serialised products.
+class Bert extends nn.Module {
+  embed = new nn.Embedding(16, 4);
+  words = nn.SerializedEmbedding.fromEmbedding(new nn.Embedding(16, 4), 4);
+  decoder = new nn.Linear(4, 16, false);
+  constructor() {
+    super();
+    this.decoder.tieParameter("weight", this.embed, "weight");
+  }
+  override forward(ids: Tensor): Tensor {
+    const h: Tensor = poptorch.recomputationCheckpoint(this.embed.forward(ids).add(this.words.forward(ids)));
+    const pair: Tensor[] = poptorch.recomputationCheckpoint(h, h.relu());
+    const y: Tensor = poptorch.serializedMatMul(pair[0], constant(new Array(64).fill(0), [4, 16]), poptorch.MatMulSerializationMode.OutputChannels, 4);
+    return poptorch.set_available_memory(this.decoder.forward(h), 0.3).add(poptorch.setAvailableMemory(y, 0.5));
+  }
+}
+const bert = new Bert();
 const again = poptorch.Options.fromJSON(json);
 const frozen: boolean = again.clone().frozen;
 
@@ -173,5 +192,5 @@ const stemPlan = poptorch.trainingModel(new Stem(), new poptorch.Options().devic
 
 export {
   first, same, json, frozen, constantEps, others, p, loss, compiled, scale, warnings, out, windowed, traced, planned, demo,
-  d, maxBytes, v, gnn, stemPlan, report, wrapperTrace, optimizerType, factor,
+  d, maxBytes, v, gnn, stemPlan, report, wrapperTrace, optimizerType, factor, bert,
 };

@@ -62,8 +62,14 @@ pub(crate) fn auto_stage() -> Table {
     table("AutoStage", &[SameAsIpu, AutoIncrement])
 }
 
+pub(crate) fn matmul_serialization_mode() -> Table {
+    use crate::trace::MatMulSerializationMode::*;
+    table("MatMulSerializationMode", &[InputChannels, ReducingDim, OutputChannels, Disabled])
+}
+
 fn all() -> Vec<Table> {
     vec![
+        matmul_serialization_mode(),
         output_mode(),
         reduction_type(),
         mean_reduction_strategy(),

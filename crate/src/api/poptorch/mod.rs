@@ -9,7 +9,8 @@
 //!   `VariableRetrievalMode`, `Liveness`, `AutoStage` (strings: the core's JSON names);
 //! * [`optim`]: `poptorch.optim.{SGD, Adam, AdamW, RMSprop, LAMB}`;
 //! * [`model`]: `trainingModel`, `inferenceModel` and the `PoplarExecutor` they return;
-//! * `identity_loss` (here) and the slicing helpers.
+//! * `identity_loss`, `recomputationCheckpoint`, `set_available_memory`, `serializedMatMul`
+//!   (here) and the slicing helpers.
 //!
 //! wasm-bindgen exports classes at the top level only, under `Poptorch…` names;
 //! `scripts/fix-pkg.mjs` builds the `poptorch` namespace from them (and gives the
@@ -50,6 +51,72 @@ pub fn identity_loss(
         }
     };
     at_js_caller(v.tracer(), || v.identity_loss(r)).map_err(js_err).and_then(wrap)
+}
+
+/// `poptorch.recomputationCheckpoint(...tensors)` (the glue's variadic form calls this with
+/// an array): each tensor is stashed for the backward pass instead of recomputed, and
+/// recomputation restarts from it (see `Var::recomputation_checkpoint`). Returns the
+/// tensors, in order.
+#[wasm_bindgen(js_name = _recomputationCheckpoint, unchecked_return_type = "Tensor[]")]
+pub fn recomputation_checkpoint(
+    #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
+) -> JsResult<JsValue> {
+    let list = args::list(&tensors, "recomputationCheckpoint: tensors", crate::trace::check::MAX_LIST)?;
+    let out = js_sys::Array::new();
+    for (i, t) in list.iter().enumerate() {
+        let v = tensor_arg(t, &format!("recomputationCheckpoint: argument {i}"))
+            .map_err(|_| args::type_error("recomputationCheckpoint: all inputs must be Tensors"))?;
+        out.push(&at_js_caller(v.tracer(), || v.recomputation_checkpoint()).map_err(js_err).and_then(wrap)?);
+    }
+    Ok(out.into())
+}
+
+/// `poptorch.set_available_memory(x, proportion)` / `setAvailableMemory`: the share of tile
+/// memory in (0, 1] the op that made `x` (a matmul, convolution, gather or scatter, found
+/// as PopTorch finds it) may use for temporaries; returns `x`.
+#[wasm_bindgen(js_name = setAvailableMemory, unchecked_return_type = "Tensor")]
+pub fn set_available_memory(
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] x: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] proportion: JsValue,
+) -> JsResult<JsValue> {
+    let v = tensor_arg(&x, "set_available_memory: x").map_err(|_| {
+        args::type_error(&format!(
+            "You may only set available memory for Tensor values. {} is not supported.",
+            args::describe(&x)
+        ))
+    })?;
+    let p = args::number(&proportion, "set_available_memory: proportion")?;
+    if !(p > 0.0 && p <= 1.0) {
+        return Err(args::range_error(&format!(
+            "set_available_memory: the available memory proportion must be in (0, 1], got {p}"
+        )));
+    }
+    at_js_caller(v.tracer(), || v.set_available_memory(p)).map_err(js_err).and_then(wrap)
+}
+
+/// `poptorch.serializedMatMul(lhs, rhs, mode, factor = 0, keepPrecision = false)`: `lhs @
+/// rhs` as `factor` smaller products split on the dimension `mode` names
+/// (`poptorch.MatMulSerializationMode`), which `factor` must divide; see
+/// `Var::serialized_matmul`.
+#[wasm_bindgen(js_name = serializedMatMul, unchecked_return_type = "Tensor")]
+pub fn serialized_matmul(
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] lhs: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] rhs: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "MatMulSerializationMode")] mode: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "number")] factor: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keep_precision: JsValue,
+) -> JsResult<JsValue> {
+    let a = tensor_arg(&lhs, "serializedMatMul: lhs")?;
+    let b = tensor_arg(&rhs, "serializedMatMul: rhs")?;
+    let mode: crate::trace::MatMulSerializationMode =
+        enums::parse(&mode, "serializedMatMul: mode", &enums::matmul_serialization_mode())?;
+    let factor = if args::is_absent(&factor) {
+        0
+    } else {
+        args::whole(&factor, "serializedMatMul: factor", u32::MAX as u64)? as usize
+    };
+    let keep = args::opt_bool(&keep_precision, "serializedMatMul: keepPrecision", false)?;
+    at_js_caller(a.tracer(), || a.serialized_matmul(&b, mode, factor, keep)).map_err(js_err).and_then(wrap)
 }
 
 /// A slice bound: a whole number (constant) or an int32 scalar Tensor of the trace.

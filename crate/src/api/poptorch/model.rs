@@ -80,7 +80,8 @@ fn host_model(module: &JsValue) -> JsResult<HostModel> {
         return Ok(h);
     }
     let [params, buffers] = state::entries_all(module)?;
-    let host = HostModel::untraced(state::params_of(&params, Kind::Parameter)?, state::params_of(&buffers, Kind::Buffer)?);
+    let host =
+        HostModel::untraced(state::params_of(&params, Kind::Parameter)?, state::params_of(&buffers, Kind::Buffer)?);
     HOSTS.with(|h| {
         let mut h = h.borrow_mut();
         h.retain(|_, w| w.upgrade().is_some());

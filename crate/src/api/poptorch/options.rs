@@ -274,6 +274,73 @@ impl PoptorchOptions {
     pub fn tensor_locations(&self) -> PoptorchTensorLocations {
         PoptorchTensorLocations { state: self.state.clone() }
     }
+
+    /// `opts.Precision`: partials type, stochastic rounding, floating point exceptions.
+    #[wasm_bindgen(getter, js_name = Precision)]
+    pub fn precision(&self) -> PoptorchPrecisionOptions {
+        PoptorchPrecisionOptions { state: self.state.clone() }
+    }
+}
+
+/// `opts.Precision` (`_PrecisionOptions`).
+#[wasm_bindgen(js_name = PoptorchPrecisionOptions)]
+pub struct PoptorchPrecisionOptions {
+    state: Shared,
+}
+
+impl PoptorchPrecisionOptions {
+    fn set(
+        &self,
+        f: impl FnOnce(&mut Options) -> Result<&mut Options, crate::compile::Diagnostic>,
+    ) -> JsResult<PoptorchPrecisionOptions> {
+        f(&mut self.state.borrow_mut()).map_err(js_err)?;
+        Ok(PoptorchPrecisionOptions { state: self.state.clone() })
+    }
+}
+
+#[wasm_bindgen(js_class = PoptorchPrecisionOptions)]
+impl PoptorchPrecisionOptions {
+    /// `setPartialsType(dtype)`: `"float32"` (`"float"`, PopTorch's default) or `"float16"`
+    /// (`"half"`) partial results for matrix products and convolutions.
+    #[wasm_bindgen(js_name = setPartialsType)]
+    pub fn set_partials_type(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "\"float32\" | \"float16\" | \"float\" | \"half\"")] dtype: JsValue,
+    ) -> JsResult<PoptorchPrecisionOptions> {
+        let what = "Options.Precision.setPartialsType: dtype";
+        let d = match args::string(&dtype, what, 16)?.as_str() {
+            "float32" | "float" => crate::tensor::DType::Float32,
+            "float16" | "half" => crate::tensor::DType::Float16,
+            "int32" => crate::tensor::DType::Int32,
+            "bool" => crate::tensor::DType::Bool,
+            other => {
+                return Err(args::error(&format!(
+                    "{what} must be \"float32\" or \"float16\" (\"float\" or \"half\"), got {other:?}"
+                )))
+            }
+        };
+        self.set(|o| o.set_partials_type(d))
+    }
+
+    /// `enableStochasticRounding(bool)`: float16 results rounded up or down at random.
+    #[wasm_bindgen(js_name = enableStochasticRounding)]
+    pub fn enable_stochastic_rounding(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] on: JsValue,
+    ) -> JsResult<PoptorchPrecisionOptions> {
+        let on = flag(&on, "Options.Precision.enableStochasticRounding: enabled")?;
+        self.set(|o| o.enable_stochastic_rounding(on))
+    }
+
+    /// `enableFloatingPointExceptions(bool)`.
+    #[wasm_bindgen(js_name = enableFloatingPointExceptions)]
+    pub fn enable_floating_point_exceptions(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] on: JsValue,
+    ) -> JsResult<PoptorchPrecisionOptions> {
+        let on = flag(&on, "Options.Precision.enableFloatingPointExceptions: enabled")?;
+        self.set(|o| o.enable_floating_point_exceptions(on))
+    }
 }
 
 /// `opts.Training` (`_TrainingOptions`). "You must not set these options for inference
