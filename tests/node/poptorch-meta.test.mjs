@@ -63,6 +63,32 @@ describe("planning without materialising", () => {
     assert.throws(() => a.call({ shape: [16, 8], dtype: "float32" }), /data/);
   });
 
+  test("a shape-only combined batch may exceed one tensor's limit; the traced micro-batch may not", () => {
+    // ResNet-50's step in Graphcore's configuration: 18 images × 16 replicas × 57 micro-batches
+    // of 3 × 224 × 224 in float16 is 4.9 GB, never allocated; each micro-batch is 5.4 MB.
+    class Stem extends nn.Module {
+      constructor() {
+        super();
+        this.conv = new nn.Conv2d(3, 8, 7, { stride: 2, padding: 3, bias: false });
+      }
+      forward(x) {
+        return poptorch.identity_loss(this.conv.forward(x).mean(), "mean");
+      }
+    }
+    const opts = () => {
+      const o = new poptorch.Options().replicationFactor(16);
+      o.Training.gradientAccumulation(57);
+      return o;
+    };
+    const model = poptorch.trainingModel(new Stem().half(), opts(), undefined);
+    const plan = model.plan({ shape: [18 * 16 * 57, 3, 224, 224], dtype: "float16" }, { throwOnInvalid: false });
+    assert.equal(plan.samplesPerStep ?? plan.time.samplesPerStep, 18 * 16 * 57);
+    assert.deepEqual(model.tracedModel.graph.values[0].shape, [18, 3, 224, 224]);
+    // A micro-batch over the limit is still the tracer's error, naming the input.
+    const big = poptorch.trainingModel(new Stem().half(), opts(), undefined);
+    assert.throws(() => big.plan({ shape: [16 * 57 * 2048, 3, 224, 224], dtype: "float16" }), /model input 'input0'.*256 MiB/);
+  });
+
   test("a parameter's values are the same made early or late, in any order", () => {
     const build = () => {
       api.manualSeed(11);

@@ -186,11 +186,13 @@ fn parse(v: &JsValue, what: &str, type_only: bool) -> JsResult<(Option<String>, 
         let s = args::string(&dtype, &format!("{what}.dtype"), 16)?;
         DType::parse(&s).map_err(|e| args::error(&format!("{what}.dtype: {e}")))?
     };
+    if type_only && args::is_absent(&data) {
+        // Described, never allocated: only the micro-batch's shape is made (and checked).
+        let dims = crate::tensor::alloc::check_type_shape(what, &dims, dtype).map_err(js_err)?;
+        return Ok((name, TensorType { shape: dims, dtype }, None));
+    }
     let dims = check_shape(what, &dims, dtype).map_err(js_err)?;
     let ty = TensorType { shape: dims.clone(), dtype };
-    if type_only && args::is_absent(&data) {
-        return Ok((name, ty, None));
-    }
     let n: usize = dims.iter().product();
     let data_what = format!("{what}.data");
     let t = match dtype {

@@ -34,6 +34,25 @@ pub fn check_shape(what: &str, shape: &[u64], dtype: DType) -> Result<Vec<usize>
     Ok(shape.iter().map(|&d| d as usize).collect())
 }
 
+/// Checks the shape of a tensor `what` that is described but never allocated (a shape-only
+/// input of a plan: the combined batch of every micro-batch of a step, which only the
+/// micro-batch's shape, checked by [`check_shape`] when traced, ever takes memory for):
+/// within [`MAX_RANK`], and its byte count a `u64`.
+pub fn check_type_shape(what: &str, shape: &[u64], dtype: DType) -> Result<Vec<usize>> {
+    if shape.len() > MAX_RANK {
+        return Err(Error::alloc(format!(
+            "{what}: a tensor has at most {MAX_RANK} dimensions, got {} dimensions",
+            shape.len()
+        )));
+    }
+    match checked_bytes(shape, dtype) {
+        Some(b) if b <= u64::MAX as u128 && shape.iter().all(|&d| usize::try_from(d).is_ok()) => {
+            Ok(shape.iter().map(|&d| d as usize).collect())
+        }
+        _ => Err(Error::alloc(format!("{what}: a tensor of shape {shape:?} has more than 2^64 bytes"))),
+    }
+}
+
 /// The rule of [`check_shape`], allocating nothing unless it fails.
 fn check_dims(what: &str, shape: &[u64], dtype: DType) -> Result<()> {
     if shape.len() > MAX_RANK {
