@@ -1,5 +1,5 @@
 // The options the page holds, in the planner's own Options JSON (poptorch.Options in camelCase,
-// `Training` and `TensorLocations` nested: crate/src/compile/options.rs is its one definition and
+// `Training`, `TensorLocations` and `Precision` nested: crate/src/compile/options.rs is its one definition and
 // the planner its one validator). The IPUs in the system are the page's own setting, never sent
 // in it.
 //
@@ -46,7 +46,7 @@ export function defaultOptions() {
   };
 }
 
-const GROUPS = new Set(["Training", "TensorLocations"]);
+const GROUPS = new Set(["Training", "TensorLocations", "Precision"]);
 
 /** `base` with `patch` merged in, the nested groups key by key (a preset's or a link's options). */
 export function mergeOptions(base, patch = {}) {

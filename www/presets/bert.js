@@ -1,0 +1,159 @@
+// BERT pre-training as Graphcore's PopTorch example trains it (graphcore/examples,
+// nlp/bert/pytorch: modeling.py's PipelinedBertForPretraining, ipu_options.py, and the
+// configuration in configs_pretraining.yml), written with this package's API. The two BERT
+// presets (bert-large.js, bert-base.js) differ only in the configuration block at the top of
+// the code and in their options.
+
+/** The code of a BERT preset: `config` is spliced in as the constants a user edits. */
+export function bertCode({ title, source, hidden, layers, heads, perIpu, micro, optimizer }) {
+  return `import { nn, poptorch, beginBlock, constant } from "ipu-playground";
+
+// ${title}: Graphcore's PopTorch BERT (nlp/bert/pytorch in
+// graphcore/examples), configuration \`${source}\`. The weights
+// are never made to plan it: parameters hold shapes until a call
+// runs the model.
+const H = ${hidden}, LAYERS = ${layers}, HEADS = ${heads}, FF = 4 * H;
+const VOCAB = 30522, SEQ = 128, MASK_TOKENS = 20;
+const MICRO_BATCH = ${micro};
+// Encoder layers per IPU; the embeddings, the pooler and both
+// heads go on IPU 0 (the MLM decoder shares the word embedding).
+const LAYERS_PER_IPU = [${perIpu.join(", ")}];
+
+class SelfAttention extends nn.Module {
+  constructor() {
+    super();
+    this.query = new nn.Linear(H, H);
+    this.key = new nn.Linear(H, H);
+    this.value = new nn.Linear(H, H);
+  }
+  forward(x) {
+    const [b, s] = x.shape;
+    const split = (t) => t.reshape([b, s, HEADS, H / HEADS]).permute([0, 2, 1, 3]);
+    const q = split(this.query.forward(x));
+    const k = split(this.key.forward(x));
+    const v = split(this.value.forward(x));
+    const p = q.matmul(k.transpose(2, 3)).scale(1 / Math.sqrt(H / HEADS)).softmax(-1);
+    return p.matmul(v).permute([0, 2, 1, 3]).reshape([b, s, H]);
+  }
+}
+
+// dense → + residual → LayerNorm (HF's BertSelfOutput / BertOutput).
+class Output extends nn.Module {
+  constructor(from) {
+    super();
+    this.dense = new nn.Linear(from, H);
+    this.LayerNorm = new nn.LayerNorm(H);
+  }
+  forward(h, residual) {
+    return this.LayerNorm.forward(this.dense.forward(h).add(residual));
+  }
+}
+
+class Layer extends nn.Module {
+  constructor() {
+    super();
+    this.attention = new SelfAttention();
+    this.attentionOutput = new Output(H);
+    this.intermediate = new nn.Linear(H, FF);
+    this.output = new Output(FF);
+  }
+  forward(x) {
+    const a = this.attentionOutput.forward(this.attention.forward(x), x);
+    return this.output.forward(this.intermediate.forward(a).gelu(), a);
+  }
+}
+
+class Embeddings extends nn.Module {
+  constructor() {
+    super();
+    this.word_embeddings = new nn.Embedding(VOCAB, H);
+    this.position_embeddings = new nn.Embedding(512, H);
+    this.token_type_embeddings = new nn.Embedding(2, H);
+    this.LayerNorm = new nn.LayerNorm(H);
+  }
+  forward(ids, types) {
+    const positions = constant(Array.from({ length: SEQ }, (_, i) => i), [SEQ], "int32");
+    const e = this.word_embeddings.forward(ids)
+      .add(this.position_embeddings.forward(positions))
+      .add(this.token_type_embeddings.forward(types));
+    return this.LayerNorm.forward(e);
+  }
+}
+
+class BertForPretraining extends nn.Module {
+  constructor() {
+    super();
+    this.embeddings = new Embeddings();
+    this.layer = new nn.ModuleList(Array.from({ length: LAYERS }, () => new Layer()));
+    this.pooler = new nn.Linear(H, H);
+    // The MLM head: transform, then the decoder, whose weight is the
+    // word embedding's (HF's tie_weights).
+    this.transform = new nn.Linear(H, H);
+    this.transformNorm = new nn.LayerNorm(H);
+    this.decoder = new nn.Linear(H, VOCAB);
+    this.decoder.tieParameter("weight", this.embeddings.word_embeddings);
+    this.seq_relationship = new nn.Linear(H, 2);
+  }
+  forward(ids, types, maskedPositions, maskedLabels, nspLabels) {
+    beginBlock("Embedding", 0);
+    let h = this.embeddings.forward(ids, types);
+    let l = 0;
+    LAYERS_PER_IPU.forEach((n, ipu) => {
+      for (let j = 0; j < n; j++, l++) {
+        beginBlock(\`Encoder\${l}\`, ipu);
+        // Only each layer's output is stashed for the backward pass:
+        // the layer is recomputed from it.
+        h = poptorch.recomputationCheckpoint(this.layer.get(l).forward(h));
+      }
+    });
+    beginBlock("Classifier", 0);
+    // The masked tokens only, gathered by a one-hot product.
+    const pick = maskedPositions.oneHot(SEQ).cast(h.dtype);
+    const masked = pick.matmul(h);
+    const t = this.transformNorm.forward(this.transform.forward(masked).gelu());
+    const scores = this.decoder.forward(t).reshape([-1, VOCAB]);
+    const cls = poptorch.slice(h, 1, 0, 1).reshape([-1, H]);
+    const nsp = this.seq_relationship.forward(this.pooler.forward(cls).tanh());
+    const mlmLoss = scores.crossEntropy(maskedLabels.reshape([-1]), null, { ignoreIndex: 0 });
+    const nspLoss = nsp.crossEntropy(nspLabels);
+    return [scores, poptorch.identityLoss(mlmLoss.add(nspLoss), "none")];
+  }
+}
+
+// \`options\`: the panel's poptorch.Options (this preset sets them as
+// Graphcore's ipu_options.py does); \`half\`: the float16 switch.
+export default ({ options, half }) => {
+  const net = new BertForPretraining();
+  if (half) net.half();
+  const optimizer = new poptorch.optim.LAMB(net.parameters(), ${optimizer});
+  const int = (name, shape) => ({ name, shape, dtype: "int32" });
+  return {
+    model: poptorch.trainingModel(net, options, optimizer),
+    // One micro-batch.
+    inputs: [
+      int("input_ids", [MICRO_BATCH, SEQ]),
+      int("token_type_ids", [MICRO_BATCH, SEQ]),
+      int("masked_lm_positions", [MICRO_BATCH, MASK_TOKENS]),
+      int("masked_lm_labels", [MICRO_BATCH, MASK_TOKENS]),
+      int("next_sentence_label", [MICRO_BATCH]),
+    ],
+  };
+};
+`;
+}
+
+/** Graphcore's ipu_options.py as the planner's Options JSON, with the configuration's numbers. */
+export function bertOptions({ replicas, accumulation, proportions }) {
+  return {
+    replicationFactor: replicas,
+    autoRoundNumIPUs: true,
+    deviceIterations: 1,
+    outputMode: "sum",
+    randomSeed: 5,
+    executionStrategy: { type: "pipelined", autoStage: "autoIncrement" },
+    availableMemoryProportion: Object.fromEntries(proportions.map((p, i) => [`IPU${i}`, p])),
+    Training: { gradientAccumulation: accumulation, accumulationAndReplicationReductionType: "mean" },
+    TensorLocations: { optimizer: { useOnChipStorage: false, useReplicatedTensorSharding: true } },
+    Precision: { partialsType: "half", enableStochasticRounding: true },
+  };
+}
