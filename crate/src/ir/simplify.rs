@@ -55,6 +55,9 @@ fn keep_always(op: &Op) -> bool {
     op.has_side_effect() || matches!(op, Op::Placeholder { .. })
 }
 
+/// What two mergeable nodes must share: the op's name and the (resolved) inputs.
+type MergeKey = (&'static str, Vec<ValueId>);
+
 fn mergeable(op: &Op) -> bool {
     !keep_always(op)
         && !matches!(op, Op::RandomMask { .. } | Op::Constant { .. } | Op::Call { .. } | Op::InvertibleBackward { .. })
@@ -90,7 +93,7 @@ pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph> {
     let mut out = Graph::new();
     let mut map: Vec<Option<ValueId>> = vec![None; pre.values.len()];
     // Merge candidates by op name and inputs: the nodes of `pre` kept, with their outputs.
-    let mut seen: HashMap<(&'static str, Vec<ValueId>), Vec<(usize, Vec<ValueId>)>> = HashMap::new();
+    let mut seen: HashMap<MergeKey, Vec<(usize, Vec<ValueId>)>> = HashMap::new();
     let resolve = |map: &Vec<Option<ValueId>>, v: ValueId| -> Result<ValueId> {
         let v = *subst.get(&v).unwrap_or(&v);
         map[v.0 as usize].ok_or_else(|| Error::ir(format!("simplify: {v} used before it is defined")))
