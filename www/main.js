@@ -165,6 +165,8 @@ function showAnalysis(result, ms) {
   tabs.fit.dataset.count = items.length ? String(items.length) : "";
   training.setRevgnnConfig(result.revgnn);
   document.body.dataset.seq = String(latest);
+  // The analysis engine's wasm memory after this analysis (read by scripts/bench-page.mjs).
+  document.body.dataset.wasmBytes = String(result.wasmBytes ?? 0);
   setStatus(`Traced ${result.graph.nodes.length} nodes and planned ${result.plan.numNodes} in ${Math.round(ms)} ms · Ready`);
   if (!firstRender) {
     firstRender = performance.now();
