@@ -238,6 +238,8 @@ pub fn invertible_backward_graph(forward: &Graph, inverse: &Graph, needs_grad: &
     let ins = forward.placeholders(InputKind::Input);
     let meta = NodeMeta { pass: Pass::Backward, ..NodeMeta::default() };
     let mut g = Graph::new();
+    g.nodes.reserve(inverse.nodes.len() + vjp.nodes.len() + 1);
+    g.values.reserve(inverse.values.len() + vjp.values.len() + 1);
     let mut args = Vec::new();
     let names: Vec<String> =
         std::iter::once("y".to_string()).chain(ins[1..].iter().map(|(n, _)| n.to_string())).collect();

@@ -183,6 +183,28 @@ impl Graph {
         Ok(outputs)
     }
 
+    /// Appends a copy of `n`, a node of `src`, on `inputs` whose types are those of `n`'s
+    /// own inputs in `src`: its outputs keep their types, so nothing is inferred again (a
+    /// graph pass copying nodes as they are: [`crate::ir::simplify`]).
+    pub(crate) fn push_copy(&mut self, src: &Graph, n: &Node, inputs: Vec<ValueId>) -> Vec<ValueId> {
+        debug_assert!(
+            n.inputs.iter().zip(&inputs).all(|(a, b)| src.ty(*a) == self.ty(*b)),
+            "push_copy of {}: input types differ",
+            n.op.name()
+        );
+        let node = self.nodes.len();
+        let outputs: Vec<ValueId> = n
+            .outputs
+            .iter()
+            .map(|o| {
+                self.values.push(Value { ty: src.ty(*o).clone(), node });
+                ValueId(self.values.len() as u32 - 1)
+            })
+            .collect();
+        self.nodes.push(Node { op: n.op.clone(), inputs, outputs: outputs.clone(), meta: n.meta.clone() });
+        outputs
+    }
+
     /// Appends a node with no inputs whose type is given rather than inferred: placeholders
     /// and constants (a constant's type must match its value).
     pub fn add_source(&mut self, op: Op, ty: TensorType, meta: NodeMeta) -> Result<ValueId> {

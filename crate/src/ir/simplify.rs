@@ -91,6 +91,8 @@ pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph> {
     let order = topo_order(pre, &subst);
 
     let mut out = Graph::new();
+    out.nodes.reserve(pre.nodes.len());
+    out.values.reserve(pre.values.len());
     let mut map: Vec<Option<ValueId>> = vec![None; pre.values.len()];
     // Merge candidates by op name and inputs: the nodes of `pre` kept, with their outputs.
     let mut seen: HashMap<MergeKey, Vec<(usize, Vec<ValueId>)>> = HashMap::new();
@@ -124,7 +126,8 @@ pub fn simplify(g: &Graph, equiv: &[(ValueId, ValueId)]) -> Result<Graph> {
             }
             continue;
         }
-        let outs = copy_node(&mut out, pre, n, inputs)?;
+        // Equivalent values have the same types: the copy keeps its types.
+        let outs = out.push_copy(pre, n, inputs);
         for (o, v) in n.outputs.iter().zip(&outs) {
             map[o.0 as usize] = Some(*v);
         }
@@ -193,6 +196,8 @@ fn live_nodes(g: &Graph) -> Vec<bool> {
 /// nodes left out must be unused). Value ids are renumbered.
 pub fn rebuild(g: &Graph, order: &[usize]) -> Result<Graph> {
     let mut out = Graph::new();
+    out.nodes.reserve(order.len());
+    out.values.reserve(order.iter().map(|&i| g.nodes[i].outputs.len()).sum());
     let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];
     for &i in order {
         let n = &g.nodes[i];
@@ -201,7 +206,7 @@ pub fn rebuild(g: &Graph, order: &[usize]) -> Result<Graph> {
             .iter()
             .map(|v| map[v.0 as usize].ok_or_else(|| Error::ir(format!("rebuild: {v} is used before it is defined"))))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let outs = copy_node(&mut out, g, n, inputs)?;
+        let outs = out.push_copy(g, n, inputs);
         for (o, v) in n.outputs.iter().zip(outs) {
             map[o.0 as usize] = Some(v);
         }
