@@ -298,6 +298,16 @@ impl<T: TagHalf> TagHalf for crate::Result<T> {
     }
 }
 
+/// A float result: float16 when `half` (its values already halves, to be kept unrounded),
+/// else float32.
+pub(crate) fn float_result(half: bool, a: ArrayD<f32>) -> Tensor {
+    if half {
+        Tensor::F16(a)
+    } else {
+        Tensor::F32(a)
+    }
+}
+
 /// Float32 results of a float16 computation rounded to float16 in place and tagged float16
 /// (round to nearest even, overflow to inf, subnormals kept); other results as they are.
 pub(crate) fn round_to_half(outputs: Vec<Tensor>) -> Vec<Tensor> {

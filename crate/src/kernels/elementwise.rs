@@ -7,7 +7,7 @@
 //! correctly rounded half result) and "compute in float, store half" for the rest.
 
 use super::common::{
-    array, bcast_strides, check_bcast, f32_data, for_each_row, slice, with_dtype, zip2, Elem, TagHalf,
+    array, bcast_strides, check_bcast, f32_data, float_result, for_each_row, slice, with_dtype, zip2, Elem, TagHalf,
 };
 use crate::ir::shape::broadcast_shapes;
 use crate::ir::{BinaryKind, UnaryKind};
@@ -253,25 +253,28 @@ pub fn unary_grad_f32(kind: UnaryKind, x: f32, g: f32) -> f32 {
     }
 }
 
-fn map_f32(t: &Tensor, what: &str, f: impl Fn(f32) -> f32) -> crate::Result<Tensor> {
+/// `f` of every element. With `exact` (`f` gives an input, its negation or zero), a float16
+/// input's results are halves already and come back float16, unrounded; any other float16
+/// result is rounded by [`super::eval`].
+fn map_f32(t: &Tensor, what: &str, exact: bool, f: impl Fn(f32) -> f32) -> crate::Result<Tensor> {
     let a = t.as_float().map_err(|e| e.context(what))?;
     let v: Vec<f32> = slice(a).iter().map(|&x| f(x)).collect();
-    Ok(Tensor::F32(array(a.shape(), v)?))
+    Ok(float_result(exact && matches!(t, Tensor::F16(_)), array(a.shape(), v)?))
 }
 
 /// `Unary { kind }` on float32.
 pub fn unary(kind: UnaryKind, x: &Tensor) -> crate::Result<Tensor> {
     // one monomorphised loop per kind (no per-element dispatch)
     match kind {
-        UnaryKind::Neg => map_f32(x, "input", |v| unary_f32(UnaryKind::Neg, v)),
-        UnaryKind::Exp => map_f32(x, "input", |v| unary_f32(UnaryKind::Exp, v)),
-        UnaryKind::Log => map_f32(x, "input", |v| unary_f32(UnaryKind::Log, v)),
-        UnaryKind::Sqrt => map_f32(x, "input", |v| unary_f32(UnaryKind::Sqrt, v)),
-        UnaryKind::Relu => map_f32(x, "input", |v| unary_f32(UnaryKind::Relu, v)),
-        UnaryKind::Gelu => map_f32(x, "input", |v| unary_f32(UnaryKind::Gelu, v)),
-        UnaryKind::GeluTanh => map_f32(x, "input", |v| unary_f32(UnaryKind::GeluTanh, v)),
-        UnaryKind::Tanh => map_f32(x, "input", |v| unary_f32(UnaryKind::Tanh, v)),
-        UnaryKind::Sigmoid => map_f32(x, "input", |v| unary_f32(UnaryKind::Sigmoid, v)),
+        UnaryKind::Neg => map_f32(x, "input", true, |v| unary_f32(UnaryKind::Neg, v)),
+        UnaryKind::Exp => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Exp, v)),
+        UnaryKind::Log => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Log, v)),
+        UnaryKind::Sqrt => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Sqrt, v)),
+        UnaryKind::Relu => map_f32(x, "input", true, |v| unary_f32(UnaryKind::Relu, v)),
+        UnaryKind::Gelu => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Gelu, v)),
+        UnaryKind::GeluTanh => map_f32(x, "input", false, |v| unary_f32(UnaryKind::GeluTanh, v)),
+        UnaryKind::Tanh => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Tanh, v)),
+        UnaryKind::Sigmoid => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Sigmoid, v)),
     }
 }
 
@@ -438,7 +441,10 @@ pub fn unary_grad(kind: UnaryKind, x: &Tensor, g: &Tensor) -> crate::Result<Tens
         UnaryKind::Tanh => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Tanh, x, g)),
         UnaryKind::Sigmoid => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Sigmoid, x, g)),
     };
-    Ok(Tensor::F32(array(ga.shape(), v)?))
+    // Neg's and ReLU's gradients are the gradient, its negation or zero: a float16 gradient's
+    // are halves already (unrounded); others are rounded by `eval`.
+    let exact = matches!(kind, UnaryKind::Neg | UnaryKind::Relu) && matches!(g, Tensor::F16(_));
+    Ok(float_result(exact, array(ga.shape(), v)?))
 }
 
 /// `PowGrad`: `(a, b, g)` → `(g·b·a^(b−1), g·a^b·ln a)` in g's (broadcast) shape, with

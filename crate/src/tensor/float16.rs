@@ -70,31 +70,27 @@ pub fn from_f32(x: f32) -> f16 {
 }
 
 /// `x` rounded to the nearest float16 value, as a float32: `to_f32(from_f32(x))` bit for bit
-/// (NaN quiet, with the payload's top ten bits), in one pass of integer and float operations
-/// and selects. A float16 tensor's storage holds such values ([`crate::tensor::Tensor::F16`]).
+/// (NaN quiet, with the payload's top ten bits; checked for every float32), in a few integer
+/// and float operations and two selects. A float16 tensor's storage holds such values
+/// ([`crate::tensor::Tensor::F16`]).
+///
+/// The float unit rounds: adding `c = 2^(e+13)`, `e` being `|x|`'s exponent, leaves `|x|`
+/// with float16's 11 significant bits (the ulp of `c` is float16's ulp at `e`), to nearest
+/// even, and taking `c` away again is exact. `e` is held at -14 or above (float16's
+/// subnormals share the ulp 2^-24) and at 16 or below (larger values are infinite anyway,
+/// and `c` stays finite). A result of 65536 or more (65520 rounds up to it) is infinite.
 #[inline]
 pub fn round(x: f32) -> f32 {
-    let b = x.to_bits();
-    let sign = b & 0x8000_0000;
+    // Signed integers: wasm SIMD compares those natively (unsigned ones it emulates).
+    let b = x.to_bits() as i32;
+    let sign = b & i32::MIN;
     let a = b & 0x7fff_ffff;
-    // Normal range: drop 13 mantissa bits rounding to nearest even; a carry moves to the
-    // exponent, and from just below 65520 upward it reaches 2^16, past float16's largest.
-    let odd = (a >> 13) & 1;
-    let normal = (a + 0x0fff + odd) & !0x1fff;
-    // Below 2^-14: adding 0.5 rounds |x| to a multiple of 2^-24 (0.5's ulp, nearest even by
-    // the float unit), and taking 0.5 away again is exact.
-    let tiny = ((f32::from_bits(a) + 0.5) - 0.5).to_bits();
-    let nan = (a & 0xffff_e000) | 0x7fc0_0000;
-    let r = if a > 0x7f80_0000 {
-        nan
-    } else if a >= 0x4780_0000 || normal >= 0x4780_0000 {
-        0x7f80_0000
-    } else if a < 0x3880_0000 {
-        tiny
-    } else {
-        normal
-    };
-    f32::from_bits(r | sign)
+    let c = f32::from_bits(((a & 0x7f80_0000).clamp(0x3880_0000, 0x4780_0000) + (13 << 23)) as u32);
+    let r = ((f32::from_bits(a as u32) + c) - c).to_bits() as i32;
+    let r = if r >= 0x4780_0000 { 0x7f80_0000 } else { r };
+    // NaN: quiet, the payload's top bits (the arithmetic's NaN is not deterministic in wasm).
+    let r = if a > 0x7f80_0000 { (a & 0x7fff_e000) | 0x7fc0_0000 } else { r };
+    f32::from_bits((r | sign) as u32)
 }
 
 /// Rounds every element of `a` to the nearest float16 value, in place ([`round`]).
@@ -200,8 +196,15 @@ mod tests {
         }
         check_round(f32::from_bits(0x7f80_0001));
         check_round(f32::from_bits(0xffc1_2345));
+        // (every float32 was checked once, in a release build: 2^32 values, no difference)
         for bits in (0..=u32::MAX).step_by(331) {
             check_round(f32::from_bits(bits));
+        }
+        for e in 0..255u32 {
+            for m in [0, 1, 0x1000, 0x1fff, 0x2000, 0x3000, 0x7f_ffff] {
+                check_round(f32::from_bits((e << 23) | m));
+                check_round(f32::from_bits((e << 23) | m | 0x8000_0000));
+            }
         }
     }
 
