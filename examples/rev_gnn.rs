@@ -6,8 +6,8 @@
 //!
 //! Options: --dataset NAME, --data-dir DIR (default: data/, then ../shared/data/planetoid/raw),
 //! --epochs N, --layers N, --hidden N, --groups N, --parts N, --dropout P, --lr X,
-//! --weight-decay X, --optimizer adam|adamw|sgd, --seed N, --no-rev, --eval-every N,
-//! --json FILE (also write the summary as JSON).
+//! --weight-decay X, --optimizer adam|adamw|sgd, --seed N, --no-rev, --half (float16 weights
+//! and activations), --eval-every N, --json FILE (also write the summary as JSON).
 
 use ipu_playground::gnn::data::{planetoid, PlanetoidOptions, Source};
 use ipu_playground::gnn::train::{OptimizerKind, TrainConfig, Trainer};
@@ -48,9 +48,10 @@ fn parse() -> Result<Args, String> {
             "--eval-every" => a.eval_every = num(&flag, val(&flag)?)?,
             "--json" => a.json = Some(val(&flag)?.into()),
             "--no-rev" => a.cfg.no_rev = true,
+            "--half" => a.cfg.half = true,
             "--profile" => ipu_playground::exec::set_profiling(true),
             "-h" | "--help" => {
-                println!("{}", include_str!("rev_gnn.rs").lines().take(12).collect::<Vec<_>>().join("\n"));
+                println!("{}", include_str!("rev_gnn.rs").lines().take(13).collect::<Vec<_>>().join("\n"));
                 std::process::exit(0);
             }
             other => return Err(format!("unknown option '{other}' (see --help)")),
@@ -109,13 +110,14 @@ fn real_main() -> Result<(), Box<dyn std::error::Error>> {
     let t1 = Instant::now();
     let mut trainer = Trainer::new(data, cfg.clone())?;
     println!(
-        "RevGNN layers={} hidden={} groups={} parts={} rev={} optimizer={:?} lr={} params={} \
+        "RevGNN layers={} hidden={} groups={} parts={} rev={} half={} optimizer={:?} lr={} params={} \
          ({} training nodes/graph, {:.2}s to trace and differentiate)",
         cfg.layers,
         cfg.hidden,
         cfg.groups,
         cfg.parts,
         !cfg.no_rev,
+        cfg.half,
         cfg.optimizer,
         cfg.lr,
         trainer.num_params(),

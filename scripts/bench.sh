@@ -6,7 +6,10 @@
 #      tracing ops/s: a 1,000,000-node chain and a Linear applied 100,000 times)
 #   2. RevGNN memory: bytes kept for backward and peak RSS at 7 and 112 layers, rev and --no-rev
 #   3. RevGNN on PubMed, natively and PyTorch Geometric (one thread each), BENCH_EPOCHS epochs
-#   4. RevGNN on PubMed in wasm in headless Chromium, BENCH_WASM_EPOCHS epochs
+#   4. RevGNN on PubMed in wasm in headless Chromium, BENCH_WASM_EPOCHS epochs; then (d) a
+#      float32 and a float16 RevGNN (the trainer's `half` option) trained epoch by epoch in
+#      turn in one worker, BENCH_WASM_EPOCHS epochs each: float16 / float32 epoch time
+#      (target: <= 1.0)
 #   5. speed again, interleaved: BENCH_ROUNDS rounds of short runs (PyG, native, wasm, one
 #      after the other), so that each round's ratios compare runs seconds apart. This
 #      machine's speed drifts by 20% and more over minutes (shared host), which a
@@ -161,6 +164,8 @@ echo
 echo "== 4. wasm in headless Chromium ($WASM_EPOCHS epochs)"
 scripts/build-wasm.sh web >/dev/null
 node scripts/bench-wasm.mjs --dataset "$DATASET" --epochs "$WASM_EPOCHS" --json "$OUT/wasm.json" | tail -n1
+rm -f "$OUT/wasm-half.json"
+node scripts/bench-wasm.mjs --dataset "$DATASET" --epochs "$WASM_EPOCHS" --vs-half --json "$OUT/wasm-half.json" | tail -n1
 
 echo
 echo "== 5. interleaved speed: $ROUNDS rounds of $ROUND_EPOCHS epochs (PyG, native, wasm)"
@@ -247,6 +252,7 @@ const fs = require("fs"), path = require("path");
 const dir = process.argv[2];
 const read = (f) => { try { return JSON.parse(fs.readFileSync(path.join(dir, f), "utf8")); } catch { return null; } };
 const e = read("engine.json"), ours = read("ours.json"), pyg = read("pyg.json"), wasm = read("wasm.json");
+const wasmHalf = read("wasm-half.json");
 const mem = (m, l) => read(`mem-${m}-${l}.json`);
 const mark = (ok) => (ok ? "met" : "NOT met");
 if (e) {
@@ -322,6 +328,10 @@ for (let r = 1; read(`js-round-${r}-modules.json`); r++) {
 if (jsRounds.length) {
   const q = [...jsRounds].sort((a, b) => a - b)[Math.floor(jsRounds.length / 2)];
   console.log(`js / RevGnnTrainer epoch time (${jsRounds.length} rounds, median ratio): ${q.toFixed(2)}x (target <= 1.10: ${mark(q <= 1.1)})`);
+}
+if (wasmHalf) {
+  const [f32, f16] = [wasmHalf.epoch_median_s, wasmHalf.float16.epoch_median_s];
+  console.log(`(d) float16 / float32 epoch time in wasm (Chromium, ${wasmHalf.simd ?? "simd128"} build, same run, epochs in turn): float32 ${(f32 * 1000).toFixed(0)} ms, float16 ${(f16 * 1000).toFixed(0)} ms: ${wasmHalf.half_ratio.toFixed(2)} (target <= 1.0: ${mark(wasmHalf.half_ratio <= 1.0)})`);
 }
 if (wasm) {
   console.log(`wasm (Chromium ${wasm.browser}, ${wasm.simd ?? "simd128"} build): median epoch ${wasm.epoch_median_s.toFixed(3)} s`);

@@ -95,7 +95,8 @@ fn tensor(t: &Value, ctx: &str) -> Tensor {
     let r = match dtype {
         DType::Float32 => Tensor::from_f32(&shape, data.iter().map(|v| num(v, ctx) as f32).collect()),
         DType::Float16 => {
-            let v: Vec<f16> = data.iter().map(|v| f16::from_f64(num(v, ctx))).collect();
+            // A float16 tensor holds its halves as float32 values (exact).
+            let v: Vec<f32> = data.iter().map(|v| f16::from_f64(num(v, ctx)).to_f32()).collect();
             ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&shape), v)
                 .map(Tensor::F16)
                 .map_err(|e| ipu_playground::Error::tensor(e.to_string()))
@@ -308,8 +309,8 @@ fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), Stri
                 if !same {
                     return Err(format!(
                         "element {i}: got {a} ({:#06x}), want {b} ({:#06x})",
-                        a.to_bits(),
-                        b.to_bits()
+                        f16::from_f32(*a).to_bits(),
+                        f16::from_f32(*b).to_bits()
                     ));
                 }
             }

@@ -72,9 +72,10 @@ impl RevGnnTrainer {
     /// `name`: "Cora", "CiteSeer" or "PubMed". `files`: `{ x: Uint8Array, tx, allx, y, ty,
     /// ally, graph, "test.index" }` (the raw Planetoid files, each at most 256 MiB).
     /// `config`: optional `{ epochs, layers, hidden, groups, parts, dropout, lr, weightDecay,
-    /// optimizer: "adam"|"adamw"|"sgd", seed, noRev }`, each checked: whole numbers whole,
+    /// optimizer: "adam"|"adamw"|"sgd", seed, noRev, half }`, each checked: whole numbers whole,
     /// numbers finite and in range (epochs at most 5000, layers at most 1001: see
-    /// `limits().trainer`), `noRev` a boolean; an unknown option is an error.
+    /// `limits().trainer`), `noRev` and `half` (float16 weights and activations) booleans; an
+    /// unknown option is an error.
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,

@@ -16,7 +16,7 @@ use crate::ir::liveness::{Lifetimes, Meter};
 use crate::ir::{Graph, InputKind, Op, OptimizerStep, Pass, TensorType};
 use crate::kernels::{self, optim};
 use crate::rng::Rng;
-use crate::tensor::{DType, Param, Tensor};
+use crate::tensor::{float16, DType, Param, Tensor};
 use crate::{Error, Result};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -323,18 +323,18 @@ pub fn optimizer_update(store: &mut Store, name: &str, step: &OptimizerStep, gra
             dtype.short()
         )));
     }
-    let g32 = if grad.dtype() == DType::Float32 { None } else { Some(grad.cast(DType::Float32)) };
-    let g = g32.as_ref().unwrap_or(grad).as_f32()?;
+    // A float16 gradient's values are float32s already (Tensor::F16).
+    let g32 = if grad.dtype().is_float() { None } else { Some(grad.cast(DType::Float32)) };
+    let g = g32.as_ref().unwrap_or(grad).as_float()?;
     let mut state = store.opt_state.remove(name);
     let result = match Rc::make_mut(p) {
-        Tensor::F32(param) => optim::apply(step, param, g, &mut state, store.lr_scale),
-        half => {
-            let mut wide = half.cast(DType::Float32);
-            let Tensor::F32(param) = &mut wide else { unreachable!("cast to float32") };
+        Tensor::F16(param) => {
             let r = optim::apply(step, param, g, &mut state, store.lr_scale);
-            *half = wide.cast(dtype);
+            float16::round_array(param);
             r
         }
+        Tensor::F32(param) => optim::apply(step, param, g, &mut state, store.lr_scale),
+        _ => unreachable!("a float parameter (checked above)"),
     };
     if let Some(s) = state {
         store.opt_state.insert(name.to_string(), s);

@@ -16,6 +16,7 @@
 //! | `optimizer` | string | `adam`, `adamw`, `sgd` | `adam` |
 //! | `seed` | whole | 0 – 2^53 − 1 | 0 |
 //! | `noRev` | boolean | | false |
+//! | `half` | boolean | | false |
 //!
 //! and the model may have at most [`MAX_PARAMS`] trainable scalars; a training step and the
 //! evaluation may keep at most [`MAX_ACTIVATION_BYTES`] of activations at once (checked on
@@ -89,6 +90,9 @@ pub struct TrainConfig {
     pub optimizer: OptimizerKind,
     pub seed: u64,
     pub no_rev: bool,
+    /// Float16 weights (PyTorch's `model.half()`): every parameter and activation float16,
+    /// the optimizer's update computed in float32 and rounded to half.
+    pub half: bool,
 }
 
 impl Default for TrainConfig {
@@ -106,6 +110,7 @@ impl Default for TrainConfig {
             optimizer: OptimizerKind::Adam,
             seed: 0,
             no_rev: false,
+            half: false,
         }
     }
 }
@@ -273,8 +278,20 @@ pub struct TrainConfigSpec {
     pub options: BTreeMap<String, Option<ConfigValue>>,
 }
 
-const OPTIONS: [&str; 11] =
-    ["epochs", "layers", "hidden", "groups", "parts", "dropout", "lr", "weightDecay", "optimizer", "seed", "noRev"];
+const OPTIONS: [&str; 12] = [
+    "epochs",
+    "layers",
+    "hidden",
+    "groups",
+    "parts",
+    "dropout",
+    "lr",
+    "weightDecay",
+    "optimizer",
+    "seed",
+    "noRev",
+    "half",
+];
 
 impl TrainConfigSpec {
     /// The configuration, or an error naming the option (`config.lr`), what it must be and
@@ -331,11 +348,12 @@ impl TrainConfigSpec {
                 )))
             }
         };
-        let no_rev = match get("noRev") {
-            None => d.no_rev,
-            Some(ConfigValue::Bool(b)) => *b,
-            Some(v) => return Err(ArgError::type_(format!("config.noRev must be a boolean, got {}", v.describe()))),
+        let flag = |k: &str, default: bool| match get(k) {
+            None => Ok(default),
+            Some(ConfigValue::Bool(b)) => Ok(*b),
+            Some(v) => Err(ArgError::type_(format!("config.{k} must be a boolean, got {}", v.describe()))),
         };
+        let (no_rev, half) = (flag("noRev", d.no_rev)?, flag("half", d.half)?);
         let cfg = TrainConfig {
             epochs: count("epochs", MAX_EPOCHS, d.epochs)?,
             layers: count("layers", MAX_LAYERS, d.layers)?,
@@ -348,6 +366,7 @@ impl TrainConfigSpec {
             optimizer,
             seed: whole("seed", check::MAX_SEED, d.seed)?,
             no_rev,
+            half,
         };
         cfg.check(num_nodes).map_err(|e| ArgError { message: format!("config.{}", e.message), ..e })?;
         Ok(cfg)
@@ -460,6 +479,13 @@ mod tests {
         let e = err(r#"{"optimizer": 42}"#);
         assert_eq!(e.kind, ArgErrorKind::Type);
         assert_eq!(e.message, "config.optimizer must be a string (adam, adamw or sgd), got the number 42");
+        assert!(spec(r#"{"half": true}"#).to_config(1000).unwrap().half);
+        assert!(!spec("{}").to_config(1000).unwrap().half);
+        let h = err(r#"{"half": 1}"#);
+        assert_eq!(
+            (h.kind, h.message.as_str()),
+            (ArgErrorKind::Type, "config.half must be a boolean, got the number 1")
+        );
         let e = err(r#"{"noRev": "yes"}"#);
         assert_eq!(
             (e.kind, e.message.as_str()),

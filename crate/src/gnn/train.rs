@@ -18,6 +18,7 @@ use crate::ir::{Graph, Reduction};
 use crate::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, Options, PoplarExecutor};
 use crate::rng::Rng;
 use crate::tensor::{DType, Tensor};
+use crate::trace::nn::Module;
 use crate::trace::{SparseVar, Trace, Tracer};
 use crate::{Error, Result};
 use std::rc::Rc;
@@ -114,7 +115,7 @@ impl Trainer {
         cfg.check(data.num_nodes)?;
         cfg.check_model_size(data.num_features, data.num_classes)?;
         let mut rng = Rng::new(cfg.seed);
-        let model = RevGnn::new(
+        let mut model = RevGnn::new(
             RevGnnConfig {
                 in_channels: data.num_features,
                 hidden: cfg.hidden,
@@ -126,6 +127,9 @@ impl Trainer {
             },
             &mut rng,
         )?;
+        if cfg.half {
+            model.for_each_parameter_mut(&mut |_, p| *p = p.cast(DType::Float16));
+        }
         let parts = RandomNodeLoader::new(cfg.parts, true, cfg.seed.wrapping_add(1))?;
         let loader = PaddedLoader::new(&data, parts, Some(cfg.epochs))?;
         let sizes = loader.sizes;
@@ -349,6 +353,22 @@ mod tests {
         let acc = t.evaluate().unwrap();
         assert!(acc.test >= 0.8, "{acc:?}");
         assert!(t.train_epoch().unwrap_err().message().contains("30 epochs"));
+    }
+
+    #[test]
+    fn a_half_revgnn_learns_the_toy_graph_with_float16_weights() {
+        let cfg =
+            TrainConfig { epochs: 30, layers: 3, hidden: 8, parts: 2, lr: 0.01, half: true, ..TrainConfig::default() };
+        let mut t = Trainer::new(toy(), cfg).unwrap();
+        let first = t.train_epoch().unwrap().loss;
+        let mut last = first;
+        for _ in 1..30 {
+            last = t.train_epoch().unwrap().loss;
+        }
+        assert!(last < first * 0.7, "loss {first} -> {last}");
+        assert!(t.evaluate().unwrap().test >= 0.8);
+        let params = t.parameters().unwrap();
+        assert!(params.iter().all(|(_, p)| p.dtype() == DType::Float16), "every weight float16");
     }
 
     #[test]

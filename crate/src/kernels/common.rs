@@ -3,11 +3,12 @@
 
 use crate::tensor::{float16, DType, Tensor};
 use crate::Error;
-use half::f16;
 use ndarray::{ArrayD, IxDyn};
 use std::borrow::Cow;
 
-/// An element type a [`Tensor`] can hold.
+/// An element type a [`Tensor`] can hold. `f32` is float32's and float16's: a float16
+/// tensor's values are float32s ([`Tensor::F16`]); its generic kernels run on `f32` and
+/// give their results float16's tag back ([`with_dtype`]).
 pub(crate) trait Elem: Copy + Default + PartialEq + std::fmt::Debug + 'static {
     /// The array of this element type inside `t`, or an error naming the dtype.
     fn array(t: &Tensor) -> crate::Result<&ArrayD<Self>>;
@@ -31,12 +32,24 @@ macro_rules! impl_elem {
     };
 }
 
-impl_elem!(f32, F32, DType::Float32);
-impl_elem!(f16, F16, DType::Float16);
+impl Elem for f32 {
+    fn array(t: &Tensor) -> crate::Result<&ArrayD<f32>> {
+        match t {
+            Tensor::F32(a) | Tensor::F16(a) => Ok(a),
+            other => Err(Error::exec(format!("expected a float tensor, got {}", other.dtype()))),
+        }
+    }
+    fn wrap(a: ArrayD<f32>) -> Tensor {
+        Tensor::F32(a)
+    }
+}
 impl_elem!(i32, I32, DType::Int32);
 impl_elem!(bool, Bool, DType::Bool);
 
-/// Runs `$body` with the type alias `$T` bound to the element type of `$dt`.
+/// Runs `$body` with the type alias `$T` bound to the element type of `$dt`. For float16
+/// that is `f32` (its storage), and the float32 results of `$body` (a `Result` of a tensor
+/// or of tensors) are tagged float16 again: for the data-movement kernels this macro
+/// serves, which move float16 values without computing new ones.
 macro_rules! with_dtype {
     ($dt:expr, $T:ident => $body:expr) => {
         match $dt {
@@ -45,8 +58,8 @@ macro_rules! with_dtype {
                 $body
             }
             $crate::tensor::DType::Float16 => {
-                type $T = half::f16;
-                $body
+                type $T = f32;
+                $crate::kernels::common::TagHalf::tag_half($body)
             }
             $crate::tensor::DType::Int32 => {
                 type $T = i32;
@@ -76,10 +89,11 @@ pub(crate) fn array<T>(shape: &[usize], data: Vec<T>) -> crate::Result<ArrayD<T>
         .map_err(|e| Error::exec(format!("internal: {n} values do not fit shape {shape:?} ({e})")))
 }
 
-/// Row-major f32 data of a float32 input, or an error naming the input.
+/// Row-major f32 data of a float input (float32, or float16's values held as float32), or an
+/// error naming the input.
 pub(crate) fn f32_data<'a>(t: &'a Tensor, what: &str) -> crate::Result<Cow<'a, [f32]>> {
     match t {
-        Tensor::F32(a) => Ok(slice(a)),
+        Tensor::F32(a) | Tensor::F16(a) => Ok(slice(a)),
         other => Err(Error::exec(format!("{what} must be float32, got {}", other.dtype()))),
     }
 }
@@ -258,23 +272,52 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
-/// Converts float16 inputs to float32 (other dtypes pass through borrowed).
-pub(crate) fn widen_f16<'a>(inputs: &[&'a Tensor]) -> Vec<Cow<'a, Tensor>> {
-    inputs
-        .iter()
-        .map(|t| match t {
-            Tensor::F16(a) => Cow::Owned(Tensor::F32(float16::widen(a))),
-            t => Cow::Borrowed(*t),
-        })
-        .collect()
+/// Float32 results that hold float16 values, tagged float16 (no rounding: see [`with_dtype`]).
+pub(crate) trait TagHalf {
+    fn tag_half(self) -> Self;
 }
 
-/// Rounds float32 outputs to float16 (round to nearest even, overflow to inf, subnormals).
-pub(crate) fn narrow_f32(outputs: Vec<Tensor>) -> Vec<Tensor> {
+impl TagHalf for Tensor {
+    fn tag_half(self) -> Tensor {
+        match self {
+            Tensor::F32(a) => Tensor::F16(a),
+            t => t,
+        }
+    }
+}
+
+impl<T: TagHalf> TagHalf for Vec<T> {
+    fn tag_half(self) -> Vec<T> {
+        self.into_iter().map(T::tag_half).collect()
+    }
+}
+
+impl<T: TagHalf> TagHalf for crate::Result<T> {
+    fn tag_half(self) -> crate::Result<T> {
+        self.map(T::tag_half)
+    }
+}
+
+/// A float result: float16 when `half` (its values already halves, to be kept unrounded),
+/// else float32.
+pub(crate) fn float_result(half: bool, a: ArrayD<f32>) -> Tensor {
+    if half {
+        Tensor::F16(a)
+    } else {
+        Tensor::F32(a)
+    }
+}
+
+/// Float32 results of a float16 computation rounded to float16 in place and tagged float16
+/// (round to nearest even, overflow to inf, subnormals kept); other results as they are.
+pub(crate) fn round_to_half(outputs: Vec<Tensor>) -> Vec<Tensor> {
     outputs
         .into_iter()
         .map(|t| match t {
-            Tensor::F32(a) => Tensor::F16(float16::narrow(&a)),
+            Tensor::F32(mut a) => {
+                float16::round_array(&mut a);
+                Tensor::F16(a)
+            }
             t => t,
         })
         .collect()

@@ -1,12 +1,14 @@
 //! Elementwise kernels: `Unary`, `Binary`, `Where`, `Positive`, `Full`, `Cast`,
 //! `BroadcastTo`, `SumTo`, `UnaryGrad` and `PowGrad`.
 //!
-//! Float kernels here work on float32; float16 inputs are widened to float32 by
-//! [`super::eval`] and each result is rounded back to half once, which is IEEE half
+//! Float kernels here work on float32; float16 inputs are read as they are held (float32
+//! values, each a half) and [`super::eval`] rounds each result to half once, which is IEEE half
 //! arithmetic for `+ - * /` (float32 holds the exact product/quotient well enough for a
 //! correctly rounded half result) and "compute in float, store half" for the rest.
 
-use super::common::{array, bcast_strides, check_bcast, f32_data, for_each_row, slice, with_dtype, zip2, Elem};
+use super::common::{
+    array, bcast_strides, check_bcast, f32_data, float_result, for_each_row, slice, with_dtype, zip2, Elem, TagHalf,
+};
 use crate::ir::shape::broadcast_shapes;
 use crate::ir::{BinaryKind, UnaryKind};
 use crate::tensor::{float16, DType, Tensor};
@@ -251,25 +253,28 @@ pub fn unary_grad_f32(kind: UnaryKind, x: f32, g: f32) -> f32 {
     }
 }
 
-fn map_f32(t: &Tensor, what: &str, f: impl Fn(f32) -> f32) -> crate::Result<Tensor> {
-    let a = t.as_f32().map_err(|e| e.context(what))?;
+/// `f` of every element. With `exact` (`f` gives an input, its negation or zero), a float16
+/// input's results are halves already and come back float16, unrounded; any other float16
+/// result is rounded by [`super::eval`].
+fn map_f32(t: &Tensor, what: &str, exact: bool, f: impl Fn(f32) -> f32) -> crate::Result<Tensor> {
+    let a = t.as_float().map_err(|e| e.context(what))?;
     let v: Vec<f32> = slice(a).iter().map(|&x| f(x)).collect();
-    Ok(Tensor::F32(array(a.shape(), v)?))
+    Ok(float_result(exact && matches!(t, Tensor::F16(_)), array(a.shape(), v)?))
 }
 
 /// `Unary { kind }` on float32.
 pub fn unary(kind: UnaryKind, x: &Tensor) -> crate::Result<Tensor> {
     // one monomorphised loop per kind (no per-element dispatch)
     match kind {
-        UnaryKind::Neg => map_f32(x, "input", |v| unary_f32(UnaryKind::Neg, v)),
-        UnaryKind::Exp => map_f32(x, "input", |v| unary_f32(UnaryKind::Exp, v)),
-        UnaryKind::Log => map_f32(x, "input", |v| unary_f32(UnaryKind::Log, v)),
-        UnaryKind::Sqrt => map_f32(x, "input", |v| unary_f32(UnaryKind::Sqrt, v)),
-        UnaryKind::Relu => map_f32(x, "input", |v| unary_f32(UnaryKind::Relu, v)),
-        UnaryKind::Gelu => map_f32(x, "input", |v| unary_f32(UnaryKind::Gelu, v)),
-        UnaryKind::GeluTanh => map_f32(x, "input", |v| unary_f32(UnaryKind::GeluTanh, v)),
-        UnaryKind::Tanh => map_f32(x, "input", |v| unary_f32(UnaryKind::Tanh, v)),
-        UnaryKind::Sigmoid => map_f32(x, "input", |v| unary_f32(UnaryKind::Sigmoid, v)),
+        UnaryKind::Neg => map_f32(x, "input", true, |v| unary_f32(UnaryKind::Neg, v)),
+        UnaryKind::Exp => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Exp, v)),
+        UnaryKind::Log => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Log, v)),
+        UnaryKind::Sqrt => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Sqrt, v)),
+        UnaryKind::Relu => map_f32(x, "input", true, |v| unary_f32(UnaryKind::Relu, v)),
+        UnaryKind::Gelu => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Gelu, v)),
+        UnaryKind::GeluTanh => map_f32(x, "input", false, |v| unary_f32(UnaryKind::GeluTanh, v)),
+        UnaryKind::Tanh => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Tanh, v)),
+        UnaryKind::Sigmoid => map_f32(x, "input", false, |v| unary_f32(UnaryKind::Sigmoid, v)),
     }
 }
 
@@ -277,7 +282,7 @@ pub fn unary(kind: UnaryKind, x: &Tensor) -> crate::Result<Tensor> {
 pub fn binary(kind: BinaryKind, a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
     let out = broadcast_shapes(a.shape(), b.shape())?;
     match (a, b) {
-        (Tensor::F32(x), Tensor::F32(y)) => {
+        (Tensor::F32(x) | Tensor::F16(x), Tensor::F32(y) | Tensor::F16(y)) => {
             let (xs, ys) = (slice(x), slice(y));
             let (xsh, ysh) = (x.shape(), y.shape());
             let v = match kind {
@@ -348,8 +353,7 @@ pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
 /// `Positive`: `a > 0` as bool (any dtype; NaN is not positive).
 pub fn positive(a: &Tensor) -> crate::Result<Tensor> {
     let (shape, v): (&[usize], Vec<bool>) = match a {
-        Tensor::F32(x) => (x.shape(), slice(x).iter().map(|&v| v > 0.0).collect()),
-        Tensor::F16(x) => (x.shape(), slice(x).iter().map(|&v| float16::to_f32(v) > 0.0).collect()),
+        Tensor::F32(x) | Tensor::F16(x) => (x.shape(), slice(x).iter().map(|&v| v > 0.0).collect()),
         Tensor::I32(x) => (x.shape(), slice(x).iter().map(|&v| v > 0).collect()),
         Tensor::Bool(x) => (x.shape(), slice(x).into_owned()),
     };
@@ -372,17 +376,17 @@ fn map_to<A: Elem, B: Elem>(a: &ArrayD<A>, f: impl Fn(A) -> B) -> crate::Result<
 pub fn cast(t: &Tensor, to: DType) -> crate::Result<Tensor> {
     match (t, to) {
         (t, to) if t.dtype() == to => Ok(t.clone()),
-        (Tensor::F32(a), DType::Float16) => map_to(a, float16::from_f32),
+        (Tensor::F32(a), DType::Float16) => Ok(Tensor::F16(a.mapv(float16::round))),
         (Tensor::F32(a), DType::Int32) => map_to(a, |x: f32| x as i32),
         (Tensor::F32(a), DType::Bool) => map_to(a, |x: f32| x != 0.0),
-        (Tensor::F16(a), DType::Float32) => map_to(a, float16::to_f32),
-        (Tensor::F16(a), DType::Int32) => map_to(a, |x: f16| float16::to_f32(x) as i32),
-        (Tensor::F16(a), DType::Bool) => map_to(a, |x: f16| float16::to_f32(x) != 0.0),
+        (Tensor::F16(a), DType::Float32) => Ok(Tensor::F32(a.clone())),
+        (Tensor::F16(a), DType::Int32) => map_to(a, |x: f32| x as i32),
+        (Tensor::F16(a), DType::Bool) => map_to(a, |x: f32| x != 0.0),
         (Tensor::I32(a), DType::Float32) => map_to(a, |x: i32| x as f32),
-        (Tensor::I32(a), DType::Float16) => map_to(a, |x: i32| f16::from_f64(x as f64)),
+        (Tensor::I32(a), DType::Float16) => map_to(a, |x: i32| float16::to_f32(f16::from_f64(x as f64))).tag_half(),
         (Tensor::I32(a), DType::Bool) => map_to(a, |x: i32| x != 0),
         (Tensor::Bool(a), DType::Float32) => map_to(a, |x: bool| x as u8 as f32),
-        (Tensor::Bool(a), DType::Float16) => map_to(a, |x: bool| if x { f16::ONE } else { f16::ZERO }),
+        (Tensor::Bool(a), DType::Float16) => map_to(a, |x: bool| x as u8 as f32).tag_half(),
         (Tensor::Bool(a), DType::Int32) => map_to(a, |x: bool| x as i32),
         (t, to) => Err(Error::exec(format!("cannot cast {} to {to}", t.dtype()))),
     }
@@ -415,8 +419,8 @@ pub fn broadcast_to(t: &Tensor, shape: &[usize]) -> crate::Result<Tensor> {
 
 /// `UnaryGrad { kind }`: `(x, g)` → `g · f'(x)` (float32; x and g have the same shape).
 pub fn unary_grad(kind: UnaryKind, x: &Tensor, g: &Tensor) -> crate::Result<Tensor> {
-    let xa = x.as_f32().map_err(|e| e.context("x"))?;
-    let ga = g.as_f32().map_err(|e| e.context("gradient"))?;
+    let xa = x.as_float().map_err(|e| e.context("x"))?;
+    let ga = g.as_float().map_err(|e| e.context("gradient"))?;
     if xa.shape() != ga.shape() {
         return Err(Error::exec(format!("x {:?} and gradient {:?} must have the same shape", xa.shape(), ga.shape())));
     }
@@ -437,7 +441,10 @@ pub fn unary_grad(kind: UnaryKind, x: &Tensor, g: &Tensor) -> crate::Result<Tens
         UnaryKind::Tanh => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Tanh, x, g)),
         UnaryKind::Sigmoid => zip_map(&xs, &gs, |x, g| unary_grad_f32(UnaryKind::Sigmoid, x, g)),
     };
-    Ok(Tensor::F32(array(ga.shape(), v)?))
+    // Neg's and ReLU's gradients are the gradient, its negation or zero: a float16 gradient's
+    // are halves already (unrounded); others are rounded by `eval`.
+    let exact = matches!(kind, UnaryKind::Neg | UnaryKind::Relu) && matches!(g, Tensor::F16(_));
+    Ok(float_result(exact, array(ga.shape(), v)?))
 }
 
 /// `PowGrad`: `(a, b, g)` → `(g·b·a^(b−1), g·a^b·ln a)` in g's (broadcast) shape, with

@@ -8,13 +8,14 @@
 //! name and scope).
 //!
 //! dtypes: every float op runs on float32. Float16 inputs are supported by every float op:
-//! shape/data-movement ops, `Where`, `Cast`, `Max`/`ArgMax`, `SliceGrad` and
-//! `DynamicSliceGrad` move the half
-//! values as they are; `Reduce`/`SumTo`/`IdentityLoss` accumulate half inputs in float32
-//! ("partials float") and round once; every other float op widens half inputs to float32,
-//! computes in float32 (matmul accumulating in float32) and rounds each result to half once
-//! — for `+ − × ÷` that is the correctly rounded IEEE half result, with overflow to ±inf and
-//! gradual underflow. Int32 `Binary` supports add/sub/mul (wrapping).
+//! a float16 tensor holds its values as float32s ([`Tensor::F16`]), which the kernels read
+//! as they read a float32 tensor, with no conversion. Shape/data-movement ops, `Where`,
+//! `Cast`, `Max`/`ArgMax`, `SliceGrad` and `DynamicSliceGrad` move the half values as they
+//! are; `Reduce`/`SumTo`/`IdentityLoss` accumulate half inputs in float32 ("partials
+//! float") and round once; every other float op computes in float32 (matmul accumulating in
+//! float32) and rounds each result to half once, in place — for `+ − × ÷` that is the
+//! correctly rounded IEEE half result, with overflow to ±inf and gradual underflow. Int32
+//! `Binary` supports add/sub/mul (wrapping).
 
 use crate::Error;
 pub mod conv;
@@ -41,7 +42,10 @@ use common::arity;
 /// `InvertibleBackward`, `BufferUpdate` and `OptimizerUpdate` are the executor's business
 /// and give an error here.
 pub fn eval(op: &Op, inputs: &[&Tensor]) -> crate::Result<Vec<Tensor>> {
-    if widens_half(op) && inputs.iter().any(|t| t.dtype() == DType::Float16) {
+    if matches!(op, Op::Cast { .. }) || !inputs.iter().any(|t| t.dtype() == DType::Float16) {
+        return dispatch(op, inputs);
+    }
+    if widens_half(op) {
         let sparse = matches!(op, Op::SpMM { .. } | Op::SpMMTransposed { .. } | Op::SpMMValuesGrad { .. });
         if !sparse && inputs.iter().any(|t| t.dtype() == DType::Float32) {
             let dts: Vec<&str> = inputs.iter().map(|t| t.dtype().short()).collect();
@@ -50,14 +54,14 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> crate::Result<Vec<Tensor>> {
                 dts.join(", ")
             )));
         }
-        let wide = common::widen_f16(inputs);
-        let refs: Vec<&Tensor> = wide.iter().map(|t| t.as_ref()).collect();
-        return dispatch(op, &refs).map(common::narrow_f32);
     }
-    dispatch(op, inputs)
+    // The kernels give float32 results for float16 inputs, except the ones that only move
+    // values (already tagged float16): each is rounded to half here, once, in place.
+    dispatch(op, inputs).map(common::round_to_half)
 }
 
-/// Ops whose float16 inputs are computed in float32 and rounded back (see module docs).
+/// Ops whose float16 inputs are computed in float32 and rounded back (see module docs); all
+/// of their float inputs must have one dtype (sparse values aside).
 fn widens_half(op: &Op) -> bool {
     matches!(
         op,

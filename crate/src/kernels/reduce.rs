@@ -6,12 +6,11 @@
 //! kernels compute in float32 with f64 row sums; a reduction along the last dim walks
 //! contiguous rows, any other dim goes through a gathered copy of each line.
 
-use super::common::{array, bcast_strides, check_bcast, check_dim, for_each_row, slice, split_at_dim, Elem};
+use super::common::{array, bcast_strides, check_bcast, check_dim, for_each_row, slice, split_at_dim, Elem, TagHalf};
 use crate::ir::shape::reduced_shape;
 use crate::ir::ReduceKind;
-use crate::tensor::{float16, Tensor};
+use crate::tensor::Tensor;
 use crate::Error;
-use half::f16;
 use ndarray::ArrayD;
 use std::ops::AddAssign;
 
@@ -76,12 +75,12 @@ fn sum_float(t: &Tensor, keep: &[usize], out_shape: &[usize], div: f64) -> crate
             let v: Vec<f32> = s.into_iter().map(|x| (x / div) as f32).collect();
             Ok(Tensor::F32(array(out_shape, v)?))
         }
+        // Float16: float32 partials, float32 results (the caller rounds them to half once).
         Tensor::F16(a) => {
-            let x: Vec<f32> = a.iter().map(|&v| float16::to_f32(v)).collect();
-            let s: Vec<f32> = sum_into::<f32>(&x, a.shape(), keep);
+            let s: Vec<f32> = sum_into::<f32>(&slice(a), a.shape(), keep);
             let d = div as f32;
-            let v: Vec<f16> = s.into_iter().map(|x| float16::from_f32(if div == 1.0 { x } else { x / d })).collect();
-            Ok(Tensor::F16(array(out_shape, v)?))
+            let v: Vec<f32> = s.into_iter().map(|x| if div == 1.0 { x } else { x / d }).collect();
+            Ok(Tensor::F32(array(out_shape, v)?))
         }
         other => Err(Error::exec(format!("input must be float32 or float16, got {}", other.dtype()))),
     }
@@ -126,12 +125,6 @@ impl MaxElem for f32 {
     #[inline]
     fn gt(self, o: Self) -> bool {
         self > o || (self.is_nan() && !o.is_nan())
-    }
-}
-impl MaxElem for f16 {
-    #[inline]
-    fn gt(self, o: Self) -> bool {
-        float16::to_f32(self).gt(float16::to_f32(o))
     }
 }
 impl MaxElem for i32 {
@@ -191,7 +184,7 @@ fn max_typed<T: MaxElem>(t: &Tensor, dim: usize, keepdim: bool, arg: bool) -> cr
 pub fn max(t: &Tensor, dim: usize, keepdim: bool, arg: bool) -> crate::Result<Tensor> {
     match t {
         Tensor::F32(_) => max_typed::<f32>(t, dim, keepdim, arg),
-        Tensor::F16(_) => max_typed::<f16>(t, dim, keepdim, arg),
+        Tensor::F16(_) => max_typed::<f32>(t, dim, keepdim, arg).tag_half(),
         Tensor::I32(_) => max_typed::<i32>(t, dim, keepdim, arg),
         Tensor::Bool(_) => max_typed::<bool>(t, dim, keepdim, arg),
     }
@@ -199,8 +192,8 @@ pub fn max(t: &Tensor, dim: usize, keepdim: bool, arg: bool) -> crate::Result<Te
 
 /// `MaxGrad { dim, keepdim }`: `(x, g)` → zeros like x with `g` at the first maximal element.
 pub fn max_grad(x: &Tensor, g: &Tensor, dim: usize) -> crate::Result<Tensor> {
-    let xa = x.as_f32().map_err(|e| e.context("x"))?;
-    let ga = g.as_f32().map_err(|e| e.context("gradient"))?;
+    let xa = x.as_float().map_err(|e| e.context("x"))?;
+    let ga = g.as_float().map_err(|e| e.context("gradient"))?;
     let (_, idx) = max_along(xa, dim)?;
     let (outer, len, inner) = split_at_dim(xa.shape(), dim);
     if ga.len() != outer * inner {
@@ -310,7 +303,7 @@ pub(crate) fn log_softmax_row(x: &[f32], y: &mut [f32]) {
 }
 
 fn float_in<'a>(t: &'a Tensor, what: &str) -> crate::Result<&'a ArrayD<f32>> {
-    t.as_f32().map_err(|e| e.context(what))
+    t.as_float().map_err(|e| e.context(what))
 }
 
 /// `Softmax { dim }` (`log`: `LogSoftmax`).

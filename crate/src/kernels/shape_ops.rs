@@ -101,9 +101,12 @@ fn concat_t<T: Elem>(inputs: &[&Tensor], dim: usize) -> crate::Result<Tensor> {
     let mut datas = Vec::with_capacity(inputs.len());
     let mut total = 0;
     for t in inputs {
-        let a = T::array(t).map_err(|_| {
-            Error::exec(format!("cannot concat {} with {} (dtypes differ)", inputs[0].dtype(), t.dtype()))
-        })?;
+        let differ = || Error::exec(format!("cannot concat {} with {} (dtypes differ)", inputs[0].dtype(), t.dtype()));
+        // (float32 and float16 share their element type: the dtypes are compared too)
+        if t.dtype() != inputs[0].dtype() {
+            return Err(differ());
+        }
+        let a = T::array(t).map_err(|_| differ())?;
         let s = a.shape();
         if s.len() != first.len() || s.iter().zip(first).enumerate().any(|(i, (&p, &q))| i != dim && p != q) {
             return Err(Error::exec(format!("cannot concat shapes {first:?} and {s:?} along dim {dim}")));

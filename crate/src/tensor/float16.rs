@@ -1,14 +1,17 @@
 //! float16 ⇄ float32, exact (IEEE 754 binary16, round to nearest even, overflow to ±inf,
-//! subnormals kept, NaN stays NaN), written as straight-line code: every element takes the
-//! same few integer and float operations and one select, so the loops over a tensor
-//! compile without a branch per element and vectorize.
+//! subnormals kept, NaN stays NaN), and float32 → nearest float16 value as a float32
+//! ([`round`]), written as straight-line code: every element takes the same few integer and
+//! float operations and one select, so the loops over a tensor compile without a branch
+//! per element and vectorize.
+//!
+//! A float16 tensor holds its values as float32 ([`crate::tensor::Tensor::F16`]); the kernels
+//! compute on them as they are and [`round`] each result in place, so [`to_f32`] and
+//! [`from_f32`] are needed only at the edges (binary16 bits in and out).
 //!
 //! Why not `half::f16::to_f32` / `from_f32`: their fast paths are x86's F16C and aarch64's
 //! FP16 instructions; everywhere else (WebAssembly, where the page runs) they take a portable
-//! path that branches per element, and the executor widens every float16 operand to float32
-//! and rounds every result back (kernels/mod.rs). A float16 RevGNN step spent half of its time
-//! there. `half::f16` stays the element type; only the conversions are ours, checked against
-//! `half`'s for every float16 and around every float16 rounding boundary.
+//! path that branches per element. Ours are checked against `half`'s for every float16 and
+//! around every float16 rounding boundary.
 
 use half::f16;
 use ndarray::ArrayD;
@@ -66,14 +69,41 @@ pub fn from_f32(x: f32) -> f16 {
     f16::from_bits(h | sign)
 }
 
-/// Every element of `a` as float32 (same shape and layout).
-pub fn widen(a: &ArrayD<f16>) -> ArrayD<f32> {
-    a.mapv(to_f32)
+/// `x` rounded to the nearest float16 value, as a float32: `to_f32(from_f32(x))` bit for bit
+/// (NaN quiet, with the payload's top ten bits; checked for every float32), in a few integer
+/// and float operations and two selects. A float16 tensor's storage holds such values
+/// ([`crate::tensor::Tensor::F16`]).
+///
+/// The float unit rounds: adding `c = 2^(e+13)`, `e` being `|x|`'s exponent, leaves `|x|`
+/// with float16's 11 significant bits (the ulp of `c` is float16's ulp at `e`), to nearest
+/// even, and taking `c` away again is exact. `e` is held at -14 or above (float16's
+/// subnormals share the ulp 2^-24) and at 16 or below (larger values are infinite anyway,
+/// and `c` stays finite). A result of 65536 or more (65520 rounds up to it) is infinite.
+#[inline]
+pub fn round(x: f32) -> f32 {
+    // Signed integers: wasm SIMD compares those natively (unsigned ones it emulates).
+    let b = x.to_bits() as i32;
+    let sign = b & i32::MIN;
+    let a = b & 0x7fff_ffff;
+    let c = f32::from_bits(((a & 0x7f80_0000).clamp(0x3880_0000, 0x4780_0000) + (13 << 23)) as u32);
+    let r = ((f32::from_bits(a as u32) + c) - c).to_bits() as i32;
+    let r = if r >= 0x4780_0000 { 0x7f80_0000 } else { r };
+    // NaN: quiet, the payload's top bits (the arithmetic's NaN is not deterministic in wasm).
+    let r = if a > 0x7f80_0000 { (a & 0x7fff_e000) | 0x7fc0_0000 } else { r };
+    f32::from_bits((r | sign) as u32)
 }
 
-/// Every element of `a` rounded to float16 (same shape and layout).
-pub fn narrow(a: &ArrayD<f32>) -> ArrayD<f16> {
-    a.mapv(from_f32)
+/// Rounds every element of `a` to the nearest float16 value, in place ([`round`]).
+pub fn round_slice(a: &mut [f32]) {
+    a.iter_mut().for_each(|x| *x = round(*x));
+}
+
+/// Rounds every element of `a` to the nearest float16 value, in place (any layout).
+pub fn round_array(a: &mut ArrayD<f32>) {
+    match a.as_slice_memory_order_mut() {
+        Some(s) => round_slice(s),
+        None => a.mapv_inplace(round),
+    }
 }
 
 #[cfg(test)]
@@ -139,22 +169,57 @@ mod tests {
         }
     }
 
+    /// `round` is `to_f32(from_f32(x))`, bit for bit.
+    fn check_round(x: f32) {
+        let (ours, two_step) = (round(x), to_f32(from_f32(x)));
+        assert_eq!(ours.to_bits(), two_step.to_bits(), "{x:e} ({:#010x}): {ours:e} vs {two_step:e}", x.to_bits());
+    }
+
     #[test]
-    fn widen_and_narrow_keep_the_shape_and_layout() {
+    fn round_is_narrow_then_widen_around_every_boundary_and_across_float32() {
+        for bits in 0..0x7c00u16 {
+            let lo = f16::from_bits(bits).to_f32() as f64;
+            let hi = f16::from_bits(bits + 1).to_f32() as f64;
+            for v in [lo, (lo + hi) / 2.0] {
+                let mid = (v as f32).to_bits();
+                for d in 0..4u32 {
+                    for s in [0u32, 0x8000_0000] {
+                        check_round(f32::from_bits((mid + d) | s));
+                        check_round(f32::from_bits(mid.saturating_sub(d) | s));
+                    }
+                }
+            }
+        }
+        for x in [0.0, 65504.0f32, 65519.996, 65520.0, 65536.0, 1e10, f32::MAX, f32::INFINITY, f32::NAN, 1e-45] {
+            check_round(x);
+            check_round(-x);
+        }
+        check_round(f32::from_bits(0x7f80_0001));
+        check_round(f32::from_bits(0xffc1_2345));
+        // (every float32 was checked once, in a release build: 2^32 values, no difference)
+        for bits in (0..=u32::MAX).step_by(331) {
+            check_round(f32::from_bits(bits));
+        }
+        for e in 0..255u32 {
+            for m in [0, 1, 0x1000, 0x1fff, 0x2000, 0x3000, 0x7f_ffff] {
+                check_round(f32::from_bits((e << 23) | m));
+                check_round(f32::from_bits((e << 23) | m | 0x8000_0000));
+            }
+        }
+    }
+
+    #[test]
+    fn round_array_rounds_any_layout_in_place() {
         let a = ArrayD::from_shape_vec(vec![2, 3], vec![1.0f32, -2.5, 65520.0, 1e-8, 0.1, f32::NAN]).unwrap();
-        let h = narrow(&a);
-        assert_eq!(h.shape(), &[2, 3]);
-        let back = widen(&h);
-        assert_eq!(&back.as_slice().unwrap()[..4], &[1.0, -2.5, f32::INFINITY, 0.0]);
-        assert_eq!(back[[1, 1]], f16::from_f32(0.1).to_f32());
-        assert!(back[[1, 2]].is_nan());
-        // A transposed (non-contiguous) view converts element by element, in its own order.
-        let t = a.t().to_owned();
+        let mut r = a.clone();
+        round_array(&mut r);
+        assert_eq!(&r.as_slice().unwrap()[..4], &[1.0, -2.5, f32::INFINITY, 0.0]);
+        assert_eq!(r[[1, 1]], f16::from_f32(0.1).to_f32());
+        assert!(r[[1, 2]].is_nan());
+        let mut t = a.t().to_owned();
         assert!(t.as_slice().is_none(), "a column-major copy");
-        let bits = |h: &ArrayD<f16>| h.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(narrow(&t).shape(), &[3, 2]);
-        assert_eq!(bits(&narrow(&t)), bits(&t.mapv(f16::from_f32)));
-        let ht = h.t().to_owned();
-        assert!(widen(&ht).iter().zip(ht.iter()).all(|(&w, &x)| same(w, x.to_f32())));
+        round_array(&mut t);
+        let want = a.t().mapv(|x| f16::from_f32(x).to_f32());
+        assert!(t.iter().zip(want.iter()).all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())));
     }
 }

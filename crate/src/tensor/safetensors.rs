@@ -30,7 +30,9 @@ fn dtype_name(t: &Tensor) -> &'static str {
 fn append_bytes(t: &Tensor, out: &mut Vec<u8>) {
     match t {
         Tensor::F32(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-        Tensor::F16(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_le_bytes())),
+        Tensor::F16(a) => {
+            a.iter().for_each(|&v| out.extend_from_slice(&super::float16::from_f32(v).to_bits().to_le_bytes()))
+        }
         Tensor::I32(a) => a.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
         Tensor::Bool(a) => a.iter().for_each(|&v| out.push(v as u8)),
     }

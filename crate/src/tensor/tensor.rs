@@ -7,10 +7,17 @@ use ndarray::{ArrayD, IxDyn};
 use std::fmt;
 
 /// A dense, row-major n-dimensional array of a single dtype.
+///
+/// A float16 tensor keeps its values in float32 storage, each value exactly a float16
+/// (rounded with [`float16::round`] by whoever makes it): the kernels read it as they read
+/// a float32 tensor, with no conversion per op, and round their results in place. Its
+/// dtype, its size ([`Tensor::nbytes`], two bytes a value) and its files (safetensors
+/// `F16`) stay float16's.
 #[derive(Clone, PartialEq)]
 pub enum Tensor {
     F32(ArrayD<f32>),
-    F16(ArrayD<f16>),
+    /// Float16 values, each exactly representable in binary16, held as float32.
+    F16(ArrayD<f32>),
     I32(ArrayD<i32>),
     Bool(ArrayD<bool>),
 }
@@ -33,7 +40,7 @@ impl Tensor {
     /// A float16 tensor from row-major f32 data, each value rounded to the nearest half.
     pub fn from_f32_as_f16(shape: &[usize], data: &[f32]) -> crate::Result<Tensor> {
         check_len(shape, data.len())?;
-        let v: Vec<f16> = data.iter().map(|&x| float16::from_f32(x)).collect();
+        let v: Vec<f32> = data.iter().map(|&x| float16::round(x)).collect();
         Ok(Tensor::F16(ArrayD::from_shape_vec(IxDyn(shape), v).expect("checked length")))
     }
 
@@ -59,7 +66,7 @@ impl Tensor {
         let d = IxDyn(shape);
         match dtype {
             DType::Float32 => Tensor::F32(ArrayD::from_elem(d, value as f32)),
-            DType::Float16 => Tensor::F16(ArrayD::from_elem(d, f16::from_f64(value))),
+            DType::Float16 => Tensor::F16(ArrayD::from_elem(d, float16::to_f32(f16::from_f64(value)))),
             DType::Int32 => Tensor::I32(ArrayD::from_elem(d, value as i32)),
             DType::Bool => Tensor::Bool(ArrayD::from_elem(d, value != 0.0)),
         }
@@ -108,6 +115,15 @@ impl Tensor {
         }
     }
 
+    /// The float32 storage of a float tensor: a float32 tensor's values, or a float16 one's
+    /// (each exactly a float16, see [`Tensor::F16`]); an error naming any other dtype.
+    pub fn as_float(&self) -> crate::Result<&ArrayD<f32>> {
+        match self {
+            Tensor::F32(a) | Tensor::F16(a) => Ok(a),
+            t => Err(Error::tensor(format!("expected a float tensor, got {}", t.dtype()))),
+        }
+    }
+
     /// The i32 array, or an error naming the actual dtype.
     pub fn as_i32(&self) -> crate::Result<&ArrayD<i32>> {
         match self {
@@ -128,7 +144,7 @@ impl Tensor {
     pub fn to_f64_vec(&self) -> Vec<f64> {
         match self {
             Tensor::F32(a) => a.iter().map(|&x| x as f64).collect(),
-            Tensor::F16(a) => a.iter().map(|&x| x.to_f64()).collect(),
+            Tensor::F16(a) => a.iter().map(|&x| x as f64).collect(),
             Tensor::I32(a) => a.iter().map(|&x| x as f64).collect(),
             Tensor::Bool(a) => a.iter().map(|&x| x as u8 as f64).collect(),
         }
@@ -138,7 +154,7 @@ impl Tensor {
     pub fn to_f32_vec(&self) -> Vec<f32> {
         match self {
             Tensor::F32(a) => a.iter().copied().collect(),
-            Tensor::F16(a) => a.iter().map(|&x| float16::to_f32(x)).collect(),
+            Tensor::F16(a) => a.iter().copied().collect(),
             Tensor::I32(a) => a.iter().map(|&x| x as f32).collect(),
             Tensor::Bool(a) => a.iter().map(|&x| x as u8 as f32).collect(),
         }
@@ -152,8 +168,8 @@ impl Tensor {
         }
         // Between the float types directly (the common case: float16 training); through f64 otherwise.
         match (self, to) {
-            (Tensor::F16(a), DType::Float32) => return Tensor::F32(float16::widen(a)),
-            (Tensor::F32(a), DType::Float16) => return Tensor::F16(float16::narrow(a)),
+            (Tensor::F16(a), DType::Float32) => return Tensor::F32(a.clone()),
+            (Tensor::F32(a), DType::Float16) => return Tensor::F16(a.mapv(float16::round)),
             _ => {}
         }
         let shape = self.shape().to_vec();
@@ -162,7 +178,8 @@ impl Tensor {
         match to {
             DType::Float32 => Tensor::F32(ArrayD::from_shape_vec(d, v.iter().map(|&x| x as f32).collect()).unwrap()),
             DType::Float16 => {
-                Tensor::F16(ArrayD::from_shape_vec(d, v.iter().map(|&x| f16::from_f64(x)).collect()).unwrap())
+                let v = v.iter().map(|&x| float16::to_f32(f16::from_f64(x))).collect();
+                Tensor::F16(ArrayD::from_shape_vec(d, v).unwrap())
             }
             DType::Int32 => Tensor::I32(ArrayD::from_shape_vec(d, v.iter().map(|&x| x as i32).collect()).unwrap()),
             DType::Bool => Tensor::Bool(ArrayD::from_shape_vec(d, v.iter().map(|&x| x != 0.0).collect()).unwrap()),
