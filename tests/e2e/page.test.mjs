@@ -203,7 +203,8 @@ describe("the playground page", () => {
       if (await half.isChecked()) {
         const before = await seqOf(page);
         await half.uncheck();
-        assert.equal(await waitAnalysis(page, before), "ok", `${id} in float32: ${await text("#error")} ${await text("#fit-list")}`);
+        // In float32 their stochastic rounding has no float16 to round to: a warning.
+        assert.ok(["ok", "warn"].includes(await waitAnalysis(page, before)), `${id} in float32: ${await text("#error")} ${await text("#fit-list")}`);
       }
       await page.getByRole("tab", { name: "Memory" }).click();
       const f32 = await weightBytes();
