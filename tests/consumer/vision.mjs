@@ -47,4 +47,4 @@ export function traceTinyResNet(batch = 4, size = 32) {
   );
 }
 
-export { nn, plan };
+export { nn, plan, trace };

@@ -95,6 +95,25 @@ describe("convolutional layers from the npm package", () => {
     }
   });
 
+  test("padding 'same' keeps the spatial size and 'valid' pads nothing, with PyTorch's limits", () => {
+    const shapeOf = (conv) => {
+      const model = { conv, forward(x) { return this.conv.forward(x); } };
+      const t = m.trace(model, [{ name: "x", shape: [2, 3, 9, 11] }]);
+      return t.graph.values[t.graph.outputs[0]].shape;
+    };
+    // PyTorch: Conv2d(3, 8, 3, padding='same') and Conv2d(3, 8, 5, padding='same', dilation=2)
+    // keep 9 x 11; padding='valid' gives 9 - 3 + 1 = 7 by 11 - 3 + 1 = 9.
+    assert.deepEqual(shapeOf(new m.nn.Conv2d(3, 8, 3, { padding: "same" })), [2, 8, 9, 11]);
+    assert.deepEqual(shapeOf(new m.nn.Conv2d(3, 8, 5, { padding: "same", dilation: 2 })), [2, 8, 9, 11]);
+    assert.deepEqual(shapeOf(new m.nn.Conv2d(3, 8, [3, 1], { padding: "same" })), [2, 8, 9, 11]);
+    assert.deepEqual(shapeOf(new m.nn.Conv2d(3, 8, 3, { padding: "valid" })), [2, 8, 7, 9]);
+    // PyTorch's own refusal, and the uneven padding an even kernel needs (1 before, 2 after
+    // in PyTorch), which the engine's symmetric padding cannot hold.
+    assert.throws(() => new m.nn.Conv2d(3, 8, 3, { padding: "same", stride: 2 }), /padding='same' is not supported for strided convolutions/);
+    assert.throws(() => new m.nn.Conv2d(3, 8, 4, { padding: "same" }), /pads 1 before and 2 after .*pad the input explicitly/);
+    assert.throws(() => new m.nn.Conv2d(3, 8, 3, { padding: "full" }), /padding must be a size, \[h, w\], "valid" or "same"/);
+  });
+
   test("wrong sizes are errors naming the layer and the cause", () => {
     assert.throws(() => new m.nn.Conv2d(3, 4, 3, { groups: 2 }), /in_channels must be divisible by groups/);
     assert.throws(() => new m.nn.MaxPool2d([2, 2, 2]), /kernelSize must be a whole number or \[h, w\]/);

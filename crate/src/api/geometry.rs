@@ -51,11 +51,23 @@ pub(super) fn pool_geom(kernel: &JsValue, opts: &JsValue, what: &str, dilation: 
     Ok(Pool2dGeom { kernel, stride, padding, dilation, ceil_mode })
 }
 
-/// Convolution options: `stride`, `padding`, `dilation` (sizes) and `groups`.
-pub(super) fn conv_geom(opts: &JsValue, what: &str) -> JsResult<Conv2dGeom> {
+/// Convolution options for a kernel of `kernel`: `stride`, `padding` (sizes, or PyTorch's
+/// `"valid"` and `"same"`), `dilation` (sizes) and `groups`.
+pub(super) fn conv_geom(opts: &JsValue, what: &str, kernel: [usize; 2]) -> JsResult<Conv2dGeom> {
     let stride = pair(&args::get(opts, "stride")?, &format!("{what}: stride"), 1, Some([1, 1]))?;
-    let padding = pair(&args::get(opts, "padding")?, &format!("{what}: padding"), 0, Some([0, 0]))?;
     let dilation = pair(&args::get(opts, "dilation")?, &format!("{what}: dilation"), 1, Some([1, 1]))?;
+    let p = args::get(opts, "padding")?;
+    let padding = match p.as_string().as_deref() {
+        Some("valid") => [0, 0],
+        Some("same") => Conv2dGeom::same_padding(kernel, stride, dilation)
+            .map_err(|e| args::error(&format!("{what}: {}", e.message())))?,
+        Some(other) => {
+            return Err(args::error(&format!(
+                "{what}: padding must be a size, [h, w], \"valid\" or \"same\", got the string {other:?}"
+            )))
+        }
+        None => pair(&p, &format!("{what}: padding"), 0, Some([0, 0]))?,
+    };
     let g = args::get(opts, "groups")?;
     let groups = if args::is_absent(&g) { 1 } else { args::positive_size(&g, &format!("{what}: groups"))? };
     Ok(Conv2dGeom { stride, padding, dilation, groups })

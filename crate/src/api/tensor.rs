@@ -299,14 +299,20 @@ impl Tensor {
         #[wasm_bindgen(unchecked_param_type = "Tensor")] weight: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] bias: JsValue,
         #[wasm_bindgen(
-            unchecked_optional_param_type = "{ stride?: number | [number, number]; padding?: number | [number, number]; dilation?: number | [number, number]; groups?: number }"
+            unchecked_optional_param_type = "{ stride?: number | [number, number]; padding?: number | [number, number] | \"valid\" | \"same\"; dilation?: number | [number, number]; groups?: number }"
         )]
         options: JsValue,
     ) -> JsResult<JsValue> {
         let w = tensor_arg(&weight, "Tensor.conv2d: weight")?;
         let b = opt_tensor_arg(&bias, "Tensor.conv2d: bias")?;
         let opts = if args::is_absent(&options) { js_sys::Object::new().into() } else { options };
-        let geom = super::geometry::conv_geom(&opts, "Tensor.conv2d")?;
+        let kernel = match w.shape() {
+            [_, _, kh, kw] => [*kh, *kw],
+            s => {
+                return Err(args::error(&format!("Tensor.conv2d: weight must be [out, in/groups, kH, kW], got {s:?}")))
+            }
+        };
+        let geom = super::geometry::conv_geom(&opts, "Tensor.conv2d", kernel)?;
         self.op(|v| v.conv2d(&w, b.as_ref(), geom))
     }
     /// `F.max_pool2d(self, kernelSize, { stride = kernelSize, padding, dilation, ceilMode })`.

@@ -32,7 +32,7 @@ impl Conv2d {
         #[wasm_bindgen(unchecked_param_type = "number")] out_channels: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel_size: JsValue,
         #[wasm_bindgen(
-            unchecked_optional_param_type = "{ stride?: number | [number, number]; padding?: number | [number, number]; dilation?: number | [number, number]; groups?: number; bias?: boolean }"
+            unchecked_optional_param_type = "{ stride?: number | [number, number]; padding?: number | [number, number] | \"valid\" | \"same\"; dilation?: number | [number, number]; groups?: number; bias?: boolean }"
         )]
         options: JsValue,
     ) -> JsResult<Conv2d> {
@@ -40,7 +40,7 @@ impl Conv2d {
         let o = args::positive_size(&out_channels, "Conv2d: outChannels")?;
         let k = pair(&kernel_size, "Conv2d: kernelSize", 1, None)?;
         let opts = geometry::options(&options, "Conv2d: options")?;
-        let g = conv_geom(&opts, "Conv2d")?;
+        let g = conv_geom(&opts, "Conv2d", k)?;
         let bias = args::opt_bool(&args::get(&opts, "bias")?, "Conv2d: bias", true)?;
         let m = with_rng(|r| rnn::Conv2d::new(i, o, k, g.stride, g.padding, g.dilation, g.groups, bias, r))?;
         Ok(Conv2d { inner: RefCell::new(m) })
