@@ -1,12 +1,11 @@
 // The Graph view in the page: a dataflow graph laid out by dagre, module scopes collapsed to
 // the top-level modules on open, expand and collapse, aggregated edges, search, the details
-// of a click, colour by IPU / stage / phase, pan and zoom; BERT-Large and ResNet-50 typed
-// into the editor open, expand and pan with no console error (screenshots in
+// of a click, colour by IPU / stage / phase, pan and zoom; the BERT-Large and ResNet-50
+// presets open, expand and pan with no console error (screenshots in
 // target/test-artifacts/graph-*.png).
 import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import { pageSuite, openReady, selectPreset, setCode, screenshot } from "./helpers.mjs";
-import { BERT_LARGE, RESNET_50 } from "./fixtures/models.mjs";
 
 const T = { timeout: 120000 };
 
@@ -327,15 +326,15 @@ export default ({ options }) => ({
     await screenshot(page, "graph-flat-30000", page.locator(".right"));
   });
 
-  for (const [name, code, groups, expand, ipus] of [
-    ["BERT-Large", BERT_LARGE, ["cls", "embeddings", "encoder"], ["encoder", "encoder.layer", "encoder.layer.12"], 4],
-    ["ResNet-50", RESNET_50, ["bn1", "layer1", "layer2", "layer3", "layer4"], ["layer3", "layer3.0"], 1],
+  for (const [name, preset, groups, expand, ipus] of [
+    ["BERT-Large", "bert-large", ["embeddings", "layer"], ["layer", "layer.12"], 4],
+    ["ResNet-50", "resnet50", ["bn1", "layer1", "layer2", "layer3", "layer4"], ["layer3", "layer3.0"], 1],
   ]) {
-    test(`${name} typed into the editor opens at its top-level modules, expands, and pans`, T, async () => {
+    test(`the ${name} preset opens at its top-level modules, expands, and pans`, T, async () => {
       await openReady(page, server.url + "/");
-      await selectPreset(page, "mlp-pipelined");
       const t0 = Date.now();
-      assert.equal(await setCode(page, code, { wait: true }), "ok", await page.locator("#error").textContent());
+      await selectPreset(page, preset);
+      assert.equal(await page.evaluate(() => document.body.dataset.analysis), "ok", await page.locator("#error").textContent());
       const openMs = Date.now() - t0;
       const stats = await page.locator("#graph-stats").textContent();
       assert.match(stats, new RegExp(`· ${ipus} IPUs? ·`));
@@ -354,9 +353,9 @@ export default ({ options }) => ({
       const e = await drawn(page);
       assert.deepEqual(unbalanced(e.edges, e.clusters), []);
       if (name === "BERT-Large") {
-        // 24 layers, one open: its attention, intermediate and output as scopes.
-        assert.equal(e.groups.filter((g) => /^encoder\.layer\.\d+$/.test(g)).length, 23);
-        assert.deepEqual(e.groups.filter((g) => g.startsWith("encoder.layer.12.")).sort(), ["encoder.layer.12.attention", "encoder.layer.12.intermediate", "encoder.layer.12.output"]);
+        // 24 layers, one open: its attention, attention output and output as scopes.
+        assert.equal(e.groups.filter((g) => /^layer\.\d+$/.test(g)).length, 23);
+        assert.deepEqual(e.groups.filter((g) => g.startsWith("layer.12.")).sort(), ["layer.12.attention", "layer.12.attentionOutput", "layer.12.output"]);
         assert.deepEqual(await page.locator("#graph-legend .key").allTextContents(), ["IPU 0", "IPU 1", "IPU 2", "IPU 3"]);
       } else {
         // layer3.0: a Bottleneck with a downsample (its 1×1 conv and batch norm).
