@@ -340,9 +340,10 @@ mod tests {
         d
     }
 
-    #[test]
-    fn revgnn_learns_a_toy_graph() {
-        let cfg = TrainConfig { epochs: 30, layers: 3, hidden: 8, parts: 2, lr: 0.01, ..TrainConfig::default() };
+    /// A 3-layer RevGNN (`half`: float16) trained its 30 epochs on the toy graph: the loss
+    /// falls by 30% and the test accuracy reaches 0.8. The trainer, done.
+    fn trained_on_the_toy_graph(half: bool) -> Trainer {
+        let cfg = TrainConfig { epochs: 30, layers: 3, hidden: 8, parts: 2, lr: 0.01, half, ..TrainConfig::default() };
         let mut t = Trainer::new(toy(), cfg).unwrap();
         let first = t.train_epoch().unwrap().loss;
         let mut last = first;
@@ -352,21 +353,18 @@ mod tests {
         assert!(last < first * 0.7, "loss {first} -> {last}");
         let acc = t.evaluate().unwrap();
         assert!(acc.test >= 0.8, "{acc:?}");
+        t
+    }
+
+    #[test]
+    fn revgnn_learns_a_toy_graph() {
+        let mut t = trained_on_the_toy_graph(false);
         assert!(t.train_epoch().unwrap_err().message().contains("30 epochs"));
     }
 
     #[test]
     fn a_half_revgnn_learns_the_toy_graph_with_float16_weights() {
-        let cfg =
-            TrainConfig { epochs: 30, layers: 3, hidden: 8, parts: 2, lr: 0.01, half: true, ..TrainConfig::default() };
-        let mut t = Trainer::new(toy(), cfg).unwrap();
-        let first = t.train_epoch().unwrap().loss;
-        let mut last = first;
-        for _ in 1..30 {
-            last = t.train_epoch().unwrap().loss;
-        }
-        assert!(last < first * 0.7, "loss {first} -> {last}");
-        assert!(t.evaluate().unwrap().test >= 0.8);
+        let t = trained_on_the_toy_graph(true);
         let params = t.parameters().unwrap();
         assert!(params.iter().all(|(_, p)| p.dtype() == DType::Float16), "every weight float16");
     }

@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn rounding_matches_the_half_crate_at_and_around_every_boundary() {
-        let check = |x: f32| {
+        let mut check = |x: f32| {
             let (ours, theirs) = (from_f32(x), f16::from_f32(x));
             let ok = ours.to_bits() == theirs.to_bits()
                 || (ours.is_nan() && theirs.is_nan() && ours.is_sign_negative() == theirs.is_sign_negative());
@@ -141,19 +141,7 @@ mod tests {
         };
         // The midpoint between each pair of neighbouring float16s (a tie), and the float32s
         // a few ulps either side of it and of each float16 itself.
-        for bits in 0..0x7c00u16 {
-            let lo = f16::from_bits(bits).to_f32() as f64;
-            let hi = f16::from_bits(bits + 1).to_f32() as f64;
-            for v in [lo, (lo + hi) / 2.0] {
-                let mid = (v as f32).to_bits();
-                for d in 0..4u32 {
-                    for s in [0u32, 0x8000_0000] {
-                        check(f32::from_bits((mid + d) | s));
-                        check(f32::from_bits(mid.saturating_sub(d) | s));
-                    }
-                }
-            }
-        }
+        around_every_float16(&mut check);
         // Past the largest float16 (65504; 65520 is the tie to inf), infinities, NaNs, and a
         // sweep over all of float32.
         for x in
@@ -169,6 +157,24 @@ mod tests {
         }
     }
 
+    /// Calls `f` with each float16 and each midpoint between neighbouring float16s (a tie),
+    /// and the float32s a few ulps either side of them, of both signs.
+    fn around_every_float16(f: &mut dyn FnMut(f32)) {
+        for bits in 0..0x7c00u16 {
+            let lo = f16::from_bits(bits).to_f32() as f64;
+            let hi = f16::from_bits(bits + 1).to_f32() as f64;
+            for v in [lo, (lo + hi) / 2.0] {
+                let mid = (v as f32).to_bits();
+                for d in 0..4u32 {
+                    for s in [0u32, 0x8000_0000] {
+                        f(f32::from_bits((mid + d) | s));
+                        f(f32::from_bits(mid.saturating_sub(d) | s));
+                    }
+                }
+            }
+        }
+    }
+
     /// `round` is `to_f32(from_f32(x))`, bit for bit.
     fn check_round(x: f32) {
         let (ours, two_step) = (round(x), to_f32(from_f32(x)));
@@ -177,19 +183,7 @@ mod tests {
 
     #[test]
     fn round_is_narrow_then_widen_around_every_boundary_and_across_float32() {
-        for bits in 0..0x7c00u16 {
-            let lo = f16::from_bits(bits).to_f32() as f64;
-            let hi = f16::from_bits(bits + 1).to_f32() as f64;
-            for v in [lo, (lo + hi) / 2.0] {
-                let mid = (v as f32).to_bits();
-                for d in 0..4u32 {
-                    for s in [0u32, 0x8000_0000] {
-                        check_round(f32::from_bits((mid + d) | s));
-                        check_round(f32::from_bits(mid.saturating_sub(d) | s));
-                    }
-                }
-            }
-        }
+        around_every_float16(&mut check_round);
         for x in [0.0, 65504.0f32, 65519.996, 65520.0, 65536.0, 1e10, f32::MAX, f32::INFINITY, f32::NAN, 1e-45] {
             check_round(x);
             check_round(-x);
