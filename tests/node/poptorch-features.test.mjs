@@ -57,6 +57,45 @@ describe("tied weights", () => {
   });
 });
 
+describe("another module's parameter read in forward (F.linear(x, self.embed.weight))", () => {
+  /** The same loss as `Tied`, the decoder's product written with the embedding's weight. */
+  class Reads extends nn.Module {
+    constructor() {
+      super();
+      this.embed = new nn.Embedding(V, D);
+    }
+    forward(ids) {
+      const logits = this.embed.forward(ids).matmul(this.embed.param("weight").transpose(0, 1));
+      return poptorch.identityLoss(logits.mul(constant(C, [IDS.length, V])), "sum");
+    }
+  }
+
+  test("is the same parameter, traced once under its module's path, with the sum of both uses' gradients", () => {
+    const net = new Reads();
+    const t = api.trace(net, [{ name: "ids", shape: [IDS.length], dtype: "int32" }]);
+    assert.deepEqual(t.parameters.map((p) => p[0]), ["embed.weight"]);
+    const w = weightOf(net, "embed.weight");
+    const lr = 0.5;
+    const model = poptorch.trainingModel(net, new poptorch.Options(), new poptorch.optim.SGD(net.parameters(), { lr }));
+    model.call(i32([IDS.length], IDS));
+    // By hand, as for `Tied`: the product's use and the lookup's use.
+    const grad = new Array(V * D).fill(0);
+    IDS.forEach((row, b) => {
+      for (let v = 0; v < V; v++) {
+        for (let d = 0; d < D; d++) {
+          grad[v * D + d] += C[b * V + v] * w[row * D + d];
+          grad[row * D + d] += C[b * V + v] * w[v * D + d];
+        }
+      }
+    });
+    const got = weightOf(net, "embed.weight");
+    got.forEach((x, k) => assert.ok(Math.abs(x - (w[k] - lr * grad[k])) < 1e-5, `${got} vs the hand-computed step`));
+    assert.throws(() => net.embed.param("weight"), /no trace is running/);
+    const bad = { embed: new nn.Embedding(V, D), forward(ids) { return this.embed.param("bias"); } };
+    assert.throws(() => api.trace(bad, [{ name: "ids", shape: [2], dtype: "int32" }]), /Embedding has no parameter "bias" \(its parameters: weight\)/);
+  });
+});
+
 describe("tied weights stay tied", () => {
   test("through half() and loadStateDict (the last value written to either name)", () => {
     const net = new Tied().half();

@@ -259,6 +259,20 @@ pub(super) fn rust_state_names(module: &dyn rnn::Module, kind: &JsValue) -> JsRe
     })
 }
 
+/// `param(name)` of a Rust module in a trace: its parameter `name` as a traced Tensor, under
+/// the current scope (the module's own, when the trace found it in the model).
+pub(super) fn rust_param(module: &dyn rnn::Module, class: &str, name: &JsValue) -> JsResult<JsValue> {
+    let name = args::string(name, &format!("{class}.param: name"), check::MAX_NAME_BYTES)?;
+    let params = module.named_parameters();
+    let Some((_, p)) = params.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(args::error(&format!("{class} has no parameter {name:?} (its parameters: {})", names.join(", "))));
+    };
+    let tr = current()?;
+    let v = at_js_caller(&tr, || tr.param(&name, p.clone())).map_err(js_err)?;
+    wrap(v)
+}
+
 /// `_getState` of a Rust module: one of its parameters (dotted name), as a host tensor.
 pub(super) fn rust_get_state(
     module: &dyn rnn::Module,
@@ -425,6 +439,16 @@ macro_rules! rust_module {
                 let _scope = $crate::api::session::enter_rust_module(self.module_key());
                 let inner = self.inner.borrow();
                 $crate::api::modules::rust_forward(&*inner, stringify!($name), &[$x $(, $rest)*])
+            }
+            /// `module.param(name)` inside a trace: this module's parameter `name` (dotted, as
+            /// `namedParameters` names it) as a Tensor of the running trace, recorded under
+            /// the module's path. Another module may read it (PyTorch's
+            /// `F.linear(x, self.embed.weight)`): it is one parameter wherever it is read,
+            /// with one gradient, the sum of its uses'.
+            #[wasm_bindgen(unchecked_return_type = "Tensor")]
+            pub fn param(&self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> JsResult<JsValue> {
+                let _scope = $crate::api::session::enter_rust_module(self.module_key());
+                $crate::api::modules::rust_param(&*self.inner.borrow(), stringify!($name), &name)
             }
             /// The key a trace knows this module by: the address of its state, fixed for its
             /// life (a leaf module's ops are recorded under its path without a Proxy).
