@@ -9,7 +9,8 @@
 //!
 //! ```sh
 //! cargo run --release --example bert_plan -- [--layers 24] [--hidden 1024] [--heads 16] \
-//!     [--per-ipu 3,7,7,7] [--micro 8] [--replicas 4] [--accumulation 2048] [--repeat 3]
+//!     [--per-ipu 3,7,7,7] [--micro 8] [--replicas 4] [--accumulation 2048] [--serialization 2] \
+//!     [--repeat 3]
 //! ```
 
 use ipu_playground::compile::Options;
@@ -18,7 +19,7 @@ use ipu_playground::poptorch::{training_model, HostModel, Optimizer, OptimizerAr
 use ipu_playground::rng::Rng;
 use ipu_playground::tensor::{DType, Tensor};
 use ipu_playground::trace::nn::{Embedding, LayerNorm, Linear, Module};
-use ipu_playground::trace::{Trace, Tracer, Var};
+use ipu_playground::trace::{MatMulSerializationMode, Trace, Tracer, Var};
 use ipu_playground::Result;
 use std::time::Instant;
 
@@ -34,6 +35,8 @@ struct Config {
     micro: usize,
     replicas: usize,
     accumulation: usize,
+    /// The MLM decoder's product in this many pieces (embedding_serialization_factor).
+    serialization: usize,
     repeat: usize,
 }
 
@@ -46,6 +49,7 @@ fn args() -> std::result::Result<Config, String> {
         micro: 8,
         replicas: 4,
         accumulation: 2048,
+        serialization: 2,
         repeat: 3,
     };
     let mut it = std::env::args().skip(1);
@@ -59,6 +63,7 @@ fn args() -> std::result::Result<Config, String> {
             "--micro" => c.micro = num()?,
             "--replicas" => c.replicas = num()?,
             "--accumulation" => c.accumulation = num()?,
+            "--serialization" => c.serialization = num()?,
             "--repeat" => c.repeat = num()?.max(1),
             "--per-ipu" => {
                 c.per_ipu = value
@@ -138,7 +143,8 @@ impl Layer {
 }
 
 /// BERT for pre-training: the embeddings, the encoder, the pooler and the two heads (MLM,
-/// its decoder tied to the word embedding; next sentence).
+/// its decoder the word embedding's weight, its product serialised over the vocabulary as
+/// Graphcore's SerializedLinear, with a bias of its own; next sentence).
 struct Bert {
     word: Embedding,
     position: Embedding,
@@ -157,8 +163,8 @@ impl Bert {
         let mut rng = Rng::new(5);
         let h = c.hidden;
         let word = Embedding::new(VOCAB, h, &mut rng);
-        let mut decoder = Linear::new(h, VOCAB, true, &mut rng)?;
-        decoder.weight = word.weight.clone(); // tied: decoder.weight = word_embeddings.weight
+        // Only the decoder's bias is used: its weight is the word embedding's.
+        let decoder = Linear::new(h, VOCAB, true, &mut rng)?;
         let mut bert = Bert {
             word,
             position: Embedding::new(512, h, &mut rng),
@@ -175,9 +181,8 @@ impl Bert {
         Ok(bert)
     }
 
-    /// `model.half()`: every parameter float16 (still shape-only; the tie kept: one cast).
+    /// `model.half()`: every parameter float16 (still shape-only).
     fn half(&mut self) {
-        let tied = self.word.weight.cast(DType::Float16);
         let mut all: Vec<&mut dyn Module> = vec![
             &mut self.word,
             &mut self.position,
@@ -195,8 +200,6 @@ impl Bert {
         for m in all {
             m.for_each_parameter_mut(&mut |_, p| *p = p.cast(DType::Float16));
         }
-        self.word.weight = tied.clone();
-        self.decoder.weight = tied;
     }
 
     fn trace(&self, c: &Config) -> Result<Trace> {
@@ -230,7 +233,13 @@ impl Bert {
         let masked = pick.matmul(&h)?;
         let t = tr.scope("transform", || self.transform.forward(&tr, &masked))?.gelu()?;
         let t = tr.scope("transformNorm", || self.transform_norm.forward(&tr, &t))?;
-        let scores = tr.scope("decoder", || self.decoder.forward(&tr, &t))?.reshape(&[-1, VOCAB as isize])?;
+        let t = t.reshape(&[-1, c.hidden as isize])?;
+        let scores = tr.scope("decoder", || {
+            // The word embedding's weight (one parameter with the lookup's), serialised.
+            let w = tr.param("weight", &self.word.weight)?.transpose(0, 1)?;
+            let y = t.serialized_matmul(&w, MatMulSerializationMode::OutputChannels, c.serialization, false)?;
+            y.add(&tr.param("bias", self.decoder.bias.clone().expect("the decoder has a bias"))?)
+        })?;
         let cls = h.slice(1, 0, 1, 1)?.reshape(&[-1, c.hidden as isize])?;
         let pooled = tr.scope("pooler", || self.pooler.forward(&tr, &cls))?.tanh()?;
         let nsp = tr.scope("seq_relationship", || self.seq_relationship.forward(&tr, &pooled))?;

@@ -327,7 +327,7 @@ export default ({ options }) => ({
   });
 
   for (const [name, preset, groups, expand, ipus] of [
-    ["BERT-Large", "bert-large", ["embeddings", "layer"], ["layer", "layer.12"], 4],
+    ["BERT-Large", "bert-large", ["decoder", "embeddings", "layer"], ["layer", "layer.12"], 4],
     ["ResNet-50", "resnet50", ["bn1", "layer1", "layer2", "layer3", "layer4"], ["layer3", "layer3.0"], 1],
   ]) {
     test(`the ${name} preset opens at its top-level modules, expands, and pans`, T, async () => {

@@ -13,6 +13,7 @@ export default {
     heads: 12,
     perIpu: [0, 4, 4, 4],
     micro: 32,
+    serialization: 1,
     // LAMBNoBiasCorrection in Graphcore's configuration.
     optimizer: "{ lr: 0.006, weightDecay: 0.01, biasCorrection: false, lossScaling: 16384 }",
   }),

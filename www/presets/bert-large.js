@@ -13,6 +13,7 @@ export default {
     heads: 16,
     perIpu: [3, 7, 7, 7],
     micro: 8,
+    serialization: 2,
     optimizer: "{ lr: 0.006, weightDecay: 0.01, lossScaling: 4096 }",
   }),
   options: bertOptions({ replicas: 4, accumulation: 2048, proportions: [0.15, 0.25, 0.25, 0.25] }),

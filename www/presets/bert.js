@@ -5,7 +5,7 @@
 // the code and in their options.
 
 /** The code of a BERT preset: `config` is spliced in as the constants a user edits. */
-export function bertCode({ title, source, hidden, layers, heads, perIpu, micro, optimizer }) {
+export function bertCode({ title, source, hidden, layers, heads, perIpu, micro, serialization, optimizer }) {
   return `import { nn, poptorch, beginBlock, constant } from "ipu-playground";
 
 // ${title}: Graphcore's PopTorch BERT (nlp/bert/pytorch in
@@ -15,6 +15,9 @@ export function bertCode({ title, source, hidden, layers, heads, perIpu, micro, 
 const H = ${hidden}, LAYERS = ${layers}, HEADS = ${heads}, FF = 4 * H;
 const VOCAB = 30522, SEQ = 128, MASK_TOKENS = 20;
 const MICRO_BATCH = ${micro};
+// The MLM decoder's product in this many pieces over the vocabulary
+// (embedding_serialization_factor).
+const EMBEDDING_SERIALIZATION = ${serialization};
 // Encoder layers per IPU; the embeddings, the pooler and both
 // heads go on IPU 0 (the MLM decoder shares the word embedding).
 const LAYERS_PER_IPU = [${perIpu.join(", ")}];
@@ -80,18 +83,32 @@ class Embeddings extends nn.Module {
   }
 }
 
+// The MLM decoder (Graphcore's SerializedLinear): the word embedding's
+// weight, read here (HF's tie_weights), its product serialised over the
+// vocabulary, and a bias of its own.
+class Decoder extends nn.Module {
+  constructor(wordEmbeddings) {
+    super();
+    this.wordEmbeddings = wordEmbeddings;
+    this.registerParameter("bias", new Float32Array(VOCAB), [VOCAB]);
+  }
+  forward(x) {
+    const w = this.wordEmbeddings.param("weight").transpose(0, 1);
+    const mode = poptorch.MatMulSerializationMode.OutputChannels;
+    return poptorch.serializedMatMul(x, w, mode, EMBEDDING_SERIALIZATION).add(this.param("bias"));
+  }
+}
+
 class BertForPretraining extends nn.Module {
   constructor() {
     super();
     this.embeddings = new Embeddings();
     this.layer = new nn.ModuleList(Array.from({ length: LAYERS }, () => new Layer()));
     this.pooler = new nn.Linear(H, H);
-    // The MLM head: transform, then the decoder, whose weight is the
-    // word embedding's (HF's tie_weights).
+    // The MLM head: transform, then the decoder.
     this.transform = new nn.Linear(H, H);
     this.transformNorm = new nn.LayerNorm(H);
-    this.decoder = new nn.Linear(H, VOCAB);
-    this.decoder.tieParameter("weight", this.embeddings.word_embeddings);
+    this.decoder = new Decoder(this.embeddings.word_embeddings);
     this.seq_relationship = new nn.Linear(H, 2);
   }
   forward(ids, types, maskedPositions, maskedLabels, nspLabels) {
@@ -111,7 +128,7 @@ class BertForPretraining extends nn.Module {
     const pick = maskedPositions.oneHot(SEQ).cast(h.dtype);
     const masked = pick.matmul(h);
     const t = this.transformNorm.forward(this.transform.forward(masked).gelu());
-    const scores = this.decoder.forward(t).reshape([-1, VOCAB]);
+    const scores = this.decoder.forward(t.reshape([-1, H]));
     const cls = poptorch.slice(h, 1, 0, 1).reshape([-1, H]);
     const nsp = this.seq_relationship.forward(this.pooler.forward(cls).tanh());
     const mlmLoss = scores.crossEntropy(maskedLabels.reshape([-1]), null, { ignoreIndex: 0 });
