@@ -478,6 +478,13 @@ fn vjp_rule(
             let gc = if need[1] {
                 let m = if a2s.len() == 2 && y2.len() == 2 {
                     b.add(Op::MatMulTN, vec![a2, g2])?
+                } else if c2s.len() == 2 {
+                    // A batch times one matrix (`x[b, s, h] @ w[h, v]`): the batch's products,
+                    // summed, are one product of the rows, with no `[b, h, v]` in between.
+                    let rows: usize = a2s[..a2s.len() - 1].iter().product();
+                    let af = b.reshape(a2, &[rows, a2s[a2s.len() - 1]])?;
+                    let gf = b.reshape(g2, &[rows, y2[y2.len() - 1]])?;
+                    b.add(Op::MatMulTN, vec![af, gf])?
                 } else {
                     let at = b.transpose_last2(a2)?;
                     b.add(Op::MatMul, vec![at, g2])?
@@ -905,6 +912,20 @@ mod tests {
             let j = sum.grad_outputs.iter().find(|(n, _)| n == name).unwrap().1;
             assert_eq!(a[*i], c[j], "{name}");
         }
+    }
+
+    #[test]
+    fn a_batch_times_a_matrix_has_a_matrix_sized_weight_gradient() {
+        // x[8, 4, 16] @ w[16, 30]: w's gradient is one [16, 4·8] @ [4·8, 30] product, never a
+        // [8, 16, 30] batch of them summed afterwards (its values: the golden matmul cases).
+        let tr = Tracer::new();
+        let x = tr.input("x", &[8, 4, 16], DType::Float32).unwrap();
+        let w = tr.param("w", Tensor::zeros(&[16, 30], DType::Float32)).unwrap();
+        let y = x.matmul(&w).unwrap().mean(&[], false).unwrap();
+        let t = tr.finish(&[&y]).unwrap();
+        let tg = training_graph(&t.graph, 0, &TrainOptions { return_grads: true, ..Default::default() }).unwrap();
+        let biggest = tg.graph.values.iter().map(|v| v.ty.shape.iter().product::<usize>()).max().unwrap();
+        assert_eq!(biggest, 8 * 4 * 30, "the largest value is the output (or its gradient)");
     }
 
     #[test]
