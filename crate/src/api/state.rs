@@ -208,22 +208,21 @@ pub(crate) fn modules(root: &JsValue) -> JsResult<Vec<(String, JsValue)>> {
 
 /// Every parameter (or buffer) of the tree at `root`, by full name.
 pub(crate) fn entries(root: &JsValue, kind: Kind) -> JsResult<Vec<Entry>> {
-    let mut out = Vec::new();
-    for (path, m) in modules(root)? {
-        for local in own_names(&m, kind)? {
-            let full = if path.is_empty() { local.clone() } else { format!("{path}.{local}") };
-            out.push(Entry { full, module: m.clone(), local });
-        }
-    }
-    Ok(out)
+    Ok(entries_of(root, &[kind])?.pop().unwrap_or_default())
 }
 
 /// Every parameter and every buffer of the tree at `root`, by full name, from one walk
 /// of the tree (`[parameters, buffers]`).
 pub(crate) fn entries_all(root: &JsValue) -> JsResult<[Vec<Entry>; 2]> {
-    let mut out = [Vec::new(), Vec::new()];
+    let mut lists = entries_of(root, &[Kind::Parameter, Kind::Buffer])?.into_iter();
+    Ok([lists.next().unwrap_or_default(), lists.next().unwrap_or_default()])
+}
+
+/// The state of each of `kinds` in the tree at `root`, by full name, from one walk.
+fn entries_of(root: &JsValue, kinds: &[Kind]) -> JsResult<Vec<Vec<Entry>>> {
+    let mut out = vec![Vec::new(); kinds.len()];
     for (path, m) in modules(root)? {
-        for (kind, list) in [Kind::Parameter, Kind::Buffer].into_iter().zip(out.iter_mut()) {
+        for (&kind, list) in kinds.iter().zip(out.iter_mut()) {
             for local in own_names(&m, kind)? {
                 let full = if path.is_empty() { local.clone() } else { format!("{path}.{local}") };
                 list.push(Entry { full, module: m.clone(), local });
