@@ -27,6 +27,32 @@ class Tied extends nn.Module {
 
 const weightOf = (m, name) => Array.from(m.stateDict()[name].data);
 
+/**
+ * One SGD step (lr 0.5) of `net`, whose loss is sum(embed(ids) · W^T · c) with W its
+ * `embed.weight` read twice; asserts the new W is the step computed by hand. Returns it.
+ */
+function trainOneStepAndCheck(net) {
+  const w = weightOf(net, "embed.weight");
+  const lr = 0.5;
+  const model = poptorch.trainingModel(net, new poptorch.Options(), new poptorch.optim.SGD(net.parameters(), { lr }));
+  model.call(i32([IDS.length], IDS));
+  // By hand: dL/dW[v] = Σ_b c[b,v]·W[ids[b]] (the product's use) and
+  // dL/dW[ids[b]] += Σ_v c[b,v]·W[v] (the lookup's use).
+  const grad = new Array(V * D).fill(0);
+  IDS.forEach((row, b) => {
+    for (let v = 0; v < V; v++) {
+      for (let d = 0; d < D; d++) {
+        grad[v * D + d] += C[b * V + v] * w[row * D + d];
+        grad[row * D + d] += C[b * V + v] * w[v * D + d];
+      }
+    }
+  });
+  const want = w.map((x, k) => x - lr * grad[k]);
+  const got = weightOf(net, "embed.weight");
+  got.forEach((x, k) => assert.ok(Math.abs(x - want[k]) < 1e-5, `${got} vs ${want}`));
+  return got;
+}
+
 describe("tied weights", () => {
   test("a tied parameter is listed and traced once, and trains as one (gradient = sum of both uses)", () => {
     const net = new Tied();
@@ -34,23 +60,7 @@ describe("tied weights", () => {
     assert.deepEqual(net.namedParameters().map((e) => e[0]), ["embed.weight"]);
     const t = api.trace(net, [{ name: "ids", shape: [IDS.length], dtype: "int32" }]);
     assert.deepEqual(t.parameters.map((p) => p[0]), ["embed.weight"]);
-    const w = weightOf(net, "embed.weight");
-    const lr = 0.5;
-    const model = poptorch.trainingModel(net, new poptorch.Options(), new poptorch.optim.SGD(net.parameters(), { lr }));
-    model.call(i32([IDS.length], IDS));
-    // By hand: dL/dW[v] = Σ_b c[b,v]·W[ids[b]] (decoder) and dL/dW[ids[b]] += Σ_v c[b,v]·W[v] (embedding).
-    const grad = new Array(V * D).fill(0);
-    IDS.forEach((row, b) => {
-      for (let v = 0; v < V; v++) {
-        for (let d = 0; d < D; d++) {
-          grad[v * D + d] += C[b * V + v] * w[row * D + d];
-          grad[row * D + d] += C[b * V + v] * w[v * D + d];
-        }
-      }
-    });
-    const want = w.map((x, k) => x - lr * grad[k]);
-    const got = weightOf(net, "embed.weight");
-    got.forEach((x, k) => assert.ok(Math.abs(x - want[k]) < 1e-5, `${got} vs ${want}`));
+    const got = trainOneStepAndCheck(net);
     assert.deepEqual(weightOf(net, "decoder.weight"), got, "both modules see the trained tensor");
     assert.throws(() => net.decoder.tieParameter("weight", new nn.Embedding(V + 1, D)), /cannot replace|shape/);
     assert.throws(() => net.decoder.tieParameter("nope", net.embed), /no parameter 'nope'/);
@@ -74,22 +84,7 @@ describe("another module's parameter read in forward (F.linear(x, self.embed.wei
     const net = new Reads();
     const t = api.trace(net, [{ name: "ids", shape: [IDS.length], dtype: "int32" }]);
     assert.deepEqual(t.parameters.map((p) => p[0]), ["embed.weight"]);
-    const w = weightOf(net, "embed.weight");
-    const lr = 0.5;
-    const model = poptorch.trainingModel(net, new poptorch.Options(), new poptorch.optim.SGD(net.parameters(), { lr }));
-    model.call(i32([IDS.length], IDS));
-    // By hand, as for `Tied`: the product's use and the lookup's use.
-    const grad = new Array(V * D).fill(0);
-    IDS.forEach((row, b) => {
-      for (let v = 0; v < V; v++) {
-        for (let d = 0; d < D; d++) {
-          grad[v * D + d] += C[b * V + v] * w[row * D + d];
-          grad[row * D + d] += C[b * V + v] * w[v * D + d];
-        }
-      }
-    });
-    const got = weightOf(net, "embed.weight");
-    got.forEach((x, k) => assert.ok(Math.abs(x - (w[k] - lr * grad[k])) < 1e-5, `${got} vs the hand-computed step`));
+    trainOneStepAndCheck(net);
     assert.throws(() => net.embed.param("weight"), /no trace is running/);
     const bad = { embed: new nn.Embedding(V, D), forward(ids) { return this.embed.param("bias"); } };
     assert.throws(() => api.trace(bad, [{ name: "ids", shape: [2], dtype: "int32" }]), /Embedding has no parameter "bias" \(its parameters: weight\)/);
