@@ -603,3 +603,105 @@ fn input_grads_are_returned_after_the_outputs() {
     let mut inf = inference_model(&model, &mut Options::new()).unwrap();
     assert!(inf.return_input_gradients(&["x"]).is_err());
 }
+
+// ---- anchored tensors (Options.anchorTensor, PoplarExecutor.getAnchoredTensor) ----
+
+/// PopTorch's `test_tensor_values` (tests/tensor_names_test.py): a bias gradient and an
+/// updated weight anchored by PopART name, read after each call; here also checked against
+/// the plain training graph's gradient on the same batch and against SGD's rule.
+#[test]
+fn anchors_return_a_steps_gradient_and_updated_weight() {
+    let model = HostModel::new(&classifier(4, DType::Float32));
+    let mut o = Options::new();
+    o.anchor_tensor("grad_bias", "Gradient___model.fc2.bias", None, None).unwrap();
+    o.anchor_tensor("update_weight", "UpdatedVar___model.fc2.weight", None, None).unwrap();
+    o.anchor_tensor("grad_w1", "Gradient___fc1.weight", None, None).unwrap(); // the bare name works too
+    let mut m = training_model(&model, &mut o, Some(sgd(0.1))).unwrap();
+    let e = m.anchored_tensor("grad_bias").unwrap_err().to_string();
+    assert_eq!(e, "No tensor with name grad_bias found.");
+    let before = params(&model);
+    let w_before = before.iter().find(|(n, _)| n == "fc2.weight").unwrap().1.clone();
+    let (x, y) = data(4, 5, DType::Float32);
+    m.call(&[x.clone(), y.clone()]).unwrap();
+    let grad1 = m.anchored_tensor("grad_bias").unwrap().clone();
+    let update1 = m.anchored_tensor("update_weight").unwrap().clone();
+    assert_eq!(grad1.shape(), &[2]);
+    assert_eq!(update1.shape(), &[2, 5]);
+    // The plain executor's gradients of the same step.
+    let t = classifier(4, DType::Float32);
+    let tg = training_graph(&t.graph, 1, &TrainOptions { return_grads: true, ..Default::default() }).unwrap();
+    let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
+    let r = run(&tg.graph, &mut store, &[x, y]).unwrap();
+    let grad = |name: &str| r.outputs[tg.grad_outputs.iter().find(|(n, _)| n == name).unwrap().1].to_f32_vec();
+    for (a, b) in grad1.to_f32_vec().iter().zip(grad("fc2.bias")) {
+        assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+    }
+    assert_eq!(m.anchored_tensor("grad_w1").unwrap().to_f32_vec(), grad("fc1.weight"));
+    for ((u, w), g) in update1.to_f32_vec().iter().zip(&w_before).zip(grad("fc2.weight")) {
+        assert!((u - (w - 0.1 * g)).abs() < 1e-6, "updated {u}, SGD gives {}", w - 0.1 * g);
+    }
+    // A second call with other data: both anchors change.
+    let (x2, y2) = data(4, 9, DType::Float32);
+    m.call(&[x2, y2]).unwrap();
+    assert_ne!(m.anchored_tensor("grad_bias").unwrap().to_f32_vec(), grad1.to_f32_vec());
+    assert_ne!(m.anchored_tensor("update_weight").unwrap().to_f32_vec(), update1.to_f32_vec());
+}
+
+/// An anchor's output mode: `All` returns every micro-batch's gradient (concatenated along
+/// dim 0, as outputs are), the model's default for training (`Final`) the last one.
+#[test]
+fn anchors_follow_their_output_mode() {
+    let model = HostModel::new(&classifier(2, DType::Float32));
+    let mut o = options(1, 1, 2);
+    o.anchor_tensor("all", "Gradient___model.fc2.bias", Some(OutputMode::All), None).unwrap();
+    o.anchor_tensor("last", "Gradient___model.fc2.bias", None, None).unwrap();
+    let mut m = training_model(&model, &mut o, Some(sgd(0.0))).unwrap();
+    let (x, y) = data(4, 5, DType::Float32);
+    m.call(&[x.clone(), y.clone()]).unwrap();
+    let all = m.anchored_tensor("all").unwrap().to_f32_vec();
+    assert_eq!(all.len(), 4);
+    assert_eq!(m.anchored_tensor("last").unwrap().to_f32_vec(), all[2..].to_vec());
+    // Each micro-batch's gradient is the plain graph's on its two rows (lr 0: same weights).
+    let t = classifier(2, DType::Float32);
+    let tg = training_graph(&t.graph, 1, &TrainOptions { return_grads: true, ..Default::default() }).unwrap();
+    for mb in 0..2 {
+        let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
+        let r = run(&tg.graph, &mut store, &[rows(&x, 2 * mb, 2 * mb + 2), rows(&y, 2 * mb, 2 * mb + 2)]).unwrap();
+        let (_, k) = tg.grad_outputs.iter().find(|(n, _)| n == "fc2.bias").unwrap();
+        for (a, b) in all[2 * mb..2 * mb + 2].iter().zip(r.outputs[*k].to_f32_vec()) {
+            assert!((a - b).abs() < 1e-6, "micro-batch {mb}: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn anchors_of_unknown_tensors_or_on_inference_models_are_errors() {
+    let model = HostModel::new(&classifier(4, DType::Float32));
+    let (x, y) = data(4, 5, DType::Float32);
+    let mut o = Options::new();
+    o.anchor_tensor("g", "Gradient___model.fc9.bias", None, None).unwrap();
+    let mut m = training_model(&model, &mut o, None).unwrap();
+    let e = m.call(&[x.clone(), y.clone()]).unwrap_err().to_string();
+    assert!(
+        e.starts_with("anchorTensor(\"g\", \"Gradient___model.fc9.bias\"): no trained parameter is named \"fc9.bias\""),
+        "{e}"
+    );
+    assert!(e.contains("fc1.weight"), "{e}");
+    m.destroy().unwrap();
+    let mut o = Options::new();
+    o.anchor_tensor("a", "Accl___model.fc1.weight", None, None).unwrap();
+    let mut m = training_model(&model, &mut o, None).unwrap();
+    let e = m.call(&[x.clone(), y.clone()]).unwrap_err().to_string();
+    assert!(e.contains("a parameter's gradient is \"Gradient___model.<name>\""), "{e}");
+    m.destroy().unwrap();
+    let mut o = Options::new();
+    o.anchor_tensor("g", "Gradient___model.fc1.weight", None, None).unwrap();
+    let mut m = inference_model(&model, &mut o).unwrap();
+    let e = m.call(&[x, y]).unwrap_err().to_string();
+    assert!(e.contains("an inferenceModel computes no Gradient tensors"), "{e}");
+    // PopTorch's own checks of the call.
+    let e =
+        Options::new().anchor_tensor("e", "Gradient___model.fc1.weight", Some(OutputMode::EveryN), None).unwrap_err();
+    assert!(e.message.contains("EveryN needs an output return period"), "{}", e.message);
+    assert!(Options::new().anchor_tensor("", "x", None, None).is_err());
+}

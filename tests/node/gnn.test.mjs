@@ -276,10 +276,10 @@ describe("GNN layers from JavaScript", () => {
     manualSeed(0);
     const net = new RevGNN({ features: 5, classes: 3, layers: 2 });
     const names = net.namedParameters().map(([k]) => k);
-    assert.ok(names.includes("convs.1.blocks.1.conv.lin_l.weight"), names.join(" "));
+    assert.ok(names.includes("convs.1.convs.1.conv.lin_l.weight"), names.join(" "));
     assert.equal(names.filter((k) => k.startsWith("convs.0.")).length, 2 * 5);
     const sd = net.stateDict();
-    assert.notDeepEqual(sd["convs.0.blocks.0.conv.lin_l.weight"].data, sd["convs.0.blocks.1.conv.lin_l.weight"].data,
+    assert.notDeepEqual(sd["convs.0.convs.0.conv.lin_l.weight"].data, sd["convs.0.convs.1.conv.lin_l.weight"].data,
       "the copy of the group has its own, fresh, parameters (PyG's deepcopy + reset_parameters)");
     const n = 6;
     const inputs = [

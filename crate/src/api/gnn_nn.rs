@@ -21,7 +21,7 @@
 //! As in PyG, `new GroupAddRev(conv, { numGroups })` uses `conv` as the first group and deep
 //! copies of it, each with fresh parameters (PyG's `deepcopy` then `reset_parameters()`),
 //! as the others; `new GroupAddRev([m0, m1, …])` (or an `nn.ModuleList`) uses those modules.
-//! The groups are its submodules `blocks.0`, `blocks.1`, … (`convs.0.blocks.1.conv.lin_l.weight`).
+//! The groups are its submodules `convs.0`, `convs.1`, …, as PyG names them (`convs.0.convs.1.conv.lin_l.weight`).
 
 use super::args::{self, js_err, JsResult};
 use super::modules::{self, rust_module};
@@ -53,8 +53,20 @@ fn size(v: &JsValue, what: &str) -> JsResult<usize> {
     Ok(n)
 }
 
-rust_module!(SAGEConv, gnn::SAGEConv, "(x, adj): node features and the mean-aggregation adjacency", x, adj);
-rust_module!(GCNConv, gnn::GCNConv, "(x, adj): node features and the GCN-normalised adjacency", x, adj);
+rust_module!(
+    SAGEConv,
+    gnn::SAGEConv,
+    "(x, edge_index): node features and PyG's int32 [2, E] edge_index (or the mean-aggregation adjacency)",
+    x,
+    edge_index
+);
+rust_module!(
+    GCNConv,
+    gnn::GCNConv,
+    "(x, edge_index): node features and PyG's int32 [2, E] edge_index (or the GCN-normalised adjacency)",
+    x,
+    edge_index
+);
 
 #[wasm_bindgen]
 impl SAGEConv {
@@ -267,14 +279,14 @@ impl GroupAddRev {
         }
     }
 
-    /// The groups, as submodules `blocks.0`, `blocks.1`, … (for the trace's module walk).
+    /// The groups, as submodules `convs.0`, `convs.1`, … (for the trace's module walk).
     #[wasm_bindgen(js_name = _children)]
     pub fn children(&self) -> Vec<JsValue> {
         self.inner
             .groups
             .iter()
             .enumerate()
-            .map(|(i, g)| Array::of2(&JsValue::from_str(&format!("blocks.{i}")), &g.obj).into())
+            .map(|(i, g)| Array::of2(&JsValue::from_str(&format!("convs.{i}")), &g.obj).into())
             .collect()
     }
 

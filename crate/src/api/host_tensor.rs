@@ -15,6 +15,10 @@
 //! bool data 0/1 or booleans. The shape is checked against the tensor limits before the
 //! data is read, and the data's length against the shape. A plan's inputs may be
 //! shape-only, `{ shape, dtype }` with no `data` (a plan reads only their types).
+//!
+//! A state dict's values (`loadStateDict`) may also be what a PyTorch user has at hand:
+//! PyTorch's `tensor.tolist()`, nested arrays of numbers (rectangular; a plain number is a
+//! 0-d tensor), read in the dtype of the parameter they are loaded into ([`from_js_or_nested`]).
 
 use super::args::{self, js_err, range_error, type_error, JsResult};
 use crate::ir::TensorType;
@@ -208,4 +212,91 @@ fn parse(v: &JsValue, what: &str, type_only: bool) -> JsResult<(Option<String>, 
 /// A host tensor from `v` (its `name`, if any, ignored).
 pub(crate) fn from_js(v: &JsValue, what: &str) -> JsResult<Tensor> {
     from_js_named(v, what).map(|(_, t)| t)
+}
+
+/// A host tensor from `v`, or PyTorch's `tensor.tolist()` (nested arrays of numbers, or a
+/// number) read as a `dtype` tensor: the shape is the nesting's, every array at one depth
+/// must have the same length, and the leaves must be numbers (booleans for bool).
+pub(crate) fn from_js_or_nested(v: &JsValue, what: &str, dtype: DType) -> JsResult<Tensor> {
+    if !v.is_instance_of::<Array>() && v.as_f64().is_none() && v.as_bool().is_none() {
+        return from_js(v, what);
+    }
+    // The shape: the first item at each depth, down to a leaf.
+    let mut dims: Vec<u64> = Vec::new();
+    let mut probe = v.clone();
+    while probe.is_instance_of::<Array>() {
+        if dims.len() == check::MAX_RANK {
+            return Err(range_error(&format!("{what} nests arrays more than {} deep", check::MAX_RANK)));
+        }
+        let len = args::count(&args::get(&probe, "length")?, &format!("{what}.length"), u32::MAX as usize)?;
+        dims.push(len as u64);
+        if len == 0 {
+            break;
+        }
+        probe = Reflect::get_u32(&probe, 0)?;
+    }
+    let dims = check_shape(what, &dims, dtype).map_err(js_err)?;
+    let n: usize = dims.iter().product();
+    let mut leaves: Vec<JsValue> = try_with_capacity(what, n).map_err(js_err)?;
+    flatten(v, &dims, what, &mut leaves)?;
+    let number = |i: usize| args::number(&leaves[i], &format!("{what} (value {i} in row-major order)"));
+    let t = match dtype {
+        DType::Float32 => {
+            Tensor::from_f32(&dims, (0..n).map(|i| number(i).map(|x| x as f32)).collect::<JsResult<_>>()?)
+        }
+        DType::Float16 => {
+            Tensor::from_f32_as_f16(&dims, &(0..n).map(|i| number(i).map(|x| x as f32)).collect::<JsResult<Vec<_>>>()?)
+        }
+        DType::Int32 => Tensor::from_i32(
+            &dims,
+            (0..n)
+                .map(|i| {
+                    args::integer(&leaves[i], &format!("{what} (value {i})"), i32::MIN as i64, i32::MAX as i64)
+                        .map(|x| x as i32)
+                })
+                .collect::<JsResult<_>>()?,
+        ),
+        DType::Bool => Tensor::from_bool(
+            &dims,
+            (0..n)
+                .map(|i| {
+                    let l = &leaves[i];
+                    l.as_bool().or(l.as_f64().filter(|x| *x == 0.0 || *x == 1.0).map(|x| x == 1.0)).ok_or_else(|| {
+                        type_error(&format!("{what} (value {i}) must be a boolean or 0/1, got {}", args::describe(l)))
+                    })
+                })
+                .collect::<JsResult<_>>()?,
+        ),
+    }
+    .map_err(|e| args::error(&format!("{what}: {e}")))?;
+    Ok(t)
+}
+
+/// The leaves of the nested arrays `v` of shape `dims`, in row-major order; an array of
+/// another length, or a leaf where an array belongs (or the reverse), names its place.
+fn flatten(v: &JsValue, dims: &[usize], at: &str, out: &mut Vec<JsValue>) -> JsResult<()> {
+    let Some((&n, rest)) = dims.split_first() else {
+        if v.is_instance_of::<Array>() {
+            return Err(type_error(&format!("{at} must be a number (the nesting is ragged), got an array")));
+        }
+        out.push(v.clone());
+        return Ok(());
+    };
+    if !v.is_instance_of::<Array>() {
+        return Err(type_error(&format!(
+            "{at} must be an array of {n} (the nesting is ragged), got {}",
+            args::describe(v)
+        )));
+    }
+    let len = args::number(&args::get(v, "length")?, &format!("{at}.length"))?;
+    if len != n as f64 {
+        return Err(range_error(&format!(
+            "{at} must hold {n} items like the others at its depth, got {}",
+            check::js_number(len)
+        )));
+    }
+    for i in 0..n {
+        flatten(&Reflect::get_u32(v, i as u32)?, rest, &format!("{at}[{i}]"), out)?;
+    }
+    Ok(())
 }

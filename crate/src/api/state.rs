@@ -413,12 +413,34 @@ pub fn state_dict(module: JsValue) -> JsResult<JsValue> {
     Ok(out.into())
 }
 
+/// A `Map`'s entries as a plain object, read through the engine's `Array.from` (a throwing
+/// iterator is the error); a key that is not a string is a TypeError.
+fn map_as_object(map: &JsValue) -> JsResult<JsValue> {
+    let from: Function = args::get(&args::get(&js_sys::global(), "Array")?, "from")?.unchecked_into();
+    let pairs = Reflect::apply(&from, &JsValue::UNDEFINED, &Array::of1(map))?;
+    let obj = Object::new();
+    for (i, pair) in args::list(&pairs, "loadStateDict: state_dict", 4 * MAX_LIST)?.iter().enumerate() {
+        let key = Reflect::get_u32(pair, 0)?;
+        if !key.is_string() {
+            return Err(args::type_error(&format!(
+                "loadStateDict: state_dict's key {i} must be a string, got {}",
+                args::describe(&key)
+            )));
+        }
+        Reflect::set(&obj, &key, &Reflect::get_u32(pair, 1)?)?;
+    }
+    Ok(obj.into())
+}
+
 /// `module.loadStateDict(dict, strict = true)`: writes each `dict[name]` (a host tensor of
-/// the same dtype and shape) into the module's parameter or buffer `name`. With `strict`,
-/// a missing or unexpected key is an error (PyTorch's check), and nothing is written.
+/// the same dtype and shape, or PyTorch's `tensor.tolist()` nested arrays, read in the
+/// parameter's dtype) into the module's parameter or buffer `name`. `dict` is an object or
+/// a `Map` (names to values, as `torch.load` gives a state dict). With `strict`, a missing
+/// or unexpected key is an error (PyTorch's check), and nothing is written.
 #[wasm_bindgen(js_name = _loadStateDict)]
 pub fn load_state_dict(module: JsValue, dict: JsValue, strict: JsValue) -> JsResult<()> {
     let strict = args::opt_bool(&strict, "loadStateDict: strict", true)?;
+    let dict = if dict.is_instance_of::<js_sys::Map>() { map_as_object(&dict)? } else { dict };
     args::object(&dict, "loadStateDict: state_dict")?;
     let mut all: Vec<(Kind, Entry)> = Vec::new();
     for kind in [Kind::Parameter, Kind::Buffer] {
@@ -431,8 +453,10 @@ pub fn load_state_dict(module: JsValue, dict: JsValue, strict: JsValue) -> JsRes
         let k = args::string(k, "loadStateDict: a key", crate::trace::check::MAX_NAME_BYTES * 8)?;
         match all.iter().find(|(_, e)| e.full == k) {
             Some((kind, e)) => {
-                let t = host_tensor::from_js(v, &format!("loadStateDict: state_dict[{k:?}]"))?;
-                replacement(*kind, &k, &own_param(&e.module, *kind, &e.local)?, t.clone(), false)?;
+                let current = own_param(&e.module, *kind, &e.local)?;
+                let t =
+                    host_tensor::from_js_or_nested(v, &format!("loadStateDict: state_dict[{k:?}]"), current.dtype())?;
+                replacement(*kind, &k, &current, t.clone(), false)?;
                 writes.push((*kind, e.clone(), t));
             }
             None => unexpected.push(k),

@@ -27,7 +27,7 @@ fn children(obj: &JsValue) -> JsResult<Vec<(String, JsValue)>> {
         let items = f.unchecked_ref::<Function>().call0(obj)?;
         for (i, v) in args::list(&items, "_children()", MAX_LIST)?.into_iter().enumerate() {
             // An item is a module (named by its index) or a `[name, module]` pair (the
-            // package's own classes: GroupAddRev's `blocks.0`, …).
+            // package's own classes: GroupAddRev's `convs.0`, …).
             if v.is_instance_of::<Array>() {
                 let pair = args::list(&v, "_children() item", 2)?;
                 if let [name, m] = pair.as_slice() {

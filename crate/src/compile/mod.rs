@@ -29,6 +29,6 @@ pub mod time;
 
 pub use error::Diagnostic;
 pub use hardware::{Generation, IpuGeneration};
-pub use options::{Options, PartialsType, PrecisionOptions, TensorClass, TensorLocationSettings};
+pub use options::{AnchoredTensor, Options, PartialsType, PrecisionOptions, TensorClass, TensorLocationSettings};
 pub use plan::{plan, plan_json, plan_request, plan_with, OptimizerChoice, Plan, PlanRequest, PlanSettings};
 pub use strategy::{AutoStage, ExecutionStrategy, PhaseSpec, PhasedExecution, PipelinedExecution, StageSpec};

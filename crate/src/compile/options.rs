@@ -20,7 +20,9 @@
 //!                                      "useIOTilesToLoad": false, "useIOTilesToStore": false},
 //!                       "weight": null, "optimizer": null, "accumulator": null},
 //!   "Precision": {"partialsType": "float", "enableStochasticRounding": false,
-//!                 "enableFloatingPointExceptions": false} }
+//!                 "enableFloatingPointExceptions": false},
+//!   "anchoredTensors": {"grad_bias": {"longName": "Gradient___model.fc2.bias",
+//!                                     "outputMode": null, "outputReturnPeriod": 1}} }
 //! ```
 //! `Training` and `TensorLocations` are nested as in PopTorch (`opts.Training.…`). A tensor
 //! location left `null` takes the strategy's default: on chip, except for phased execution,
@@ -245,9 +247,35 @@ pub struct Options {
     pub tensor_locations: TensorLocations,
     #[serde(rename = "Precision")]
     pub precision: PrecisionOptions,
+    /// `anchorTensor(short_name, long_name, …)`: tensors kept after each run for
+    /// `getAnchoredTensor(short_name)`, by short name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub anchored_tensors: BTreeMap<String, AnchoredTensor>,
     #[serde(skip)]
     frozen: bool,
 }
+
+/// One `anchorTensor(short_name, long_name, output_mode, output_return_period)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AnchoredTensor {
+    /// PopART's name of the tensor: `Gradient___model.<parameter>` (the gradient a training
+    /// step computed) or `UpdatedVar___model.<parameter>` (the parameter after the update).
+    pub long_name: String,
+    /// When values come back; `None`: the model's output mode.
+    #[serde(default)]
+    pub output_mode: Option<OutputMode>,
+    /// The period of `EveryN` (1 for the other modes, as PopTorch sets it).
+    #[serde(default = "one")]
+    pub output_return_period: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// The most anchored tensors one Options holds.
+pub const MAX_ANCHORS: usize = 4096;
 
 impl Default for Options {
     fn default() -> Self {
@@ -267,6 +295,7 @@ impl Default for Options {
             training: TrainingOptions::default(),
             tensor_locations: TensorLocations::default(),
             precision: PrecisionOptions::default(),
+            anchored_tensors: BTreeMap::new(),
             frozen: false,
         }
     }
@@ -348,6 +377,28 @@ fn check_output_mode(mode: OutputMode, period: Option<usize>) -> Result<(), Diag
             "Call outputMode(OutputMode.EveryN, period) with period >= 1 (JSON: \"outputReturnPeriod\").",
         )
         .on("outputMode"));
+    }
+    Ok(())
+}
+
+fn check_anchor(short: &str, a: &AnchoredTensor, held: usize) -> Result<(), Diagnostic> {
+    let bad = |msg: String, fix: &str| Err(Diagnostic::new("anchor_tensor", msg, fix).on("anchoredTensors"));
+    if short.is_empty() || a.long_name.is_empty() {
+        return bad(
+            "anchorTensor: the short and the long name must not be empty.".into(),
+            "Call anchorTensor(\"grad_bias\", \"Gradient___model.fc2.bias\").",
+        );
+    }
+    if held >= MAX_ANCHORS {
+        return bad(format!("anchorTensor: more than {MAX_ANCHORS} anchored tensors."), "Anchor fewer tensors.");
+    }
+    if a.output_mode == Some(OutputMode::EveryN) && a.output_return_period == 0 {
+        return bad(
+            format!(
+                "anchorTensor(\"{short}\"): OutputMode.EveryN needs an output return period, a positive whole number."
+            ),
+            "Pass output_return_period >= 1.",
+        );
     }
     Ok(())
 }
@@ -658,6 +709,32 @@ impl Options {
         Ok(o)
     }
 
+    /// `anchorTensor(short_name, long_name, output_mode = None, output_return_period = 1)`:
+    /// keep the tensor `long_name` after each run, for `getAnchoredTensor(short_name)`
+    /// (the period counts only for `EveryN`, as in PopTorch). Which names exist is the
+    /// model's to say, when it is compiled.
+    pub fn anchor_tensor(
+        &mut self,
+        short_name: &str,
+        long_name: &str,
+        output_mode: Option<OutputMode>,
+        output_return_period: Option<usize>,
+    ) -> Set<'_> {
+        let a = AnchoredTensor {
+            long_name: long_name.to_string(),
+            output_mode,
+            output_return_period: if output_mode == Some(OutputMode::EveryN) {
+                output_return_period.unwrap_or(0)
+            } else {
+                1
+            },
+        };
+        check_anchor(short_name, &a, self.anchored_tensors.len())?;
+        let o = self.open()?;
+        o.anchored_tensors.insert(short_name.to_string(), a);
+        Ok(o)
+    }
+
     /// `randomSeed(n)`.
     pub fn random_seed(&mut self, seed: u64) -> Set<'_> {
         let o = self.open()?;
@@ -784,7 +861,9 @@ impl Options {
             check_output_mode(self.output_mode, self.output_return_period),
             check_amp(&self.available_memory_proportion),
             check_io_tiles(self.tensor_locations.num_io_tiles),
-        ];
+        ]
+        .into_iter()
+        .chain(self.anchored_tensors.iter().map(|(short, a)| check_anchor(short, a, 0)));
         checks.into_iter().filter_map(Result::err).collect()
     }
 

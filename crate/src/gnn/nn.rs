@@ -1,10 +1,16 @@
 //! GNN layers on top of the tracer: SAGEConv, GCNConv, GroupAddRev, and the RevGNN model of
 //! PyG's `examples/rev_gnn.py`.
 //!
-//! Adjacency is a traced CSR matrix ([`SparseVar`]) whose rows are targets: for SAGEConv
-//! the mean-aggregation matrix ([`crate::gnn::data::mean_adjacency`]), for GCNConv the
-//! symmetric-normalised one ([`crate::gnn::data::gcn_adjacency`]). Message passing is one
-//! sparse × dense matmul, so it is one node in the graph the emulator places.
+//! A conv takes its graph in either of PyG's two forms ([`Adjacency`]):
+//! - `edge_index`, an int32 `[2, E]` tensor (PyG's standard input): messages flow from
+//!   `edge_index[0]` (sources) to `edge_index[1]` (targets) as gathers and scatters, which is
+//!   how PyG (and PopTorch Geometric on an IPU) runs them: SAGEConv's mean over incoming
+//!   edges, GCNConv's `gcn_norm` with `add_remaining_self_loops`; a duplicate edge is one more
+//!   message, as in PyG;
+//! - a traced CSR matrix ([`SparseVar`], PyG's `SparseTensor adj_t`) whose rows are targets:
+//!   for SAGEConv the mean-aggregation matrix ([`crate::gnn::data::mean_adjacency`]), for
+//!   GCNConv the symmetric-normalised one ([`crate::gnn::data::gcn_adjacency`]). Message
+//!   passing is then one sparse × dense matmul, one node in the graph the planner places.
 
 use crate::rng::Rng;
 use crate::tensor::{DType, Init, Param};
@@ -29,40 +35,99 @@ impl SAGEConv {
 
     /// `adj`: mean-aggregation adjacency, rows = targets.
     pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> Result<Var> {
-        check_adjacency(tr, "SAGEConv", x, adj)?;
-        let agg = adj.matmul(x)?;
+        self.forward_on(tr, x, Adjacency::Sparse(adj))
+    }
+
+    /// PyG's `conv(x, edge_index)`: the mean of the messages `x[edge_index[0]]` arriving at
+    /// each target `edge_index[1]` (zero for a node with none).
+    pub fn forward_edges(&self, tr: &Tracer, x: &Var, edge_index: &Var) -> Result<Var> {
+        self.forward_on(tr, x, Adjacency::EdgeIndex(edge_index))
+    }
+
+    fn forward_on(&self, tr: &Tracer, x: &Var, adj: Adjacency) -> Result<Var> {
+        let agg = match adj.checked(tr, "SAGEConv", x)? {
+            Adjacency::Sparse(a) => a.matmul(x)?,
+            Adjacency::EdgeIndex(e) => {
+                let (src, dst) = endpoints(e)?;
+                x.index_select(0, &src)?.scatter_mean(&dst, x.shape()[0])?
+            }
+        };
         let l = call(tr, "lin_l", &self.lin_l, &agg)?;
         let r = call(tr, "lin_r", &self.lin_r, x)?;
         l.add(&r)
     }
 }
 
-/// An adjacency that fits the node features `x`: square, one row per node.
-fn check_adjacency(tr: &Tracer, module: &str, x: &Var, adj: &SparseVar) -> Result<()> {
-    let nodes = x.shape().first().copied().unwrap_or(0);
-    if x.shape().len() != 2 || adj.n_rows != adj.n_cols || adj.n_rows != nodes {
-        let at = match tr.current_scope() {
-            s if s.is_empty() => String::new(),
-            s => format!(" (module '{s}')"),
-        };
-        return Err(Error::trace(format!(
-            "{module}.forward{at}: x must be [nodes, channels] and adj a square nodes x nodes matrix, got x {} and \
-             adj {}x{}",
-            x.ty(),
-            adj.n_rows,
-            adj.n_cols
-        )));
+/// A conv's graph argument: PyG's `edge_index` or a CSR adjacency (see the module docs).
+#[derive(Clone, Copy)]
+pub enum Adjacency<'a> {
+    EdgeIndex(&'a Var),
+    Sparse(&'a SparseVar),
+}
+
+impl<'a> Adjacency<'a> {
+    /// Argument `i` of `module`'s forward as an adjacency, or an error naming what it got.
+    pub fn arg(tr: &Tracer, module: &str, args: &'a [Arg], i: usize) -> Result<Adjacency<'a>> {
+        match args.get(i) {
+            Some(Arg::Sparse(s)) => Ok(Adjacency::Sparse(s)),
+            Some(Arg::Dense(v)) => Ok(Adjacency::EdgeIndex(v)),
+            None => Err(Error::trace(format!(
+                "{module}.forward{}: argument {i} (edge_index) is missing: pass an int32 [2, E] edge_index or a sparse \
+                 adjacency",
+                at_scope(tr)
+            ))),
+        }
     }
-    Ok(())
+
+    /// The adjacency, when it fits the node features `x` (`[nodes, channels]`): an int32
+    /// `[2, E]` edge_index, or a square nodes × nodes matrix.
+    fn checked(self, tr: &Tracer, module: &str, x: &Var) -> Result<Adjacency<'a>> {
+        let nodes = x.shape().first().copied().unwrap_or(0);
+        let bad = |what: String| {
+            Error::trace(format!("{module}.forward{}: x must be [nodes, channels] and {what}", at_scope(tr)))
+        };
+        if x.shape().len() != 2 {
+            return Err(bad(format!("the graph fit it, got x {}", x.ty())));
+        }
+        match self {
+            Adjacency::Sparse(a) if a.n_rows != a.n_cols || a.n_rows != nodes => Err(bad(format!(
+                "adj a square nodes x nodes matrix, got x {} and adj {}x{}",
+                x.ty(),
+                a.n_rows,
+                a.n_cols
+            ))),
+            Adjacency::EdgeIndex(e) if e.dtype() != DType::Int32 || e.shape().len() != 2 || e.shape()[0] != 2 => {
+                Err(bad(format!(
+                    "edge_index an int32 [2, num_edges] tensor (sources, then targets), got edge_index {}",
+                    e.ty()
+                )))
+            }
+            ok => Ok(ok),
+        }
+    }
+}
+
+/// ` (module 'a.b')`, or nothing at the top level.
+fn at_scope(tr: &Tracer) -> String {
+    match tr.current_scope() {
+        s if s.is_empty() => String::new(),
+        s => format!(" (module '{s}')"),
+    }
+}
+
+/// `edge_index[0]` and `edge_index[1]`: the sources and the targets, `[E]` each.
+fn endpoints(edge_index: &Var) -> Result<(Var, Var)> {
+    let row = |r: usize| edge_index.slice(0, r, r + 1, 1)?.reshape(&[-1]);
+    Ok((row(0)?, row(1)?))
 }
 
 impl Module for SAGEConv {
-    /// `(x, adj)`: node features and the mean-aggregation adjacency.
+    /// `(x, edge_index)`: node features and PyG's `edge_index`, or the mean-aggregation
+    /// adjacency.
     fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
-        check_arity(tr, "SAGEConv", args, 2, "x, adj")?;
+        check_arity(tr, "SAGEConv", args, 2, "x, edge_index")?;
         let x = dense_arg(tr, "SAGEConv", args, 0, "x")?;
-        let adj = sparse_arg(tr, "SAGEConv", args, 1, "adj")?;
-        SAGEConv::forward(self, tr, x, adj)
+        self.forward_on(tr, x, Adjacency::arg(tr, "SAGEConv", args, 1)?)
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("lin_l".into(), &self.lin_l as &dyn Module), ("lin_r".into(), &self.lin_r)]
@@ -94,19 +159,67 @@ impl GCNConv {
 
     /// `adj`: the normalised adjacency, rows = targets.
     pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> Result<Var> {
-        check_adjacency(tr, "GCNConv", x, adj)?;
+        self.forward_on(tr, x, Adjacency::Sparse(adj))
+    }
+
+    /// PyG's `conv(x, edge_index)`: `gcn_norm` on the edges as PyG computes it
+    /// (`add_remaining_self_loops`: the edges that are not self-loops, each with weight 1,
+    /// plus one self-loop of weight 1 per node; degrees counted at the targets), then
+    /// `Σ_e d(src)^-1/2 d(dst)^-1/2 h[src]` at each target, plus the bias.
+    pub fn forward_edges(&self, tr: &Tracer, x: &Var, edge_index: &Var) -> Result<Var> {
+        self.forward_on(tr, x, Adjacency::EdgeIndex(edge_index))
+    }
+
+    fn forward_on(&self, tr: &Tracer, x: &Var, adj: Adjacency) -> Result<Var> {
+        let adj = adj.checked(tr, "GCNConv", x)?;
         let h = call(tr, "lin", &self.lin, x)?;
-        adj.matmul(&h)?.add(&tr.param("bias", &self.bias)?)
+        let agg = match adj {
+            Adjacency::Sparse(a) => a.matmul(&h)?,
+            Adjacency::EdgeIndex(e) => gcn_propagate(tr, &h, e)?,
+        };
+        agg.add(&tr.param("bias", &self.bias)?)
     }
 }
 
+/// Float32 holds every node index exactly up to 2^24: the largest graph whose self-loops
+/// [`gcn_propagate`] can find by arithmetic on the indices.
+const GCN_MAX_NODES: usize = 1 << 24;
+
+/// GCNConv's propagation over `edge_index` (see [`GCNConv::forward_edges`]), on `h = x W^T`.
+fn gcn_propagate(tr: &Tracer, h: &Var, edge_index: &Var) -> Result<Var> {
+    let (n, f32) = (h.shape()[0], DType::Float32);
+    if n > GCN_MAX_NODES {
+        return Err(Error::trace(format!(
+            "GCNConv.forward{}: {n} nodes are more than the {GCN_MAX_NODES} an edge_index can address here; pass \
+             a sparse adjacency (gcnAdjacency()) instead",
+            at_scope(tr)
+        )));
+    }
+    let (src, dst) = endpoints(edge_index)?;
+    // The weights are computed in float32 (exact on indices below 2^24) and cast to h's
+    // dtype at the end. An edge's weight is 1 unless it is a self-loop (removed: each node
+    // gets one below): with d = src - dst a whole number, 1 - relu(1 - d²) is 0 for d = 0
+    // and 1 otherwise.
+    let d = src.cast(f32)?.sub(&dst.cast(f32)?)?;
+    let one = tr.full(&[], f32, 1.0)?;
+    let w = one.sub(&one.sub(&d.mul(&d)?)?.relu()?)?;
+    // Degrees at the targets, the self-loop's 1 included; never 0, so d^-1/2 is finite.
+    let deg = w.scatter_add(&dst, n)?.add(&one)?;
+    let dinv = one.div(&deg.sqrt()?)?;
+    let norm = dinv.index_select(0, &src)?.mul(&w)?.mul(&dinv.index_select(0, &dst)?)?;
+    let as_h = |v: Var| if h.dtype() == f32 { Ok(v) } else { v.cast(h.dtype()) };
+    let messages = h.index_select(0, &src)?.mul(&as_h(norm.reshape(&[-1, 1])?)?)?;
+    let self_loops = h.mul(&as_h(dinv.mul(&dinv)?.reshape(&[-1, 1])?)?)?;
+    messages.scatter_add(&dst, n)?.add(&self_loops)
+}
+
 impl Module for GCNConv {
-    /// `(x, adj)`: node features and the GCN-normalised adjacency.
+    /// `(x, edge_index)`: node features and PyG's `edge_index`, or the GCN-normalised
+    /// adjacency.
     fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
-        check_arity(tr, "GCNConv", args, 2, "x, adj")?;
+        check_arity(tr, "GCNConv", args, 2, "x, edge_index")?;
         let x = dense_arg(tr, "GCNConv", args, 0, "x")?;
-        let adj = sparse_arg(tr, "GCNConv", args, 1, "adj")?;
-        GCNConv::forward(self, tr, x, adj)
+        self.forward_on(tr, x, Adjacency::arg(tr, "GCNConv", args, 1)?)
     }
     fn local_parameters(&self) -> Vec<(&str, &Param)> {
         vec![("bias", &self.bias)]
@@ -136,17 +249,18 @@ impl GnnBlock {
 }
 
 impl Module for GnnBlock {
-    /// `(x, adj, mask?)`: `mask`, when given, is this group's dropout keep-mask.
+    /// `(x, edge_index, mask?)` (or a sparse adjacency for `edge_index`): `mask`, when
+    /// given, is this group's dropout keep-mask.
     fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
-        check_arity(tr, "GnnBlock", args, 3, "x, adj, mask?")?;
+        check_arity(tr, "GnnBlock", args, 3, "x, edge_index, mask?")?;
         let x = dense_arg(tr, "GnnBlock", args, 0, "x")?;
-        let adj = sparse_arg(tr, "GnnBlock", args, 1, "adj")?;
+        let adj = Adjacency::arg(tr, "GnnBlock", args, 1)?;
         let mut h = call(tr, "norm", &self.norm, x)?.relu()?;
         if args.len() > 2 {
             let mask = dense_arg(tr, "GnnBlock", args, 2, "mask")?;
             h = h.dropout_with_mask(mask, self.p)?;
         }
-        tr.scope("conv", || self.conv.forward(tr, &h, adj))
+        tr.scope("conv", || self.conv.forward_on(tr, &h, adj))
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("norm".into(), &self.norm as &dyn Module), ("conv".into(), &self.conv)]
@@ -196,7 +310,7 @@ impl<F: Module> GroupAddRev<F> {
         let mut all = Vec::with_capacity(args.len() + 1);
         all.push(Arg::Dense(x.clone()));
         all.extend_from_slice(args);
-        let y = tr.scope("blocks", || tr.scope(&i.to_string(), || self.groups[i].forward_args(tr, &all)))?;
+        let y = tr.scope("convs", || tr.scope(&i.to_string(), || self.groups[i].forward_args(tr, &all)))?;
         if y.ty() != x.ty() {
             return Err(Error::trace(format!(
                 "GroupAddRev '{}': group {i} maps {} to {}: each group must keep its input's shape",
@@ -349,10 +463,10 @@ impl<F: Module> Module for GroupAddRev<F> {
         GroupAddRev::forward(self, tr, x, &args[1..])
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
-        self.groups.iter().enumerate().map(|(i, g)| (format!("blocks.{i}"), g as &dyn Module)).collect()
+        self.groups.iter().enumerate().map(|(i, g)| (format!("convs.{i}"), g as &dyn Module)).collect()
     }
     fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-        self.groups.iter_mut().enumerate().map(|(i, g)| (format!("blocks.{i}"), g as &mut dyn Module)).collect()
+        self.groups.iter_mut().enumerate().map(|(i, g)| (format!("convs.{i}"), g as &mut dyn Module)).collect()
     }
 }
 
@@ -499,7 +613,7 @@ mod tests {
         let (l_plain, g_plain) = rows_stack(true);
         assert!((l_rev - l_plain).abs() < 1e-6, "{l_rev} vs {l_plain}");
         assert_eq!(g_rev.len(), 2 * 3 * 2);
-        assert!(g_rev[0].0.starts_with("convs.0.blocks.0.0."), "{}", g_rev[0].0);
+        assert!(g_rev[0].0.starts_with("convs.0.convs.0.0."), "{}", g_rev[0].0);
         for ((n, a), (_, b)) in g_rev.iter().zip(&g_plain) {
             for (x, y) in a.iter().zip(b) {
                 assert!((x - y).abs() < 1e-5, "{n}: {x} vs {y}");
@@ -522,7 +636,7 @@ mod tests {
         crate::trace::nn::tests::check_mut_views(&mut m);
         assert_eq!(m.named_parameters().len(), 4 + 2 * 2 * 5 + 2);
         crate::trace::nn::tests::check_mut_views(&mut GCNConv::new(3, 2, &mut Rng::new(0)).unwrap());
-        m.set_parameter("convs.1.blocks.0.conv.lin_r.weight", Tensor::zeros(&[2, 2], DType::Float32)).unwrap();
+        m.set_parameter("convs.1.convs.0.conv.lin_r.weight", Tensor::zeros(&[2, 2], DType::Float32)).unwrap();
         assert_eq!(m.convs[1].groups[0].conv.lin_r.weight.value().unwrap().to_f32_vec(), vec![0.0; 4]);
     }
 
@@ -534,12 +648,19 @@ mod tests {
         let adj = SparseVar::input(&tr, "adj", 4, 4, 8).unwrap();
         let conv = SAGEConv::new(6, 3, &mut rng).unwrap();
         let e = tr.scope("conv", || Module::forward(&conv, &tr, &x)).unwrap_err().to_string();
-        assert_eq!(e, "SAGEConv.forward (module 'conv'): argument 1 (adj) must be a sparse matrix, got nothing");
+        assert_eq!(
+            e,
+            "SAGEConv.forward (module 'conv'): argument 1 (edge_index) is missing: pass an int32 [2, E] edge_index or \
+             a sparse adjacency"
+        );
         let e = conv.forward_args(&tr, &[Arg::Dense(x.clone()), Arg::Dense(x.clone())]).unwrap_err().to_string();
-        assert!(e.contains("argument 1 (adj) must be a sparse matrix, got f32[4,6]"), "{e}");
+        assert!(
+            e.contains("edge_index an int32 [2, num_edges] tensor (sources, then targets), got edge_index f32[4,6]"),
+            "{e}"
+        );
         let e =
             conv.forward_args(&tr, &[x.clone().into(), adj.clone().into(), x.clone().into()]).unwrap_err().to_string();
-        assert_eq!(e, "SAGEConv.forward takes (x, adj), 2 arguments, but got 3");
+        assert_eq!(e, "SAGEConv.forward takes (x, edge_index), 2 arguments, but got 3");
         let wide = SparseVar::input(&tr, "wide", 4, 5, 8).unwrap();
         let e = GCNConv::new(6, 3, &mut rng).unwrap().forward_args(&tr, &[x.clone().into(), wide.into()]);
         assert!(e.unwrap_err().to_string().contains("adj a square nodes x nodes matrix, got x f32[4,6] and adj 4x5"));

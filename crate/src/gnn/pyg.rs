@@ -13,8 +13,8 @@
 //! convs.{i}.convs.{g}.conv.lin_r.weight
 //! ```
 //!
-//! Ours differ only in the groups' list, which [`super::nn::GroupAddRev`] calls `blocks`.
-//! Weights are `[out, in]` in both, so tensors carry over unchanged.
+//! Ours are the same names ([`super::nn::GroupAddRev`] names its groups `convs.{g}`, as PyG
+//! does). Weights are `[out, in]` in both, so tensors carry over unchanged.
 
 use super::nn::RevGnnConfig;
 use super::train::Trainer;
@@ -36,16 +36,6 @@ pub fn rev_gnn_keys(cfg: &RevGnnConfig) -> Vec<String> {
         }
     }
     keys
-}
-
-/// Our name for PyG's key `pyg` (the inverse of the renaming: `convs.{i}.convs.{g}.` is
-/// our `convs.{i}.blocks.{g}.`).
-fn our_name(pyg: &str) -> String {
-    let parts: Vec<&str> = pyg.splitn(5, '.').collect();
-    match parts.as_slice() {
-        ["convs", i, "convs", g, rest] => format!("convs.{i}.blocks.{g}.{rest}"),
-        _ => pyg.to_string(),
-    }
 }
 
 /// The shape PyG gives the tensor `key` (`[out, in]` weights).
@@ -71,21 +61,20 @@ pub fn rev_gnn_state_dict<'a>(
     let keys = rev_gnn_keys(cfg);
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
-        let ours = our_name(&key);
-        let t = params.get(&ours).ok_or_else(|| {
-            Error::train(format!("PyG's parameter \"{key}\" has no counterpart (\"{ours}\" is not in the model)"))
-        })?;
+        let t = params
+            .get(&key)
+            .ok_or_else(|| Error::train(format!("PyG's parameter \"{key}\" has no counterpart in the model")))?;
         let want = pyg_shape(cfg, &key);
         if t.shape() != want.as_slice() {
             return Err(Error::train(format!(
-                "parameter \"{ours}\" has shape {:?}, but PyG's \"{key}\" has {want:?}",
+                "parameter \"{key}\" has shape {:?}, but PyG gives it {want:?}",
                 t.shape()
             )));
         }
         out.push((key, t.as_ref()));
     }
     if out.len() != params.len() {
-        let used: std::collections::HashSet<String> = out.iter().map(|(k, _)| our_name(k)).collect();
+        let used: std::collections::HashSet<String> = out.iter().map(|(k, _)| k.clone()).collect();
         let mut extra: Vec<&String> = params.keys().filter(|k| !used.contains(*k)).collect();
         extra.sort();
         return Err(Error::train(format!("parameter \"{}\" has no name in PyG's RevGNN", extra[0])));
@@ -169,7 +158,7 @@ mod tests {
         assert_eq!(get("convs.1.convs.0.conv.lin_l.weight").shape(), &[4, 4]);
         assert_eq!(get("convs.1.convs.1.conv.lin_l.bias").shape(), &[4]);
         // The same tensor object, not a copy.
-        assert!(std::ptr::eq(get("convs.0.convs.1.norm.weight"), params["convs.0.blocks.1.norm.weight"].as_ref()));
+        assert!(std::ptr::eq(get("convs.0.convs.1.norm.weight"), params["convs.0.convs.1.norm.weight"].as_ref()));
     }
 
     #[test]
@@ -244,10 +233,10 @@ mod tests {
         let model = RevGnn::new(cfg(), &mut Rng::new(0)).unwrap();
         let mut params: HashMap<String, Rc<Tensor>> =
             model.named_parameters().into_iter().map(|(n, p)| (n, p.value().unwrap())).collect();
-        let w = params.remove("convs.1.blocks.0.conv.lin_r.weight").unwrap();
+        let w = params.remove("convs.1.convs.0.conv.lin_r.weight").unwrap();
         let e = rev_gnn_state_dict(&cfg(), &params).unwrap_err().to_string();
         assert!(e.contains("\"convs.1.convs.0.conv.lin_r.weight\""), "{e}");
-        params.insert("convs.1.blocks.0.conv.lin_r.weight".into(), w);
+        params.insert("convs.1.convs.0.conv.lin_r.weight".into(), w);
         params.insert("extra.weight".into(), Rc::new(Tensor::scalar(0.0)));
         let e = rev_gnn_state_dict(&cfg(), &params).unwrap_err().to_string();
         assert!(e.contains("\"extra.weight\""), "{e}");

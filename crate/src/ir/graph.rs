@@ -45,7 +45,7 @@ pub enum BlockKind {
 /// Where a node came from: module scope, Block/IPU annotation, user source location.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeMeta {
-    /// Module scope path, e.g. `convs.3.blocks.1.conv.lin_l` (empty at the top level).
+    /// Module scope path, e.g. `convs.3.convs.1.conv.lin_l` (empty at the top level).
     pub scope: String,
     /// The active Block's id, if any.
     pub block: Option<String>,

@@ -27,7 +27,7 @@ use super::model::HostModel;
 use super::optim::{Optimizer, OptimizerArgs};
 use super::reduce::{Accumulator, GradReduction};
 use crate::autograd::{find_loss, training_graph_at, TrainOptions};
-use crate::compile::options::MeanReductionStrategy;
+use crate::compile::options::{MeanReductionStrategy, OutputMode};
 use crate::compile::ExecutionStrategy;
 use crate::compile::{plan_with, Diagnostic, Options, Plan, PlanSettings};
 use crate::exec::{optimizer_update, run, RunStats, Store};
@@ -71,6 +71,25 @@ struct Executable {
     /// The host model's trained version these device weights correspond to.
     uploaded_version: u64,
     plan: Plan,
+    /// The options' anchored tensors, resolved against the step graph.
+    anchors: Vec<Anchor>,
+}
+
+/// What an anchored tensor (`Options.anchorTensor`) holds.
+#[derive(Clone, Debug)]
+enum AnchorSource {
+    /// A parameter's gradient as the step computed it: index into `Executable::grads`.
+    Gradient(usize),
+    /// A parameter after the optimizer's update.
+    Updated(String),
+}
+
+#[derive(Clone, Debug)]
+struct Anchor {
+    short: String,
+    source: AnchorSource,
+    mode: OutputMode,
+    period: usize,
 }
 
 /// The step graph of a micro-batch and what the executable needs to run it.
@@ -99,6 +118,8 @@ pub struct PoplarExecutor {
     exe: Option<Executable>,
     /// What the executor measured over the last call's micro-batches.
     last_stats: Option<RunStats>,
+    /// The anchored tensors of the last call, by short name.
+    anchored: BTreeMap<String, Tensor>,
 }
 
 /// A gradient computed with loss scaling `ls`, divided by it (in float32, back to its dtype).
@@ -180,7 +201,62 @@ impl PoplarExecutor {
             logged: Vec::new(),
             exe: None,
             last_stats: None,
+            anchored: BTreeMap::new(),
         })
+    }
+
+    /// `getAnchoredTensor(short_name)`: the value the last call left in the tensor anchored
+    /// under `short_name` (`Options.anchorTensor`), per the anchor's output mode.
+    pub fn anchored_tensor(&self, short_name: &str) -> Result<&Tensor> {
+        self.anchored.get(short_name).ok_or_else(|| Error::poptorch(format!("No tensor with name {short_name} found.")))
+    }
+
+    /// The options' anchors resolved against the gradients a step returns: PopART's names
+    /// `Gradient___model.<parameter>` and `UpdatedVar___model.<parameter>` (the parameter's
+    /// name as `namedParameters` gives it, after PopTorch's `model.`; the bare name is
+    /// accepted too).
+    fn resolve_anchors(&self, grads: &[(String, usize)]) -> Result<Vec<Anchor>> {
+        let mut out = Vec::new();
+        for (short, a) in &self.options.anchored_tensors {
+            let err = |why: String| {
+                Error::poptorch(format!("anchorTensor(\"{short}\", \"{}\"): {why}", a.long_name))
+                    .with_option("anchoredTensors")
+            };
+            let (kind, rest) = if let Some(r) = a.long_name.strip_prefix("Gradient___") {
+                ("Gradient", r)
+            } else if let Some(r) = a.long_name.strip_prefix("UpdatedVar___") {
+                ("UpdatedVar", r)
+            } else {
+                return Err(err(
+                    "this model has no tensor of that name: a parameter's gradient is \"Gradient___model.<name>\" and \
+                     its updated value \"UpdatedVar___model.<name>\""
+                        .into(),
+                ));
+            };
+            if !self.training {
+                return Err(err(format!(
+                    "an inferenceModel computes no {kind} tensors: anchor them on a trainingModel"
+                )));
+            }
+            let find = |n: &str| grads.iter().position(|(p, _)| p == n);
+            let Some(k) = rest.strip_prefix("model.").and_then(find).or_else(|| find(rest)) else {
+                let names: Vec<&str> = grads.iter().take(8).map(|(p, _)| p.as_str()).collect();
+                return Err(err(format!(
+                    "no trained parameter is named \"{}\" (the parameters: {}{})",
+                    rest.strip_prefix("model.").unwrap_or(rest),
+                    names.join(", "),
+                    if grads.len() > names.len() { ", …" } else { "" }
+                )));
+            };
+            let source =
+                if kind == "Gradient" { AnchorSource::Gradient(k) } else { AnchorSource::Updated(grads[k].0.clone()) };
+            let mode = a.output_mode.map_or(self.options.resolved_output_mode(true), |m| match m {
+                OutputMode::Default => self.options.resolved_output_mode(true),
+                m => m,
+            });
+            out.push(Anchor { short: short.clone(), source, mode, period: a.output_return_period });
+        }
+        Ok(out)
     }
 
     /// Whether this is a training model.
@@ -435,6 +511,7 @@ impl PoplarExecutor {
         let s = self.step(&input_types(inputs), true)?;
         let replicas = self.options.replication_factor;
         let step = crate::exec::fuse::fuse(&s.graph)?;
+        let anchors = self.resolve_anchors(&s.grads)?;
         let mut groups = BTreeMap::new();
         for (name, _) in self.model.parameters() {
             let g = match self.groupings.get(&name) {
@@ -466,6 +543,7 @@ impl PoplarExecutor {
             max_loss_scaling: s.max_loss_scaling,
             uploaded_version: self.model.trained_version(),
             plan: s.plan,
+            anchors,
         })
     }
 
@@ -741,6 +819,14 @@ impl PoplarExecutor {
         let b = exe.batching;
         let slices: Vec<Vec<Tensor>> = inputs.iter().map(|t| b.split(t)).collect::<std::result::Result<_, _>>()?;
         let mut per_micro: Vec<Vec<Tensor>> = vec![Vec::new(); b.micro_batches()];
+        // The anchored gradients of each micro-batch, as PopART's Gradient___ tensors hold them.
+        let grad_anchors: Vec<(usize, usize)> = (exe.anchors.iter().enumerate())
+            .filter_map(|(i, a)| match a.source {
+                AnchorSource::Gradient(k) => Some((i, exe.grads[k].1)),
+                AnchorSource::Updated(_) => None,
+            })
+            .collect();
+        let mut anchor_micro: Vec<Vec<Tensor>> = vec![Vec::new(); b.micro_batches()];
         let mut stats = RunStats::default();
         for d in 0..b.device_iterations {
             let mut accs: Vec<Accumulator> = exe.grads.iter().map(|_| Accumulator::new(b.replicas)).collect();
@@ -764,6 +850,8 @@ impl PoplarExecutor {
                         keep.push(unscale(&outs[*i], ls)?);
                     }
                     per_micro[b.index(d, a, r)] = keep;
+                    anchor_micro[b.index(d, a, r)] =
+                        grad_anchors.iter().map(|&(_, i)| outs[i].as_ref().clone()).collect();
                     for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
                         acc.add(r, &outs[*i], &how).map_err(|e| e.context(format!("gradient of '{name}'")))?;
                     }
@@ -782,6 +870,19 @@ impl PoplarExecutor {
         }
         let mode = self.options.resolved_output_mode(self.training);
         let out = b.assemble(mode, self.options.output_return_period, &per_micro)?;
+        let mut anchored = BTreeMap::new();
+        for (j, &(i, _)) in grad_anchors.iter().enumerate() {
+            let a = &exe.anchors[i];
+            let one: Vec<Vec<Tensor>> = anchor_micro.iter().map(|m| vec![m[j].clone()]).collect();
+            let v = b.assemble(a.mode, Some(a.period), &one)?.remove(0);
+            anchored.insert(a.short.clone(), v);
+        }
+        for a in &exe.anchors {
+            if let AnchorSource::Updated(name) = &a.source {
+                anchored.insert(a.short.clone(), exe.replicas[0].params[name].as_ref().clone());
+            }
+        }
+        self.anchored = anchored;
         self.last_stats = Some(stats);
         if self.training {
             self.copy_weights_to_host()?;

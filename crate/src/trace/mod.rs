@@ -1,7 +1,7 @@
 //! The dispatch tracer: user model code runs once on tracing tensors ([`Var`]) and every op
 //! it calls is recorded as a node of a [`Graph`], the way PopTorch records a model.
 //!
-//! Each node carries its module scope (`convs.3.blocks.1.conv.lin_l`), the active Block and
+//! Each node carries its module scope (`convs.3.convs.1.conv.lin_l`), the active Block and
 //! IPU with the annotation that made it active ([`BlockKind`]: a `Block` scope, a
 //! `BeginBlock`, or none after a scope ended), and the `file:line` of the call (Rust: `#[track_caller]`; JS: the caller's stack).
 //! Parameters, buffers and model inputs become named placeholders; any other tensor the
@@ -52,7 +52,7 @@ impl Frame {
 #[derive(Default)]
 struct State {
     frames: Vec<Frame>,
-    /// The module scope path, dotted (`convs.3.blocks.1`; empty at the top level): kept
+    /// The module scope path, dotted (`convs.3.convs.1`; empty at the top level): kept
     /// joined, as every node records it.
     scope: String,
     /// The active Block (id, IPU) and the annotation that made it so (`Ended`: a Block

@@ -748,24 +748,16 @@ mod tests {
 }
 
 /// GCN's normalised adjacency `D^-1/2 (A + I) D^-1/2` (PyG `gcn_norm` with
-/// `add_remaining_self_loops`): every node gets a self loop unless it has one already;
-/// row `i` (a target) holds `1 / sqrt(deg(i) deg(j))` for every edge `j -> i`, where `deg`
-/// counts in-edges including the self loop.
+/// `add_remaining_self_loops`): the self-loops of the edge list are dropped and every node
+/// gets exactly one (so a node with two loops has one, as in PyG); row `i` (a target) holds
+/// `1 / sqrt(deg(i) deg(j))` for every edge `j -> i`, where `deg` counts in-edges including
+/// the self loop. A repeated edge that is not a loop counts each time.
 pub fn gcn_adjacency(num_nodes: usize, edge_src: &[u32], edge_dst: &[u32]) -> CsrMatrix {
     assert_eq!(edge_src.len(), edge_dst.len(), "gcn_adjacency: src and dst lengths differ");
-    let mut has_loop = vec![false; num_nodes];
-    let (mut src, mut dst) = (edge_src.to_vec(), edge_dst.to_vec());
-    for (&s, &d) in edge_src.iter().zip(edge_dst) {
-        if s == d {
-            has_loop[s as usize] = true;
-        }
-    }
-    for (i, &l) in has_loop.iter().enumerate() {
-        if !l {
-            src.push(i as u32);
-            dst.push(i as u32);
-        }
-    }
+    let (mut src, mut dst): (Vec<u32>, Vec<u32>) =
+        edge_src.iter().zip(edge_dst).filter(|(s, d)| s != d).map(|(&s, &d)| (s, d)).unzip();
+    src.extend(0..num_nodes as u32);
+    dst.extend(0..num_nodes as u32);
     let mut deg = vec![0f32; num_nodes];
     for &d in &dst {
         deg[d as usize] += 1.0;
