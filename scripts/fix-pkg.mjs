@@ -572,8 +572,8 @@ ${target === "nodejs"
     buffers(): HostTensor[];
     /** Parameters then buffers, as host tensors (copies). */
     stateDict(): Record<string, HostTensor>;
-    /** Writes each value into its parameter or buffer (same dtype and shape); strict (default): every key, no others. */
-    loadStateDict(stateDict: Record<string, HostTensorInput>, strict?: boolean): void;
+    /** Writes each value into its parameter or buffer (same dtype and shape); strict (default): every key, no others. A value may also be PyTorch's \`tensor.tolist()\` (nested arrays, read in the parameter's dtype), and the dict a Map (as \`torch.load\` gives one). */
+    loadStateDict(stateDict: Record<string, StateDictValue> | Map<string, StateDictValue>, strict?: boolean): void;
     /** This module's parameter \`name\` becomes \`source\`'s parameter \`sourceName\` (default \`name\`): PyTorch's \`decoder.weight = embed.weight\`, one parameter with one gradient and one optimizer state. Returns the module. */
     tieParameter(name: string, source: object, sourceName?: string): this;
     /** Every float parameter and buffer cast to float16 (PyTorch's half()); returns the module. */
@@ -594,6 +594,10 @@ export interface HostTensorInput {
     dtype?: "float32" | "float16" | "int32" | "bool";
     name?: string;
 }
+/** PyTorch's \`tensor.tolist()\`: a number (0-d), or arrays nested as deep as the tensor's rank. */
+export type NestedNumbers = number | boolean | NestedNumbers[];
+/** A value of a state dict: a host tensor, or PyTorch's \`tensor.tolist()\`. */
+export type StateDictValue = HostTensorInput | NestedNumbers;
 ${enumTypes.join("\n")}
 /** Any \`poptorch.optim\` optimizer. */
 export type PoptorchOptimizer = PoptorchSGD | PoptorchAdam | PoptorchAdamW | PoptorchRMSprop | PoptorchLAMB;

@@ -1,6 +1,7 @@
 // A TypeScript user of the npm package: every namespace and the main exports, typed. It is
 // only type-checked (tsc --noEmit), never run; the Node tests run the same calls.
 import {
+  type StateDictValue,
   nn, poptorch, trace, plan, traceMlp, defaultModel, demoModel, limits, version, block, beginBlock, constant, manualSeed,
   datasets, loaders, randomMask, isTraining,
   type HostTensor, type HostTensorInput, type Tensor, type OutputMode, type PoptorchOptimizer, type Parameter,
@@ -190,7 +191,23 @@ const stemPlan = poptorch.trainingModel(new Stem(), new poptorch.Options().devic
   { shape: [2], dtype: "int32" },
 );
 
+// PyG's conventions: conv(x, edge_index) with an int32 [2, E] tensor; a state dict of nested
+// lists or a Map; a step's gradients read through anchored tensors.
+class PygNet extends nn.Module {
+  sage = new nn.SAGEConv(4, 4);
+  gcn = new nn.GCNConv(4, 2);
+  override forward(x: Tensor, edgeIndex: Tensor): Tensor {
+    return this.gcn.forward(this.sage.forward(x, edgeIndex).relu(), edgeIndex);
+  }
+}
+const pygNet = new PygNet();
+pygNet.sage.loadStateDict({ "lin_l.weight": [[1, 2, 3, 4], [0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2]], "lin_l.bias": [0, 0, 0, 0] }, false);
+pygNet.gcn.loadStateDict(new Map<string, StateDictValue>([["bias", [0.5, -0.5]], ["lin.weight", { shape: [2, 4], data: new Float32Array(8) }]]));
+const anchored = poptorch.trainingModel(pygNet, new poptorch.Options().anchorTensor("g", "Gradient___model.gcn.bias", poptorch.OutputMode.Final, 1));
+anchored.call({ shape: [5, 4], data: new Float32Array(20) }, { shape: [2, 3], dtype: "int32", data: new Int32Array([0, 1, 2, 1, 2, 3]) });
+const gcnBiasGrad: HostTensor = anchored.getAnchoredTensor("g");
+
 export {
-  first, same, json, frozen, constantEps, others, p, loss, compiled, scale, warnings, out, windowed, traced, planned, demo,
+  gcnBiasGrad, first, same, json, frozen, constantEps, others, p, loss, compiled, scale, warnings, out, windowed, traced, planned, demo,
   d, maxBytes, v, gnn, stemPlan, report, wrapperTrace, optimizerType, factor, bert,
 };

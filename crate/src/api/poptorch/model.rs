@@ -660,6 +660,18 @@ impl PoplarExecutorJs {
         self.with(|w| Ok(w.exec.warnings()))
     }
 
+    /// `getAnchoredTensor(shortName)`: the host tensor the last call left in the tensor
+    /// anchored under `shortName` (`Options.anchorTensor`): a parameter's gradient as the
+    /// step computed it, or its value after the update.
+    #[wasm_bindgen(js_name = getAnchoredTensor)]
+    pub fn get_anchored_tensor(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] short_name: JsValue,
+    ) -> JsResult<JsValue> {
+        let short = args::string(&short_name, "getAnchoredTensor: short_name", crate::trace::check::MAX_NAME_BYTES)?;
+        self.with(|w| host_tensor::to_js(w.exec.anchored_tensor(&short).map_err(js_err)?))
+    }
+
     /// The loss scaling factor the next step uses (it changes with automatic loss scaling);
     /// `undefined` before compilation.
     #[wasm_bindgen(getter, js_name = lossScaling)]

@@ -237,6 +237,29 @@ impl PoptorchOptions {
         self.set(|o| o.output_mode(mode, period))
     }
 
+    /// `anchorTensor(shortName, longName, outputMode?, outputReturnPeriod?)`: keep PopART's
+    /// tensor `longName` after each run (`Gradient___model.<parameter>`, the gradient a step
+    /// computed; `UpdatedVar___model.<parameter>`, the parameter after the update), read with
+    /// `model.getAnchoredTensor(shortName)`. The output mode defaults to the model's.
+    #[wasm_bindgen(js_name = anchorTensor)]
+    pub fn anchor_tensor(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] short_name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] long_name: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "OutputMode")] mode: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] period: JsValue,
+    ) -> JsResult<PoptorchOptions> {
+        let short = args::string(&short_name, "Options.anchorTensor: short_name", check::MAX_NAME_BYTES)?;
+        let long = args::string(&long_name, "Options.anchorTensor: long_name", check::MAX_NAME_BYTES)?;
+        let mode: Option<OutputMode> = if args::is_absent(&mode) {
+            None
+        } else {
+            Some(enums::parse(&mode, "Options.anchorTensor: output_mode", &enums::output_mode())?)
+        };
+        let period = args::opt_count(&period, "Options.anchorTensor: output_return_period", MAX_COUNT)?;
+        self.set(|o| o.anchor_tensor(&short, &long, mode, period))
+    }
+
     /// `randomSeed(seed)`: a whole number from 0 to 2^53 − 1.
     #[wasm_bindgen(js_name = randomSeed)]
     pub fn random_seed(
