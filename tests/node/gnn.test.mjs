@@ -196,6 +196,30 @@ describe("loaders.RandomNodeLoader", () => {
     assert.throws(() => [...loader], /computed for 3 epochs/);
   });
 
+  test("a part's edgeIndex (padding edges looping on the last padding node) gives the convs its adjacencies' results", () => {
+    const loader = new loaders.RandomNodeLoader(data, { numParts: 10, shuffle: true, seed: 2, fixedSize: true, epochs: 1 });
+    const b = [...loader][0];
+    assert.deepEqual(b.edgeIndex.shape, [2, b.numEdges]);
+    const pad = b.numNodes - 1;
+    for (let k = b.numRealEdges; k < b.numEdges; k++) {
+      assert.deepEqual([b.edgeIndex.data[k], b.edgeIndex.data[b.numEdges + k]], [pad, pad]);
+    }
+    manualSeed(4);
+    const lin = new nn.Linear(data.numFeatures, 8);
+    const sage = new nn.SAGEConv(8, 8);
+    const gcn = new nn.GCNConv(8, 4);
+    class Net extends nn.Module {
+      constructor() { super(); this.lin = lin; this.sage = sage; this.gcn = gcn; }
+      forward(x, a, g) { return this.gcn.forward(this.sage.forward(this.lin.forward(x), a).relu(), g); }
+    }
+    const viaEdges = poptorch.inferenceModel(new Net()).call(b.x, b.edgeIndex, b.edgeIndex);
+    const viaCsr = poptorch.inferenceModel(new Net()).call(b.x, b.meanAdjacency(), b.gcnAdjacency());
+    assert.deepEqual(viaEdges.shape, [b.numNodes, 4]);
+    for (let i = 0; i < b.numRealNodes * 4; i++) {
+      assert.ok(Math.abs(viaEdges.data[i] - viaCsr.data[i]) <= 1e-5 + 1e-4 * Math.abs(viaCsr.data[i]), `${i}: ${viaEdges.data[i]} vs ${viaCsr.data[i]}`);
+    }
+  });
+
   test("the iterator yields plain objects, freeing each Rust batch at once (also when the loop breaks)", () => {
     const loader = new loaders.RandomNodeLoader(data, { numParts: 3, shuffle: true, seed: 5 });
     for (const b of loader) {

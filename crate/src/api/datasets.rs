@@ -180,10 +180,7 @@ impl JsGraphData {
     /// view).
     #[wasm_bindgen(getter, js_name = edgeIndex, unchecked_return_type = "HostTensor")]
     pub fn edge_index(&self) -> JsResult<JsValue> {
-        self.view("edgeIndex", |d| {
-            let v: Vec<i32> = d.edge_src.iter().chain(&d.edge_dst).map(|&n| n as i32).collect();
-            host_tensor::to_js(&Tensor::from_i32(&[2, d.num_edges()], v).map_err(args::js_err)?)
-        })
+        self.view("edgeIndex", |d| host_tensor::to_js(&d.edge_index().map_err(args::js_err)?))
     }
     /// SAGEConv's mean-aggregation adjacency of the whole graph (rows are targets).
     #[wasm_bindgen(js_name = meanAdjacency, unchecked_return_type = "HostSparse")]

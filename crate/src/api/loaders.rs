@@ -232,6 +232,12 @@ impl Batch {
         let v = ids.iter().map(|&i| if i == PADDING_NODE_ID { -1 } else { i as i32 }).collect();
         host(Tensor::from_i32(&[ids.len()], v))
     }
+    /// The part's edges as PyG's `edge_index`, int32 `[2, numEdges]` (padding edges are self
+    /// loops on the last padding node, so they reach no real node in SAGEConv or GCNConv).
+    #[wasm_bindgen(getter, js_name = edgeIndex, unchecked_return_type = "HostTensor")]
+    pub fn edge_index(&self) -> JsResult<JsValue> {
+        host(self.part.sub.data.edge_index())
+    }
     /// SAGEConv's mean-aggregation adjacency of the part (its entries padded to the loader's
     /// edge count).
     #[wasm_bindgen(js_name = meanAdjacency, unchecked_return_type = "HostSparse")]
@@ -263,6 +269,7 @@ impl Batch {
         set("testMask", self.test_mask()?)?;
         set("nodeMask", self.node_mask()?)?;
         set("nodeIds", self.node_ids()?)?;
+        set("edgeIndex", self.edge_index()?)?;
         set("meanAdjacency", self.mean_adjacency()?)?;
         set("gcnAdjacency", self.gcn_adjacency()?)?;
         Ok(o.into())

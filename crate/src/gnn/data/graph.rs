@@ -27,6 +27,12 @@ impl GraphData {
         self.edge_src.len()
     }
 
+    /// The edges as PyG's `edge_index`: int32 `[2, num_edges]`, sources then targets.
+    pub fn edge_index(&self) -> crate::Result<crate::tensor::Tensor> {
+        let v: Vec<i32> = self.edge_src.iter().chain(&self.edge_dst).map(|&n| n as i32).collect();
+        crate::tensor::Tensor::from_i32(&[2, self.num_edges()], v)
+    }
+
     /// Number of nodes of each class.
     pub fn class_counts(&self) -> Vec<usize> {
         let mut counts = vec![0; self.num_classes];
