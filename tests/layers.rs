@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("rng", 1),
     ("progress", 1),
+    ("wasm_heap", 0),
     ("tensor", 2),
     ("ir", 3),
     ("trace", 4),

@@ -57,5 +57,12 @@ pub mod trace;
 
 #[cfg(target_arch = "wasm32")]
 pub mod api;
+#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
+mod wasm_heap;
+
+/// std's allocator with a wasm memory that grows geometrically (see `wasm_heap`).
+#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
+#[global_allocator]
+static HEAP: wasm_heap::Heap = wasm_heap::Heap::new();
 
 pub use error::{Error, ErrorKind, Result};
