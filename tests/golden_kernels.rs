@@ -297,15 +297,32 @@ fn to_op(c: &Case) -> Result<Op, String> {
 // comparison
 // ---------------------------------------------------------------------------------------
 
-/// Compares one tensor; returns a description of the first mismatch.
-fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), String> {
+/// The distance in units in the last place between two finite halves of one sign (or any
+/// two zeros); `u32::MAX` otherwise.
+fn f16_ulps(a: f32, b: f32) -> u32 {
+    let (x, y) = (f16::from_f32(a), f16::from_f32(b));
+    if x.is_nan() || y.is_nan() || x.is_infinite() != y.is_infinite() {
+        return u32::MAX;
+    }
+    if (x.to_bits() & 0x7fff) == 0 && (y.to_bits() & 0x7fff) == 0 {
+        return 0;
+    }
+    if x.is_sign_negative() != y.is_sign_negative() {
+        return u32::MAX;
+    }
+    ((x.to_bits() & 0x7fff) as i32 - (y.to_bits() & 0x7fff) as i32).unsigned_abs()
+}
+
+/// Compares one tensor; returns a description of the first mismatch. Float16 must be
+/// within `ulps` units in the last place (0: bit-exact).
+fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64, ulps: u32) -> Result<(), String> {
     if got.dtype() != want.dtype() || got.shape() != want.shape() {
         return Err(format!("got {}{:?}, want {}{:?}", got.dtype(), got.shape(), want.dtype(), want.shape()));
     }
     match (got, want) {
         (Tensor::F16(g), Tensor::F16(w)) => {
             for (i, (a, b)) in g.iter().zip(w.iter()).enumerate() {
-                let same = a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+                let same = a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()) || f16_ulps(*a, *b) <= ulps;
                 if !same {
                     return Err(format!(
                         "element {i}: got {a} ({:#06x}), want {b} ({:#06x})",
@@ -342,8 +359,12 @@ fn run_forward(c: &Case) -> Result<(), String> {
     if outs.len() != c.outputs.len() {
         return Err(format!("{op:?}: {} outputs, want {}", outs.len(), c.outputs.len()));
     }
+    // A float16 case whose reference is the correctly rounded result (float64, rounded once:
+    // the vision ops and linear) may be one unit in the last place away, as float32 sums
+    // are; every other float16 case is bit-exact.
+    let ulps = if c.attrs.get("reference").and_then(Value::as_str) == Some("float64_rounded_once") { 1 } else { 0 };
     for (k, (g, w)) in outs.iter().zip(&c.outputs).enumerate() {
-        compare(g, w, 1e-5, 1e-6).map_err(|e| format!("{op:?} output {k}: {e}"))?;
+        compare(g, w, 1e-5, 1e-6, ulps).map_err(|e| format!("{op:?} output {k}: {e}"))?;
     }
     Ok(())
 }
@@ -488,7 +509,7 @@ fn golden_backward_kernels() {
             for (k, g) in grads {
                 let want =
                     c.grads.get(k).and_then(|g| g.as_ref()).ok_or(format!("fixture has no gradient for input {k}"))?;
-                compare(&g, want, 1e-5, 1e-6).map_err(|e| format!("gradient of input {k}: {e}"))?;
+                compare(&g, want, 1e-5, 1e-6, 0).map_err(|e| format!("gradient of input {k}: {e}"))?;
             }
             Ok(true)
         });
