@@ -351,3 +351,56 @@ fn shape_errors_name_the_op_and_the_cause() {
     assert!(e.contains("Expected more than 1 value per channel when training"), "{e}");
     let _ = Conv2dGeom { stride: [1, 1], padding: [0, 0], dilation: [1, 1], groups: 1 };
 }
+
+/// PyTorch's `nn.Conv2d(..., padding='same')`, uneven cases included (one more zero row or
+/// column after than before), against PyTorch's output and gradients of x, weight and bias
+/// (tests/golden/modules/conv2d_same.json, made by tests/golden/make_golden.py).
+#[test]
+fn conv2d_padding_same_matches_pytorch_including_uneven_padding() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/modules/conv2d_same.json");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let tensor = |v: &serde_json::Value| {
+        let shape: Vec<usize> = v["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
+        Tensor::from_f32(&shape, v["data"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect())
+            .unwrap()
+    };
+    let pair = |v: &serde_json::Value| [v[0].as_u64().unwrap() as usize, v[1].as_u64().unwrap() as usize];
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    let mut uneven = 0;
+    for c in cases {
+        let name = c["name"].as_str().unwrap();
+        let a = &c["args"];
+        let (cin, cout) = (a["in"].as_u64().unwrap() as usize, a["out"].as_u64().unwrap() as usize);
+        let mut conv =
+            Conv2d::same(cin, cout, pair(&a["kernel_size"]), [1, 1], pair(&a["dilation"]), 1, true, &mut Rng::new(0))
+                .unwrap();
+        uneven += (conv.pad_after != [0, 0]) as usize;
+        conv.set_parameter("weight", tensor(&c["params"]["weight"])).unwrap();
+        conv.set_parameter("bias", tensor(&c["params"]["bias"])).unwrap();
+        let (x, g) = (tensor(&c["x"]), tensor(&c["grad_output"]));
+        let tr = Tracer::new();
+        let xv = tr.input("x", x.shape(), DType::Float32).unwrap();
+        let gv = tr.input("g", g.shape(), DType::Float32).unwrap();
+        let out = conv.forward_args(&tr, &[Arg::Dense(xv)]).unwrap();
+        let loss = out.mul(&gv).unwrap().sum(&[], false).unwrap();
+        let t = tr.finish(&[&loss, &out]).unwrap();
+        let opts = TrainOptions { return_grads: true, input_grads: vec!["x".into()], ..Default::default() };
+        let tg = training_graph(&t.graph, 0, &opts).unwrap();
+        let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
+        let r = run(&tg.graph, &mut store, &[Rc::new(x), Rc::new(g)]).unwrap();
+        let close = |what: &str, got: Vec<f32>, want: &serde_json::Value| {
+            let want = tensor(want).to_f32_vec();
+            assert_eq!(got.len(), want.len(), "{name}: {what}");
+            for (i, (p, q)) in got.iter().zip(&want).enumerate() {
+                assert!((p - q).abs() <= 1e-5 + 1e-4 * q.abs(), "{name}: {what}[{i}]: got {p}, PyTorch {q}");
+            }
+        };
+        close("out", r.outputs[1].to_f32_vec(), &c["out"]);
+        close("x.grad", r.outputs[tg.input_grad_outputs[0].1].to_f32_vec(), &c["grads"]["x"]);
+        for (p, i) in &tg.grad_outputs {
+            close(&format!("{p}.grad"), r.outputs[*i].to_f32_vec(), &c["grads"][p.as_str()]);
+        }
+    }
+    assert_eq!(uneven, 4, "every case pads unevenly along at least one dim");
+}

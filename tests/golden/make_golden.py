@@ -882,6 +882,45 @@ def gen_graph():
 
 
 # --------------------------------------------------------------------------
+# Modules (tests/golden/modules/*.json): whole nn modules whose forward is more than one op.
+
+MODULE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "modules")
+
+
+def gen_conv2d_same():
+    """`nn.Conv2d(..., padding='same')`, the uneven cases included (an even dilated kernel
+    span: PyTorch pads one more row/column after than before). Each case: the module's
+    arguments and parameters, x, the output, a random grad_output and the gradients of
+    sum(out * grad_output) for x, weight and bias, in float64 rounded to float32."""
+    cases = []
+    for tag, cin, cout, k, d, sx in [
+        ("k2", 2, 3, [2, 2], [1, 1], [2, 2, 5, 6]),
+        ("k4x3", 3, 2, [4, 3], [1, 1], [1, 3, 6, 5]),
+        ("k2_dilated3", 2, 2, [2, 3], [3, 1], [1, 2, 7, 6]),
+        ("k3x2_dilated_1x3", 1, 2, [3, 2], [1, 3], [2, 1, 5, 7]),
+    ]:
+        name = f"conv2d_same_{tag}"
+        r = rng_for(name)
+        x = torch.from_numpy(U(r, sx, -1, 1).astype(np.float64)).requires_grad_(True)
+        m = torch.nn.Conv2d(cin, cout, k, padding="same", dilation=d).double()
+        with torch.no_grad():
+            m.weight.copy_(torch.from_numpy(U(r, list(m.weight.shape), -0.5, 0.5).astype(np.float64)))
+            m.bias.copy_(torch.from_numpy(U(r, [cout], -0.5, 0.5).astype(np.float64)))
+        out = m(x)
+        assert list(out.shape[2:]) == sx[2:], name
+        g = torch.from_numpy(U(r, list(out.shape), -1, 1).astype(np.float64))
+        (out * g).sum().backward()
+        enc = lambda t: encode(t.detach().numpy(), "float32")  # noqa: E731
+        cases.append({"name": name, "module": "Conv2d",
+                      "args": {"in": cin, "out": cout, "kernel_size": k, "dilation": d, "padding": "same"},
+                      "params": {"weight": enc(m.weight), "bias": enc(m.bias)},
+                      "x": enc(x), "out": enc(out), "grad_output": enc(g),
+                      "grads": {"x": enc(x.grad), "weight": enc(m.weight.grad), "bias": enc(m.bias.grad)}})
+    os.makedirs(MODULE_DIR, exist_ok=True)
+    with open(os.path.join(MODULE_DIR, "conv2d_same.json"), "w") as fh:
+        fh.write('{"cases": [\n' + ",\n".join(json.dumps(c, separators=(",", ":")) for c in cases) + "\n]}\n")
+    print(f"modules/conv2d_same.json {len(cases):4d} cases")
+
 
 def write_all():
     os.makedirs(OUT_DIR, exist_ok=True)
@@ -918,6 +957,7 @@ def main():
     gen_shape()
     gen_cast()
     gen_float16()
+    gen_conv2d_same()
     gen_graph()
     write_all()
 

@@ -107,10 +107,16 @@ describe("convolutional layers from the npm package", () => {
     assert.deepEqual(shapeOf(new m.nn.Conv2d(3, 8, 5, { padding: "same", dilation: 2 })), [2, 8, 9, 11]);
     assert.deepEqual(shapeOf(new m.nn.Conv2d(3, 8, [3, 1], { padding: "same" })), [2, 8, 9, 11]);
     assert.deepEqual(shapeOf(new m.nn.Conv2d(3, 8, 3, { padding: "valid" })), [2, 8, 7, 9]);
-    // PyTorch's own refusal, and the uneven padding an even kernel needs (1 before, 2 after
-    // in PyTorch), which the engine's symmetric padding cannot hold.
+    // An even kernel pads unevenly (1 before, 2 after for 4), as PyTorch: a zero row and
+    // column are padded after the input first (values: tests/conv_models.rs, PyTorch's).
+    assert.deepEqual(shapeOf(new m.nn.Conv2d(3, 8, 4, { padding: "same" })), [2, 8, 9, 11]);
+    assert.deepEqual(shapeOf(new m.nn.Conv2d(3, 8, [2, 3], { padding: "same", dilation: [3, 1] })), [2, 8, 9, 11]);
+    const pkg = createRequire(path.join(REPO, "tests", "consumer", "index.mjs"))("ipu-playground");
+    const direct = m.trace({ forward: (x) => x.conv2d(pkg.constant(new Float32Array(3 * 2 * 2), [1, 3, 2, 2]), null, { padding: "same" }) },
+      [{ name: "x", shape: [2, 3, 9, 11] }]);
+    assert.deepEqual(direct.graph.values[direct.graph.outputs[0]].shape, [2, 1, 9, 11]);
+    // PyTorch's own refusal.
     assert.throws(() => new m.nn.Conv2d(3, 8, 3, { padding: "same", stride: 2 }), /padding='same' is not supported for strided convolutions/);
-    assert.throws(() => new m.nn.Conv2d(3, 8, 4, { padding: "same" }), /pads 1 before and 2 after .*pad the input explicitly/);
     assert.throws(() => new m.nn.Conv2d(3, 8, 3, { padding: "full" }), /padding must be a size, \[h, w\], "valid" or "same"/);
   });
 

@@ -52,15 +52,21 @@ pub(super) fn pool_geom(kernel: &JsValue, opts: &JsValue, what: &str, dilation: 
 }
 
 /// Convolution options for a kernel of `kernel`: `stride`, `padding` (sizes, or PyTorch's
-/// `"valid"` and `"same"`), `dilation` (sizes) and `groups`.
-pub(super) fn conv_geom(opts: &JsValue, what: &str, kernel: [usize; 2]) -> JsResult<Conv2dGeom> {
+/// `"valid"` and `"same"`), `dilation` (sizes) and `groups`; with the zero rows and columns
+/// `"same"` pads after the input first (its uneven part, see `Conv2dGeom::same_padding`).
+pub(super) fn conv_geom(opts: &JsValue, what: &str, kernel: [usize; 2]) -> JsResult<(Conv2dGeom, [usize; 2])> {
     let stride = pair(&args::get(opts, "stride")?, &format!("{what}: stride"), 1, Some([1, 1]))?;
     let dilation = pair(&args::get(opts, "dilation")?, &format!("{what}: dilation"), 1, Some([1, 1]))?;
     let p = args::get(opts, "padding")?;
+    let mut after = [0, 0];
     let padding = match p.as_string().as_deref() {
         Some("valid") => [0, 0],
-        Some("same") => Conv2dGeom::same_padding(kernel, stride, dilation)
-            .map_err(|e| args::error(&format!("{what}: {}", e.message())))?,
+        Some("same") => {
+            let (padding, extra) = Conv2dGeom::same_padding(kernel, stride, dilation)
+                .map_err(|e| args::error(&format!("{what}: {}", e.message())))?;
+            after = extra;
+            padding
+        }
         Some(other) => {
             return Err(args::error(&format!(
                 "{what}: padding must be a size, [h, w], \"valid\" or \"same\", got the string {other:?}"
@@ -70,5 +76,5 @@ pub(super) fn conv_geom(opts: &JsValue, what: &str, kernel: [usize; 2]) -> JsRes
     };
     let g = args::get(opts, "groups")?;
     let groups = if args::is_absent(&g) { 1 } else { args::positive_size(&g, &format!("{what}: groups"))? };
-    Ok(Conv2dGeom { stride, padding, dilation, groups })
+    Ok((Conv2dGeom { stride, padding, dilation, groups }, after))
 }

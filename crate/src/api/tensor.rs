@@ -312,8 +312,8 @@ impl Tensor {
                 return Err(args::error(&format!("Tensor.conv2d: weight must be [out, in/groups, kH, kW], got {s:?}")))
             }
         };
-        let geom = super::geometry::conv_geom(&opts, "Tensor.conv2d", kernel)?;
-        self.op(|v| v.conv2d(&w, b.as_ref(), geom))
+        let (geom, after) = super::geometry::conv_geom(&opts, "Tensor.conv2d", kernel)?;
+        self.op(|v| v.pad_after(after)?.conv2d(&w, b.as_ref(), geom))
     }
     /// `F.max_pool2d(self, kernelSize, { stride = kernelSize, padding, dilation, ceilMode })`.
     #[wasm_bindgen(js_name = maxPool2d, unchecked_return_type = "Tensor")]

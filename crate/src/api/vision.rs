@@ -40,9 +40,10 @@ impl Conv2d {
         let o = args::positive_size(&out_channels, "Conv2d: outChannels")?;
         let k = pair(&kernel_size, "Conv2d: kernelSize", 1, None)?;
         let opts = geometry::options(&options, "Conv2d: options")?;
-        let g = conv_geom(&opts, "Conv2d", k)?;
+        let (g, after) = conv_geom(&opts, "Conv2d", k)?;
         let bias = args::opt_bool(&args::get(&opts, "bias")?, "Conv2d: bias", true)?;
-        let m = with_rng(|r| rnn::Conv2d::new(i, o, k, g.stride, g.padding, g.dilation, g.groups, bias, r))?;
+        let mut m = with_rng(|r| rnn::Conv2d::new(i, o, k, g.stride, g.padding, g.dilation, g.groups, bias, r))?;
+        m.pad_after = after;
         Ok(Conv2d { inner: RefCell::new(m) })
     }
 }
@@ -50,7 +51,7 @@ impl Conv2d {
 impl FreshCopy for rnn::Conv2d {
     fn fresh_copy(&self) -> JsResult<Self> {
         let g = self.geom;
-        with_rng(|r| {
+        let mut copy = with_rng(|r| {
             rnn::Conv2d::new(
                 self.in_channels,
                 self.out_channels,
@@ -62,7 +63,9 @@ impl FreshCopy for rnn::Conv2d {
                 self.bias.is_some(),
                 r,
             )
-        })
+        })?;
+        copy.pad_after = self.pad_after;
+        Ok(copy)
     }
 }
 

@@ -178,32 +178,30 @@ pub struct Conv2dGeom {
 }
 
 impl Conv2dGeom {
-    /// PyTorch's `padding='same'`: the padding that keeps each spatial size, `d(k−1)/2` per
-    /// side. As in PyTorch, only for stride 1 ("padding='same' is not supported for strided
-    /// convolutions"); a dilated kernel of even span (`d(k−1)` odd) would need one more row
-    /// or column after than before, which this symmetric padding cannot express: an error
-    /// saying so (pad the input explicitly).
-    pub fn same_padding(kernel: [usize; 2], stride: [usize; 2], dilation: [usize; 2]) -> crate::Result<[usize; 2]> {
+    /// PyTorch's `padding='same'`: the padding that keeps each spatial size, `d(k−1)/2`
+    /// before each spatial dim and the rest, `d(k−1) − d(k−1)/2`, after: where the dilated
+    /// kernel's span is even (`d(k−1)` odd) one more row or column goes after than before,
+    /// as PyTorch pads (`_convolution_mode`). Returns the symmetric part (the convolution's
+    /// own padding) and the extra rows/columns after (0 or 1 per dim), which the caller
+    /// pads with zeros first. As in PyTorch, only for stride 1 ("padding='same' is not
+    /// supported for strided convolutions").
+    pub fn same_padding(
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        dilation: [usize; 2],
+    ) -> crate::Result<([usize; 2], [usize; 2])> {
         if stride != [1, 1] {
             return Err(crate::Error::ir(format!(
                 "padding='same' is not supported for strided convolutions (stride {stride:?})"
             )));
         }
-        let mut pad = [0; 2];
+        let (mut pad, mut extra) = ([0; 2], [0; 2]);
         for axis in 0..2 {
             let total = dilation[axis] * kernel[axis].saturating_sub(1);
-            if total % 2 == 1 {
-                return Err(crate::Error::ir(format!(
-                    "padding='same' with kernel size {kernel:?} and dilation {dilation:?} pads {} before and {} after \
-                     along spatial dim {axis}, and only even padding is supported here: pad the input explicitly \
-                     (or use an odd kernel size)",
-                    total / 2,
-                    total - total / 2
-                )));
-            }
             pad[axis] = total / 2;
+            extra[axis] = total % 2;
         }
-        Ok(pad)
+        Ok((pad, extra))
     }
 
     /// The output size of one spatial dim: `⌊(in + 2p − d(k−1) − 1)/s⌋ + 1`, or `None`

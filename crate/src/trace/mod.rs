@@ -957,6 +957,29 @@ impl Var {
         self.tr.record1(Op::AdaptiveAvgPool2d { output }, &[self], Location::caller())
     }
 
+    /// `after[i]` rows (i = 0) and columns (i = 1) of zeros appended to an NCHW tensor's
+    /// spatial dims (`F.pad(x, (0, after[1], 0, after[0]))`): the uneven part of PyTorch's
+    /// `padding='same'`, padded before the convolution as PyTorch pads it.
+    #[track_caller]
+    pub fn pad_after(&self, after: [usize; 2]) -> Result<Var> {
+        let rank = self.shape().len();
+        if rank < 2 {
+            return Err(Error::trace(format!("pad_after: a tensor of rank {rank} has no spatial dims")));
+        }
+        let mut x = self.clone();
+        for (i, &n) in after.iter().enumerate() {
+            if n > 0 {
+                let dim = rank - 2 + i;
+                let mut shape = x.shape().to_vec();
+                shape[dim] = n;
+                let zeros =
+                    self.tr.record1(Op::Full { shape, dtype: x.dtype(), value: 0.0 }, &[], Location::caller())?;
+                x = concat(&[&x, &zeros], dim as isize)?;
+            }
+        }
+        Ok(x)
+    }
+
     /// torch.flatten: dims `start_dim..=end_dim` (negative from the end) merged into one, as
     /// a reshape; a scalar becomes `[1]`.
     #[track_caller]

@@ -368,6 +368,9 @@ pub struct Conv2d {
     pub out_channels: usize,
     pub kernel_size: [usize; 2],
     pub geom: crate::ir::Conv2dGeom,
+    /// Zero rows and columns padded after the input first: the uneven part of PyTorch's
+    /// `padding='same'` ([`crate::ir::Conv2dGeom::same_padding`]); `[0, 0]` otherwise.
+    pub pad_after: [usize; 2],
     pub weight: Param,
     pub bias: Option<Param>,
 }
@@ -406,7 +409,26 @@ impl Conv2d {
         let geom = crate::ir::Conv2dGeom { stride, padding, dilation, groups };
         let shape = [out_channels, in_channels / groups, kernel_size[0], kernel_size[1]];
         let (weight, bias) = Conv2d::init_parameters(&name, &shape, bias, rng)?;
-        Ok(Conv2d { in_channels, out_channels, kernel_size, geom, weight, bias })
+        Ok(Conv2d { in_channels, out_channels, kernel_size, geom, pad_after: [0, 0], weight, bias })
+    }
+
+    /// PyTorch's `padding='same'` (stride 1): the symmetric padding in the convolution, and
+    /// one more zero row or column after where the dilated kernel's span is even.
+    #[allow(clippy::too_many_arguments)]
+    pub fn same(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: [usize; 2],
+        stride: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+        bias: bool,
+        rng: &mut Rng,
+    ) -> Result<Conv2d> {
+        let (padding, after) = crate::ir::Conv2dGeom::same_padding(kernel_size, stride, dilation)?;
+        let mut c = Conv2d::new(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, rng)?;
+        c.pad_after = after;
+        Ok(c)
     }
 
     /// The weight and bias, drawn as PyTorch's `reset_parameters` draws them.
@@ -426,7 +448,10 @@ impl Conv2d {
 
 impl Module for Conv2d {
     fn forward_args(&self, tr: &Tracer, args: &[Arg]) -> Result<Var> {
-        let x = one_dense(tr, "Conv2d", args)?;
+        let mut x = one_dense(tr, "Conv2d", args)?.clone();
+        if self.pad_after != [0, 0] {
+            x = x.pad_after(self.pad_after)?;
+        }
         let w = tr.param("weight", &self.weight)?;
         match &self.bias {
             Some(b) => x.conv2d(&w, Some(&tr.param("bias", b)?), self.geom),
