@@ -513,11 +513,23 @@ impl Tracer {
     /// active IPU rather than restoring it), so an op recorded afterwards without a new
     /// block is marked [`BlockKind::Ended`] and the planner rejects it.
     pub fn block<T>(&self, id: &str, ipu: Option<usize>, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.enter_block(id, ipu)?;
+        let r = f();
+        self.exit_block();
+        r
+    }
+
+    /// The start of [`Tracer::block`]'s scope, for a host whose scopes are not closures
+    /// (Python's `with poptorch.Block(...)`: `__enter__`); [`Tracer::exit_block`] ends it.
+    pub fn enter_block(&self, id: &str, ipu: Option<usize>) -> Result<()> {
         check_block(id, ipu)?;
         self.set_block(Some((id.to_string(), ipu)), BlockKind::Scoped);
-        let r = f();
+        Ok(())
+    }
+
+    /// The end of [`Tracer::block`]'s scope: no block is active afterwards.
+    pub fn exit_block(&self) {
         self.set_block(None, BlockKind::Ended);
-        r
     }
 
     fn set_block(&self, block: Option<(String, Option<usize>)>, kind: BlockKind) {
