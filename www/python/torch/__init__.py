@@ -31,6 +31,8 @@ int32 = int = dtype("int32", False, 4)
 int64 = long = int32
 bool = dtype("bool", False, 1)
 _DTYPES = {"float32": float32, "float16": float16, "int32": int32, "bool": bool}
+# The package's short names (a traced Tensor's dtype).
+_DTYPES.update(f32=float32, f16=float16, i32=int32, u8=bool, pred=bool)
 _default_dtype = [float32]
 
 
@@ -131,6 +133,7 @@ class Tensor:
         self._need_host()
         shape, _, values = self._host
         values = [0] * Size(shape).numel() if values is None else values if isinstance(values, list) else list(values)
+        values = [_b.float(v) for v in values] if self._host[1].is_floating_point else [_b.int(v) for v in values]
 
         def nest(vals, dims):
             if not dims:

@@ -112,20 +112,20 @@ class Module:
         return call(self._js.parameters)
 
     def named_parameters(self, prefix="", recurse=True):
-        return [tuple(p) for p in call(js._namedParameters, self._js)]
+        return [tuple(p) for p in call(self._js.namedParameters)]
 
     def buffers(self, recurse=True):
         return [b for _, b in self.named_buffers()]
 
     def named_buffers(self, prefix="", recurse=True):
-        return [(n, _host(b)) for n, b in call(js._namedBuffers, self._js)]
+        return [(n, _host(b._js)) for n, b in call(self._js.namedBuffers)]
 
     def state_dict(self):
-        d = call(js._stateDict, self._js)
+        d = call(self._js.stateDict)._js
         return {k: _host(getattr(d, k)) for k in host.keys(d)}
 
     def load_state_dict(self, state_dict, strict=True):
-        call(js._loadStateDict, self._js, state_dict, strict)
+        call(self._js.loadStateDict, state_dict, strict)
 
     def half(self):
         call(self._js.half)
