@@ -8,6 +8,8 @@
 //   const python = await loadPython({ loadPyodide, indexURL, pkg, readSource });
 //   const exports = await python.run(code, ctx, fetchDataset);  // { default, revgnn? }
 
+import { PYTHON_FILE } from "./protocol.js";
+
 /** The shipped Python files, relative to www/python/. */
 export const PYTHON_FILES = Object.freeze([
   "_ipu.py",
@@ -23,8 +25,6 @@ export const PYTHON_FILES = Object.freeze([
   "torch_geometric/transforms.py",
 ]);
 
-/** The user's file, as the tracer records it and tracebacks name it. */
-export const PYTHON_FILE = "model.py";
 const SITE_DIR = "/home/pyodide/ipu";
 
 /** JS helpers the bridge (_ipu.py) calls: type tests and conversions Python cannot make. */
@@ -39,6 +39,9 @@ function makeHost(pkg, datasets) {
       if (Array.isArray(v)) return "array";
       if (v instanceof pkg.poptorch.PoplarExecutor) return "executor";
       if (v instanceof pkg.poptorch.Options) return "options";
+      // A Parameter (a live view an optimizer takes) stays the package's object.
+      if (v instanceof pkg.nn.Parameter) return "other";
+      if (v !== null && typeof v === "object" && "shape" in v && ArrayBuffer.isView(v.data) && typeof v.dtype === "string") return "host";
       if (v && typeof v === "object" && (tags.has(v) || (typeof v.forward === "function" && v.forward[TEMPLATE] !== undefined))) return "pymodule";
       if (v && typeof v === "object" && typeof v.forward === "function") return "module";
       return "other";
@@ -54,6 +57,7 @@ function makeHost(pkg, datasets) {
       Object.defineProperty(f, TEMPLATE, { value: id });
       return f;
     },
+    get: (o, k) => o?.[k],
     has: (o, k) => o !== null && o !== undefined && k in Object(o),
     isFunction: (v) => typeof v === "function",
     isArray: (v) => Array.isArray(v),
@@ -93,7 +97,9 @@ export async function loadPython({ loadPyodide, indexURL, pkg, readSource }) {
   const datasets = new Map();
   py.registerJsModule("ipu_playground", pkg);
   py.registerJsModule("_ipu_host", makeHost(pkg, datasets));
-  py.runPython(`import sys\nsys.path.insert(0, ${JSON.stringify(SITE_DIR)})\nimport _ipu, torch, poptorch, torch_geometric, playground`);
+  py.runPython(
+    `import sys\nsys.path.insert(0, ${JSON.stringify(SITE_DIR)})\nimport _ipu\n_ipu.USER_FILE = ${JSON.stringify(PYTHON_FILE)}\nimport torch, poptorch, torch_geometric, playground`,
+  );
   const runner = py.globals.get("_ipu").run;
 
   /**
@@ -118,10 +124,14 @@ export async function loadPython({ loadPyodide, indexURL, pkg, readSource }) {
   return { pyodide: py, run };
 }
 
-/** The line of the last `File "model.py", line N` of a Python traceback in `text`, and its last line. */
-export function pythonTraceback(text) {
-  const frames = [...String(text).matchAll(/File "model\.py", line (\d+)/g)];
+/**
+ * A Python traceback in `message` (Pyodide's PythonError, when the user's Python `forward`
+ * failed inside a call the page made): the line of its last frame in the user's file, and
+ * its last line (the exception) as the message.
+ */
+export function pythonTraceback(message) {
+  const frames = [...String(message).matchAll(new RegExp(`File "${PYTHON_FILE.replace(".", "\\.")}", line (\\d+)`, "g"))];
   if (!frames.length) return null;
-  const lines = String(text).trim().split("\n");
+  const lines = String(message).trim().split("\n");
   return { line: Number(frames.at(-1)[1]), message: lines.at(-1) };
 }

@@ -12,7 +12,8 @@ import ipu_playground as js  # the package (registered by www/engine/python.js)
 import _ipu_host as host  # small JS helpers (www/engine/python.js HOST)
 from pyodide.ffi import JsProxy, create_proxy, to_js
 
-USER_FILE = "model.py"
+# The user's file name (protocol.js PYTHON_FILE), set by www/engine/python.js.
+USER_FILE = None
 
 # ---------------------------------------------------------------- caller site
 

@@ -4,7 +4,7 @@ panel), `ipus` (the IPUs in the system), `half` (the float16 switch), `dataset` 
 Training view's dataset), `epochs` (set when the Training view runs the code). Also the
 engine's helpers the presets use."""
 import _ipu
-from _ipu import js, call
+from _ipu import js, host, call
 
 # The page's context for this run (a JS object; reading `half` or `dataset` is recorded).
 _ctx = None
@@ -13,7 +13,7 @@ _NAMES = {"options": "options", "ipus": "ipus", "half": "half", "dataset": "data
 
 def __getattr__(name):
     if name in _NAMES and _ctx is not None:
-        return _ipu.py(getattr(_ctx, _NAMES[name]))
+        return _ipu.py(host.get(_ctx, _NAMES[name]))
     raise AttributeError(f"module 'playground' has no attribute '{name}'")
 
 

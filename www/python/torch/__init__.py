@@ -153,6 +153,12 @@ class Tensor:
         self._need_host()
         return self.tolist()[i]
 
+    def __float__(self):
+        return _b.float(self.item())
+
+    def __int__(self):
+        return _b.int(self.item())
+
     def _need_host(self):
         if self._js is not None:
             raise RuntimeError("a traced tensor has no values: it is a value of the graph being traced")
@@ -305,6 +311,16 @@ class Tensor:
 
 def _no_item():
     raise ValueError("only one element tensors can be converted to Python scalars")
+
+
+@_ipu.wraps("host")
+class _HostFromJs:
+    """A host tensor { shape, dtype, data } from the package, as a torch host tensor (its
+    values stay the package's typed array until read)."""
+
+    @staticmethod
+    def _wrap(v):
+        return Tensor._from_host(Size(v.shape), _DTYPES[v.dtype], v.data)
 
 
 _ipu.wraps("tensor")(Tensor)
