@@ -251,7 +251,7 @@ inputs = [torch.empty(4, 8)]
       const options = poptorch.Options.fromJSON({});
       options.setExecutionStrategy(new poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement));
       options.Training.gradientAccumulation(8);
-      return { model: poptorch.trainingModel(new Net(), options), inputs: [{ name: "input0", shape: [4, 8], dtype: "float32" }] };
+      return { model: poptorch.trainingModel(new Net(), options), inputs: [{ name: "x", shape: [4, 8], dtype: "float32" }] };
     },
     valid: true,
   },
@@ -287,7 +287,7 @@ inputs = [torch.empty(4, 8)]
       }
       const options = poptorch.Options.fromJSON({});
       options.setExecutionStrategy(new poptorch.ShardedExecution());
-      return { model: poptorch.inferenceModel(new Net(), options), inputs: [{ name: "input0", shape: [4, 8], dtype: "float32" }] };
+      return { model: poptorch.inferenceModel(new Net(), options), inputs: [{ name: "x", shape: [4, 8], dtype: "float32" }] };
     },
     valid: true,
   },
@@ -330,7 +330,7 @@ inputs = [torch.empty(4, 16)]
       }
       const options = poptorch.Options.fromJSON({});
       options.setExecutionStrategy(new poptorch.SerialPhasedExecution(new poptorch.Phase(new poptorch.Stage("p0").ipu(0)), new poptorch.Phase(new poptorch.Stage("p1").ipu(0))));
-      return { model: poptorch.trainingModel(new Net(), options), inputs: [{ name: "input0", shape: [4, 16], dtype: "float32" }] };
+      return { model: poptorch.trainingModel(new Net(), options), inputs: [{ name: "x", shape: [4, 16], dtype: "float32" }] };
     },
     valid: true,
   },
@@ -367,7 +367,7 @@ inputs = [torch.empty(4, 8)]
       }
       const options = poptorch.Options.fromJSON({});
       options.replicationFactor(2);
-      return { model: poptorch.inferenceModel(new Counter(), options), inputs: [{ name: "input0", shape: [4, 8], dtype: "float32" }] };
+      return { model: poptorch.inferenceModel(new Counter(), options), inputs: [{ name: "x", shape: [4, 8], dtype: "float32" }] };
     },
     thrown: /^PopTorch does not support broadcasting buffers\. .*broadcastBuffers\(False\)\.$/,
   },

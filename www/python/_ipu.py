@@ -102,6 +102,7 @@ def reset():
             pass
     _proxies.clear()
     _modules.clear()
+    _depth[0] = 0
     _site[0] = None
     js.setCallerSite(None)
 
@@ -219,12 +220,24 @@ def module_of(jsobj, template_id=None):
     return clone
 
 
+_depth = [0]
+
+
+def tracing():
+    """Whether a module's forward is running (inside the package's trace)."""
+    return _depth[0] > 0
+
+
 def _forward_from_js(this, template_id, args):
     module = module_of(this, template_id)
     # A wrapped model is traced in training or inference mode (PopTorch's model.train()/eval()).
     module.__dict__["training"] = bool(js.isTraining())
-    out = module.forward(*[py(a) for a in args])
-    return to_js_value(out)
+    _depth[0] += 1
+    try:
+        out = module.forward(*[py(a) for a in args])
+        return to_js_value(out)
+    finally:
+        _depth[0] -= 1
 
 
 FORWARD = create_proxy(_forward_from_js)
@@ -265,10 +278,17 @@ def _error(e):
     return info
 
 
-def _inputs(value):
-    """The `inputs` of the user's file as the page takes them: a dict of name → tensor (or
-    a list), one micro-batch; shape-only tensors (torch.empty) are shapes."""
-    items = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
+def _inputs(value, model):
+    """The `inputs` of the user's file as the page takes them: a dict of name → tensor, or
+    a list (named by the parameters of the model's forward, as PopTorch names inputs), one
+    micro-batch; shape-only tensors (torch.empty) are shapes."""
+    if isinstance(value, dict):
+        items = list(value.items())
+    else:
+        import poptorch
+
+        named = poptorch.named_inputs(model, list(value)) if hasattr(model, "_js") and host.has(model._js, "model") else list(value)
+        items = [(None, v) for v in named]
     out = []
     for i, (name, v) in enumerate(items):
         spec = to_js_value(v)
@@ -307,7 +327,7 @@ def run(code, ctx):
         if "model" in scope:
             if "inputs" not in scope:
                 raise NameError("the file defines `model` but not `inputs`: one micro-batch's example inputs, e.g. inputs = {\"x\": torch.empty(32, 784)}")
-            default = {"model": scope["model"], "inputs": _inputs(scope["inputs"])}
+            default = {"model": scope["model"], "inputs": _inputs(scope["inputs"], scope["model"])}
             t = _train(scope.get("train"))
             if t is not None:
                 default["train"] = t

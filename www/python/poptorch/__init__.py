@@ -125,7 +125,7 @@ class PoplarExecutor(JsObject):
     __slots__ = ()
 
     def __call__(self, *args):
-        return _out(call(self._js.call, *args))
+        return _out(call(self._js.call, *named_inputs(self, args)))
 
     def _value(self, v):
         return _out(_ipu.py(v))
@@ -133,6 +133,30 @@ class PoplarExecutor(JsObject):
 
 _ipu.wraps("executor")(PoplarExecutor)
 _ipu.wraps("options")(Options)
+
+
+def named_inputs(model, args):
+    """The call's tensors named by the parameters of the module's forward, as PopTorch names
+    a model's inputs."""
+    import inspect
+
+    module = _ipu.py(model._js.model)
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+        names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][: len(args)]
+    except (TypeError, ValueError):
+        return args
+    out = []
+    for name, a in zip(names, args):
+        if isinstance(a, Tensor) and a._js is None:
+            a = host.named(a._to_js(), name)
+        out.append(a)
+    return out + list(args[len(names):])
+
+
+def slice(tensor, dim, start, end):
+    """poptorch.slice (the package's): a slice with constant bounds, or bounds that differ by a constant."""
+    return call(_pt.slice, tensor, dim, start, end)
 
 
 def _out(v):

@@ -94,6 +94,8 @@ class Tensor:
         if self._js is not None:
             return self._js
         shape, dt, values = self._host
+        if _ipu.tracing():
+            return _constant(self)._js
         if values is None:
             return _ipu.to_js_value({"shape": list(shape), "dtype": dt.name})
         return host.hostTensor(_ipu.to_js_value(list(shape)), dt.name, _ipu.to_js_value(values))
@@ -149,9 +151,30 @@ class Tensor:
         self._need_host()
         return self.tolist() if self.dim() == 0 else self.tolist()[0] if self.numel() == 1 else _no_item()
 
-    def __getitem__(self, i):
-        self._need_host()
-        return self.tolist()[i]
+    def __getitem__(self, index):
+        if self._js is None:
+            return self.tolist()[index]
+        # A traced tensor: constant slices (poptorch.slice, PopTorch's rule for them), an
+        # integer index a slice of one whose dimension is then dropped.
+        index = index if isinstance(index, tuple) else (index,)
+        out, dims = self, []
+        for d, i in enumerate(index):
+            size = self.shape[d]
+            if isinstance(i, slice):
+                if i.step not in (None, 1):
+                    raise IndexError("slices with a step are not supported here")
+                start, stop = i.start or 0, size if i.stop is None else i.stop
+                start, stop = start + size if start < 0 else start, stop + size if stop < 0 else stop
+                if (start, stop) != (0, size):
+                    out = call(js.poptorch.slice, out, d, start, stop)
+                dims.append(stop - start)
+            elif isinstance(i, _b.int):
+                i = i + size if i < 0 else i
+                out = call(js.poptorch.slice, out, d, i, i + 1)
+            else:
+                raise IndexError(f"index {i!r}: only integers and constant slices index a traced tensor")
+        dims.extend(self.shape[len(index):])
+        return out if list(out.shape) == dims else out.reshape(*dims)
 
     def __float__(self):
         return _b.float(self.item())
@@ -218,14 +241,7 @@ class Tensor:
         return self.reshape(*shape)
 
     def reshape(self, *shape):
-        shape = list(_shape(shape))
-        if -1 in shape:
-            known = 1
-            for d in shape:
-                if d != -1:
-                    known *= d
-            shape[shape.index(-1)] = self.numel() // known if known else 0
-        return self._op("reshape", shape)
+        return self._op("reshape", list(_shape(shape)))
 
     def permute(self, *dims):
         return self._op("permute", list(_shape(dims)))
@@ -327,11 +343,24 @@ _ipu.wraps("tensor")(Tensor)
 _ipu.wraps("sparse")(Tensor)
 
 
+def _constant(t):
+    """A host tensor as a constant of the running trace (the package's `constant`): what
+    PyTorch's tracer records for a tensor made or used in forward."""
+    shape, dt, values = t._host
+    values = [0] * shape.numel() if values is None else values if isinstance(values, list) else list(values)
+    return call(js.constant, values, list(shape), dt.name)
+
+
+def _made(t):
+    """A tensor made by torch.zeros, torch.arange, …: a constant when made in forward."""
+    return _constant(t) if _ipu.tracing() else t
+
+
 def _make(shape, dtype, fill):
     dt = _dtype(dtype) or _default_dtype[0]
     shape = _shape(shape)
     n = shape.numel()
-    return Tensor._from_host(shape, dt, None if fill is None else [fill() for _ in range(n)])
+    return _made(Tensor._from_host(shape, dt, None if fill is None else [fill() for _ in range(n)]))
 
 
 def zeros(*shape, dtype=None, **_):
@@ -370,6 +399,13 @@ def randint(low, high=None, size=(), dtype=None, **_):
     return _make(size, dtype or int32, lambda: _rng.randrange(low, high))
 
 
+def arange(start, end=None, step=1, dtype=None, **_):
+    if end is None:
+        start, end = 0, start
+    values = list(range(start, end, step))
+    return _made(Tensor._from_host(Size([len(values)]), _dtype(dtype) or int32, values))
+
+
 def tensor(data, dtype=None, **_):
     shape = []
     d = data
@@ -388,7 +424,7 @@ def tensor(data, dtype=None, **_):
     walk(data)
     if dtype is None:
         dtype = float32 if any(isinstance(v, _b.float) for v in flat) else int32
-    return Tensor._from_host(Size(shape), _dtype(dtype), flat)
+    return _made(Tensor._from_host(Size(shape), _dtype(dtype), flat))
 
 
 def manual_seed(seed):
