@@ -88,7 +88,9 @@ for (const p of PRESETS.filter((p) => p.id !== "revgnn")) {
 
 test("preset revgnn in Python: plans one part of Cora, trains an epoch through its `train`, evaluates", async () => {
   const p = PRESETS.find((x) => x.id === "revgnn");
-  const raw = path.join(REPO, "data");
+  // The staged raw files (scripts/stage-data.sh; make test stages them first).
+  const raw = [path.join(REPO, "data"), path.join(REPO, "../shared/data/planetoid/raw")].find((d) => fs.existsSync(path.join(d, "ind.cora.graph")));
+  assert.ok(raw, "Planetoid raw files for cora not found: run scripts/stage-data.sh");
   const files = (name) => Object.fromEntries(api._planetoidFiles(name).map((f) => [f, new Uint8Array(fs.readFileSync(path.join(raw, f)))]));
   const exports = await python.run(p.python, { ...context(p), epochs: 1 }, files);
   assert.deepEqual(exports.revgnn, { layers: 7, hidden: 160, groups: 2, dropout: 0.5, lr: 0.003, parts: 10, seed: 0 });

@@ -46,7 +46,11 @@ function makeHost(pkg, datasets) {
       if (v && typeof v === "object" && typeof v.forward === "function") return "module";
       return "other";
     },
-    tag: (v, id) => void tags.set(v, id),
+    /** Files the JS counterpart of Python module `id`, named as its Python class (the page's titles read `constructor.name`). */
+    tag(v, id, className) {
+      tags.set(v, id);
+      if (className) Object.defineProperty(v, "constructor", { value: { name: className }, enumerable: false, configurable: true });
+    },
     tagOf: (v) => tags.get(v),
     templateOf: (v) => v.forward?.[TEMPLATE],
     /** A Python module's forward on its JS counterpart: `this` finds the module (a copy's too). */

@@ -198,7 +198,7 @@ def register(module):
     _next_id[0] += 1
     mid = _next_id[0]
     _modules[mid] = module
-    host.tag(module._js, mid)
+    host.tag(module._js, mid, type(module).__name__)
     return mid
 
 
