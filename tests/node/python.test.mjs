@@ -104,6 +104,25 @@ describe("Python in Pyodide, forwarded to the package", () => {
     assert.equal(digest(py.model.tracedModel.graph.nodes.map((n) => n.meta?.block ?? null)), digest(js.model.tracedModel.graph.nodes.map((n) => n.meta?.block ?? null)));
   });
 
+  test("setCallerSite: the site ops record while it is set, the JS caller's again once cleared; bad arguments are refused", () => {
+    class Two extends nn.Module {
+      forward(x) {
+        api.setCallerSite("told.py", 41);
+        const a = x.relu();
+        api.setCallerSite(null);
+        return a.exp();
+      }
+    }
+    const { text } = api.trace(new Two(), [{ name: "x", shape: [2] }]);
+    assert.match(text, /relu\(.*# told\.py:41\n/);
+    assert.match(text, /exp\(.*# python\.test\.mjs:\d+\n/);
+    assert.throws(() => api.setCallerSite("a.py", 0), RangeError);
+    assert.throws(() => api.setCallerSite("a.py", 1.5), TypeError);
+    assert.throws(() => api.setCallerSite(7, 1), TypeError);
+    assert.throws(() => api.setCallerSite("line\nbreak", 1));
+    api.setCallerSite(undefined);
+  });
+
   test("gradient accumulation below the 2F − 1 pipeline stages: PopTorch's error, as in JavaScript", async () => {
     const py = await runPython(MLP_PY.replace("GA", "2"));
     const js = planOf(mlpJs(2));

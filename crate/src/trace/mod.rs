@@ -1435,6 +1435,32 @@ mod tests {
     }
 
     #[test]
+    fn enter_and_exit_block_place_ops_as_a_block_scope_does() {
+        // Python's `with poptorch.Block(...)` (enter_block, exit_block) against the closure
+        // form: the same blocks and kinds, op by op; a bad id is refused on entry.
+        let record = |scoped: bool| {
+            let tr = Tracer::new();
+            let x = tr.input("x", &[2], DType::Float32).unwrap();
+            let a = x.relu().unwrap();
+            let b = if scoped {
+                tr.block("b", Some(1), || a.exp()).unwrap()
+            } else {
+                tr.enter_block("b", Some(1)).unwrap();
+                let b = a.exp().unwrap();
+                tr.exit_block();
+                b
+            };
+            let c = b.tanh().unwrap();
+            let g = tr.finish(&[&c]).unwrap().graph;
+            kinds(&g).into_iter().map(|(op, block, kind)| (op, block.map(str::to_string), kind)).collect::<Vec<_>>()
+        };
+        assert_eq!(record(false), record(true));
+        use BlockKind::*;
+        assert_eq!(record(false)[1..], [("exp", Some("b".to_string()), Some(Scoped)), ("tanh", None, Some(Ended))]);
+        assert!(Tracer::new().enter_block("", None).is_err());
+    }
+
+    #[test]
     fn begin_block_on_a_module_starts_when_its_scope_is_entered_and_stays() {
         let tr = Tracer::new();
         let x = tr.input("x", &[2], DType::Float32).unwrap();
