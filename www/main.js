@@ -90,6 +90,7 @@ function showView(id) {
 
 const analyser = new EngineClient({
   name: "engine",
+  language: () => store.get().language,
   onRestart: (reason) => setStatus(`Engine restarted: ${reason}`, true),
 });
 let latest = 0;

@@ -6,6 +6,7 @@ import * as pkg from "../pkg/ipu_playground.js";
 import { ErrorKind, makeError, USER_FILE, PYTHON_FILE, Language } from "./protocol.js";
 import { importModule, normalize, describe, userSources } from "./usercode.js";
 import { loadPython } from "./python.js";
+import { loadEngine } from "./load.js";
 import { DATASETS, checkName, fetchPlanetoid } from "./datasets.js";
 import { fieldOfDiagnostic } from "../options.js";
 
@@ -16,7 +17,10 @@ const PYTHON_URL = new URL("../python/", import.meta.url);
 
 let python = null;
 
-/** Pyodide with the shipped Python, loaded on the first Python request (engine/python.js). */
+/**
+ * Pyodide with the shipped Python, loaded on the first Python request (engine/python.js);
+ * the worker starts it as such a request arrives, while the package's wasm still loads.
+ */
 export function pythonEngine() {
   python ??= (async () => {
     const [{ loadPyodide }, pkgForCode] = await Promise.all([import(new URL("pyodide.mjs", PYODIDE_URL).href), import(PACKAGE_URL)]);
@@ -24,6 +28,7 @@ export function pythonEngine() {
       loadPyodide,
       indexURL: PYODIDE_URL.href,
       pkg: pkgForCode,
+      pkgReady: loadEngine(),
       readSource: async (file) => {
         const res = await fetch(new URL(file, PYTHON_URL));
         if (!res.ok) throw new Error(`fetch python/${file}: HTTP ${res.status}`);
@@ -43,12 +48,17 @@ export function pythonEngine() {
  */
 export async function importCode(code, language, ctx) {
   if (language === Language.PYTHON) {
+    // Code that loads a Planetoid dataset gets the Training view's one, fetched while Pyodide
+    // loads (else the code would ask for it, and run again once it is here).
+    const early = /\bPlanetoid\b/.test(code) ? fetchPlanetoid(ctx.dataset, DATA_URL).catch(() => null) : null;
     let engine;
     try {
       engine = await pythonEngine();
     } catch (e) {
       throw makeError(ErrorKind.ENGINE, `loading Python (Pyodide) failed: ${e?.message ?? e}`);
     }
+    const files = await early;
+    if (files) engine.provide(ctx.dataset, files);
     const exports = await engine.run(code, ctx, (name) => fetchPlanetoid(name, DATA_URL));
     return { exports, url: null, file: PYTHON_FILE };
   }

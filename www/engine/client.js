@@ -23,9 +23,12 @@ export class EngineClient {
    * @param {string} o.name        the worker's name (shows in devtools)
    * @param {(name, data) => void} [o.onEvent]   worker events (ready, training progress)
    * @param {(reason: string) => void} [o.onRestart]  the worker was replaced
+   * @param {() => string | null} [o.language]  the editor's language when a worker starts: a
+   *   worker started for Python loads Pyodide at once, beside the package's wasm
    */
-  constructor({ name, onEvent = () => {}, onRestart = () => {} }) {
+  constructor({ name, onEvent = () => {}, onRestart = () => {}, language = () => null }) {
     this.name = name;
+    this.language = language;
     this.onEvent = onEvent;
     this.onRestart = onRestart;
     this.seq = 0;
@@ -35,16 +38,18 @@ export class EngineClient {
     this.generation = 0;
   }
 
-  /** The worker's script: next to the page, under engine/ (the bundle lives in dist/). */
-  static workerUrl() {
-    return new URL("engine/worker.js", document.baseURI);
+  /** The worker's script: next to the page, under engine/ (the bundle lives in dist/); `?language=` for the code it will run first. */
+  static workerUrl(language = null) {
+    const url = new URL("engine/worker.js", document.baseURI);
+    if (language) url.searchParams.set("language", language);
+    return url;
   }
 
   /** Starts the worker if none is running; resolves with its READY data. */
   start() {
     if (this.worker) return this.ready;
     const generation = ++this.generation;
-    const worker = new Worker(EngineClient.workerUrl(), { type: "module", name: this.name });
+    const worker = new Worker(EngineClient.workerUrl(this.language()), { type: "module", name: this.name });
     this.worker = worker;
     let settle;
     this.ready = new Promise((resolve, reject) => (settle = { resolve, reject }));

@@ -85,10 +85,13 @@ function makeHost(pkg, datasets) {
  * the shipped Python into it (`readSource(path)` gives each file's text) and registers `pkg`
  * (the package's module namespace) as the JS module `ipu_playground`.
  */
-export async function loadPython({ loadPyodide, indexURL, pkg, readSource }) {
+export async function loadPython({ loadPyodide, indexURL, pkg, readSource, pkgReady = null }) {
+  // `pkgReady`: the package's wasm, instantiated while Pyodide loads (the shipped modules
+  // read the package when they are imported).
   const [py, sources] = await Promise.all([
     loadPyodide({ indexURL, fullStdLib: false }),
     Promise.all(PYTHON_FILES.map(async (f) => [f, await readSource(f)])),
+    pkgReady,
   ]);
   // print() goes to the console of the moment (the page records it while the code runs).
   py.setStdout({ batched: (s) => console.log(s) });
@@ -125,7 +128,9 @@ export async function loadPython({ loadPyodide, indexURL, pkg, readSource }) {
       return result;
     }
   }
-  return { pyodide: py, run };
+  /** Hands in a dataset's raw files before the code asks for them (fetched while Pyodide loaded). */
+  const provide = (name, files) => void datasets.set(name, files);
+  return { pyodide: py, run, provide };
 }
 
 /**

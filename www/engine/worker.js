@@ -5,9 +5,9 @@
 // forever), one trains (engine/training.js).
 import * as pkg from "../pkg/ipu_playground.js";
 import { loadEngine } from "./load.js";
-import { Request, Event, ErrorKind, reply, failure, event, makeError } from "./protocol.js";
+import { Request, Event, ErrorKind, Language, reply, failure, event, makeError } from "./protocol.js";
 import { describe } from "./usercode.js";
-import { analyse } from "./analysis.js";
+import { analyse, pythonEngine } from "./analysis.js";
 import { train, pause, resume, stop, weights } from "./training.js";
 
 // The editor's code calls into wasm, whose frames come before the user's in a stack: keep
@@ -45,6 +45,9 @@ function progress() {
 }
 
 const ready = loadEngine();
+// Started for Python (client.js workerUrl): Pyodide loads now, beside the package's wasm; a
+// failure is the first Python request's error (analysis.js importCode).
+if (new URL(import.meta.url).searchParams.get("language") === Language.PYTHON) pythonEngine().catch(() => {});
 ready.then(
   ({ simd }) => {
     pkg.setProgressHook(progress);
