@@ -91,6 +91,14 @@ describe("the page in Python", () => {
     assert.match(await text("#error"), /Model has already been wrapped in 'poptorch\.trainingModel'/);
     assert.deepEqual(await errorLines(page), [at("model = poptorch.trainingModel(net, options, adam)") + 1]);
     await screenshot(page, "python-error-wrapped-twice");
+    // A plan error at an op: the loss outside every Block (PopTorch's "No active Block"), at its line.
+    const outside = good.replace("            return logits, torch.nn.functional.cross_entropy(logits, labels)", "        loss = torch.nn.functional.cross_entropy(logits, labels)\n        return logits, loss");
+    await setCode(page, outside);
+    assert.equal(await page.evaluate(() => document.body.dataset.analysis), "warn", await text("#error"));
+    await page.getByRole("tab", { name: "Fit & errors" }).click();
+    assert.match(await text("#fit-list"), /No active Block/);
+    await screenshot(page, "python-error-no-active-block");
+    assert.ok((await errorLines(page)).includes(at("return logits, torch.nn.functional.cross_entropy(logits, labels)")), `${await errorLines(page)}`);
     // A plan error (accumulation below the 7 pipeline stages) set in the code: at that line.
     await setCode(page, good.replace("adam = poptorch.optim", "options.Training.gradientAccumulation(4)\nadam = poptorch.optim"));
     assert.equal(await page.evaluate(() => document.body.dataset.analysis), "warn");
