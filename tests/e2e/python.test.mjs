@@ -5,6 +5,7 @@
 import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
+import zlib from "node:zlib";
 import { REPO } from "../node/helpers.mjs";
 import { pageSuite, openReady, waitAnalysis, seqOf, selectPreset, setCode, editorText, errorLines, assignmentIpus, memoryChart, ganttRects, screenshot } from "./helpers.mjs";
 
@@ -67,6 +68,15 @@ describe("the page in Python", () => {
     // The buffer counter's print() under the editor.
     await selectPreset(page, "buffer-counter");
     assert.match(await text("#console"), /after call 1: count = 1\.0\nafter call 2: count = 2\.0\nafter call 3: count = 3\.0/);
+  });
+
+  test("Pyodide's start is not taken for a hang: a worker started for JavaScript switches to Python under a 3 s time limit", T, async () => {
+    // The pipelined MLP (no dataset to load), in JavaScript, with a time limit shorter than Pyodide's start.
+    const z = zlib.deflateRawSync(JSON.stringify({ v: 2, preset: "mlp-pipelined" })).toString("base64url");
+    await openReady(page, `${server.url}/?timeout=3000#z=${z}`);
+    assert.equal(await page.evaluate(() => document.body.dataset.analysis), "ok", `JavaScript: ${await text("#error")}`);
+    assert.equal(await chooseLanguage(page, "python"), "ok", `Python: ${await text("#error")}`);
+    assert.match(await text("#status"), /^Traced \d+ nodes/);
   });
 
   test("Python errors at their editor lines: syntax, runtime, PopTorch's", T, async () => {

@@ -6,7 +6,7 @@
 // loop: the engine reports progress while it traces and plans, Event.PROGRESS, and each
 // report restarts the timer) terminates the worker: every pending call is rejected with an
 // ErrorKind.TIMEOUT error, a fresh worker is started, and onRestart(reason) tells the page.
-import { Request, Event, ErrorKind, request, makeError } from "./protocol.js";
+import { Request, Event, ErrorKind, Language, request, makeError } from "./protocol.js";
 
 /** An Error carrying the worker's structured error ({ kind, message, line, … }). */
 export class EngineError extends Error {
@@ -38,10 +38,10 @@ export class EngineClient {
     this.generation = 0;
   }
 
-  /** The worker's script: next to the page, under engine/ (the bundle lives in dist/); `?language=` for the code it will run first. */
+  /** The worker's script: next to the page, under engine/ (the bundle lives in dist/); `?language=python` when it will run Python first. */
   static workerUrl(language = null) {
     const url = new URL("engine/worker.js", document.baseURI);
-    if (language) url.searchParams.set("language", language);
+    if (language === Language.PYTHON) url.searchParams.set("language", language);
     return url;
   }
 
@@ -58,7 +58,7 @@ export class EngineClient {
       if (generation !== this.generation) return;
       if (data && "event" in data) {
         if (data.event === Event.PROGRESS) {
-          for (const call of this.pending.values()) call.arm?.();
+          for (const call of this.pending.values()) call.arm?.(data.data?.graceMs);
           return;
         }
         if (data.event === Event.READY) settle.resolve(data.data);
@@ -131,11 +131,12 @@ export class EngineClient {
       const call = { resolve, reject, timer: 0, arm: null };
       if (timeoutMs > 0) {
         const s = (timeoutMs / 1000).toFixed(timeoutMs % 1000 ? 1 : 0);
-        call.arm = () => {
+        // `graceMs`: a longer wait the worker asked for before work that reports nothing (Pyodide starting).
+        call.arm = (graceMs = 0) => {
           clearTimeout(call.timer);
           call.timer = setTimeout(() => {
             this.restart(`the model's code ran for more than ${s} s without progress and was stopped (an endless loop?); a fresh engine was started`, ErrorKind.TIMEOUT);
-          }, timeoutMs);
+          }, Math.max(timeoutMs, graceMs));
         };
         call.arm();
       }

@@ -35,8 +35,9 @@ export const Event = Object.freeze({
   FAILED: "failed",
   /** Progress of a training run: see TrainingEvent below. */
   TRAINING: "training",
-  /** {}: long engine work advances (tracing, autograd, planning; at most a few a second):
-   * the client's guard stops only a request that makes no progress. */
+  /** { graceMs? }: long engine work advances (tracing, autograd, planning; at most a few a
+   * second): the client's guard stops only a request that makes no progress. `graceMs`: the
+   * next stretch reports nothing for up to that long (Pyodide starting its interpreter). */
   PROGRESS: "progress",
 });
 

@@ -45,9 +45,33 @@ function progress() {
 }
 
 const ready = loadEngine();
-// Started for Python (client.js workerUrl): Pyodide loads now, beside the package's wasm; a
-// failure is the first Python request's error (analysis.js importCode).
-if (new URL(import.meta.url).searchParams.get("language") === Language.PYTHON) pythonEngine().catch(() => {});
+
+/**
+ * Pyodide, loading (analysis.js pythonEngine: once per worker), with progress reported
+ * meanwhile: its seconds of loading are work, not code that hangs. A failure is the Python
+ * request's error (analysis.js importCode).
+ */
+function loadPython() {
+  // Pyodide's start runs its interpreter, then the shipped modules' imports, for seconds in
+  // synchronous stretches (longer on a busy machine) in which no report can be sent: each
+  // report while it loads asks the client for that much more time.
+  const grace = () => self.postMessage(event(Event.PROGRESS, { graceMs: PYTHON_START_GRACE_MS }));
+  if (!pythonLoaded) grace();
+  const loading = pythonEngine();
+  const timer = setInterval(grace, PROGRESS_MS);
+  loading.then(
+    () => {
+      pythonLoaded = true;
+      clearInterval(timer);
+    },
+    () => clearInterval(timer),
+  );
+}
+let pythonLoaded = false;
+const PYTHON_START_GRACE_MS = 60000;
+
+// Started for Python (client.js workerUrl): Pyodide loads now, beside the package's wasm.
+if (new URL(import.meta.url).searchParams.get("language") === Language.PYTHON) loadPython();
 ready.then(
   ({ simd }) => {
     pkg.setProgressHook(progress);
@@ -59,6 +83,7 @@ ready.then(
 self.onmessage = async ({ data }) => {
   const { seq, type, args } = data ?? {};
   try {
+    if (args?.language === Language.PYTHON) loadPython();
     await ready;
     const fn = Object.hasOwn(HANDLERS, type) ? HANDLERS[type] : null;
     if (!fn) throw makeError(ErrorKind.ENGINE, `unknown request "${type}"`);
