@@ -31,25 +31,48 @@ def user_line():
 _site = [None]
 
 
+def _tell(line):
+    """Tells the package the user's line its ops record (None: the JS caller's again)."""
+    if line is None:
+        js.setCallerSite(None)
+    else:
+        js.setCallerSite(USER_FILE, line)
+    _site[0] = line
+
+
+class _AtUserLine:
+    """While it is entered, the package's ops record the user's current line; then the
+    line told before, for a call inside another (a forward the package calls back)."""
+
+    def __enter__(self):
+        self.prev = _site[0]
+        line = user_line()
+        if line is not None and line != self.prev:
+            _tell(line)
+        return self
+
+    def __exit__(self, *exc):
+        if _site[0] != self.prev:
+            _tell(self.prev)
+        return False
+
+
 def call(fn, *args):
     """`fn(*args)` (a JS function), the arguments and result translated, with the ops it
     records attributed to the user's current line."""
-    line = user_line()
-    prev = _site[0]
-    if line is not None and line != prev:
-        js.setCallerSite(USER_FILE, line)
-        _site[0] = line
-    try:
+    with _AtUserLine():
         return py(fn(*[to_js_value(a) for a in args]))
-    finally:
-        if _site[0] != prev:
-            js.setCallerSite(USER_FILE, prev) if prev is not None else js.setCallerSite(None)
-            _site[0] = prev
+
+
+def construct(cls, *args):
+    """`new cls(...args)`, the arguments translated, at the user's line: the JS object."""
+    with _AtUserLine():
+        return cls.new(*[to_js_value(a) for a in args])
 
 
 def new(cls, *args):
     """`new cls(...args)`, as `call`."""
-    return call(cls.new, *args)
+    return py(construct(cls, *args))
 
 
 # ---------------------------------------------------------------- values
@@ -103,8 +126,7 @@ def reset():
     _proxies.clear()
     _modules.clear()
     _depth[0] = 0
-    _site[0] = None
-    js.setCallerSite(None)
+    _tell(None)
 
 
 _wrappers = {}

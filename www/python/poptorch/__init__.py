@@ -47,10 +47,6 @@ class Options(_Object):
     __slots__ = ()
     _jsname = "Options"
 
-    @classmethod
-    def _wrap(cls, v):
-        return JsObject._wrap.__func__(cls, v)
-
 
 class TensorLocationSettings(_Object):
     __slots__ = ()

@@ -180,7 +180,7 @@ class _Builtin(Module):
     def __init__(self, *args):
         d = self.__dict__
         d["_submodules"], d["_params"], d["_buffers"], d["training"], d["_begin_block"] = {}, [], [], True, None
-        d["_js"] = _new(self._js_class(), *args)
+        d["_js"] = _ipu.construct(self._js_class(), *args)
 
     def __getattr__(self, name):
         d = self.__dict__
@@ -201,17 +201,6 @@ class _Builtin(Module):
 
     def __repr__(self):
         return f"{type(self).__name__}()"
-
-
-def _new(cls, *args):
-    line = _ipu.user_line()
-    if line is not None:
-        js.setCallerSite(_ipu.USER_FILE, line)
-    try:
-        return cls.new(*[_ipu.to_js_value(a) for a in args])
-    finally:
-        if line is not None:
-            js.setCallerSite(_ipu.USER_FILE, _ipu._site[0]) if _ipu._site[0] is not None else js.setCallerSite(None)
 
 
 _BUILTINS = {}

@@ -1,7 +1,6 @@
 """`torch_geometric.nn`: SAGEConv, GCNConv and GroupAddRev, the package's own."""
 import _ipu
-from torch.nn import _Builtin, _builtin, _new
-from _ipu import js
+from torch.nn import _Builtin, _builtin
 
 
 @_builtin("SAGEConv")
