@@ -222,6 +222,105 @@ inputs = [torch.empty(4, 8)]
   });
 });
 
+// The patterns of PopTorch's user guide (docs/user_guide/buffers.py and trainingModel.py),
+// written here as a user would write them: whole scripts that print, run and check on the host.
+describe("whole PopTorch scripts, as the user guide writes them", () => {
+  /** Runs `code`; resolves { exports, lines } (what it printed). */
+  async function runPrinting(code) {
+    const lines = [];
+    const log = console.log;
+    console.log = (s) => lines.push(String(s));
+    try {
+      return { exports: await python.run(code, context()), lines: lines.join("\n").trim().split("\n") };
+    } finally {
+      console.log = log;
+    }
+  }
+
+  test("buffers: a plain tensor attribute is frozen, a registered buffer counts; its host value after copyWeightsToHost; the last model called is planned", async () => {
+    const code = `import torch
+import poptorch
+
+
+class Frozen(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.steps = torch.tensor([0.0])
+
+    def forward(self):
+        self.steps += 1  # a plain attribute: a constant of the graph
+        return self.steps
+
+
+frozen = poptorch.inferenceModel(Frozen())
+for _ in range(2):
+    print(frozen())
+
+
+class Counting(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("steps", torch.tensor([0.0]))
+
+    def forward(self):
+        self.steps += 1  # in place: the buffer counts
+        return self.steps
+
+
+net = Counting()
+counting = poptorch.inferenceModel(net)
+for _ in range(3):
+    print(counting())
+counting.copyWeightsToHost()  # an inference model's buffers reach the host only so
+torch.testing.assert_close(net.steps, torch.tensor([3.0]))
+`;
+    const { exports, lines } = await runPrinting(code);
+    assert.deepEqual(lines, ["tensor([1.])", "tensor([1.])", "tensor([1.])", "tensor([2.])", "tensor([3.])"]);
+    const { plan, model } = planOf(exports.default);
+    assert.equal(plan.valid, true);
+    assert.match(model.tracedModel.text, /buffer_update/);
+  });
+
+  test("training: a loss module, a hundred steps, then the trained module run on the host (model.eval(); model(x))", async () => {
+    const code = `import torch
+import poptorch
+
+
+class Regressor(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.criterion = torch.nn.MSELoss()
+
+    def forward(self, x, y=None):
+        out = self.lin(x)
+        if not self.training:
+            return out
+        return out, self.criterion(out, y)
+
+
+torch.manual_seed(0)
+net = Regressor()
+trainer = poptorch.trainingModel(net)
+x, y = torch.randn(8), torch.randn(8)
+for step in range(100):
+    out, loss = trainer(x, y)
+    print(f"{step} {loss:.5f}")
+trainer.copyWeightsToHost()
+net.eval()
+on_host = net(x)
+# The host runs the weights after the last update: the next step's output.
+assert torch.allclose(on_host, trainer(x, y)[0])
+assert not torch.allclose(on_host, out)
+`;
+    const { exports, lines } = await runPrinting(code);
+    const losses = lines.map((l) => Number(l.split(" ")[1]));
+    assert.equal(losses.length, 100);
+    assert.ok(losses.every(Number.isFinite) && losses[99] < losses[0] / 2, `${losses[0]} → ${losses[99]}`);
+    assert.equal(planOf(exports.default).plan.valid, true, "the last model called is planned");
+  });
+});
+
 // PopTorch's user-guide snippets (reference.md §A), in Python and in JavaScript: the same plans.
 const CASES = [
   {

@@ -17,6 +17,7 @@ export const PYTHON_FILES = Object.freeze([
   "torch/__init__.py",
   "torch/nn/__init__.py",
   "torch/nn/functional.py",
+  "torch/testing.py",
   "poptorch/__init__.py",
   "torch_geometric/__init__.py",
   "torch_geometric/nn/__init__.py",

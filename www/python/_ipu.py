@@ -125,6 +125,8 @@ def reset():
             pass
     _proxies.clear()
     _modules.clear()
+    buffer_values.clear()
+    last_call.clear()
     _depth[0] = 0
     _tell(None)
 
@@ -250,10 +252,17 @@ def tracing():
     return _depth[0] > 0
 
 
+# The value each buffer holds in the running trace after an in-place update (module id,
+# name) → tensor: what `self.count` reads after `self.count += 1`, as in PyTorch.
+buffer_values = {}
+
+
 def _forward_from_js(this, template_id, args):
     module = module_of(this, template_id)
     # A wrapped model is traced in training or inference mode (PopTorch's model.train()/eval()).
     module.__dict__["training"] = bool(js.isTraining())
+    if _depth[0] == 0:
+        buffer_values.clear()  # a new trace
     _depth[0] += 1
     try:
         out = module.forward(*[py(a) for a in args])
@@ -333,6 +342,27 @@ def _train(value):
     return host.train(to_js_value(value["parts"]), keep(create_proxy(step)), keep(create_proxy(evaluate)))
 
 
+# The last call of a wrapped model (poptorch.PoplarExecutor.__call__ / compile): the model
+# and its inputs' { name, shape, dtype }, so a file that runs its model without setting
+# `inputs` (PopTorch's examples) is planned as it was called.
+last_call = []
+
+
+def _called(scope):
+    """`model` and `inputs` from the last call of a wrapped model: one micro-batch of it."""
+    if not last_call:
+        return None
+    model, specs = last_call[0]
+    factor = model._js.combinedBatchFactor
+    inputs = []
+    for s in specs:
+        shape = list(s["shape"])
+        if shape:
+            shape[0] //= factor
+        inputs.append(host.named(to_js_value({"shape": shape, "dtype": s["dtype"]}), s["name"]))
+    return model, to_js(inputs)
+
+
 def run(code, ctx):
     """Runs the user's file (`model.py`); returns the page's export object
     {default: {model, inputs, train?}, revgnn?} or {error: {...}} or {need: dataset name}."""
@@ -346,10 +376,14 @@ def run(code, ctx):
         exports = {}
         if "revgnn" in scope and isinstance(scope["revgnn"], dict):
             exports["revgnn"] = scope["revgnn"]
-        if "model" in scope:
-            if "inputs" not in scope:
-                raise NameError("the file defines `model` but not `inputs`: one micro-batch's example inputs, e.g. inputs = {\"x\": torch.empty(32, 784)}")
+        called = _called(scope)
+        if "model" in scope and "inputs" in scope:
             default = {"model": scope["model"], "inputs": _inputs(scope["inputs"], scope["model"])}
+        elif called is not None:
+            default = {"model": called[0], "inputs": called[1]}
+        elif "model" in scope:
+            raise NameError("the file defines `model` but not `inputs`: one micro-batch's example inputs, e.g. inputs = {\"x\": torch.empty(32, 784)}")
+        if "model" in scope or called is not None:
             t = _train(scope.get("train"))
             if t is not None:
                 default["train"] = t

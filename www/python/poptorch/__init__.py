@@ -121,7 +121,14 @@ class PoplarExecutor(JsObject):
     __slots__ = ()
 
     def __call__(self, *args):
-        return _out(call(self._js.call, *named_inputs(self, args)))
+        args = named_inputs(self, args)
+        _record(self, args)
+        return _out(call(self._js.call, *args))
+
+    def compile(self, *args):
+        args = named_inputs(self, args)
+        _record(self, args)
+        return _out(call(self._js.compile, *args))
 
     def _value(self, v):
         return _out(_ipu.py(v))
@@ -129,6 +136,17 @@ class PoplarExecutor(JsObject):
 
 _ipu.wraps("executor")(PoplarExecutor)
 _ipu.wraps("options")(Options)
+
+
+def _record(model, args):
+    """Files the call as the model's last (_ipu.last_call), its inputs' shapes."""
+    specs = []
+    for i, a in enumerate(args):
+        v = a._to_js() if hasattr(a, "_to_js") else a
+        if not isinstance(v, _ipu.JsProxy) or not host.has(v, "shape"):
+            return
+        specs.append({"name": host.get(v, "name") or f"input{i}", "shape": list(v.shape), "dtype": host.get(v, "dtype") or "float32"})
+    _ipu.last_call[:] = [(model, specs)]
 
 
 def named_inputs(model, args):

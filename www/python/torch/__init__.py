@@ -127,8 +127,23 @@ class Tensor:
         if self._js is not None:
             return f"tensor(traced, shape={list(self.shape)}, dtype={self.dtype!r})"
         shape, dt, values = self._host
-        vals = "…" if values is None else (values if len(values) <= 16 else values[:16] + ["…"])
-        return f"tensor({vals}, shape={list(shape)}, dtype={dt!r})"
+        if values is None:
+            return f"tensor(shape={list(shape)}, dtype={dt!r})"
+        if self.numel() > 64:
+            return f"tensor(shape={list(shape)}, dtype={dt!r})"
+
+        def show(v):
+            if isinstance(v, list):
+                return "[" + ", ".join(show(x) for x in v) + "]"
+            if not dt.is_floating_point:
+                return str(v)
+            return f"{v:.0f}." if v == _b.int(v) else f"{v:.4f}"
+
+        extra = "" if dt in (float32, int32) else f", dtype={dt!r}"
+        return f"tensor({show(self.tolist())}{extra})"
+
+    def __format__(self, spec):
+        return format(self.item(), spec) if spec and self.numel() == 1 else repr(self)
 
     # -- host tensors
     def tolist(self):
@@ -197,7 +212,10 @@ class Tensor:
         return lambda *a: call(fn, *a)
 
     def _op(self, name, *a):
-        return call(getattr(self._js, name), *a)
+        # A host tensor in forward is a constant of the trace (PopTorch freezes a plain tensor
+        # attribute so).
+        t = self._js if self._js is not None else _constant(self)._js
+        return call(getattr(t, name), *a)
 
     def _other(self, o):
         return o if isinstance(o, Tensor) else _scalar(o, self)
@@ -316,6 +334,7 @@ class Tensor:
         value = value if isinstance(value, Tensor) else _scalar(value, self)
         out = Tensor._wrap(value._js)
         out._buffer = self._buffer
+        _ipu.buffer_values[(id(module), name)] = out
         return out
 
     def add_(self, o):
@@ -501,9 +520,19 @@ class no_grad:
         return fn
 
 
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether two host tensors are close element by element (PyTorch's formula)."""
+    x, y = a.tolist(), b.tolist()
+
+    def flat(v):
+        return [e for w in v for e in flat(w)] if isinstance(v, list) else [v]
+
+    return list(a.shape) == list(b.shape) and all(abs(p - q) <= atol + rtol * abs(q) for p, q in zip(flat(x), flat(y)))
+
+
 def is_tensor(x):
     return isinstance(x, Tensor)
 
 
-from . import nn  # noqa: E402
+from . import nn, testing  # noqa: E402,F401
 from .nn import functional  # noqa: E402,F401

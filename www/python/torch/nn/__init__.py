@@ -63,6 +63,8 @@ class Module:
             call(self._js.registerParameter, name, value.data._host[2], list(value.data.shape))
             d["_params"].append(name)
             return
+        if name in d["_buffers"] and isinstance(value, Tensor) and value._buffer == (self, name):
+            return  # `self.count += 1`: the buffer was updated in place (Tensor.add_)
         if name in d["_submodules"]:
             del d["_submodules"][name]
             host.remove(self._js, name)
@@ -72,10 +74,15 @@ class Module:
         d = self.__dict__
         if name in d.get("_submodules", {}):
             return d["_submodules"][name]
-        if name in d.get("_params", ()):
-            return call(self._js.param, name)
-        if name in d.get("_buffers", ()):
-            t = call(self._js.buffer, name)
+        if name in d.get("_params", ()) or name in d.get("_buffers", ()):
+            if not _ipu.tracing():
+                # Outside forward: the host value (the package's state dict, as written back).
+                return _host(getattr(call(self._js.stateDict)._js, name))
+            if name in d["_params"]:
+                return call(self._js.param, name)
+            t = _ipu.buffer_values.get((id(self), name))
+            if t is None:
+                t = call(self._js.buffer, name)
             t._buffer = (self, name)
             return t
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
@@ -100,9 +107,22 @@ class Module:
     def __call__(self, *args, **kw):
         if kw:
             raise TypeError(f"{type(self).__name__}: keyword arguments to a module are not supported here; pass them by position")
+        if not _ipu.tracing():
+            return self._run_on_host(*args)
         if self._begin_block is not None:
             call(js.beginBlock, *self._begin_block)
         return call(self._js.forward, *args)
+
+    def _run_on_host(self, *args):
+        """The module called outside a trace (PyTorch running it on the CPU): the package's
+        executor runs it, through an inference wrapper of this module (kept, so it compiles
+        once per input shape; it reads the weights a training wrapper left)."""
+        import poptorch
+
+        d = self.__dict__
+        if d.get("_on_host") is None:
+            d["_on_host"] = poptorch.inferenceModel(self)
+        return d["_on_host"](*args)
 
     def forward(self, *args):
         raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required \"forward\" function")
@@ -304,6 +324,63 @@ class AvgPool2d(_Builtin):
 class AdaptiveAvgPool2d(_Builtin):
     def __init__(self, output_size):
         super().__init__(output_size)
+
+
+class _Loss(Module):
+    """A loss module (no parameters): its forward is the functional form."""
+
+    def __init__(self, reduction="mean", **kw):
+        super().__init__()
+        self.reduction = reduction
+        self.kw = kw
+
+
+class MSELoss(_Loss):
+    def forward(self, input, target):
+        return functional.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    def forward(self, input, target):
+        return functional.l1_loss(input, target, reduction=self.reduction)
+
+
+class CrossEntropyLoss(_Loss):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+        super().__init__(reduction)
+        self.weight, self.ignore_index, self.label_smoothing = weight, ignore_index, label_smoothing
+
+    def forward(self, input, target):
+        return functional.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing)
+
+
+class Softmax(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return x.softmax(self.dim)
+
+
+class LogSoftmax(Softmax):
+    def forward(self, x):
+        return x.log_softmax(self.dim)
+
+
+class Sigmoid(Module):
+    def forward(self, x):
+        return x.sigmoid()
+
+
+class Tanh(Module):
+    def forward(self, x):
+        return x.tanh()
+
+
+class Identity(Module):
+    def forward(self, x):
+        return x
 
 
 class ModuleList(Module):

@@ -46,9 +46,21 @@ def nll_loss(input, target, **kw):
 
 
 def mse_loss(input, target, reduction="mean"):
+    # As PopTorch lowers it: the squared error reduced by an identity loss (so the wrapper
+    # finds it as the model's loss).
     d = input - target
-    sq = d * d
-    return sq.mean() if reduction == "mean" else sq.sum() if reduction == "sum" else sq
+    return _identity_loss(d * d, reduction)
+
+
+def l1_loss(input, target, reduction="mean"):
+    d = input - target
+    return _identity_loss((d * d).sqrt(), reduction)
+
+
+def _identity_loss(x, reduction):
+    import poptorch
+
+    return poptorch.identity_loss(x, reduction)
 
 
 def one_hot(x, num_classes):
