@@ -54,7 +54,8 @@ def mse_loss(input, target, reduction="mean"):
 
 def l1_loss(input, target, reduction="mean"):
     d = input - target
-    return _identity_loss((d * d).sqrt(), reduction)
+    # |d| as relu(d) + relu(-d): no sqrt, whose gradient at 0 is not a number
+    return _identity_loss(d.relu() + (-d).relu(), reduction)
 
 
 def _identity_loss(x, reduction):
