@@ -319,6 +319,61 @@ assert not torch.allclose(on_host, out)
     assert.ok(losses.every(Number.isFinite) && losses[99] < losses[0] / 2, `${losses[0]} → ${losses[99]}`);
     assert.equal(planOf(exports.default).plan.valid, true, "the last model called is planned");
   });
+
+  test("parallel phased execution of Stage lists, weights kept in a list and used in forward, torch.split: planned on 4 IPUs; PopTorch's parity rule", async () => {
+    const code = `import torch
+import torch.nn.functional as F
+import poptorch
+
+poptorch.setLogLevel(1)
+PAIRS, WIDTH = 2, 6
+
+
+class Crossed(torch.nn.Module):
+    """Two columns of matmuls, swapped between phases; its weights kept in a list."""
+
+    def __init__(self):
+        super().__init__()
+        self.mats = []
+        for k in range(PAIRS * 4):
+            w = torch.nn.Parameter(torch.rand(WIDTH, WIDTH), requires_grad=True)
+            self.register_parameter(f"m{k}", w)
+            self.mats.append(w)
+
+    def forward(self, x, y=None):
+        mats = iter(self.mats)
+        with poptorch.Block("phase0_col0"):
+            cols = torch.split(x, WIDTH)
+        for p in range(PAIRS * 2):
+            nxt = []
+            for c in range(2):
+                with poptorch.Block(f"phase{p}_col{c}"):
+                    nxt.append(F.relu(torch.matmul(next(mats), cols[c])))
+            cols = nxt[1], nxt[0]
+        with poptorch.Block(f"phase{PAIRS * 2 - 1}_col1"):
+            out = cols[0] + cols[1]
+            return out if y is None else (out, torch.nn.L1Loss()(out, y))
+
+
+opts = poptorch.Options()
+phases = [[poptorch.Stage(f"phase{p}_col0").ipu(p % 2), poptorch.Stage(f"phase{p}_col1").ipu(2 + p % 2)] for p in range(PAIRS * 2)]
+opts.setExecutionStrategy(poptorch.ParallelPhasedExecution(*phases))
+model = poptorch.trainingModel(Crossed(), opts)
+model.compile(torch.rand(WIDTH * 2, 1), torch.rand(WIDTH, 1))
+`;
+    const { exports } = await runPrinting(code);
+    const { plan, model } = planOf(exports.default);
+    assert.equal(plan.valid, true, JSON.stringify(plan.errors));
+    assert.equal(plan.ipusUsed, 4);
+    assert.match(model.tracedModel.text, /matmul\(%4, %2\).*block "phase0_col0"/, "the first weight of the list is parameter m0");
+    // Phase 1 on IPU 0, an odd phase on an even IPU: compiling fails with PopTorch's rule, at the call.
+    await assert.rejects(runPrinting(code.replace(".ipu(p % 2)", ".ipu(0)")), (err) => {
+      assert.equal(err.code, "parallel_phase_parity");
+      assert.match(err.message, /even phases must run on even IPUs and odd phases on odd IPUs/);
+      assert.equal(err.line, lineOf(code, "model.compile("));
+      return true;
+    });
+  });
 });
 
 // PopTorch's user-guide snippets (reference.md §A), in Python and in JavaScript: the same plans.

@@ -62,8 +62,22 @@ Stage = _strategy("Stage", "poptorch.Stage(*block_ids)")
 Phase = _strategy("Phase", "poptorch.Phase(*stages or block ids)")
 PipelinedExecution = _strategy("PipelinedExecution", "poptorch.PipelinedExecution(*stages or AutoStage)")
 ShardedExecution = _strategy("ShardedExecution", "poptorch.ShardedExecution(*stages or AutoStage)")
-SerialPhasedExecution = _strategy("SerialPhasedExecution", "poptorch.SerialPhasedExecution(*phases)")
-ParallelPhasedExecution = _strategy("ParallelPhasedExecution", "poptorch.ParallelPhasedExecution(*phases)")
+class _Phased(_Object):
+    """A phased strategy: each phase a Phase, or a list of Stages or Block ids (PopTorch
+    makes a Phase of each list)."""
+
+    __slots__ = ()
+
+    def __init__(self, *phases):
+        _Object.__init__(self, *[Phase(*p) if isinstance(p, (list, tuple)) and any(isinstance(x, Stage) for x in p) else p for p in phases])
+
+
+SerialPhasedExecution = type("SerialPhasedExecution", (_Phased,), {"__slots__": (), "_jsname": "SerialPhasedExecution"})
+ParallelPhasedExecution = type("ParallelPhasedExecution", (_Phased,), {"__slots__": (), "_jsname": "ParallelPhasedExecution"})
+
+
+def setLogLevel(level):
+    """Accepted (PopTorch's log level): the page shows no PopTorch log."""
 
 
 # ---------------------------------------------------------------- Blocks

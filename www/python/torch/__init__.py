@@ -95,7 +95,7 @@ class Tensor:
             return self._js
         shape, dt, values = self._host
         if _ipu.tracing():
-            return _constant(self)._js
+            return self._traced()
         if values is None:
             return _ipu.to_js_value({"shape": list(shape), "dtype": dt.name})
         return host.hostTensor(_ipu.to_js_value(list(shape)), dt.name, _ipu.to_js_value(values))
@@ -203,19 +203,22 @@ class Tensor:
 
     # -- traced tensors: the package's Tensor methods, by PyTorch's names
     def __getattr__(self, name):
-        if name.startswith("__") or self._js is None:
+        if name.startswith("_") or (self._js is None and not _ipu.tracing()):
             raise AttributeError(name)
+        t = self._traced()
         jsname = _ipu.camel(name)
-        if not host.has(self._js, jsname):
+        if not host.has(t, jsname):
             raise AttributeError(f"Tensor has no method '{name}' in this engine")
-        fn = getattr(self._js, jsname)
+        fn = getattr(t, jsname)
         return lambda *a: call(fn, *a)
 
+    def _traced(self):
+        """This tensor in the running trace: itself, or a host tensor as a constant of the
+        trace (PopTorch freezes a plain tensor attribute so)."""
+        return self._js if self._js is not None else _constant(self)._js
+
     def _op(self, name, *a):
-        # A host tensor in forward is a constant of the trace (PopTorch freezes a plain tensor
-        # attribute so).
-        t = self._js if self._js is not None else _constant(self)._js
-        return call(getattr(t, name), *a)
+        return call(getattr(self._traced(), name), *a)
 
     def _other(self, o):
         return o if isinstance(o, Tensor) else _scalar(o, self)
@@ -450,6 +453,20 @@ def manual_seed(seed):
     """Seeds the package's generator (its modules' initial parameters) and the host values above."""
     _rng.seed(seed)
     call(js.manualSeed, seed)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Pieces of `tensor` along `dim` (constant slices: poptorch.slice)."""
+    size = tensor.shape[dim]
+    if isinstance(split_size_or_sections, _b.int):
+        sizes = [min(split_size_or_sections, size - s) for s in range(0, size, split_size_or_sections)]
+    else:
+        sizes = list(split_size_or_sections)
+    out, start = [], 0
+    for n in sizes:
+        out.append(call(js.poptorch.slice, tensor, dim, start, start + n))
+        start += n
+    return tuple(out)
 
 
 def cat(tensors, dim=0):

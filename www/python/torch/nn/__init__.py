@@ -10,18 +10,32 @@ import torch
 from torch import Tensor
 
 
-class Parameter:
+class Parameter(Tensor):
     """`nn.Parameter(tensor)`: registered on the module it is assigned to (the package's
-    `registerParameter`), with the host tensor's values."""
+    `registerParameter`), with the host tensor's values; used in that module's trace, it is
+    the module's parameter (`self.w`, or the object itself kept in a list)."""
 
-    def __init__(self, data, requires_grad=True):
+    __slots__ = ("_owner",)
+
+    def __new__(cls, data, requires_grad=True):
         if not isinstance(data, Tensor) or data._js is not None or data._host[2] is None:
             raise TypeError("nn.Parameter takes a host tensor with values (torch.randn(...), torch.zeros(...), torch.tensor(...))")
-        self.data = data
+        p = object.__new__(cls)
+        p._js, p._host, p._buffer, p._owner = None, data._host, None, None
+        return p
+
+    def __init__(self, data, requires_grad=True):
+        pass
 
     @property
-    def shape(self):
-        return self.data.shape
+    def data(self):
+        return Tensor._from_host(*self._host)
+
+    def _traced(self):
+        if self._owner is not None:
+            module, name = self._owner
+            return call(module._js.param, name)._js
+        return Tensor._traced(self)
 
 
 class Module:
@@ -60,8 +74,9 @@ class Module:
             d.pop(name, None)
             return
         if isinstance(value, Parameter):
-            call(self._js.registerParameter, name, value.data._host[2], list(value.data.shape))
+            call(self._js.registerParameter, name, value._host[2], list(value.shape))
             d["_params"].append(name)
+            value._owner = (self, name)
             return
         if name in d["_buffers"] and isinstance(value, Tensor) and value._buffer == (self, name):
             return  # `self.count += 1`: the buffer was updated in place (Tensor.add_)
