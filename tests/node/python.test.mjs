@@ -545,14 +545,14 @@ inputs = [torch.empty(4, 8)]
     thrown: /^PopTorch does not support broadcasting buffers\. .*broadcastBuffers\(False\)\.$/,
   },
   {
-    name: "replica grouping of a weight, 4 replicas in groups of 2 (§A.10; model.replicaGrouping(name, …) for poptorch_model.W.replicaGrouping(…))",
+    name: "replica grouping of a weight through the wrapper (poptorch_model.W.replicaGrouping), 4 replicas in groups of 2 (§A.10)",
     py: `import torch, poptorch
 from playground import options
 
 options.replicationFactor(4)
 net = torch.nn.Linear(8, 8)
 model = poptorch.inferenceModel(net, options)
-model.replicaGrouping("weight", poptorch.CommGroupType.Consecutive, 2, poptorch.VariableRetrievalMode.OnePerGroup)
+model.weight.replicaGrouping(poptorch.enums.CommGroupType.Consecutive, 2, poptorch.enums.VariableRetrievalMode.OnePerGroup)
 inputs = [torch.empty(2, 8)]
 `,
     js() {
@@ -565,7 +565,7 @@ inputs = [torch.empty(2, 8)]
     valid: true,
   },
   {
-    name: "optimizers: SGD with momentum over parameter groups, LAMB (§A.5)",
+    name: "optimizers: SGD with momentum over parameter groups, torch.optim's SGD converted as PopTorch converts it (§A.5)",
     py: `import torch, poptorch
 from playground import options
 
@@ -579,7 +579,7 @@ class Net(torch.nn.Module):
         return out, torch.nn.functional.cross_entropy(out, y)
 
 net = Net()
-sgd = poptorch.optim.SGD([{"params": net.fc1.parameters(), "lr": 0.0}, {"params": net.fc2.parameters()}], lr=0.1, momentum=0.9)
+sgd = torch.optim.SGD([{"params": net.fc1.parameters(), "lr": 0.0}, {"params": net.fc2.parameters()}], lr=0.1, momentum=0.9)
 model = poptorch.trainingModel(net, options, sgd)
 inputs = {"x": torch.empty(4, 8), "y": torch.empty(4, dtype=torch.long)}
 `,

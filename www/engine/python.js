@@ -18,6 +18,7 @@ export const PYTHON_FILES = Object.freeze([
   "torch/nn/__init__.py",
   "torch/nn/functional.py",
   "torch/testing.py",
+  "torch/optim.py",
   "poptorch/__init__.py",
   "torch_geometric/__init__.py",
   "torch_geometric/nn/__init__.py",

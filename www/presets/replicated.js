@@ -89,10 +89,8 @@ if half:
 dtype = torch.half if half else torch.float
 sgd = poptorch.optim.SGD(net.parameters(), lr=0.05)
 model = poptorch.trainingModel(net, options, sgd)
-# PopTorch: model.decoder.weight.replicaGrouping(...) on the wrapped
-# model's parameter; here the wrapper takes the parameter's name.
-model.replicaGrouping("decoder.weight", poptorch.CommGroupType.Consecutive, 2,
-                      poptorch.VariableRetrievalMode.OnePerGroup)
+model.decoder.weight.replicaGrouping(poptorch.CommGroupType.Consecutive, 2,
+                                     poptorch.VariableRetrievalMode.OnePerGroup)
 inputs = {"x": torch.empty(16, 128, dtype=dtype),
           "labels": torch.empty(16, dtype=torch.long)}
 # One step on made-up data: each group's copy learns from its

@@ -147,6 +147,35 @@ class PoplarExecutor(JsObject):
     def _value(self, v):
         return _out(_ipu.py(v))
 
+    def __getattr__(self, name):
+        try:
+            return JsObject.__getattr__(self, name)
+        except AttributeError:
+            if name.startswith("_"):
+                raise
+            # PopTorch: the wrapped model's attributes through the wrapper
+            # (`poptorch_model.W.replicaGrouping(...)`, `poptorch_model.decoder.weight`).
+            return _ModelPath(self, name)
+
+
+class _ModelPath:
+    """An attribute path of the wrapped model (`poptorch_model.decoder.weight`): its
+    parameter's per-replica settings are the wrapper's, by the parameter's name."""
+
+    def __init__(self, executor, path):
+        self._executor, self._path = executor, path
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _ModelPath(self._executor, f"{self._path}.{name}")
+
+    def replicaGrouping(self, comm_group_type, shards, variable_retrieval_mode=None):
+        call(self._executor._js.replicaGrouping, self._path, comm_group_type, shards, variable_retrieval_mode)
+        return self
+
+    perReplica = replicaGrouping
+
 
 _ipu.wraps("executor")(PoplarExecutor)
 _ipu.wraps("options")(Options)
@@ -227,6 +256,9 @@ def dynamic_slice(tensor, dim, start, size, step=1):
 
 
 # ---------------------------------------------------------------- optimizers
+
+# PopTorch's own enums module (poptorch.enums.CommGroupType, …).
+enums = type("enums", (), {n: globals()[n] for n in ("OutputMode", "ReductionType", "MeanReductionStrategy", "CommGroupType", "VariableRetrievalMode", "Liveness", "AutoStage", "MatMulSerializationMode")})
 
 
 class _Optimizer(_Object):

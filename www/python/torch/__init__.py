@@ -551,5 +551,5 @@ def is_tensor(x):
     return isinstance(x, Tensor)
 
 
-from . import nn, testing  # noqa: E402,F401
+from . import nn, optim, testing  # noqa: E402,F401
 from .nn import functional  # noqa: E402,F401
