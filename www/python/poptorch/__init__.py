@@ -151,10 +151,11 @@ class PoplarExecutor(JsObject):
         try:
             return JsObject.__getattr__(self, name)
         except AttributeError:
-            if name.startswith("_"):
-                raise
             # PopTorch: the wrapped model's attributes through the wrapper
             # (`poptorch_model.W.replicaGrouping(...)`, `poptorch_model.decoder.weight`).
+            module = _ipu.py(self._js.model)
+            if name.startswith("_") or not (name in module.__dict__.get("_submodules", {}) or name in module.__dict__.get("_params", ()) or isinstance(module, torch.nn._Builtin)):
+                raise
             return _ModelPath(self, name)
 
 
