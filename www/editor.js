@@ -16,6 +16,7 @@ import { defaultKeymap, history, historyKeymap } from "@codemirror/commands";
 import { syntaxHighlighting, defaultHighlightStyle, bracketMatching, indentOnInput } from "@codemirror/language";
 import { javascript } from "@codemirror/lang-javascript";
 import { python } from "@codemirror/lang-python";
+import { Language } from "./engine/protocol.js";
 import { closeBrackets, closeBracketsKeymap } from "@codemirror/autocomplete";
 import { searchKeymap, highlightSelectionMatches } from "@codemirror/search";
 import { setDiagnostics, lintGutter } from "@codemirror/lint";
@@ -30,12 +31,12 @@ const theme = EditorView.theme({
 });
 
 const LANGUAGES = {
-  javascript: { support: () => javascript(), label: "Model code (JavaScript)" },
-  python: { support: () => python(), label: "Model code (Python)" },
+  [Language.JAVASCRIPT]: { support: () => javascript(), label: "Model code (JavaScript)" },
+  [Language.PYTHON]: { support: () => python(), label: "Model code (Python)" },
 };
 
 const languageOf = (name) => {
-  const l = LANGUAGES[name] ?? LANGUAGES.javascript;
+  const l = LANGUAGES[name] ?? LANGUAGES[Language.JAVASCRIPT];
   return [l.support(), EditorView.contentAttributes.of({ "aria-label": l.label })];
 };
 
@@ -43,7 +44,7 @@ const languageOf = (name) => {
  * Creates the editor in `parent` with `doc` in `language` ("javascript" or "python");
  * `onChange(text)` after every edit. Returns { view, getText, setText, setLanguage, showError, clearErrors }.
  */
-export function createEditor(parent, doc, onChange, language = "javascript") {
+export function createEditor(parent, doc, onChange, language = Language.JAVASCRIPT) {
   const lang = new Compartment();
   const view = new EditorView({
     parent,

@@ -6,7 +6,7 @@ import "uplot/dist/uPlot.min.css";
 import { Store, presetState, switchLanguage, PRESETS, VIEWS } from "./state.js";
 import { createEditor } from "./editor.js";
 import { EngineClient, EngineError } from "./engine/client.js";
-import { Request, ErrorKind } from "./engine/protocol.js";
+import { Request, ErrorKind, Language } from "./engine/protocol.js";
 import { fitItems } from "./plan/adapter.js";
 import { diagnosticLine } from "./plan/lines.js";
 import { toPlannerOptions } from "./options.js";
@@ -265,6 +265,9 @@ async function boot() {
     s.language,
   );
   const languageSel = $("language");
+  for (const [value, text] of [[Language.JAVASCRIPT, "JavaScript"], [Language.PYTHON, "Python"]]) {
+    languageSel.append(Object.assign(document.createElement("option"), { value, textContent: text }));
+  }
   languageSel.value = s.language;
   languageSel.addEventListener("change", () => {
     const patch = switchLanguage(store.get(), languageSel.value);

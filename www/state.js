@@ -5,25 +5,26 @@
 // reload keeps the edit and the address is a link that restores it all.
 import { defaultOptions, mergeOptions } from "./options.js";
 import { PRESETS, DEFAULT_PRESET, presetById } from "./presets/index.js";
+import { Language } from "./engine/protocol.js";
 
 export const STORAGE_KEY = "ipu-playground.state";
 export const VIEWS = Object.freeze(["graph", "assignment", "memory", "execution", "fit", "training"]);
 export const DATASET_NAMES = Object.freeze(["PubMed", "Cora", "CiteSeer"]);
 /** The editor's languages (engine/protocol.js Language's values). */
-export const LANGUAGES = Object.freeze(["javascript", "python"]);
+export const LANGUAGES = Object.freeze(Object.values(Language));
 // 2: options became the planner's Options JSON (version 1 held the page's own draft of it,
 // whose options are not carried over).
 const VERSION = 2;
 
 /** A preset's code in `language` (each preset has both). */
 export function presetCode(p, language) {
-  return language === "python" ? p.python : p.code;
+  return language === Language.PYTHON ? p.python : p.code;
 }
 
 /** The state a preset starts from (in the language of `base`, JavaScript by default). */
 export function presetState(id, base = {}) {
   const p = presetById(id) ?? presetById(DEFAULT_PRESET);
-  const language = LANGUAGES.includes(base.language) ? base.language : "javascript";
+  const language = LANGUAGES.includes(base.language) ? base.language : Language.JAVASCRIPT;
   return {
     v: VERSION,
     preset: p.id,
