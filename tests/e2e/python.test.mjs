@@ -70,6 +70,18 @@ describe("the page in Python", () => {
     assert.match(await text("#console"), /after call 1: count = 1\.0\nafter call 2: count = 2\.0\nafter call 3: count = 3\.0/);
   });
 
+  test("Pyodide loads only when Python is chosen: the JavaScript page fetches none of it", T, async () => {
+    const fetched = [];
+    page.on("request", (req) => fetched.push(new URL(req.url()).pathname));
+    await openReady(page, server.url + "/");
+    await selectPreset(page, "mlp-pipelined");
+    assert.deepEqual(fetched.filter((p) => p.includes("pyodide") || p.startsWith("/python/")), []);
+    await chooseLanguage(page, "python");
+    for (const file of ["/engine/vendor/pyodide/pyodide.asm.wasm", "/engine/vendor/pyodide/python_stdlib.zip", "/python/torch/__init__.py"]) {
+      assert.ok(fetched.includes(file), `${file} was not fetched from this origin`);
+    }
+  });
+
   test("Pyodide's start is not taken for a hang: a worker started for JavaScript switches to Python under a 3 s time limit", T, async () => {
     // The pipelined MLP (no dataset to load), in JavaScript, with a time limit shorter than Pyodide's start.
     const z = zlib.deflateRawSync(JSON.stringify({ v: 2, preset: "mlp-pipelined" })).toString("base64url");
