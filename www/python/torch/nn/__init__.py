@@ -221,8 +221,11 @@ class _Builtin(Module):
         d = self.__dict__
         if name.startswith("_") or "_js" not in d:
             raise AttributeError(name)
-        if name in ("weight", "bias"):
-            return call(self._js.param, name)
+        if name in ("weight", "bias") and name in _ipu.py(self._js._stateNames("parameter")):
+            # In forward the traced parameter (PyTorch's F.linear(x, self.embed.weight)); else its host value.
+            if _ipu.tracing():
+                return call(self._js.param, name)
+            return _host(getattr(call(self._js.stateDict)._js, name))
         jsname = _ipu.camel(name)
         if host.has(self._js, jsname):
             v = getattr(self._js, jsname)
