@@ -144,6 +144,13 @@ b = poptorch.trainingModel(net)
     });
   });
 
+  test("a file that gives the page no model says what to set", async () => {
+    await assert.rejects(python.run("print('hello')\n", context()), (err) => {
+      assert.match(err.message, /^model\.py must set `model`/);
+      return true;
+    });
+  });
+
   test("Python's own errors: a syntax error at its line and column, a runtime error at the user's frame", async () => {
     await assert.rejects(python.run("import torch\nx = (1,\n", context()), (err) => {
       assert.equal(err.kind, "syntax");

@@ -127,6 +127,13 @@ export async function loadPython({ loadPyodide, indexURL, pkg, readSource, pkgRe
       }
       if (result.need !== undefined) throw { kind: "model", message: `the raw files of ${result.need} could not be loaded` };
       if (result.error) throw result.error;
+      if (!("default" in result)) {
+        throw {
+          kind: "model",
+          message:
+            "model.py must set `model` (what poptorch.trainingModel(…) or poptorch.inferenceModel(…) returned) and `inputs` (one micro-batch, e.g. inputs = {\"x\": torch.empty(32, 784)}), or call its wrapped model, or set `revgnn = dict(…)`",
+        };
+      }
       return result;
     }
   }
