@@ -8,6 +8,9 @@
 //   www/engine/vendor/acorn.mjs  acorn's ES module build, imported by the engine worker to
 //                                check the editor's code (served as is, not bundled: the
 //                                worker and the user's code must share one package URL)
+//   www/engine/vendor/pyodide/   the pyodide package's runtime (its ES module, the wasm, the
+//                                standard library, the lock file), served as is: the worker
+//                                loads it on the first Python request (engine/python.js)
 //
 //   node web/build.mjs [--dev]   (--dev: no minification, inline source maps)
 import { build } from "esbuild";
@@ -57,7 +60,16 @@ const vendor = path.join(WWW, "engine", "vendor");
 fs.mkdirSync(vendor, { recursive: true });
 fs.copyFileSync(path.join(WEB, "node_modules", "acorn", "dist", "acorn.mjs"), path.join(vendor, "acorn.mjs"));
 fs.copyFileSync(path.join(WEB, "node_modules", "acorn", "LICENSE"), path.join(vendor, "acorn.LICENSE"));
+// Pyodide: only what loadPyodide fetches (no wheels: the page's Python is the standard
+// library and www/python), and its licence.
+const PYODIDE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json", "package.json"];
+const pyodide = path.join(vendor, "pyodide");
+fs.rmSync(pyodide, { recursive: true, force: true });
+fs.mkdirSync(pyodide, { recursive: true });
+for (const f of PYODIDE_FILES) fs.copyFileSync(path.join(WEB, "node_modules", "pyodide", f), path.join(pyodide, f));
+const pyodideLicence = fs.readdirSync(path.join(WEB, "node_modules", "pyodide")).find((f) => /^licen[cs]e/i.test(f));
+if (pyodideLicence) fs.copyFileSync(path.join(WEB, "node_modules", "pyodide", pyodideLicence), path.join(pyodide, "LICENSE"));
 const sizes = Object.entries(result.metafile.outputs)
   .filter(([f]) => !f.endsWith(".LEGAL.txt"))
   .map(([f, o]) => `${path.relative(ROOT, f)} ${(o.bytes / 1024).toFixed(0)} KiB`);
-console.log(`build-page: ${sizes.join(", ")}, www/engine/vendor/acorn.mjs (${Date.now() - t0} ms)`);
+console.log(`build-page: ${sizes.join(", ")}, www/engine/vendor/acorn.mjs, www/engine/vendor/pyodide/ (${Date.now() - t0} ms)`);

@@ -2,7 +2,7 @@
 // JavaScript highlighting, line numbers, and lint diagnostics for the line a trace error
 // points to. Tab is left to move focus (keyboard users are not trapped); indenting is
 // Ctrl-] / Ctrl-[ (CodeMirror's defaults).
-import { EditorState } from "@codemirror/state";
+import { EditorState, Compartment } from "@codemirror/state";
 import {
   EditorView,
   keymap,
@@ -15,6 +15,8 @@ import {
 import { defaultKeymap, history, historyKeymap } from "@codemirror/commands";
 import { syntaxHighlighting, defaultHighlightStyle, bracketMatching, indentOnInput } from "@codemirror/language";
 import { javascript } from "@codemirror/lang-javascript";
+import { python } from "@codemirror/lang-python";
+import { Language } from "./engine/protocol.js";
 import { closeBrackets, closeBracketsKeymap } from "@codemirror/autocomplete";
 import { searchKeymap, highlightSelectionMatches } from "@codemirror/search";
 import { setDiagnostics, lintGutter } from "@codemirror/lint";
@@ -28,11 +30,22 @@ const theme = EditorView.theme({
   "&.cm-focused": { outline: "2px solid var(--focus)", outlineOffset: "-2px" },
 });
 
+const LANGUAGES = {
+  [Language.JAVASCRIPT]: { support: () => javascript(), label: "Model code (JavaScript)" },
+  [Language.PYTHON]: { support: () => python(), label: "Model code (Python)" },
+};
+
+const languageOf = (name) => {
+  const l = LANGUAGES[name] ?? LANGUAGES[Language.JAVASCRIPT];
+  return [l.support(), EditorView.contentAttributes.of({ "aria-label": l.label })];
+};
+
 /**
- * Creates the editor in `parent` with `doc`; `onChange(text)` after every edit.
- * Returns { view, getText, setText, showError, clearErrors }.
+ * Creates the editor in `parent` with `doc` in `language` ("javascript" or "python");
+ * `onChange(text)` after every edit. Returns { view, getText, setText, setLanguage, showError, clearErrors }.
  */
-export function createEditor(parent, doc, onChange) {
+export function createEditor(parent, doc, onChange, language = Language.JAVASCRIPT) {
+  const lang = new Compartment();
   const view = new EditorView({
     parent,
     state: EditorState.create({
@@ -50,11 +63,10 @@ export function createEditor(parent, doc, onChange) {
         highlightActiveLine(),
         highlightSelectionMatches(),
         keymap.of([...closeBracketsKeymap, ...defaultKeymap, ...searchKeymap, ...historyKeymap]),
-        javascript(),
+        lang.of(languageOf(language)),
         EditorView.lineWrapping,
         lintGutter(),
         theme,
-        EditorView.contentAttributes.of({ "aria-label": "Model code (JavaScript)" }),
         EditorView.updateListener.of((u) => {
           if (u.docChanged) onChange(u.state.doc.toString());
         }),
@@ -63,6 +75,11 @@ export function createEditor(parent, doc, onChange) {
   });
 
   const getText = () => view.state.doc.toString();
+
+  /** Highlights (and labels) the text as `name`'s code. */
+  function setLanguage(name) {
+    view.dispatch({ effects: lang.reconfigure(languageOf(name)) });
+  }
 
   /** Replaces the whole text (a preset was chosen). */
   function setText(text) {
@@ -104,5 +121,5 @@ export function createEditor(parent, doc, onChange) {
     view.dispatch(setDiagnostics(view.state, []));
   }
 
-  return { view, getText, setText, showError, showDiagnostics, clearErrors };
+  return { view, getText, setText, setLanguage, showError, showDiagnostics, clearErrors };
 }

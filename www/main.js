@@ -3,10 +3,10 @@
 // the training controller (training-controller.js) together, and runs the analysis.
 // web/build.mjs bundles it (with CodeMirror and uPlot) into dist/main.js.
 import "uplot/dist/uPlot.min.css";
-import { Store, presetState, PRESETS, VIEWS } from "./state.js";
+import { Store, presetState, switchLanguage, PRESETS, VIEWS } from "./state.js";
 import { createEditor } from "./editor.js";
 import { EngineClient, EngineError } from "./engine/client.js";
-import { Request, ErrorKind } from "./engine/protocol.js";
+import { Request, ErrorKind, Language } from "./engine/protocol.js";
 import { fitItems } from "./plan/adapter.js";
 import { diagnosticLine } from "./plan/lines.js";
 import { toPlannerOptions } from "./options.js";
@@ -90,6 +90,7 @@ function showView(id) {
 
 const analyser = new EngineClient({
   name: "engine",
+  language: () => store.get().language,
   onRestart: (reason) => setStatus(`Engine restarted: ${reason}`, true),
 });
 let latest = 0;
@@ -97,7 +98,7 @@ let debounce = 0;
 
 /** What the engine runs the editor's code with: the code, the panel's options, and what the code gets beside them. */
 function codeRun(s) {
-  return { code: s.code, options: toPlannerOptions(s.options), ipus: s.ipus, half: s.half };
+  return { code: s.code, language: s.language, options: toPlannerOptions(s.options), ipus: s.ipus, half: s.half };
 }
 
 function scheduleAnalysis(delay = DEBOUNCE_MS) {
@@ -231,7 +232,7 @@ store.subscribe((s, patch) => {
     dirty.add("graph");
     if (s.view === "graph") renderView("graph");
   }
-  if ("code" in patch || "options" in patch || "ipus" in patch || "half" in patch) scheduleAnalysis();
+  if ("code" in patch || "language" in patch || "options" in patch || "ipus" in patch || "half" in patch) scheduleAnalysis();
   // A model built from the Training view's dataset (the code read `dataset`) is planned again for another.
   if ("train" in patch && analysis?.dataset && patch.train.dataset !== analysis.dataset) scheduleAnalysis();
 });
@@ -255,9 +256,28 @@ async function boot() {
   presetSel.value = s.preset;
   presetSel.addEventListener("change", () => loadPreset(presetSel.value));
 
-  editor = createEditor($("editor"), s.code, (code) => {
-    if (code !== store.get().code) store.set({ code });
+  editor = createEditor(
+    $("editor"),
+    s.code,
+    (code) => {
+      if (code !== store.get().code) store.set({ code });
+    },
+    s.language,
+  );
+  const languageSel = $("language");
+  for (const [value, text] of [[Language.JAVASCRIPT, "JavaScript"], [Language.PYTHON, "Python"]]) {
+    languageSel.append(Object.assign(document.createElement("option"), { value, textContent: text }));
+  }
+  languageSel.value = s.language;
+  languageSel.addEventListener("change", () => {
+    const patch = switchLanguage(store.get(), languageSel.value);
+    if (!patch) return;
+    store.set(patch);
+    editor.setLanguage(patch.language);
+    editor.setText(patch.code);
+    document.body.dataset.language = patch.language;
   });
+  document.body.dataset.language = s.language;
   optionsPanel.set(s);
   training.setSettings(s.train);
   training.updateConfig();

@@ -5,21 +5,33 @@
 // reload keeps the edit and the address is a link that restores it all.
 import { defaultOptions, mergeOptions } from "./options.js";
 import { PRESETS, DEFAULT_PRESET, presetById } from "./presets/index.js";
+import { Language } from "./engine/protocol.js";
 
 export const STORAGE_KEY = "ipu-playground.state";
 export const VIEWS = Object.freeze(["graph", "assignment", "memory", "execution", "fit", "training"]);
 export const DATASET_NAMES = Object.freeze(["PubMed", "Cora", "CiteSeer"]);
+/** The editor's languages (engine/protocol.js Language's values). */
+export const LANGUAGES = Object.freeze(Object.values(Language));
 // 2: options became the planner's Options JSON (version 1 held the page's own draft of it,
 // whose options are not carried over).
 const VERSION = 2;
 
-/** The state a preset starts from. */
+/** A preset's code in `language` (each preset has both). */
+export function presetCode(p, language) {
+  return language === Language.PYTHON ? p.python : p.code;
+}
+
+/** The state a preset starts from (in the language of `base`, JavaScript by default). */
 export function presetState(id, base = {}) {
   const p = presetById(id) ?? presetById(DEFAULT_PRESET);
+  const language = LANGUAGES.includes(base.language) ? base.language : Language.JAVASCRIPT;
   return {
     v: VERSION,
     preset: p.id,
-    code: p.code,
+    language,
+    code: presetCode(p, language),
+    // The other language's text, kept across a switch of language (null: the preset's).
+    other: null,
     options: mergeOptions(defaultOptions(), p.options),
     ipus: p.ipus,
     half: Boolean(p.half),
@@ -31,10 +43,11 @@ export function presetState(id, base = {}) {
 
 /** Keeps what is well-formed in `raw`, defaults for the rest. */
 export function sanitize(raw) {
-  const base = presetState(presetById(raw?.preset) ? raw.preset : DEFAULT_PRESET);
+  const base = presetState(presetById(raw?.preset) ? raw.preset : DEFAULT_PRESET, { language: raw?.language });
   if (!raw || typeof raw !== "object") return base;
   const s = { ...base };
   if (typeof raw.code === "string" && raw.code.length <= 200_000) s.code = raw.code;
+  if (typeof raw.other === "string" && raw.other.length <= 200_000) s.other = raw.other;
   if (raw.v === VERSION) {
     if (raw.options && typeof raw.options === "object" && !Array.isArray(raw.options)) s.options = mergeOptions(defaultOptions(), raw.options);
     if (Number.isInteger(raw.ipus) && raw.ipus >= 1 && raw.ipus <= 1024) s.ipus = raw.ipus;
@@ -161,6 +174,17 @@ export class Store {
   async link() {
     return this.saveNow();
   }
+}
+
+/**
+ * The patch that switches the editor to `language`: its text becomes the code kept for that
+ * language (or the preset's), the current text is kept as the other; everything else (the
+ * options, the IPUs, the view, training) stays.
+ */
+export function switchLanguage(state, language) {
+  if (!LANGUAGES.includes(language) || language === state.language) return null;
+  const p = presetById(state.preset) ?? presetById(DEFAULT_PRESET);
+  return { language, code: state.other ?? presetCode(p, language), other: state.code };
 }
 
 export { PRESETS };

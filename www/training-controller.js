@@ -36,6 +36,7 @@ export function createTrainingController({ panel, params, store, analysis, codeR
 
   const trainer = new EngineClient({
     name: "trainer",
+    language: () => store.get().language,
     onEvent: (name, data) => {
       if (name !== Event.TRAINING) return;
       if (ENDED.has(data.phase)) clearTimeout(stopWatch);

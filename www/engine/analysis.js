@@ -3,13 +3,68 @@
 // and the options it set itself. Also what the training side shares: the data and package
 // URLs, the panel's options, a call's inputs.
 import * as pkg from "../pkg/ipu_playground.js";
-import { ErrorKind, makeError, USER_FILE } from "./protocol.js";
+import { ErrorKind, makeError, USER_FILE, PYTHON_FILE, Language } from "./protocol.js";
 import { importModule, normalize, describe, userSources } from "./usercode.js";
-import { DATASETS, checkName } from "./datasets.js";
+import { loadPython } from "./python.js";
+import { loadEngine } from "./load.js";
+import { DATASETS, checkName, fetchPlanetoid } from "./datasets.js";
 import { fieldOfDiagnostic } from "../options.js";
 
 export const PACKAGE_URL = new URL("./package.js", import.meta.url).href;
 export const DATA_URL = new URL("../data/", import.meta.url);
+const PYODIDE_URL = new URL("./vendor/pyodide/", import.meta.url);
+const PYTHON_URL = new URL("../python/", import.meta.url);
+
+let python = null;
+
+/**
+ * Pyodide with the shipped Python, loaded on the first Python request (engine/python.js);
+ * the worker starts it as such a request arrives, while the package's wasm still loads.
+ */
+export function pythonEngine() {
+  python ??= (async () => {
+    const [{ loadPyodide }, pkgForCode] = await Promise.all([import(new URL("pyodide.mjs", PYODIDE_URL).href), import(PACKAGE_URL)]);
+    return loadPython({
+      loadPyodide,
+      indexURL: PYODIDE_URL.href,
+      pkg: pkgForCode,
+      pkgReady: loadEngine(),
+      readSource: async (file) => {
+        const res = await fetch(new URL(file, PYTHON_URL));
+        if (!res.ok) throw new Error(`fetch python/${file}: HTTP ${res.status}`);
+        return res.text();
+      },
+    });
+  })();
+  python.catch(() => (python = null));
+  return python;
+}
+
+/**
+ * The editor's code run as its language says: a JavaScript module imported (its exports),
+ * or Python run in Pyodide with the page's context `ctx` (its `model`, `inputs`, `train` as a
+ * default export's object would give them). Resolves { exports, url, file }: `url` the blob
+ * of a JavaScript module (revoke it when done), `file` the name its ops' sources carry.
+ */
+export async function importCode(code, language, ctx) {
+  if (language === Language.PYTHON) {
+    // Code that loads a Planetoid dataset gets the Training view's one, fetched while Pyodide
+    // loads (else the code would ask for it, and run again once it is here).
+    const early = /\bPlanetoid\b/.test(code) ? fetchPlanetoid(ctx.dataset, DATA_URL).catch(() => null) : null;
+    let engine;
+    try {
+      engine = await pythonEngine();
+    } catch (e) {
+      throw makeError(ErrorKind.ENGINE, `loading Python (Pyodide) failed: ${e?.message ?? e}`);
+    }
+    const files = await early;
+    if (files) engine.provide(ctx.dataset, files);
+    const exports = await engine.run(code, ctx, (name) => fetchPlanetoid(name, DATA_URL));
+    return { exports, url: null, file: PYTHON_FILE };
+  }
+  const { exports, url } = await importModule(code, PACKAGE_URL);
+  return { exports, url, file: USER_FILE };
+}
 
 /**
  * The planner of a plain module's trace, of RevGNN's and of the trainer's step: `plan(model,
@@ -38,7 +93,10 @@ function revgnnTrace(code, config) {
 
 /** The line of `key:` in the user's code (1-based), or undefined. */
 function lineOfKey(code, key) {
-  const i = code.split("\n").findIndex((l) => new RegExp(`\\b${key}\\s*:`).test(l));
+  // `key:` in a JavaScript object, else `key = …` at the start of a line (Python's module level).
+  const lines = code.split("\n");
+  let i = lines.findIndex((l) => new RegExp(`\\b${key}\\s*:`).test(l));
+  if (i < 0) i = lines.findIndex((l) => new RegExp(`^${key}\\s*=(?!=)`).test(l));
   return i >= 0 ? i + 1 : undefined;
 }
 
@@ -95,7 +153,7 @@ const FIELDS = {
 
 /** The line (1-based) of the first line of `code` matching `re`, or undefined. */
 function lineMatching(code, re) {
-  const i = code.split("\n").findIndex((l) => re.test(l) && !/^\s*\/\//.test(l));
+  const i = code.split("\n").findIndex((l) => re.test(l) && !/^\s*(\/\/|#)/.test(l));
   return i >= 0 ? i + 1 : undefined;
 }
 
@@ -251,7 +309,7 @@ export function codeContext({ options, ipus, half, dataset, ...extra }) {
   return { ctx, read };
 }
 
-export async function analyse({ code, options, ipus = 1, half = false, dataset = "PubMed" }) {
+export async function analyse({ code, language = Language.JAVASCRIPT, options, ipus = 1, half = false, dataset = "PubMed" }) {
   const t0 = performance.now();
   if (typeof code !== "string") throw makeError(ErrorKind.MODEL, "no code to run");
   const opts = panelOptions(options);
@@ -259,9 +317,9 @@ export async function analyse({ code, options, ipus = 1, half = false, dataset =
   // An analysis that read `dataset` (the Training view's choice) is redone when it changes.
   const { ctx, read } = codeContext({ options: opts, ipus, half, dataset });
   const { value: result, lines } = await withConsole(async () => {
-    const { exports, url } = await importModule(code, PACKAGE_URL);
+    const { exports, url, file } = await importCode(code, language, ctx);
     try {
-      return await analyseModule(code, exports, url, ctx, panel, dataset);
+      return await analyseModule(code, exports, url, ctx, panel, dataset, file);
     } catch (e) {
       throw half ? e : withHalfHint(e);
     } finally {
@@ -352,7 +410,7 @@ function trainingConfig(exports) {
   return c && typeof c === "object" && !Array.isArray(c) ? { ...c } : null;
 }
 
-async function analyseModule(code, exports, url, ctx, panel, dataset) {
+async function analyseModule(code, exports, url, ctx, panel, dataset, file) {
   const spec = await normalize(exports, ctx, (v) => v instanceof pkg.poptorch.PoplarExecutor).catch((e) => {
     const info = describe(e, url);
     // An error about one key of the default export carries it (usercode.js normalize).
@@ -439,6 +497,6 @@ async function analyseModule(code, exports, url, ctx, panel, dataset) {
     optionsFromCode: spec.kind === "revgnn" ? [] : optionsFromCode(panel, planned, code),
     // The default export says how to train the model (`train`): the Training view runs it.
     trainable: Boolean(spec.train),
-    file: USER_FILE,
+    file,
   };
 }

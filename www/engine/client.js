@@ -6,7 +6,7 @@
 // loop: the engine reports progress while it traces and plans, Event.PROGRESS, and each
 // report restarts the timer) terminates the worker: every pending call is rejected with an
 // ErrorKind.TIMEOUT error, a fresh worker is started, and onRestart(reason) tells the page.
-import { Request, Event, ErrorKind, request, makeError } from "./protocol.js";
+import { Request, Event, ErrorKind, Language, request, makeError } from "./protocol.js";
 
 /** An Error carrying the worker's structured error ({ kind, message, line, … }). */
 export class EngineError extends Error {
@@ -23,9 +23,12 @@ export class EngineClient {
    * @param {string} o.name        the worker's name (shows in devtools)
    * @param {(name, data) => void} [o.onEvent]   worker events (ready, training progress)
    * @param {(reason: string) => void} [o.onRestart]  the worker was replaced
+   * @param {() => string | null} [o.language]  the editor's language when a worker starts: a
+   *   worker started for Python loads Pyodide at once, beside the package's wasm
    */
-  constructor({ name, onEvent = () => {}, onRestart = () => {} }) {
+  constructor({ name, onEvent = () => {}, onRestart = () => {}, language = () => null }) {
     this.name = name;
+    this.language = language;
     this.onEvent = onEvent;
     this.onRestart = onRestart;
     this.seq = 0;
@@ -35,16 +38,18 @@ export class EngineClient {
     this.generation = 0;
   }
 
-  /** The worker's script: next to the page, under engine/ (the bundle lives in dist/). */
-  static workerUrl() {
-    return new URL("engine/worker.js", document.baseURI);
+  /** The worker's script: next to the page, under engine/ (the bundle lives in dist/); `?language=python` when it will run Python first. */
+  static workerUrl(language = null) {
+    const url = new URL("engine/worker.js", document.baseURI);
+    if (language === Language.PYTHON) url.searchParams.set("language", language);
+    return url;
   }
 
   /** Starts the worker if none is running; resolves with its READY data. */
   start() {
     if (this.worker) return this.ready;
     const generation = ++this.generation;
-    const worker = new Worker(EngineClient.workerUrl(), { type: "module", name: this.name });
+    const worker = new Worker(EngineClient.workerUrl(this.language()), { type: "module", name: this.name });
     this.worker = worker;
     let settle;
     this.ready = new Promise((resolve, reject) => (settle = { resolve, reject }));
@@ -53,7 +58,7 @@ export class EngineClient {
       if (generation !== this.generation) return;
       if (data && "event" in data) {
         if (data.event === Event.PROGRESS) {
-          for (const call of this.pending.values()) call.arm?.();
+          for (const call of this.pending.values()) call.arm?.(data.data?.graceMs);
           return;
         }
         if (data.event === Event.READY) settle.resolve(data.data);
@@ -126,11 +131,12 @@ export class EngineClient {
       const call = { resolve, reject, timer: 0, arm: null };
       if (timeoutMs > 0) {
         const s = (timeoutMs / 1000).toFixed(timeoutMs % 1000 ? 1 : 0);
-        call.arm = () => {
+        // `graceMs`: a longer wait the worker asked for before work that reports nothing (Pyodide starting).
+        call.arm = (graceMs = 0) => {
           clearTimeout(call.timer);
           call.timer = setTimeout(() => {
             this.restart(`the model's code ran for more than ${s} s without progress and was stopped (an endless loop?); a fresh engine was started`, ErrorKind.TIMEOUT);
-          }, timeoutMs);
+          }, Math.max(timeoutMs, graceMs));
         };
         call.arm();
       }

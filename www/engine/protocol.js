@@ -11,10 +11,10 @@
 export const Request = Object.freeze({
   /** () → { version, simd } */
   HELLO: "hello",
-  /** ({ code, options, ipus, half, dataset }) → Analysis: the user's model traced and planned. */
+  /** ({ code, language, options, ipus, half, dataset }) → Analysis: the user's model traced and planned. */
   ANALYSE: "analyse",
   /**
-   * ({ dataset, epochs, config, code?, options?, ipus?, half? }) → { state, acc }: trains the model of
+   * ({ dataset, epochs, config, code?, language?, options?, ipus?, half? }) → { state, acc }: trains the model of
    * `code` (its default export's `train`, run with `options`, `ipus`, `half` and the dataset) or, without
    * `code` or `train`, the built-in RevGnnTrainer with `config`; progress comes as events.
    */
@@ -35,8 +35,9 @@ export const Event = Object.freeze({
   FAILED: "failed",
   /** Progress of a training run: see TrainingEvent below. */
   TRAINING: "training",
-  /** {}: long engine work advances (tracing, autograd, planning; at most a few a second):
-   * the client's guard stops only a request that makes no progress. */
+  /** { graceMs? }: long engine work advances (tracing, autograd, planning; at most a few a
+   * second): the client's guard stops only a request that makes no progress. `graceMs`: the
+   * next stretch reports nothing for up to that long (Pyodide starting its interpreter). */
   PROGRESS: "progress",
 });
 
@@ -94,3 +95,13 @@ export function makeError(kind, message, extra = {}) {
 
 /** The file name user code is shown as, in the graph's source column and in messages. */
 export const USER_FILE = "model.js";
+
+/**
+ * The language of the editor's code, the `language` of ANALYSE and TRAIN (JavaScript when
+ * absent): JavaScript runs as an ES module, Python in Pyodide (engine/python.js), loaded on
+ * the first Python request.
+ */
+export const Language = Object.freeze({ JAVASCRIPT: "javascript", PYTHON: "python" });
+
+/** The file name Python code runs as (tracebacks and the graph's source column name it). */
+export const PYTHON_FILE = "model.py";

@@ -3,10 +3,10 @@
 // and stop between epochs, progress sent as events, the trained weights as safetensors.
 import * as pkg from "../pkg/ipu_playground.js";
 import { Event, ErrorKind, TrainingPhase, event, makeError } from "./protocol.js";
-import { importModule, normalize, describe } from "./usercode.js";
+import { normalize, describe } from "./usercode.js";
 import { checkName, fetchPlanetoid } from "./datasets.js";
 import { safetensors } from "./safetensors.js";
-import { PACKAGE_URL, DATA_URL, makePlan, panelOptions, callInputs, codeContext } from "./analysis.js";
+import { DATA_URL, makePlan, panelOptions, callInputs, codeContext, importCode } from "./analysis.js";
 
 // ---------------------------------------------------------------- training
 
@@ -61,13 +61,13 @@ const pygName = (name) => name.replace(/\.blocks\.(\d+)\./g, ".convs.$1.");
  * view's dataset and epochs, then the `train` it gives ({ parts, step, evaluate }), or null
  * when it gives none (the trainer's configuration is trained instead).
  */
-async function codeRunner({ code, options, ipus, half, dataset, epochs }) {
+async function codeRunner({ code, language, options, ipus, half, dataset, epochs }) {
   const { ctx } = codeContext({ options: panelOptions(options), ipus, half, dataset, epochs });
   // A missing file is named, with the command that stages it, before the code fetches them
   // (a localhost download of the raw files; HEAD requests would do, but Chromium reports
   // them as aborted).
   await fetchPlanetoid(dataset, DATA_URL);
-  const { exports, url } = await importModule(code, PACKAGE_URL);
+  const { exports, url } = await importCode(code, language, ctx);
   try {
     const spec = await normalize(exports, ctx, (v) => v instanceof pkg.poptorch.PoplarExecutor);
     if (spec.kind !== "poptorch" || !spec.train) return null;
@@ -129,7 +129,7 @@ function predictPlan(makeIt) {
  * Trains in this worker: the editor's model when `code` is given and its default export says
  * how (`train`), else the built-in RevGnnTrainer with `config`. Progress goes out as events.
  */
-export async function train({ dataset, config = {}, epochs, code = null, options = {}, ipus = 1, half = false }) {
+export async function train({ dataset, config = {}, epochs, code = null, language, options = {}, ipus = 1, half = false }) {
   if (run.state === TrainingPhase.RUNNING || run.state === TrainingPhase.PAUSED || run.state === TrainingPhase.BUILDING) {
     throw makeError(ErrorKind.MODEL, "A training run is already going: stop it first");
   }
@@ -146,7 +146,7 @@ export async function train({ dataset, config = {}, epochs, code = null, options
   try {
     send(TrainingPhase.BUILDING, { epoch: 0 });
     const t0 = performance.now();
-    const runner = (typeof code === "string" ? await codeRunner({ code, options, ipus, half, dataset, epochs }) : null) ?? (await trainerRunner(dataset, config, epochs));
+    const runner = (typeof code === "string" ? await codeRunner({ code, language, options, ipus, half, dataset, epochs }) : null) ?? (await trainerRunner(dataset, config, epochs));
     run.trainer = runner;
     run.dataset = dataset;
     const buildSeconds = (performance.now() - t0) / 1000;

@@ -20,7 +20,8 @@
 // the module is imported from a blob: URL. The tracer records `<blob id>:<line>` for each
 // op; sources() turns that into `model.js:<line>`.
 import { parse } from "./vendor/acorn.mjs";
-import { ErrorKind, USER_FILE, makeError } from "./protocol.js";
+import { ErrorKind, USER_FILE, PYTHON_FILE, makeError } from "./protocol.js";
+import { pythonTraceback } from "./python.js";
 
 export const PACKAGE = "ipu-playground";
 
@@ -195,12 +196,13 @@ export function locate(err, url) {
   return {};
 }
 
-/** `err.source` ("<blob id>:12", the package's field) as an editor line, when it is the user's module. */
+/** `err.source` ("<blob id>:12", the package's field) as an editor line, when it is the user's module (or Python file). */
 function sourceLine(err, url) {
   const source = err instanceof Error && typeof err.source === "string" ? err.source : "";
   const cut = source.lastIndexOf(":");
   const line = Number(source.slice(cut + 1));
-  return cut > 0 && source.slice(0, cut) === blobId(url) && Number.isInteger(line) && line > 0 ? { line } : {};
+  const file = source.slice(0, cut);
+  return cut > 0 && (file === blobId(url) || file === PYTHON_FILE) && Number.isInteger(line) && line > 0 ? { line } : {};
 }
 
 /** The blob's id as the tracer records it (the last path segment of the URL). */
@@ -221,10 +223,15 @@ export function describe(err, url) {
   let message = err instanceof Error ? err.message || name : typeof err === "string" ? err : safeString(err);
   message = userSources(message, url);
   const where = locate(err, url);
+  const tb = pythonTraceback(message);
+  if (tb) {
+    message = tb.message;
+    where.line = tb.line;
+  }
   // An error about a traced op names the op's call as `err.source` ("<blob id>:12"); use it
   // when the stack has no frame in the user's module.
   if (where.line === undefined) Object.assign(where, sourceLine(err, url));
-  const prefix = name && name !== "Error" && !message.startsWith(name) ? `${name}: ` : "";
+  const prefix = name && name !== "Error" && name !== "PythonError" && !message.startsWith(name) ? `${name}: ` : "";
   return makeError(ErrorKind.MODEL, prefix + message, { ...where, ...engineFields(err), fatal: err instanceof WebAssembly.RuntimeError });
 }
 

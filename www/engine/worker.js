@@ -5,9 +5,9 @@
 // forever), one trains (engine/training.js).
 import * as pkg from "../pkg/ipu_playground.js";
 import { loadEngine } from "./load.js";
-import { Request, Event, ErrorKind, reply, failure, event, makeError } from "./protocol.js";
+import { Request, Event, ErrorKind, Language, reply, failure, event, makeError } from "./protocol.js";
 import { describe } from "./usercode.js";
-import { analyse } from "./analysis.js";
+import { analyse, pythonEngine } from "./analysis.js";
 import { train, pause, resume, stop, weights } from "./training.js";
 
 // The editor's code calls into wasm, whose frames come before the user's in a stack: keep
@@ -45,6 +45,33 @@ function progress() {
 }
 
 const ready = loadEngine();
+
+/**
+ * Pyodide, loading (analysis.js pythonEngine: once per worker), with progress reported
+ * meanwhile: its seconds of loading are work, not code that hangs. A failure is the Python
+ * request's error (analysis.js importCode).
+ */
+function loadPython() {
+  // Pyodide's start runs its interpreter, then the shipped modules' imports, for seconds in
+  // synchronous stretches (longer on a busy machine) in which no report can be sent: each
+  // report while it loads asks the client for that much more time.
+  const grace = () => self.postMessage(event(Event.PROGRESS, { graceMs: PYTHON_START_GRACE_MS }));
+  if (!pythonLoaded) grace();
+  const loading = pythonEngine();
+  const timer = setInterval(grace, PROGRESS_MS);
+  loading.then(
+    () => {
+      pythonLoaded = true;
+      clearInterval(timer);
+    },
+    () => clearInterval(timer),
+  );
+}
+let pythonLoaded = false;
+const PYTHON_START_GRACE_MS = 60000;
+
+// Started for Python (client.js workerUrl): Pyodide loads now, beside the package's wasm.
+if (new URL(import.meta.url).searchParams.get("language") === Language.PYTHON) loadPython();
 ready.then(
   ({ simd }) => {
     pkg.setProgressHook(progress);
@@ -56,6 +83,7 @@ ready.then(
 self.onmessage = async ({ data }) => {
   const { seq, type, args } = data ?? {};
   try {
+    if (args?.language === Language.PYTHON) loadPython();
     await ready;
     const fn = Object.hasOwn(HANDLERS, type) ? HANDLERS[type] : null;
     if (!fn) throw makeError(ErrorKind.ENGINE, `unknown request "${type}"`);

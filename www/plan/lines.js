@@ -7,7 +7,7 @@ import { fieldOfDiagnostic } from "../options.js";
 
 /** The 1-based editor line of `item` ({ code, message, node }) in analysis `a`, or null. */
 export function diagnosticLine(a, item) {
-  const own = editorLine(sourceOf(a.plan, a.graph, item.node));
+  const own = editorLine(sourceOf(a.plan, a.graph, item.node), a.file);
   if (own) return own;
   const fromCode = new Map((a.optionsFromCode ?? []).filter((o) => o.line).map((o) => [o.field, o.line]));
   const f = fieldOfDiagnostic(item);

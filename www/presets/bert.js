@@ -174,3 +174,163 @@ export function bertOptions({ replicas, accumulation, proportions }) {
     Precision: { partialsType: "half", enableStochasticRounding: true },
   };
 }
+
+/** The same preset in Python, as Graphcore's PopTorch code writes it (`config` as in bertCode). */
+export function bertPython({ title, source, hidden, layers, heads, perIpu, micro, serialization, optimizer }) {
+  return `import math
+
+import torch
+import torch.nn.functional as F
+import poptorch
+from playground import options, half
+
+# ${title}: Graphcore's PopTorch BERT (nlp/bert/pytorch in
+# graphcore/examples), configuration \`${source}\`. The weights
+# are never made to plan it: parameters hold shapes until a call
+# runs the model.
+H, LAYERS, HEADS = ${hidden}, ${layers}, ${heads}
+FF = 4 * H
+VOCAB, SEQ, MASK_TOKENS = 30522, 128, 20
+MICRO_BATCH = ${micro}
+# The MLM decoder's product in this many pieces over the vocabulary
+# (embedding_serialization_factor).
+EMBEDDING_SERIALIZATION = ${serialization}
+# Encoder layers per IPU; the embeddings, the pooler and both
+# heads go on IPU 0 (the MLM decoder shares the word embedding).
+LAYERS_PER_IPU = [${perIpu.join(", ")}]
+
+
+class SelfAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.query = torch.nn.Linear(H, H)
+        self.key = torch.nn.Linear(H, H)
+        self.value = torch.nn.Linear(H, H)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        split = lambda t: t.reshape(b, s, HEADS, H // HEADS).permute(0, 2, 1, 3)
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        p = (q @ k.transpose(2, 3) * (1 / math.sqrt(H // HEADS))).softmax(-1)
+        return (p @ v).permute(0, 2, 1, 3).reshape(b, s, H)
+
+
+# dense -> + residual -> LayerNorm (HF's BertSelfOutput / BertOutput).
+class Output(torch.nn.Module):
+    def __init__(self, from_):
+        super().__init__()
+        self.dense = torch.nn.Linear(from_, H)
+        self.LayerNorm = torch.nn.LayerNorm(H)
+
+    def forward(self, h, residual):
+        return self.LayerNorm(self.dense(h) + residual)
+
+
+class Layer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention = SelfAttention()
+        self.attentionOutput = Output(H)
+        self.intermediate = torch.nn.Linear(H, FF)
+        self.output = Output(FF)
+
+    def forward(self, x):
+        a = self.attentionOutput(self.attention(x), x)
+        return self.output(F.gelu(self.intermediate(a)), a)
+
+
+class Embeddings(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = torch.nn.Embedding(VOCAB, H)
+        self.position_embeddings = torch.nn.Embedding(512, H)
+        self.token_type_embeddings = torch.nn.Embedding(2, H)
+        self.LayerNorm = torch.nn.LayerNorm(H)
+
+    def forward(self, ids, types):
+        positions = torch.arange(SEQ)
+        e = self.word_embeddings(ids) + self.position_embeddings(positions) \\
+            + self.token_type_embeddings(types)
+        return self.LayerNorm(e)
+
+
+# The MLM decoder (Graphcore's SerializedLinear): the word embedding's
+# weight, read here (HF's tie_weights), its product serialised over the
+# vocabulary, and a bias of its own.
+class Decoder(torch.nn.Module):
+    def __init__(self, word_embeddings):
+        super().__init__()
+        self.wordEmbeddings = word_embeddings
+        self.bias = torch.nn.Parameter(torch.zeros(VOCAB))
+
+    def forward(self, x):
+        w = self.wordEmbeddings.weight.transpose(0, 1)
+        mode = poptorch.MatMulSerializationMode.OutputChannels
+        return poptorch.serializedMatMul(x, w, mode, EMBEDDING_SERIALIZATION) + self.bias
+
+
+class BertForPretraining(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embeddings = Embeddings()
+        self.layer = torch.nn.ModuleList([Layer() for _ in range(LAYERS)])
+        self.pooler = torch.nn.Linear(H, H)
+        # The MLM head: transform, then the decoder.
+        self.transform = torch.nn.Linear(H, H)
+        self.transformNorm = torch.nn.LayerNorm(H)
+        self.decoder = Decoder(self.embeddings.word_embeddings)
+        self.seq_relationship = torch.nn.Linear(H, 2)
+
+    def forward(self, ids, types, masked_positions, masked_labels, nsp_labels):
+        poptorch.Block.start("Embedding", 0)
+        h = self.embeddings(ids, types)
+        l = 0
+        for ipu, n in enumerate(LAYERS_PER_IPU):
+            for _ in range(n):
+                poptorch.Block.start(f"Encoder{l}", ipu)
+                # Only each layer's output is stashed for the backward pass:
+                # the layer is recomputed from it.
+                h = poptorch.recomputationCheckpoint(self.layer[l](h))
+                l += 1
+        poptorch.Block.start("Classifier", 0)
+        # The masked tokens only, gathered by a one-hot product.
+        pick = F.one_hot(masked_positions, SEQ).to(h.dtype)
+        masked = pick @ h
+        t = self.transformNorm(F.gelu(self.transform(masked)))
+        scores = self.decoder(t.reshape(-1, H))
+        cls = h[:, 0]  # the first token
+        nsp = self.seq_relationship(torch.tanh(self.pooler(cls)))
+        mlm_loss = F.cross_entropy(scores, masked_labels.reshape(-1), ignore_index=0)
+        nsp_loss = F.cross_entropy(nsp, nsp_labels)
+        return scores, poptorch.identity_loss(mlm_loss + nsp_loss, reduction="none")
+
+
+# \`options\`: the panel's poptorch.Options (this preset sets them as
+# Graphcore's ipu_options.py does); \`half\`: the float16 switch.
+net = BertForPretraining()
+if half:
+    net.half()
+optimizer = poptorch.optim.LAMB(net.parameters(), ${pythonKwargs(optimizer)})
+model = poptorch.trainingModel(net, options, optimizer)
+# One micro-batch.
+inputs = {
+    "input_ids": torch.empty(MICRO_BATCH, SEQ, dtype=torch.long),
+    "token_type_ids": torch.empty(MICRO_BATCH, SEQ, dtype=torch.long),
+    "masked_lm_positions": torch.empty(MICRO_BATCH, MASK_TOKENS, dtype=torch.long),
+    "masked_lm_labels": torch.empty(MICRO_BATCH, MASK_TOKENS, dtype=torch.long),
+    "next_sentence_label": torch.empty(MICRO_BATCH, dtype=torch.long),
+}
+`;
+}
+
+/** `{ lr: 0.006, weightDecay: 0.01 }` (the JavaScript preset's text) as Python keyword arguments, in PopTorch's snake_case. */
+function pythonKwargs(text) {
+  return text
+    .replace(/^\{\s*|\s*\}$/g, "")
+    .split(/,\s*/)
+    .map((kv) => {
+      const [k, v] = kv.split(/:\s*/);
+      return `${k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}=${v === "false" ? "False" : v === "true" ? "True" : v}`;
+    })
+    .join(", ");
+}

@@ -56,4 +56,57 @@ export default ({ options, half }) => {
 };
 `;
 
-export default { id: "replicated", title: "Replicated model (2 IPUs × 4)", code: REPLICATED, options: { replicationFactor: 4, Training: { gradientAccumulation: 4 } }, ipus: 8, expect: { ipus: [0, 1], used: 8 } };
+const REPLICATED_PY = `import math
+
+import torch
+import poptorch
+from playground import options, half
+
+
+# A model on 2 IPUs, replicated 4 times (Replication factor in
+# the options): 2 x 4 = 8 IPUs. Each replica takes its share of
+# each batch. The decoder's weight is replica-grouped: pairs of
+# consecutive replicas ({0, 1}, {2, 3}) share one copy, trained
+# on their pair's data only, so the host holds one copy per
+# group.
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Linear(128, 256)
+        self.decoder = torch.nn.Linear(256, 16)
+
+    def forward(self, x, labels):
+        with poptorch.Block("encoder", ipu_id=0):
+            h = torch.nn.functional.gelu(self.encoder(x))
+        with poptorch.Block("decoder", ipu_id=1):
+            out = self.decoder(h)
+            return out, torch.nn.functional.cross_entropy(out, labels)
+
+
+net = Net()
+if half:
+    net.half()  # the panel's float16 switch
+dtype = torch.half if half else torch.float
+sgd = poptorch.optim.SGD(net.parameters(), lr=0.05)
+model = poptorch.trainingModel(net, options, sgd)
+model.decoder.weight.replicaGrouping(poptorch.CommGroupType.Consecutive, 2,
+                                     poptorch.VariableRetrievalMode.OnePerGroup)
+inputs = {"x": torch.empty(16, 128, dtype=dtype),
+          "labels": torch.empty(16, dtype=torch.long)}
+# One step on made-up data: each group's copy learns from its
+# own replicas' share of the batch.
+opts = model.options
+n = 16 * opts.deviceIterations * opts.replicationFactor * opts.Training.gradientAccumulation
+x = torch.tensor([[math.sin((r * 128 + c) * 0.37) for c in range(128)] for r in range(n)], dtype=dtype)
+labels = torch.tensor([i % 16 for i in range(n)], dtype=torch.long)
+model(x, labels)
+w = model.getParameter("decoder.weight")
+print(f"decoder.weight on the host: {list(w.shape)}, one copy per group")
+copies = w.tolist()
+flat = lambda c: [v for row in c for v in row]
+for g in range(1, len(copies)):
+    diff = max(abs(a - b) for a, b in zip(flat(copies[0]), flat(copies[g])))
+    print(f"after one step, group {g}'s copy differs from group 0's by up to {diff:.2e}")
+`;
+
+export default { id: "replicated", title: "Replicated model (2 IPUs × 4)", code: REPLICATED, python: REPLICATED_PY, options: { replicationFactor: 4, Training: { gradientAccumulation: 4 } }, ipus: 8, expect: { ipus: [0, 1], used: 8 } };

@@ -125,4 +125,133 @@ export default async ({ options, dataset, dataUrl, epochs, half }) => {
 };
 `;
 
-export default { id: "revgnn", title: "RevGNN on PubMed (train it)", code: REVGNN, options: {}, ipus: 1, expect: { ipus: [0] } };
+const REVGNN_PY = `# RevGNN on a Planetoid graph: PyG's examples/rev_gnn.py, adapted
+# only where this tab needs it (each change is marked "tab:"). The
+# views plan one training step of the model below on one part of
+# the graph, and the Training view trains it (\`train\` below; pick
+# the dataset there).
+import torch
+import torch.nn.functional as F
+from torch.nn import Dropout, LayerNorm, Linear
+
+import poptorch
+import torch_geometric.transforms as T
+from torch_geometric.datasets import Planetoid
+from torch_geometric.loader import RandomNodeLoader
+from torch_geometric.nn import GroupAddRev, SAGEConv
+
+# tab: what the page gives the code (the options panel, the
+# Training view's dataset and epochs) and the engine's dropout mask.
+from playground import options, half, dataset, epochs, random_mask
+
+revgnn = dict(
+    layers=7,      # GroupAddRev layers (activation memory stays flat with depth)
+    hidden=160,    # channels, split over the groups
+    groups=2,
+    dropout=0.5,
+    lr=0.003,      # Adam
+    parts=10,      # RandomNodeLoader parts per epoch
+    seed=0,
+)
+
+
+class GNNBlock(torch.nn.Module):
+    def __init__(self, in_channels, out_channels, dropout):
+        super().__init__()
+        self.norm = LayerNorm(in_channels, elementwise_affine=True)
+        self.conv = SAGEConv(in_channels, out_channels)
+        self.dropout = dropout
+
+    def forward(self, x, adj, dropout_mask=None):
+        x = self.norm(x).relu()
+        if self.training and dropout_mask is not None:
+            # tab: the shared mask applied by the engine's op
+            x = x.dropout_with_mask(dropout_mask, self.dropout)
+        # tab: the (mean) adjacency matrix where PyG has edge_index
+        return self.conv(x, adj)
+
+
+class RevGNN(torch.nn.Module):
+    def __init__(self, in_channels, hidden_channels, out_channels, num_layers,
+                 dropout, num_groups=2):
+        super().__init__()
+        self.dropout = dropout
+        self.lin1 = Linear(in_channels, hidden_channels)
+        self.lin2 = Linear(hidden_channels, out_channels)
+        self.norm = LayerNorm(hidden_channels, elementwise_affine=True)
+        self.drop = Dropout(dropout)  # tab: F.dropout as a module
+        assert hidden_channels % num_groups == 0
+        self.convs = torch.nn.ModuleList()
+        for _ in range(num_layers):
+            conv = GNNBlock(hidden_channels // num_groups,
+                            hidden_channels // num_groups, dropout)
+            self.convs.append(GroupAddRev(conv, num_groups=num_groups))
+
+    def forward(self, x, adj, y=None, mask=None):
+        x = self.lin1(x)
+        # One dropout mask shared by every layer (GroupAddRev cuts it per
+        # group): the inverse recomputes exactly what the forward did.
+        mask_ = None
+        if self.training and self.dropout > 0:
+            mask_ = random_mask(x.shape, self.dropout)  # tab
+        for conv in self.convs:
+            x = conv(x, adj, mask_)
+        x = self.drop(self.norm(x).relu())
+        out = self.lin2(x)
+        if y is None:
+            return out  # evaluation: the logits
+        # tab: a training model returns its loss (PopTorch); the loss
+        # on the part's training nodes, by mask
+        return out, out.cross_entropy(y, mask)
+
+
+torch.manual_seed(revgnn["seed"])
+# tab: the raw files the page serves (the root is not read)
+data = Planetoid("data", dataset, split="full", transform=T.AddSelfLoops())[0]
+net = RevGNN(data.num_features, revgnn["hidden"], data.num_classes,
+             revgnn["layers"], revgnn["dropout"], revgnn["groups"])
+# float16: PopTorch's model.half() (the sparse features and
+# adjacency stay float32; every layer computes in float16).
+if half:
+    net.half()
+optimizer = poptorch.optim.Adam(net.parameters(), lr=revgnn["lr"])
+model = poptorch.trainingModel(net, options, optimizer)
+# Every part padded to one size, so one compiled model serves them all.
+loader_args = dict(num_parts=revgnn["parts"], shuffle=True,
+                   seed=revgnn["seed"] + 1, fixed_size=True, epochs=epochs)
+loader = RandomNodeLoader(data, **loader_args)
+# Evaluation: the whole graph, no dropout, the weights training left.
+evaluator = poptorch.inferenceModel(net)
+
+
+def inputs_of(part):
+    return {"x": part.x, "adj": part.mean_adjacency(), "y": part.y,
+            "mask": part.train_mask}
+
+
+def step(part):
+    if not part.num_train:
+        return None  # a part with no training node has no loss
+    out, loss = model(*inputs_of(part).values())
+    return float(loss)
+
+
+def evaluate():
+    logits = evaluator(data.x, data.mean_adjacency()).tolist()
+    pred = [max(range(len(row)), key=row.__getitem__) for row in logits]
+    y = data.y.tolist()
+    accs = {}
+    for split in ("train", "val", "test"):
+        mask = getattr(data, f"{split}_mask").tolist()
+        hits = [p == t for p, t, m in zip(pred, y, mask) if m]
+        accs[split] = sum(hits) / max(len(hits), 1)
+    return accs
+
+
+# One micro-batch (a part) for the plan, and the Training view's loop:
+# each epoch one step per part, then the accuracies.
+inputs = inputs_of(next(iter(RandomNodeLoader(data, **loader_args))))
+train = {"parts": loader, "step": step, "evaluate": evaluate}
+`;
+
+export default { id: "revgnn", title: "RevGNN on PubMed (train it)", code: REVGNN, python: REVGNN_PY, options: {}, ipus: 1, expect: { ipus: [0] } };

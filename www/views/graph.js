@@ -223,7 +223,7 @@ export function createGraphView(root, { onColorBy, onGoToLine }) {
       state.colorBy = s.colorBy;
       if (fresh) {
         state.analysis = a;
-        const data = graphNodes(a.graph, a.plan);
+        const data = graphNodes(a.graph, a.plan, a.file);
         state.tree = buildTree(data.nodes);
         state.layouts = new Map();
         title.textContent = a.title;

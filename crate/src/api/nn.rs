@@ -92,6 +92,27 @@ pub fn block(
     out
 }
 
+/// The start of a `block(id, ipu, fn)` scope for a caller that cannot pass its body as a
+/// function (the page's Python: `with poptorch.Block(...)` enters here and leaves with
+/// [`exit_block`]); the same checks and the same Block as `block`.
+#[wasm_bindgen(js_name = _enterBlock)]
+pub fn enter_block(
+    #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "number")] ipu: JsValue,
+) -> JsResult<()> {
+    let tr = current()?;
+    let (id, ipu) = block_args(&id, &ipu, "block")?;
+    tr.enter_block(&id, ipu).map_err(js_err)
+}
+
+/// The end of the scope [`enter_block`] started: as when `block`'s `fn` returns, no block
+/// is active.
+#[wasm_bindgen(js_name = _exitBlock)]
+pub fn exit_block() -> JsResult<()> {
+    current()?.exit_block();
+    Ok(())
+}
+
 /// Starts Block `id` on `ipu` for every op recorded from now on, until the next block
 /// starts (PopTorch `BeginBlock` / `Block.start`). Ops before the first block of either
 /// kind go on IPU 0.

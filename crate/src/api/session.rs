@@ -199,7 +199,36 @@ fn glue_caller() -> Option<String> {
     None
 }
 
-/// The `file:line` of the first JavaScript frame outside this package.
+thread_local! {
+    /// The site a host told with [`set_caller_site`] (say a Python layer over this package,
+    /// whose lines no JavaScript stack holds): while set, every op records it instead of the
+    /// JS caller's.
+    static TOLD_SITE: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// `setCallerSite(file, line)`: the `file:line` the ops recorded from now on name, instead
+/// of the first JavaScript frame outside the package, until `setCallerSite(null)` clears
+/// it. For a language whose calls reach the package through JavaScript that is not the
+/// user's (the page's Python, run by Pyodide, sets the line of the user's file before each
+/// call it forwards). `file` a name (its last path segment is kept, as for a JS file),
+/// `line` a whole number from 1.
+#[wasm_bindgen(js_name = setCallerSite)]
+pub fn set_caller_site(
+    #[wasm_bindgen(unchecked_param_type = "string | null")] file: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] line: JsValue,
+) -> JsResult<()> {
+    if args::is_absent(&file) {
+        TOLD_SITE.with(|t| *t.borrow_mut() = None);
+        return Ok(());
+    }
+    let file = args::name(&file, "setCallerSite: file")?;
+    let line = args::integer(&line, "setCallerSite: line", 1, u32::MAX as i64)?;
+    TOLD_SITE.with(|t| *t.borrow_mut() = Some(source_of(&file, &line.to_string())));
+    Ok(())
+}
+
+/// The `file:line` of the first JavaScript frame outside this package, or the site told by
+/// [`set_caller_site`].
 ///
 /// This runs for every op the JS API records, so it avoids formatting the whole stack where
 /// it can: first from the few frames the glue captured when the call entered wasm
@@ -207,6 +236,9 @@ fn glue_caller() -> Option<String> {
 /// `Error.prepareStackTrace` cannot be set) by parsing the `stack` string. The caller's
 /// `Error.stackTraceLimit` and `Error.prepareStackTrace` are put back as they were.
 fn js_caller() -> Option<String> {
+    if let Some(site) = TOLD_SITE.with(|t| t.borrow().clone()) {
+        return Some(site);
+    }
     if let Some(site) = glue_caller() {
         return Some(site);
     }

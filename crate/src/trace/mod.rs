@@ -513,11 +513,23 @@ impl Tracer {
     /// active IPU rather than restoring it), so an op recorded afterwards without a new
     /// block is marked [`BlockKind::Ended`] and the planner rejects it.
     pub fn block<T>(&self, id: &str, ipu: Option<usize>, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.enter_block(id, ipu)?;
+        let r = f();
+        self.exit_block();
+        r
+    }
+
+    /// The start of [`Tracer::block`]'s scope, for a host whose scopes are not closures
+    /// (Python's `with poptorch.Block(...)`: `__enter__`); [`Tracer::exit_block`] ends it.
+    pub fn enter_block(&self, id: &str, ipu: Option<usize>) -> Result<()> {
         check_block(id, ipu)?;
         self.set_block(Some((id.to_string(), ipu)), BlockKind::Scoped);
-        let r = f();
+        Ok(())
+    }
+
+    /// The end of [`Tracer::block`]'s scope: no block is active afterwards.
+    pub fn exit_block(&self) {
         self.set_block(None, BlockKind::Ended);
-        r
     }
 
     fn set_block(&self, block: Option<(String, Option<usize>)>, kind: BlockKind) {
@@ -1443,6 +1455,32 @@ mod tests {
                 ("gelu", Some("again"), Some(Begin)),
             ]
         );
+    }
+
+    #[test]
+    fn enter_and_exit_block_place_ops_as_a_block_scope_does() {
+        // Python's `with poptorch.Block(...)` (enter_block, exit_block) against the closure
+        // form: the same blocks and kinds, op by op; a bad id is refused on entry.
+        let record = |scoped: bool| {
+            let tr = Tracer::new();
+            let x = tr.input("x", &[2], DType::Float32).unwrap();
+            let a = x.relu().unwrap();
+            let b = if scoped {
+                tr.block("b", Some(1), || a.exp()).unwrap()
+            } else {
+                tr.enter_block("b", Some(1)).unwrap();
+                let b = a.exp().unwrap();
+                tr.exit_block();
+                b
+            };
+            let c = b.tanh().unwrap();
+            let g = tr.finish(&[&c]).unwrap().graph;
+            kinds(&g).into_iter().map(|(op, block, kind)| (op, block.map(str::to_string), kind)).collect::<Vec<_>>()
+        };
+        assert_eq!(record(false), record(true));
+        use BlockKind::*;
+        assert_eq!(record(false)[1..], [("exp", Some("b".to_string()), Some(Scoped)), ("tanh", None, Some(Ended))]);
+        assert!(Tracer::new().enter_block("", None).is_err());
     }
 
     #[test]
