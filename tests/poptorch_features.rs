@@ -218,6 +218,78 @@ fn recomputation_restarts_from_the_nearest_checkpoint() {
     assert!(ck < plain, "{ck} vs {plain}");
 }
 
+/// One IPU: four `Linear(32, 32) + tanh` layers (a checkpoint after layer
+/// `checkpoint_after` if given) and the loss; a training graph.
+fn one_stage(checkpoint_after: Option<usize>) -> ipu_playground::ir::Graph {
+    let mut rng = Rng::new(0);
+    let tr = Tracer::new();
+    let x = tr.input("x", &[64, 32], DType::Float32).unwrap();
+    let layers: Vec<Linear> = (0..4).map(|_| Linear::new(32, 32, true, &mut rng).unwrap()).collect();
+    let mut h = x.clone();
+    for (i, l) in layers.iter().enumerate() {
+        h = tr.scope(&format!("l{i}"), || l.forward(&tr, &h)?.tanh()).unwrap();
+        if checkpoint_after == Some(i) {
+            h = h.recomputation_checkpoint().unwrap();
+        }
+    }
+    let loss = h.mean(&[], false).unwrap();
+    let t = tr.finish(&[&loss]).unwrap();
+    training_graph(&t.graph, 0, &TrainOptions { optimizer: Some(sgd()), ..Default::default() }).unwrap().graph
+}
+
+/// The forward values (by the label of their producer) live on IPU 0 when the backward pass
+/// starts, and the plan.
+fn live_when_backward_starts(
+    g: &ipu_playground::ir::Graph,
+    r: ipu_playground::compile::options::Recomputation,
+) -> (Vec<String>, ipu_playground::compile::Plan) {
+    let p = plan_opts(g, |o| {
+        o.auto_recomputation(r).unwrap();
+    });
+    let first_bwd = g.nodes.iter().position(|n| n.meta.pass != ipu_playground::ir::Pass::Forward).unwrap();
+    let v = &p.memory.values;
+    let mut live: Vec<String> = (0..v.len())
+        .filter(|&k| v.class[k] == "activation" && v.birth[k] <= first_bwd && first_bwd <= v.death[k])
+        .map(|k| format!("{} {}", g.nodes[v.node[k]].meta.scope, g.nodes[v.node[k]].op.name()))
+        .collect();
+    live.sort();
+    (live, p)
+}
+
+#[test]
+fn one_ipu_recompute_all_keeps_inputs_and_checkpoints_and_rebuilds_each_segment_when_needed() {
+    // Graphcore's CNNs on one IPU (`recompute_mode: manual`): PopART's RecomputeAll with
+    // recomputationCheckpoint()s. Every forward activation but the inputs and the
+    // checkpoints is dropped after the forward pass; each segment between checkpoints is
+    // rebuilt when the backward pass first reads it.
+    use ipu_playground::compile::options::Recomputation;
+    let g = one_stage(Some(1));
+    let (kept, p_none) = live_when_backward_starts(&g, Recomputation::None);
+    let (recomputed, p_all) = live_when_backward_starts(&g, Recomputation::RecomputeAll);
+    assert!(p_none.valid && p_all.valid);
+    // Without recomputation every layer's product and tanh waits for the backward pass.
+    for l in ["l0", "l1", "l2", "l3"] {
+        assert!(kept.iter().any(|s| s.starts_with(&format!("{l} "))), "{l} kept: {kept:?}");
+    }
+    // With it: the input and the checkpoint (layer 1's tanh) stay; layer 0's and layer 1's
+    // product are gone until the backward pass reaches their segment.
+    assert!(recomputed.iter().any(|s| s == " input"), "{recomputed:?}");
+    assert!(recomputed.iter().any(|s| s == "l1 tanh"), "the checkpoint stays: {recomputed:?}");
+    for gone in ["l0 linear", "l0 tanh", "l1 linear"] {
+        assert!(!recomputed.iter().any(|s| s == gone), "{gone} is rebuilt later: {recomputed:?}");
+    }
+    assert!(p_all.memory.ipus[0].peak.activations < p_none.memory.ipus[0].peak.activations);
+    // The backward pass runs the forward work again but for the checkpoint: a longer step.
+    assert!(p_all.time.iteration_time_s > p_none.time.iteration_time_s);
+    // Pipeline (the default) does nothing on one stage: the plan is None's.
+    let (default, p_default) = live_when_backward_starts(&g, Recomputation::Pipeline);
+    assert_eq!(default, kept);
+    assert_eq!(p_default.time.iteration_time_s, p_none.time.iteration_time_s);
+    // Without checkpoints everything but the input is rebuilt.
+    let (bare, _) = live_when_backward_starts(&one_stage(None), Recomputation::RecomputeAll);
+    assert!(!bare.iter().any(|s| s.starts_with("l0 ") || s.starts_with("l1 ")), "{bare:?}");
+}
+
 // ---- set_available_memory and the precision options ----
 
 #[test]

@@ -324,6 +324,9 @@ struct Ctx<'a> {
     training: bool,
     pipelined: bool,
     recompute: bool,
+    /// Single-stage training with `RecomputeAll`: activations between checkpoints are
+    /// dropped after the forward pass and rebuilt for the backward pass.
+    recompute_all: bool,
     phased: Option<PhaseLiveness>,
     /// Readers of each value.
     readers: Vec<Vec<usize>>,
@@ -451,7 +454,13 @@ fn context<'a>(
         replicas: opts.replication_factor.max(1),
         training,
         pipelined,
-        recompute: pipelined && training && opts.auto_recomputation == Recomputation::Pipeline,
+        recompute: pipelined
+            && training
+            && matches!(opts.auto_recomputation, Recomputation::Pipeline | Recomputation::RecomputeAll),
+        recompute_all: !pipelined
+            && phased.is_none()
+            && training
+            && opts.auto_recomputation == Recomputation::RecomputeAll,
         phased,
         readers,
         stage_first,
@@ -473,6 +482,7 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
         training,
         pipelined,
         recompute,
+        recompute_all,
         phased,
         ref readers,
         ref stage_first,
@@ -605,6 +615,32 @@ fn activations_and_gradients(c: &Ctx, a: &mut Acc) {
                 transfers.push(Transfer { ipu: home, node: piece_end, bytes, once: false });
                 if piece_end + 1 < first_load {
                     push(home, piece_end + 1, first_load - 1, Class::Streaming);
+                }
+                continue;
+            }
+        }
+        if recompute_all
+            && class == Class::Activation
+            && !prod.meta.checkpoint
+            && !matches!(prod.op, Op::Placeholder { .. })
+            && groups.len() == 1
+            && !is_output
+        {
+            // RecomputeAll on one stage: live through the forward pass, dropped, and rebuilt
+            // with its segment (the values since the last checkpoint) just before the
+            // backward pass first reads any of them (an estimate of PopART's schedule).
+            let rs = &groups[0].1;
+            let fwd_last = rs.iter().copied().filter(|&r| g.nodes[r].meta.pass == Pass::Forward).max();
+            if let Some(bf) = rs.iter().copied().find(|&r| g.nodes[r].meta.pass != Pass::Forward) {
+                let fwd_end = fwd_last.unwrap_or(birth).max(birth);
+                let stage = place.nodes[birth].pipeline_stage;
+                let rebuilt = rebuild_at.get(&(stage, segment[birth])).copied().unwrap_or(bf).min(bf);
+                let last = *rs.last().expect("a backward reader");
+                push(home, birth, fwd_end, class);
+                if rebuilt > fwd_end {
+                    push(home, rebuilt, last, class);
+                } else {
+                    push(home, fwd_end + 1, last, class);
                 }
                 continue;
             }

@@ -115,6 +115,12 @@ pub enum Recomputation {
     /// backward stage: PopTorch's setting whenever it pipelines.
     #[default]
     Pipeline,
+    /// PopART's `RecomputeAll` (with `explicitRecomputation`): every forward activation but
+    /// the model's inputs and its `recomputationCheckpoint`s is dropped after the forward
+    /// pass and recomputed for the backward pass, also in a single-stage (one-IPU) model,
+    /// one segment between checkpoints at a time (Graphcore's CNNs on one IPU,
+    /// `recompute_mode: manual`). Pipelined, it is `Pipeline`.
+    RecomputeAll,
 }
 
 /// `opts.Training`.

@@ -747,15 +747,36 @@ fn costs(
     }
     let out_bytes: f64 = g.outputs.iter().map(|v| value_bytes(g.ty(*v)) as f64).sum();
     // Backward stages recompute their forward stage in pipelined training.
+    let pipelined = matches!(opts.execution_strategy, ExecutionStrategy::Pipelined(_)) && nipus > 1;
     let recompute = training
-        && opts.auto_recomputation == Recomputation::Pipeline
-        && matches!(opts.execution_strategy, ExecutionStrategy::Pipelined(_))
-        && nipus > 1;
+        && matches!(opts.auto_recomputation, Recomputation::Pipeline | Recomputation::RecomputeAll)
+        && pipelined;
     if recompute {
         let f = place.forward_stages;
         for (b, cost) in stage_cost.iter_mut().enumerate() {
             if place.stages[b].pass == StagePass::Backward && b + 1 < 2 * f {
                 cost.add(recompute_cost[2 * f - 2 - b]);
+            }
+        }
+    } else if training
+        && matches!(opts.execution_strategy, ExecutionStrategy::Pipelined(_) | ExecutionStrategy::Sharded(_))
+        && opts.auto_recomputation == Recomputation::RecomputeAll
+    {
+        // RecomputeAll on one stage: the backward pass on each IPU runs that IPU's forward
+        // work again, but for the checkpoints.
+        // (A stage of both passes recomputes its own forward work.)
+        for f in 0..ns {
+            let target = match place.stages[f].pass {
+                StagePass::ForwardBackward => Some(f),
+                StagePass::Forward => {
+                    let ipu = place.stages[f].ipu;
+                    (0..ns).find(|&b| place.stages[b].pass == StagePass::Backward && place.stages[b].ipu == ipu)
+                }
+                StagePass::Backward => None,
+            };
+            if let Some(b) = target {
+                let add = recompute_cost[f];
+                stage_cost[b].add(add);
             }
         }
     }
