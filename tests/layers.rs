@@ -30,6 +30,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("exec", 5),
     ("poptorch", 6),
     ("gnn", 7),
+    ("export", 7),
     ("models", 8),
     ("api", 9),
 ];
