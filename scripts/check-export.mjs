@@ -15,15 +15,15 @@
 // Needs the Node package (scripts/build-wasm.sh nodejs → pkg-node/) and, for RevGNN, the
 // Planetoid files in data/ (scripts/stage-data.sh).
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { rng } from "../tests/node/helpers.mjs";
 import { SHAPES, DTYPES, randomLayers, randomOps, randomOpsModel } from "../tests/node/random-model.mjs";
 import { PRESETS } from "../www/presets/index.js";
 import { bertCode } from "../www/presets/bert.js";
 import { safetensors } from "../www/engine/safetensors.js";
+import { runPreset, planetoidFiles, combinedBatch } from "../tests/node/preset-runner.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const PKG = path.join(REPO, "pkg-node", "ipu_playground.js");
@@ -73,10 +73,6 @@ function microBatch(specs, graph, rand) {
   });
 }
 
-/** The combined batch the page plans with: dim 0 × the wrapper's factor, shape-only. */
-const combined = (specs, factor) =>
-  specs.map((s) => (s.data !== undefined || s.layout === "csr" ? s : { name: s.name, dtype: s.dtype, shape: s.shape.length ? [s.shape[0] * factor, ...s.shape.slice(1)] : [] }));
-
 // ---- one case ----
 
 /** Exports `model` (wrapped, traced) and its reference step on `inputs` into OUT/<id>/. */
@@ -112,20 +108,7 @@ function emit(id, model, inputs, note) {
 
 // ---- presets ----
 
-const TMP = fs.mkdtempSync(path.join(os.tmpdir(), "check-export-"));
-
-/** Runs a preset's code as the page's worker does (its imports pointed at the package). */
-async function runPreset(id, code, preset) {
-  const file = path.join(TMP, `${id}.mjs`);
-  fs.writeFileSync(file, code.replaceAll('"ipu-playground"', JSON.stringify(pathToFileURL(PKG).href)));
-  const mod = await import(pathToFileURL(file).href);
-  const files = {};
-  for (const f of fs.readdirSync(path.join(REPO, "data")).filter((f) => f.startsWith("ind.cora."))) {
-    files[f] = new Uint8Array(fs.readFileSync(path.join(REPO, "data", f)));
-  }
-  const context = { options: poptorch.Options.fromJSON(preset.options ?? {}), ipus: preset.ipus, half: false, dataset: "Cora", dataUrl: files, epochs: 1 };
-  return typeof mod.default === "function" ? await mod.default(context) : mod.default;
-}
+const CORA = planetoidFiles(path.join(REPO, "data"), "cora");
 
 /** The presets as checked: the large ones at a reduced size (their code is parameterised;
  * the full-size export is checked for code only, without weights). */
@@ -139,8 +122,15 @@ function presetCases() {
       cases.push({ id: `${p.id}-reduced`, preset: p, code: small, note: "reduced: hidden 32, 4 layers, 4 heads, vocabulary 64, sequence 8, micro-batch 2" });
     } else if (p.id === "resnet50") {
       cases.push({ id: `${p.id}-full`, preset: p, code: p.code, codeOnly: true });
-      const small = p.code.replace("const MICRO_BATCH = 8, CLASSES = 1000;", "const MICRO_BATCH = 2, CLASSES = 10;").replaceAll("224", "32");
-      cases.push({ id: `${p.id}-reduced`, preset: p, code: small, note: "reduced: 32 x 32 images, 10 classes, micro-batch 2" });
+      // One bottleneck per stage (batch norm's backward over few samples per channel amplifies
+      // float32 rounding layer after layer), 48 x 48 images, 8 per micro-batch. Some sizes
+      // (64 x 64, 16 images) leave a channel whose batch-norm input is constant over the batch:
+      // it normalises to rounding noise, and whether the next ReLU passes it is rounding's
+      // choice, different in any two float32 implementations (PyTorch's float32 run matches
+      // its float64 run there only by chance).
+      const small = p.code.replace("const MICRO_BATCH = 8, CLASSES = 1000;", "const MICRO_BATCH = 8, CLASSES = 10;")
+        .replaceAll("224", "48").replace(/stage\((\d+), \d+, (\d)\)/g, "stage($1, 1, $2)");
+      cases.push({ id: `${p.id}-reduced`, preset: p, code: small, note: "reduced: one bottleneck per stage, 48 x 48 images, 10 classes, micro-batch 8" });
     } else {
       cases.push({ id: p.id, preset: p, code: p.code });
     }
@@ -151,8 +141,8 @@ function presetCases() {
 async function presets(rand, log) {
   for (const c of presetCases()) {
     try {
-      const { model, inputs } = await runPreset(c.id, c.code, c.preset);
-      model.plan(...combined(inputs, model.combinedBatchFactor), { throwOnInvalid: false });
+      const { model, inputs } = await runPreset(api, PKG, c.preset, { code: c.code, dataUrl: CORA });
+      model.plan(...combinedBatch(inputs, model.combinedBatchFactor), { throwOnInvalid: false });
       if (c.codeOnly) {
         // The full-size model: its code without its weights (never made).
         const dir = path.join(OUT, c.id);
@@ -242,7 +232,6 @@ if (ONLY !== "presets") {
   console.log(`random models: ${fuzzed.made} exported; skipped (no training step to check): ${JSON.stringify(fuzzed.skipped)}`);
 }
 fs.writeFileSync(path.join(OUT, "engine.json"), JSON.stringify({ results, fuzz: fuzzed }, null, 1));
-fs.rmSync(TMP, { recursive: true, force: true });
 const failed = results.filter((r) => !r.ok).length + (ONLY !== "presets" && fuzzed.made < MODELS ? 1 : 0);
 if (failed) {
   console.error(`check-export (engine): ${failed} failure(s)`);

@@ -17,9 +17,12 @@ pub mod reference;
 pub mod script;
 
 use crate::poptorch::{HostModel, PoplarExecutor};
-use crate::tensor::safetensors;
+use crate::ir::InputKind;
+use crate::tensor::{safetensors, Tensor};
 use crate::{Error, Result};
+use ndarray::Axis;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 /// Which Python the export writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,18 +61,50 @@ pub fn to_python(exec: &PoplarExecutor, target: Target, stem: &str) -> Result<St
 /// tied parameter under each of its names, as PyTorch's `state_dict` lists it). This
 /// materialises the weights.
 pub fn weights(model: &HostModel) -> Result<Vec<u8>> {
-    let mut values = Vec::new();
-    let params = model.parameters();
-    for (name, p) in params.iter().chain(model.buffers().iter()) {
-        values.push((name.clone(), p.value()?));
-    }
+    let (params, buffers) = host_values(model)?;
+    let mut values: Vec<(String, Rc<Tensor>)> = params.iter().chain(buffers.iter()).cloned().collect();
     for (name, source) in model.tied() {
-        if let Some((_, p)) = params.iter().find(|(n, _)| *n == source) {
-            values.push((name, p.value()?));
+        if let Some((_, t)) = params.iter().find(|(n, _)| *n == source) {
+            values.push((name, t.clone()));
         }
     }
     let refs: Vec<(String, &crate::tensor::Tensor)> = values.iter().map(|(n, t)| (n.clone(), t.as_ref())).collect();
     let mut meta = BTreeMap::new();
     meta.insert("format".to_string(), "pt".to_string());
     safetensors::write(&refs, &meta)
+}
+
+/// The host values of the model's parameters and buffers, each of its traced shape: a
+/// replica-grouped weight, held as one slice per group (`[groups, …]`), is its first group's
+/// slice (one replica's model, as the exported code has it).
+pub fn host_values(model: &HostModel) -> Result<(Vec<(String, Rc<Tensor>)>, Vec<(String, Rc<Tensor>)>)> {
+    let g = model.graph();
+    let traced = |kind: InputKind, name: &str| {
+        g.placeholders(kind).into_iter().find(|(n, _)| *n == name).map(|(_, v)| g.ty(v).shape.clone())
+    };
+    let one = |kind: InputKind, (name, p): (String, crate::tensor::Param)| -> Result<(String, Rc<Tensor>)> {
+        let t = p.value()?;
+        match traced(kind, &name) {
+            Some(shape) if shape.as_slice() != t.shape() => {
+                if t.shape().len() != shape.len() + 1 || t.shape()[1..] != shape[..] {
+                    return Err(Error::export(format!(
+                        "'{name}': the host value's shape {:?} is neither the traced {shape:?} nor one slice of it per \
+                         replica group",
+                        t.shape()
+                    )));
+                }
+                let first = match &*t {
+                    Tensor::F32(a) => Tensor::F32(a.index_axis(Axis(0), 0).to_owned()),
+                    Tensor::F16(a) => Tensor::F16(a.index_axis(Axis(0), 0).to_owned()),
+                    Tensor::I32(a) => Tensor::I32(a.index_axis(Axis(0), 0).to_owned()),
+                    Tensor::Bool(a) => Tensor::Bool(a.index_axis(Axis(0), 0).to_owned()),
+                };
+                Ok((name, Rc::new(first)))
+            }
+            _ => Ok((name, t)),
+        }
+    };
+    let params = model.parameters().into_iter().map(|e| one(InputKind::Parameter, e)).collect::<Result<_>>()?;
+    let buffers = model.buffers().into_iter().map(|e| one(InputKind::Buffer, e)).collect::<Result<_>>()?;
+    Ok((params, buffers))
 }

@@ -37,7 +37,7 @@ fn masks_inside_regions(g: &Graph) -> bool {
 }
 
 /// Runs one step of `model`'s traced graph on `inputs` (the executor's inputs: a sparse
-/// argument's three tensors in a row) with the host weights, drawing masks from a generator
+/// argument's three tensors in a row) with the host weights (a replica-grouped weight: its first group's), drawing masks from a generator
 /// seeded with `seed`.
 pub fn reference(model: &HostModel, training: bool, inputs: &[Rc<Tensor>], seed: u64) -> Result<Reference> {
     if !model.is_traced() {
@@ -66,10 +66,7 @@ pub fn reference(model: &HostModel, training: bool, inputs: &[Rc<Tensor>], seed:
     } else {
         (g, Vec::new(), None)
     };
-    let params: Vec<(String, Rc<Tensor>)> =
-        model.parameters().into_iter().map(|(n, p)| Ok((n, p.value()?))).collect::<Result<_>>()?;
-    let buffers: Vec<(String, Rc<Tensor>)> =
-        model.buffers().into_iter().map(|(n, p)| Ok((n, p.value()?))).collect::<Result<_>>()?;
+    let (params, buffers) = super::host_values(model)?;
     let mut store = Store::new(&params, &buffers, seed);
     let outs = run(&graph, &mut store, inputs)?.outputs;
     let take = |i: usize| (*outs[i]).clone();

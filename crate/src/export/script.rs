@@ -96,7 +96,7 @@ def _random_csr(rows, cols, nnz, generator=None):
 
 /// LAMB (PopTorch's `optim.LAMB`), which torch.optim lacks: the engine's formula.
 const LAMB: &str = r#"class _Lamb(torch.optim.Optimizer):
-    """LAMB as PopTorch's poptorch.optim.LAMB: Adam's moments, the update
+    """LAMB as PopTorch has it (its optim.LAMB): Adam's moments, the update
     u = m_hat / (sqrt(v_hat) + eps) + weight_decay * p, scaled by the trust ratio
     min(|p|, max_weight_norm) / |u| (1 when either norm is 0)."""
 
@@ -199,11 +199,15 @@ fn model_class(exec: &PoplarExecutor, fwd: &Forward) -> Vec<String> {
         "    def __init__(self):".to_string(),
         "        super().__init__()".to_string(),
     ];
+    // The traced shape (a replica-grouped weight's host value has one slice per group).
+    let g = model.graph();
+    let params = g.placeholders(InputKind::Parameter);
     for (name, p) in model.parameters() {
+        let shape = params.iter().find(|(n, _)| *n == name).map(|(_, v)| g.ty(*v).shape.clone());
         out.push(format!(
             "        _parameter(self, {}, {}, {})",
             str_lit(&name),
-            tuple(p.shape()),
+            tuple(shape.as_deref().unwrap_or(p.shape())),
             python::dtype(p.dtype())
         ));
     }
