@@ -70,7 +70,8 @@ fn poptorch_export_carries_blocks_options_strategy_and_optimizer() {
     let model = HostModel::new(&pipelined(true));
     let mut opts = options();
     opts.set_execution_strategy(ExecutionStrategy::parse("sharded").unwrap()).unwrap();
-    let adam = Optimizer::new(OptimizerType::Adam, OptimizerArgs { lr: Some(0.002), ..OptimizerArgs::default() }).unwrap();
+    let adam =
+        Optimizer::new(OptimizerType::Adam, OptimizerArgs { lr: Some(0.002), ..OptimizerArgs::default() }).unwrap();
     let exec = training_model(&model, &mut opts, Some(adam)).unwrap();
     let py = to_python(&exec, Target::Poptorch, "model").unwrap();
     if std::env::var_os("EXPORT_DUMP").is_some() {
@@ -89,7 +90,9 @@ fn poptorch_export_carries_blocks_options_strategy_and_optimizer() {
         "optimizer = poptorch.optim.Adam(model.parameters(), lr=0.002)\n",
         "wrapped = poptorch.trainingModel(model, opts, optimizer)",
         "COMBINED_BATCH_FACTOR = 12",
-        "_parameter(self, \"fc1.weight\", (8, 6), torch.float32)",
+        "_module(self, \"fc1\", torch.nn.Linear(6, 8, bias=True, dtype=torch.float32))",
+        "_module(self, \"head\", torch.nn.Linear(8, 4, bias=False, dtype=torch.float32))",
+        "= self.fc1(x)",
         "self._random_mask((5, 8), 0.25, dev)",
     ] {
         assert!(py.contains(want), "missing {want:?} in\n{py}");
@@ -108,7 +111,9 @@ fn pytorch_export_has_no_poptorch_and_a_training_loop() {
         std::fs::write("target/export_pytorch.py", &py).unwrap();
     }
     assert!(!py.contains("poptorch"), "{py}");
-    for want in ["def train(model, steps", "torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.0", "loss.backward()"] {
+    for want in
+        ["def train(model, steps", "torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.0", "loss.backward()"]
+    {
         assert!(py.contains(want), "missing {want:?} in\n{py}");
     }
     if let Some(r) = python_parse(&py) {

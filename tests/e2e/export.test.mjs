@@ -43,7 +43,8 @@ describe("export buttons", () => {
       "opts.Training.gradientAccumulation(8)",
       "poptorch.optim.Adam(model.parameters()",
       "poptorch.trainingModel(model, opts, optimizer)",
-      '_parameter(self, "fc1.weight", (512, 784), torch.float32)',
+      '_module(self, "fc1", torch.nn.Linear(784, 512, bias=True, dtype=torch.float32))',
+      "= self.fc1(x)",
       "mlp.safetensors",
     ]) assert.ok(code.includes(want), `missing ${want}`);
     const header = JSON.parse(pop["mlp.safetensors"].subarray(8, 8 + Number(pop["mlp.safetensors"].readBigUInt64LE(0))).toString("utf8"));

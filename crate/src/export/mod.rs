@@ -11,13 +11,14 @@
 //! must reproduce (outputs, loss, every parameter gradient) with the dropout masks the
 //! engine drew, which `make check-export` feeds to the exported PyTorch model.
 
+pub mod leaves;
 pub mod poptorch;
 pub mod python;
 pub mod reference;
 pub mod script;
 
-use crate::poptorch::{HostModel, PoplarExecutor};
 use crate::ir::InputKind;
+use crate::poptorch::{HostModel, PoplarExecutor};
 use crate::tensor::{safetensors, Tensor};
 use crate::{Error, Result};
 use ndarray::Axis;

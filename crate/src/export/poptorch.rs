@@ -88,8 +88,7 @@ pub fn options(o: &Options) -> Vec<String> {
         };
         out.push(format!("opts.Training.accumulationAndReplicationReductionType(poptorch.ReductionType.{r})"));
     }
-    if t.mean_accumulation_and_replication_reduction_strategy
-        != dt.mean_accumulation_and_replication_reduction_strategy
+    if t.mean_accumulation_and_replication_reduction_strategy != dt.mean_accumulation_and_replication_reduction_strategy
     {
         let s = match t.mean_accumulation_and_replication_reduction_strategy {
             MeanReductionStrategy::Running => "Running",
@@ -135,10 +134,16 @@ pub fn options(o: &Options) -> Vec<String> {
         }
     }
     if o.ipu_generation != d.ipu_generation {
-        out.push(format!("# Planned for IPU generation {:?} (the system the script runs on decides).", o.ipu_generation));
+        out.push(format!(
+            "# Planned for IPU generation {:?} (the system the script runs on decides).",
+            o.ipu_generation
+        ));
     }
     if o.auto_recomputation != d.auto_recomputation {
-        out.push(format!("# Planned with recomputation {:?} (PopTorch sets it from the strategy).", o.auto_recomputation));
+        out.push(format!(
+            "# Planned with recomputation {:?} (PopTorch sets it from the strategy).",
+            o.auto_recomputation
+        ));
     }
     out
 }
@@ -352,8 +357,9 @@ pub fn optimizer_poptorch(opt: &Optimizer, model: &str) -> Vec<String> {
     }
     // PopTorch makes `lr` and every attribute passed variable, the rest constant: mark
     // what differs from that.
-    let implied: Vec<String> =
-        std::iter::once("lr".to_string()).chain(kw.iter().filter_map(|k| Some(k.split_once('=')?.0.to_string()))).collect();
+    let implied: Vec<String> = std::iter::once("lr".to_string())
+        .chain(kw.iter().filter_map(|k| Some(k.split_once('=')?.0.to_string())))
+        .collect();
     args.extend(kw);
     let mut out = vec![format!("optimizer = poptorch.optim.{}({})", ty.name(), args.join(", "))];
     let variable = opt.variable_attributes();

@@ -11,12 +11,13 @@
 //! `BeginBlock`, `poptorch.recomputationCheckpoint` and `poptorch.set_available_memory` on
 //! the values marked so, and `poptorch.identity_loss` for the loss.
 
+use super::leaves::{module_expr, Leaf};
 use crate::ir::{
     BinaryKind, BlockKind, Graph, InputKind, Node, Op, Pass, ReduceKind, Reduction, TensorType, UnaryKind, ValueId,
 };
 use crate::tensor::{DType, Tensor};
 use crate::{Error, Result};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The most elements a constant may have to be written inline into the code.
 pub const MAX_INLINE_CONSTANT: usize = 1 << 20;
@@ -187,10 +188,12 @@ fn arguments(g: &Graph, used: &mut HashSet<String>) -> Result<(Vec<Arg>, HashMap
 
 /// The `forward` of graph `g` (a forward graph as traced). `loss` is the loss value
 /// PopTorch's rules find, if any.
-pub fn forward(g: &Graph, loss: Option<ValueId>, poptorch: bool) -> Result<Forward> {
+pub fn forward(g: &Graph, loss: Option<ValueId>, poptorch: bool, leaves: &BTreeMap<String, Leaf>) -> Result<Forward> {
     let mut used: HashSet<String> = HashSet::new();
     let (args, names) = arguments(g, &mut used)?;
-    let mut e = Emitter { poptorch, lines: Vec::new(), indent: 2, used, regions: 0, open_block: None, begun: None };
+    let leaf_of = leaves.keys().map(|path| (format!("{path}.weight"), path.clone())).collect();
+    let mut e =
+        Emitter { poptorch, lines: Vec::new(), indent: 2, used, regions: 0, open_block: None, begun: None, leaf_of };
     let dev = args
         .iter()
         .find(|a| matches!(a.kind, ArgKind::Dense(_)))
@@ -221,6 +224,9 @@ struct Emitter {
     open_block: Option<(String, Option<usize>)>,
     /// The block a `poptorch.Block.start` began last.
     begun: Option<(String, Option<usize>)>,
+    /// The module path of each leaf module's weight (`fc1.weight` → `fc1`): its `linear` or
+    /// `layer_norm` is a call of the module.
+    leaf_of: HashMap<String, String>,
 }
 
 fn block_args(id: &str, ipu: Option<usize>) -> String {
@@ -231,6 +237,14 @@ fn block_args(id: &str, ipu: Option<usize>) -> String {
 }
 
 impl Emitter {
+    /// The leaf module whose weight is input 1 of `n`, if any.
+    fn leaf(&self, g: &Graph, n: &Node) -> Option<String> {
+        match &g.producer(*n.inputs.get(1)?).op {
+            Op::Placeholder { kind: InputKind::Parameter, name } => self.leaf_of.get(name).map(|p| module_expr(p)),
+            _ => None,
+        }
+    }
+
     fn line(&mut self, s: String) {
         self.lines.push(format!("{}{s}", "    ".repeat(self.indent)));
     }
@@ -304,7 +318,9 @@ impl Emitter {
             let ins: Vec<String> = n
                 .inputs
                 .iter()
-                .map(|v| names.get(v).cloned().ok_or_else(|| Error::export(format!("value {v} is used before it is made"))))
+                .map(|v| {
+                    names.get(v).cloned().ok_or_else(|| Error::export(format!("value {v} is used before it is made")))
+                })
                 .collect::<Result<_>>()?;
             self.node(g, n, &ins, &outs)?;
             for (o, name) in n.outputs.iter().zip(&outs) {
@@ -383,9 +399,10 @@ impl Emitter {
             Op::Positive => format!("{} > 0", a[0]),
             Op::MatMul => format!("torch.matmul({}, {})", a[0], a[1]),
             Op::MatMulTN => format!("torch.matmul({}.transpose(-2, -1), {})", a[0], a[1]),
-            Op::Linear { has_bias } => {
-                format!("F.linear({}, {}, {})", a[0], a[1], if *has_bias { a[2].as_str() } else { "None" })
-            }
+            Op::Linear { has_bias } => match self.leaf(g, n) {
+                Some(module) => format!("{module}({})", a[0]),
+                None => format!("F.linear({}, {}, {})", a[0], a[1], if *has_bias { a[2].as_str() } else { "None" }),
+            },
             Op::LinearAdd { has_bias } => {
                 let (b, addend) = if *has_bias { (a[2].as_str(), &a[3]) } else { ("None", &a[2]) };
                 format!("F.linear({}, {}, {b}) + {addend}", a[0], a[1])
@@ -445,6 +462,9 @@ impl Emitter {
             }
             Op::Softmax { dim } => format!("F.softmax({}, dim={dim})", a[0]),
             Op::LogSoftmax { dim } => format!("F.log_softmax({}, dim={dim})", a[0]),
+            Op::LayerNorm { .. } if self.leaf(g, n).is_some() => {
+                format!("{}({})", self.leaf(g, n).unwrap_or_default(), a[0])
+            }
             Op::LayerNorm { normalized_ndim, eps, affine } => {
                 let s = &ty(0).shape;
                 let shape = &s[s.len() - normalized_ndim..];
@@ -559,7 +579,11 @@ impl Emitter {
                 for ((_, v), arg) in ins.iter().zip(a) {
                     inner.insert(*v, arg.clone());
                 }
-                self.line(format!("# region {:?}{}", region.name, if region.inverse.is_some() { " (invertible)" } else { "" }));
+                self.line(format!(
+                    "# region {:?}{}",
+                    region.name,
+                    if region.inverse.is_some() { " (invertible)" } else { "" }
+                ));
                 self.graph(f, &mut inner, &prefix)?;
                 let results: Vec<String> = f.outputs.iter().map(|o| inner[o].clone()).collect();
                 self.assign(outs, results.join(", "));

@@ -29,7 +29,8 @@ pub struct Reference {
 fn masks_inside_regions(g: &Graph) -> bool {
     g.nodes.iter().any(|n| match &n.op {
         Op::Call { region } => {
-            let inner = |r: &Graph| r.nodes.iter().any(|m| matches!(m.op, Op::RandomMask { .. })) || masks_inside_regions(r);
+            let inner =
+                |r: &Graph| r.nodes.iter().any(|m| matches!(m.op, Op::RandomMask { .. })) || masks_inside_regions(r);
             inner(&region.forward) || region.inverse.as_ref().is_some_and(inner)
         }
         _ => false,
@@ -50,12 +51,8 @@ pub fn reference(model: &HostModel, training: bool, inputs: &[Rc<Tensor>], seed:
         ));
     }
     let n_outputs = g.outputs.len();
-    let masks: Vec<_> = g
-        .nodes
-        .iter()
-        .filter(|n| matches!(n.op, Op::RandomMask { .. }))
-        .map(|n| n.outputs[0])
-        .collect();
+    let masks: Vec<_> =
+        g.nodes.iter().filter(|n| matches!(n.op, Op::RandomMask { .. })).map(|n| n.outputs[0]).collect();
     let n_masks = masks.len();
     g.outputs.extend(masks);
     let (graph, grads, loss_output) = if training {

@@ -4,6 +4,7 @@
 //! and either PopTorch's wrapping (options, strategy, optimizer, `trainingModel` /
 //! `inferenceModel`) or a PyTorch training loop.
 
+use super::leaves::{self, Leaf};
 use super::poptorch as popt;
 use super::python::{self, str_lit, tuple, Arg, ArgKind, Forward};
 use super::Target;
@@ -12,6 +13,7 @@ use crate::ir::{Graph, InputKind, Op, ValueId};
 use crate::poptorch::PoplarExecutor;
 use crate::tensor::DType;
 use crate::Result;
+use std::collections::BTreeMap;
 
 /// Helpers every script defines (plain torch, so the PyTorch form runs anywhere torch does).
 const HELPERS: &str = r#"def _state(root, name):
@@ -37,6 +39,12 @@ def _parameter(root, name, shape, dtype):
 def _buffer(root, name, shape, dtype):
     module, leaf = _state(root, name)
     module.register_buffer(leaf, torch.zeros(shape, dtype=dtype))
+
+
+def _module(root, name, module):
+    """A built-in module (torch.nn.Linear, ...) at path `name`."""
+    parent, leaf = _state(root, name)
+    parent.add_module(leaf, module)
 
 
 def _tie(root, name, source):
@@ -186,9 +194,25 @@ fn stub(g: &Graph, a: &Arg) -> String {
     }
 }
 
+/// Every parameter, then every buffer, of the wrapped model: name, traced shape (a
+/// replica-grouped weight's host value has one slice per group), dtype.
+fn state(exec: &PoplarExecutor) -> Vec<(String, Vec<usize>, DType)> {
+    let model = exec.model();
+    let g = model.graph();
+    let mut out = Vec::new();
+    for (kind, list) in [(InputKind::Parameter, model.parameters()), (InputKind::Buffer, model.buffers())] {
+        let traced = g.placeholders(kind);
+        for (name, p) in list {
+            let shape = traced.iter().find(|(n, _)| *n == name).map(|(_, v)| g.ty(*v).shape.clone());
+            out.push((name, shape.unwrap_or_else(|| p.shape().to_vec()), p.dtype()));
+        }
+    }
+    out
+}
+
 /// The model class: `__init__` registers every parameter and buffer the wrapped model holds
 /// (and ties), `forward` is the traced graph.
-fn model_class(exec: &PoplarExecutor, fwd: &Forward) -> Vec<String> {
+fn model_class(exec: &PoplarExecutor, fwd: &Forward, leaves: &BTreeMap<String, Leaf>) -> Vec<String> {
     let model = exec.model();
     let mut out = vec![
         "class Model(torch.nn.Module):".to_string(),
@@ -199,20 +223,33 @@ fn model_class(exec: &PoplarExecutor, fwd: &Forward) -> Vec<String> {
         "    def __init__(self):".to_string(),
         "        super().__init__()".to_string(),
     ];
-    // The traced shape (a replica-grouped weight's host value has one slice per group).
-    let g = model.graph();
-    let params = g.placeholders(InputKind::Parameter);
-    for (name, p) in model.parameters() {
-        let shape = params.iter().find(|(n, _)| *n == name).map(|(_, v)| g.ty(*v).shape.clone());
-        out.push(format!(
-            "        _parameter(self, {}, {}, {})",
-            str_lit(&name),
-            tuple(shape.as_deref().unwrap_or(p.shape())),
-            python::dtype(p.dtype())
-        ));
-    }
-    for (name, p) in model.buffers() {
-        out.push(format!("        _buffer(self, {}, {}, {})", str_lit(&name), tuple(p.shape()), python::dtype(p.dtype())));
+    // A leaf module is made whole (`torch.nn.Linear`), where its first parameter was.
+    let mut made = std::collections::BTreeSet::new();
+    for (name, shape, dtype) in state(exec) {
+        let leaf = leaves.iter().find(|(path, l)| l.state().iter().any(|s| name == format!("{path}.{s}")));
+        match leaf {
+            Some((path, l)) => {
+                if made.insert(path.clone()) {
+                    out.push(format!("        _module(self, {}, {})", str_lit(path), l.constructor()));
+                }
+            }
+            None if model.buffers().iter().any(|(n, _)| *n == name) => {
+                out.push(format!(
+                    "        _buffer(self, {}, {}, {})",
+                    str_lit(&name),
+                    tuple(&shape),
+                    python::dtype(dtype)
+                ));
+            }
+            None => {
+                out.push(format!(
+                    "        _parameter(self, {}, {}, {})",
+                    str_lit(&name),
+                    tuple(&shape),
+                    python::dtype(dtype)
+                ));
+            }
+        }
     }
     for (name, source) in model.tied() {
         out.push(format!("        _tie(self, {}, {})", str_lit(&name), str_lit(&source)));
@@ -234,7 +271,8 @@ pub fn script(exec: &PoplarExecutor, target: Target, stem: &str) -> Result<Strin
     let g = exec.model().graph();
     let loss = if exec.is_training() { Some(find_loss(g)?) } else { None };
     let poptorch = target == Target::Poptorch;
-    let fwd = python::forward(g, loss, poptorch)?;
+    let leaves = leaves::find(g, &state(exec), &exec.model().tied());
+    let fwd = python::forward(g, loss, poptorch, &leaves)?;
     let training = exec.is_training();
     if training && fwd.loss_output.is_none() {
         return Err(crate::Error::export(
@@ -267,7 +305,8 @@ pub fn script(exec: &PoplarExecutor, target: Target, stem: &str) -> Result<Strin
     s.push(String::new());
     s.push(String::new());
     s.push(HELPERS.trim_end().to_string());
-    let lamb = training && matches!(exec.optimizer().map(|o| o.optimizer_type()), Some(crate::poptorch::OptimizerType::Lamb));
+    let lamb =
+        training && matches!(exec.optimizer().map(|o| o.optimizer_type()), Some(crate::poptorch::OptimizerType::Lamb));
     if lamb && !poptorch {
         s.push(String::new());
         s.push(String::new());
@@ -280,7 +319,7 @@ pub fn script(exec: &PoplarExecutor, target: Target, stem: &str) -> Result<Strin
     }
     s.push(String::new());
     s.push(String::new());
-    s.extend(model_class(exec, &fwd));
+    s.extend(model_class(exec, &fwd, &leaves));
     s.push(String::new());
     s.push(String::new());
     s.push("def load_model():".into());
@@ -296,7 +335,9 @@ pub fn script(exec: &PoplarExecutor, target: Target, stem: &str) -> Result<Strin
     let factor = exec.combined_batch_factor();
     s.push("def example_batch(factor=1, generator=None):".into());
     s.push("    \"\"\"Random inputs of the traced types: one micro-batch, or with `factor` the combined".into());
-    s.push("    batch PopTorch takes per call (device iterations x replicas / input group x accumulation).\"\"\"".into());
+    s.push(
+        "    batch PopTorch takes per call (device iterations x replicas / input group x accumulation).\"\"\"".into(),
+    );
     let stubs: Vec<String> = fwd.args.iter().map(|a| stub(g, a)).collect();
     s.push(format!("    return ({}{})", stubs.join(", "), if stubs.len() == 1 { "," } else { "" }));
     s.push(String::new());
