@@ -75,10 +75,13 @@ pub fn weights(model: &HostModel) -> Result<Vec<u8>> {
     safetensors::write(&refs, &meta)
 }
 
+/// Tensors by state-dict name.
+pub type NamedValues = Vec<(String, Rc<Tensor>)>;
+
 /// The host values of the model's parameters and buffers, each of its traced shape: a
 /// replica-grouped weight, held as one slice per group (`[groups, …]`), is its first group's
 /// slice (one replica's model, as the exported code has it).
-pub fn host_values(model: &HostModel) -> Result<(Vec<(String, Rc<Tensor>)>, Vec<(String, Rc<Tensor>)>)> {
+pub fn host_values(model: &HostModel) -> Result<(NamedValues, NamedValues)> {
     let g = model.graph();
     let traced = |kind: InputKind, name: &str| {
         g.placeholders(kind).into_iter().find(|(n, _)| *n == name).map(|(_, v)| g.ty(v).shape.clone())
