@@ -157,3 +157,17 @@ fn an_untraced_model_is_an_export_error() {
     assert_eq!(e.kind().as_str(), "export");
     assert!(e.to_string().contains("not been traced"), "{e}");
 }
+
+#[test]
+fn a_training_graph_is_refused_only_forward_graphs_are_exported() {
+    use ipu_playground::autograd::{find_loss, training_graph_at, TrainOptions};
+    use ipu_playground::export::python::forward;
+    let trace = pipelined(false);
+    let fwd = &trace.graph;
+    let loss = find_loss(fwd).unwrap();
+    assert!(forward(fwd, Some(loss), false, &Default::default()).is_ok());
+    let tg = training_graph_at(fwd, loss, &TrainOptions { return_grads: true, ..TrainOptions::default() }).unwrap();
+    let e = forward(&tg.graph, Some(loss), false, &Default::default()).unwrap_err();
+    assert_eq!(e.kind().as_str(), "export");
+    assert!(e.to_string().contains("only a forward graph is exported"), "{e}");
+}
