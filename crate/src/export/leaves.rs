@@ -55,8 +55,9 @@ pub fn module_expr(path: &str) -> String {
     }
 }
 
-/// Every read of parameter `name` in `g` and its regions' graphs: (the reading op, the input
-/// position).
+/// Every read of parameter `name` in `g`: (the reading op, the input position). A region
+/// reads a parameter as the input its call passes it to (captures are lifted into region
+/// inputs): the reads inside the region's forward and inverse count, not the call.
 fn uses<'a>(g: &'a Graph, name: &str, out: &mut Vec<(&'a Op, usize)>) {
     let own: Vec<ValueId> = g
         .nodes
@@ -64,16 +65,26 @@ fn uses<'a>(g: &'a Graph, name: &str, out: &mut Vec<(&'a Op, usize)>) {
         .filter(|n| matches!(&n.op, Op::Placeholder { kind: InputKind::Parameter, name: m } if m == name))
         .map(|n| n.outputs[0])
         .collect();
+    uses_of(g, &own, out);
+}
+
+fn uses_of<'a>(g: &'a Graph, values: &[ValueId], out: &mut Vec<(&'a Op, usize)>) {
     for n in &g.nodes {
         for (i, v) in n.inputs.iter().enumerate() {
-            if own.contains(v) {
-                out.push((&n.op, i));
+            if !values.contains(v) {
+                continue;
             }
-        }
-        if let Op::Call { region } = &n.op {
-            uses(&region.forward, name, out);
-            if let Some(inv) = &region.inverse {
-                uses(inv, name, out);
+            match &n.op {
+                Op::Call { region } => {
+                    // The forward takes (x, others…), the inverse (y, others…): the same positions.
+                    for r in std::iter::once(&region.forward).chain(region.inverse.as_ref()) {
+                        match r.placeholders(InputKind::Input).get(i) {
+                            Some((_, inner)) => uses_of(r, &[*inner], out),
+                            None => out.push((&n.op, i)),
+                        }
+                    }
+                }
+                op => out.push((op, i)),
             }
         }
     }

@@ -191,7 +191,10 @@ fn arguments(g: &Graph, used: &mut HashSet<String>) -> Result<(Vec<Arg>, HashMap
 pub fn forward(g: &Graph, loss: Option<ValueId>, poptorch: bool, leaves: &BTreeMap<String, Leaf>) -> Result<Forward> {
     let mut used: HashSet<String> = HashSet::new();
     let (args, names) = arguments(g, &mut used)?;
-    let leaf_of = leaves.keys().map(|path| (format!("{path}.weight"), path.clone())).collect();
+    let leaf_of = leaves
+        .keys()
+        .map(|path| (state_expr("self", &format!("{path}.weight"), InputKind::Parameter), path.clone()))
+        .collect();
     let mut e =
         Emitter { poptorch, lines: Vec::new(), indent: 2, used, regions: 0, open_block: None, begun: None, leaf_of };
     let dev = args
@@ -224,8 +227,8 @@ struct Emitter {
     open_block: Option<(String, Option<usize>)>,
     /// The block a `poptorch.Block.start` began last.
     begun: Option<(String, Option<usize>)>,
-    /// The module path of each leaf module's weight (`fc1.weight` → `fc1`): its `linear` or
-    /// `layer_norm` is a call of the module.
+    /// The module path of each leaf module by its weight's expression (`self.fc1.weight` →
+    /// `fc1`): its `linear` or `layer_norm` is a call of the module.
     leaf_of: HashMap<String, String>,
 }
 
@@ -237,11 +240,14 @@ fn block_args(id: &str, ipu: Option<usize>) -> String {
 }
 
 impl Emitter {
-    /// The leaf module whose weight is input 1 of `n`, if any.
-    fn leaf(&self, g: &Graph, n: &Node) -> Option<String> {
-        match &g.producer(*n.inputs.get(1)?).op {
-            Op::Placeholder { kind: InputKind::Parameter, name } => self.leaf_of.get(name).map(|p| module_expr(p)),
-            _ => None,
+    /// The leaf module whose weight is `weight` (the expression of input 1 of a `linear` or
+    /// `layer_norm`: `self.fc1.weight`, also inside an inlined region), if any.
+    /// With a bias, `bias` must be that module's own.
+    fn leaf(&self, weight: &str, bias: Option<&str>) -> Option<String> {
+        let path = self.leaf_of.get(weight)?;
+        match bias {
+            Some(b) if b != state_expr("self", &format!("{path}.bias"), InputKind::Parameter) => None,
+            _ => Some(module_expr(path)),
         }
     }
 
@@ -399,7 +405,7 @@ impl Emitter {
             Op::Positive => format!("{} > 0", a[0]),
             Op::MatMul => format!("torch.matmul({}, {})", a[0], a[1]),
             Op::MatMulTN => format!("torch.matmul({}.transpose(-2, -1), {})", a[0], a[1]),
-            Op::Linear { has_bias } => match self.leaf(g, n) {
+            Op::Linear { has_bias } => match self.leaf(&a[1], has_bias.then(|| a[2].as_str())) {
                 Some(module) => format!("{module}({})", a[0]),
                 None => format!("F.linear({}, {}, {})", a[0], a[1], if *has_bias { a[2].as_str() } else { "None" }),
             },
@@ -462,8 +468,8 @@ impl Emitter {
             }
             Op::Softmax { dim } => format!("F.softmax({}, dim={dim})", a[0]),
             Op::LogSoftmax { dim } => format!("F.log_softmax({}, dim={dim})", a[0]),
-            Op::LayerNorm { .. } if self.leaf(g, n).is_some() => {
-                format!("{}({})", self.leaf(g, n).unwrap_or_default(), a[0])
+            Op::LayerNorm { affine: true, .. } if self.leaf(&a[1], Some(&a[2])).is_some() => {
+                format!("{}({})", self.leaf(&a[1], Some(&a[2])).unwrap_or_default(), a[0])
             }
             Op::LayerNorm { normalized_ndim, eps, affine } => {
                 let s = &ty(0).shape;
