@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help install playground serve web-pkg page node-pkg data test bench clean
+.PHONY: help install playground serve web-pkg page node-pkg data test bench check-export clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  make %-11s %s\n", $$1, $$2 }'
@@ -38,6 +38,9 @@ test: ## Install what is missing, run every test layer; ends with one "N passed,
 # The benchmark harness plugs in here (scripts/bench.sh or a recipe of its own).
 bench: install ## Run the benchmarks
 	@if [ -x scripts/bench.sh ]; then scripts/bench.sh; else echo "make bench: no benchmarks yet (scripts/bench.sh)"; exit 2; fi
+
+check-export: install ## Run the PyTorch exports of every preset and 50 random models under real PyTorch (not in make test)
+	@scripts/check-export.sh
 
 clean: ## Remove build outputs (keeps data/ and node_modules)
 	rm -rf www/pkg www/dist www/engine/vendor pkg-node tests/consumer/node_modules

@@ -452,6 +452,7 @@ class ParallelPhasedExecution extends ${ref("PoptorchParallelPhasedExecution")} 
         return this._plan(inputs, settings);
     };
     P.returnInputGradients = function (...inputs) { return this._returnInputGradients(inputs); };
+    P.referenceStep = function (...inputs) { return this._referenceStep(inputs); };
 }
 // Module state (api/state.rs) on every nn class, as PyTorch's nn.Module has it.
 for (const C of [${NN.filter((n) => n !== "Parameter").map(ref).join(", ")}]) {
@@ -618,6 +619,8 @@ export interface PoplarExecutor {
     plan(...args: [...(HostTensorInput | HostSparse | { shape: number[], dtype?: string, name?: string })[], { throwOnInvalid: boolean }]): any;
     /** Returns the gradients of these inputs (indices or names) after the outputs. */
     returnInputGradients(...inputs: (number | string)[]): void;
+    /** One step of the engine on one micro-batch, training nothing: the outputs, the loss's index among them and every parameter's gradient (training models), and the dropout masks drawn, in order. What \`make check-export\` compares an export with. */
+    referenceStep(...inputs: (HostTensorInput | HostSparse)[]): { outputs: HostTensor[], lossOutput: number | null, gradients: [string, HostTensor][], masks: HostTensor[] };
 }
 /** PyTorch-style namespace: \`class Net extends nn.Module\`. */
 export declare const nn: { ${NN.map((n) => `${n}: typeof ${n}`).join("; ")} };

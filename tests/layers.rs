@@ -9,7 +9,7 @@
 //!
 //! The layers, lowest first (ARCHITECTURE.md): `error`; `rng`; `tensor`; `ir`; `trace`,
 //! `autograd` and `kernels` (each reads graphs, none another); `compile` (the planner: ir and
-//! autograd only, never kernels or exec) and `exec`; `poptorch`; `gnn`; `models` (the demo
+//! autograd only, never kernels or exec) and `exec`; `poptorch`; `gnn` and `export` (a model out as Python); `models` (the demo
 //! models, RevGNN's through `gnn::preview`); `api` (the wasm-bindgen edge). A module may
 //! import from its own folder and from lower layers only.
 
@@ -31,6 +31,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("exec", 5),
     ("poptorch", 6),
     ("gnn", 7),
+    ("export", 7),
     ("models", 8),
     ("api", 9),
 ];

@@ -148,8 +148,36 @@ function showConsole(lines) {
   $("console-count").textContent = lines?.length ? `${lines.length} line${lines.length === 1 ? "" : "s"}` : "";
 }
 
+/** Saves `bytes` (a string or bytes) as file `name` through a download link. */
+function download(bytes, name, type) {
+  const url = URL.createObjectURL(new Blob([bytes], { type }));
+  const a = Object.assign(document.createElement("a"), { href: url, download: name });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+/** The export buttons: usable while the last analysis has a wrapped model. */
+function setExportable(on) {
+  for (const id of ["export-poptorch", "export-pytorch"]) $(id).disabled = !on;
+}
+
+/** "Export as PopTorch" / "Export as PyTorch": the worker writes the .py (and the weights beside it). */
+async function exportAs(target) {
+  try {
+    const { result } = await analyser.call(Request.EXPORT, { target }, { timeoutMs: TIMEOUT_MS });
+    download(result.code, result.filename, "text/x-python");
+    if (result.weights) download(result.weights, result.weightsFilename, "application/octet-stream");
+    setStatus(result.note ?? `Exported ${result.filename}${result.weights ? ` and ${result.weightsFilename}` : ""}`);
+  } catch (err) {
+    setStatus(`Export failed: ${err.message}`, true);
+  }
+}
+
 function showAnalysis(result, ms) {
   analysis = result;
+  setExportable(Boolean(result.exportable));
   editor.showDiagnostics(planDiagnostics(result));
   ui.error.hidden = true;
   ui.stale.hidden = true;
@@ -176,6 +204,7 @@ function showAnalysis(result, ms) {
 }
 
 function showAnalysisError(err) {
+  setExportable(false);
   const info = err instanceof EngineError ? err.info : { kind: ErrorKind.ENGINE, message: err?.message ?? String(err) };
   document.body.dataset.seq = String(latest);
   let text = info.message;
@@ -286,6 +315,8 @@ async function boot() {
   if (store.source === "bad-link") setStatus("The link could not be read; showing your last state", true);
 
   store.onForeignHash(() => location.reload()); // a pasted link: load its state
+  $("export-poptorch").addEventListener("click", () => exportAs("poptorch"));
+  $("export-pytorch").addEventListener("click", () => exportAs("pytorch"));
   $("share").addEventListener("click", async () => {
     const link = await store.link();
     const box = $("share-box");

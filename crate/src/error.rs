@@ -115,6 +115,8 @@ pub enum ErrorKind {
     Io,
     /// Reading or writing JSON.
     Json,
+    /// Exporting a model as Python (`export`): an op or input with no Python form.
+    Export,
 }
 
 impl ErrorKind {
@@ -133,6 +135,7 @@ impl ErrorKind {
             ErrorKind::Plan => "plan",
             ErrorKind::Io => "io",
             ErrorKind::Json => "json",
+            ErrorKind::Export => "export",
         }
     }
 }
@@ -174,6 +177,11 @@ impl Error {
     /// An error while tracing.
     pub fn trace(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::Trace, message)
+    }
+
+    /// An error exporting a model as Python.
+    pub fn export(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Export, message)
     }
 
     /// An error while running a graph.

@@ -45,6 +45,7 @@ pub mod autograd;
 pub mod compile;
 pub mod error;
 pub mod exec;
+pub mod export;
 pub mod gnn;
 pub mod ir;
 pub mod kernels;

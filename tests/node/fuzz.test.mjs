@@ -15,6 +15,7 @@ import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { REPO, rng } from "./helpers.mjs";
+import { BAD_NAMES, SHAPES, DTYPES, randomLayers, randomOps, randomOpsModel } from "./random-model.mjs";
 
 const CONSUMER = path.join(REPO, "tests", "consumer");
 const api = createRequire(path.join(CONSUMER, "package.json"))("ipu-playground");
@@ -50,7 +51,6 @@ function sizeClass(v, max, min = 1) {
   if (typeof v !== "number" || !Number.isFinite(v) || !Number.isInteger(v)) return "TypeError";
   return v < min || v > max ? "RangeError" : "ok";
 }
-const BAD_NAMES = ["", "a\nb", "x\r", "tab\there", "nul\0", "esc\x1b[31m", "ls\u2028", "ps\u2029", "\x7f", "n".repeat(257)];
 const GOOD_NAMES = ["x", "input", "ünï", "a b", "stage-0"];
 
 let counted = { calls: 0, rejected: 0, accepted: 0 };
@@ -135,57 +135,20 @@ const EXPECTED = `graph(x: f32[2,4]) {
 }
 `;
 
-// Tensor ops a fuzzed forward calls, with random (often bad) arguments, on tensors of random
-// shapes and dtypes.
-const DIMS = [0, 0, 1, -1, -1, -2, 2, 5, 15, 16, -17, 1.5, NaN, "0", undefined, null, [0], 1e9];
-const SHAPES = [[], [1], [4], [2, 4], [4, 2], [2, 1, 4], [1, 1], [0], [0, 4], [2, 0, 1], [4, 3, 2, 1]];
-const DTYPES = [undefined, "float32", "float16", "int32", "bool"];
-const LAYERS = { lin: new api.Linear(4, 2), norm: new api.LayerNorm(4), emb: new api.Embedding(5, 3), drop: new api.Dropout(0.3), act: new api.GELU() };
-function randomOp(x, y, kept) {
-  const other = pick([y, x, kept, { _id: 0 }, { __wbg_ptr: 0 }, 3, "t", null, undefined, [x], new api.Tensor()]);
-  const ops = [
-    () => x.add(other), () => x.sub(other), () => x.mul(other), () => x.div(other), () => x.pow(other),
-    () => x.matmul(other), () => x.scale(pick([2, -0.5, NaN, "2", undefined, {}])),
-    () => x.relu(), () => x.exp(), () => x.neg(), () => x.gelu(), () => x.sigmoid(),
-    () => x.sum(pick([undefined, [0], [1], [0, 0], [5], [-1, 1], "0", [1.5], [NaN], Array(17).fill(0)]), pick([undefined, true, false, 1, "yes"])),
-    () => x.mean(pick([undefined, [0], [-1], [2]]), pick([undefined, true, "no"])),
-    () => x.max(pick(DIMS), pick([undefined, true, 0])), () => x.argmax(pick(DIMS)),
-    () => x.softmax(pick(DIMS)), () => x.logSoftmax(pick(DIMS)),
-    () => x.reshape(pick([[-1], [2, -1], [-1, -1], [-2, 4], [4, 2], [1e9, 1e9], [3], "8", [2.5, 4], [], [2 ** 40, 2 ** 40], Array(17).fill(1)])),
-    () => x.transpose(pick(DIMS), pick(DIMS)), () => x.permute(pick([[1, 0], [0, 0], [0], [0, 1, 2], [-1, 0], "10", [1.5, 0]])),
-    () => x.cast(pick(["float16", "int32", "bool", "float64", "", 3, "f".repeat(100), undefined])),
-    () => x.crossEntropy(other, pick([undefined, other, 3])),
-    () => api.concat(pick([[x, x], [x, other], [], "xx", [x], Array(3).fill(other)]), pick(DIMS)),
-    () => api.constant(pick([[1, 2], new Float32Array([1, 2]), [1, "a"], [NaN, Infinity], "12", [1], new BigInt64Array(2), new Float64Array(2)]),
-      pick([[2], [1, 2], [3], [-2], [2.5], "2", [1e9, 1e9], undefined])),
-    () => api.block(pick(["b", ...BAD_NAMES, 7, undefined]), pick([0, 1, undefined, -1, 65536, 1.5, "1"]), pick([() => x.relu(), 3, undefined, () => { throw new Error("user error in a block"); }])),
-    () => api.beginBlock(pick(["b2", ...BAD_NAMES, null]), pick([0, 2, -1, NaN, undefined])),
-    () => x.shape, () => x.dtype,
-    () => pick(Object.values(LAYERS)).forward(pick([x, other])),
-    () => x.neg().sqrt().tanh().sigmoid().gelu().log(),
-  ];
-  return pick(ops)();
-}
+// The random ops and models of tests/node/random-model.mjs (scripts/check-export.mjs draws
+// its models from the same generator), on layers shared by every fuzzed model.
+const LAYERS = randomLayers(api);
+const randomOp = randomOps(api, pick, LAYERS);
 
 // Models for trace(): some good, most bad in one way or another.
-let stale = null;
+const keptTensor = { stale: null };
 function randomModel() {
+  const stale = keptTensor.stale;
   const kind = int(0, 13);
   switch (kind) {
     case 0: // good: random ops (many failing, each caught) on the inputs and their results
     case 1:
-      return { expect: "ok", model: new (class extends api.Module {
-        constructor() { super(); this.layers = LAYERS; }
-        forward(...xs) {
-          const pool = [...xs];
-          for (let i = 0; i < 12; i++) {
-            const r = maybe("an op in forward", () => randomOp(pick(pool), pick(pool), stale));
-            if (r instanceof api.Tensor) pool.push(r);
-          }
-          stale = pick(pool);
-          return pool[pool.length - 1];
-        }
-      })() };
+      return { expect: "ok", model: randomOpsModel(api, { pick, randomOp, layers: LAYERS, attempt: maybe, kept: keptTensor }) };
     case 2: // uses a tensor kept from an earlier trace
       return { expect: stale ? "Error" : "ok", model: { forward: (x) => (stale ? stale.add(x) : x) } };
     case 3: // returns a look-alike

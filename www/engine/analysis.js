@@ -309,8 +309,38 @@ export function codeContext({ options, ipus, half, dataset, ...extra }) {
   return { ctx, read };
 }
 
+/** The wrapped model of the last analysis, for the export (`exportPython`); null when that
+ * analysis failed or had no `poptorch` wrapper. */
+let lastWrapped = null;
+
+/** The weights are exported beside the code up to this many bytes (BERT-Large's are not). */
+export const WEIGHTS_EXPORT_LIMIT = 512 * 2 ** 20;
+
+/**
+ * The last analysed wrapped model as a Python file (`target` "poptorch" or "pytorch",
+ * crate/src/export) and its weights as the safetensors file the code loads beside it.
+ */
+export function exportPython({ target }) {
+  if (!lastWrapped) {
+    throw makeError(ErrorKind.MODEL, "Nothing to export: the code's default export has no model wrapped by poptorch.trainingModel or inferenceModel (or its last analysis failed).");
+  }
+  const { model, name } = lastWrapped;
+  const stem = target === "pytorch" ? `${name}_pytorch` : `${name}_poptorch`;
+  const code = model.toPython({ target, name });
+  const bytes = (model.tracedModel?.parameters ?? []).reduce((n, [, shape]) => n + 4 * shape.reduce((a, b) => a * b, 1), 0);
+  const small = bytes <= WEIGHTS_EXPORT_LIMIT;
+  return {
+    code,
+    filename: `${stem}.py`,
+    weights: small ? model.safetensors() : null,
+    weightsFilename: `${name}.safetensors`,
+    note: small ? null : `The weights (${Math.round(bytes / 2 ** 20)} MiB) are not exported: the code starts from a random initialisation without ${name}.safetensors.`,
+  };
+}
+
 export async function analyse({ code, language = Language.JAVASCRIPT, options, ipus = 1, half = false, dataset = "PubMed" }) {
   const t0 = performance.now();
+  lastWrapped = null;
   if (typeof code !== "string") throw makeError(ErrorKind.MODEL, "no code to run");
   const opts = panelOptions(options);
   const panel = opts.toJSON();
@@ -399,6 +429,7 @@ function planWrapped(spec, code, url) {
     throw wrappedError(e, url, code, training);
   }
   const name = model.model?.constructor?.name ?? "Model";
+  lastWrapped = { model, name: name.replace(/[^A-Za-z0-9_]/g, "_").toLowerCase() || "model" };
   const shapes = call.map((i) => `${i.name} [${i.shape.join("×")}]`).join(", ");
   const title = `poptorch.${training ? "trainingModel" : "inferenceModel"}(${name}${training ? `, ${optimizer}` : ""}) called with ${shapes}${factor > 1 ? ` (${factor} micro-batches)` : ""}`;
   return { traced, title, settings: { training }, plan, planned };
@@ -498,5 +529,7 @@ async function analyseModule(code, exports, url, ctx, panel, dataset, file) {
     // The default export says how to train the model (`train`): the Training view runs it.
     trainable: Boolean(spec.train),
     file,
+    // A wrapped model can be exported as Python (Request.EXPORT).
+    exportable: spec.kind === "poptorch",
   };
 }

@@ -25,6 +25,12 @@ export const Request = Object.freeze({
   STOP: "stop",
   /** () → { bytes: Uint8Array, names: [..], filename }: the trained weights as safetensors. */
   WEIGHTS: "weights",
+  /**
+   * ({ target: "poptorch" | "pytorch" }) → { code, filename, weights: Uint8Array | null,
+   * weightsFilename, note }: the last analysed wrapped model as a Python file, and its weights
+   * as the safetensors file the code loads (none past WEIGHTS_EXPORT_LIMIT bytes: `note` says so).
+   */
+  EXPORT: "export",
 });
 
 /** Events the worker sends by itself. */

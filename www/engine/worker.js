@@ -7,7 +7,7 @@ import * as pkg from "../pkg/ipu_playground.js";
 import { loadEngine } from "./load.js";
 import { Request, Event, ErrorKind, Language, reply, failure, event, makeError } from "./protocol.js";
 import { describe } from "./usercode.js";
-import { analyse, pythonEngine } from "./analysis.js";
+import { analyse, pythonEngine, exportPython } from "./analysis.js";
 import { train, pause, resume, stop, weights } from "./training.js";
 
 // The editor's code calls into wasm, whose frames come before the user's in a stack: keep
@@ -30,6 +30,7 @@ const HANDLERS = {
   [Request.RESUME]: resume,
   [Request.STOP]: stop,
   [Request.WEIGHTS]: weights,
+  [Request.EXPORT]: exportPython,
 };
 
 // The engine reports progress while it traces, differentiates and plans; the client's

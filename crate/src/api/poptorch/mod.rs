@@ -9,6 +9,8 @@
 //!   `VariableRetrievalMode`, `Liveness`, `AutoStage` (strings: the core's JSON names);
 //! * [`optim`]: `poptorch.optim.{SGD, Adam, AdamW, RMSprop, LAMB}`;
 //! * [`model`]: `trainingModel`, `inferenceModel` and the `PoplarExecutor` they return;
+//! * [`export`]: the wrapped model as a Python file (`model.toPython`, `exportPoptorch`,
+//!   `exportPytorch`), its weights as safetensors, and the engine's reference step;
 //! * `identity_loss`, `recomputationCheckpoint`, `set_available_memory`, `serializedMatMul`
 //!   (here) and the slicing helpers.
 //!
@@ -17,6 +19,7 @@
 //! constructors and methods that take `*args` in PopTorch their variadic form).
 
 pub mod enums;
+pub mod export;
 pub(crate) mod handles;
 pub mod model;
 pub mod optim;

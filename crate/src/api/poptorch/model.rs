@@ -152,7 +152,7 @@ struct ArgSpec {
 
 /// A call's inputs: the executor's tensors with their names (`input<i>` unless given), and
 /// what each argument of `forward` is.
-struct CallInputs {
+pub(super) struct CallInputs {
     /// Each tensor's name, type and value (none for a shape-only input of a plan).
     flat: Vec<(String, TensorType, Option<Rc<Tensor>>)>,
     args: Vec<ArgSpec>,
@@ -160,7 +160,7 @@ struct CallInputs {
 
 impl CallInputs {
     /// The values (every input has one: [`inputs_arg`] takes shape-only inputs for plans only).
-    fn tensors(&self) -> Vec<Rc<Tensor>> {
+    pub(super) fn tensors(&self) -> Vec<Rc<Tensor>> {
         self.flat.iter().filter_map(|(_, _, t)| t.clone()).collect()
     }
     fn types(&self) -> Vec<TensorType> {
@@ -170,7 +170,7 @@ impl CallInputs {
 
 /// A call's inputs; with `type_only`, a dense input may be `{ shape, dtype }` with no data
 /// (a plan reads only types).
-fn inputs_arg(v: &JsValue, what: &str, type_only: bool) -> JsResult<CallInputs> {
+pub(super) fn inputs_arg(v: &JsValue, what: &str, type_only: bool) -> JsResult<CallInputs> {
     let items = if args::is_absent(v) { Vec::new() } else { args::list(v, what, MAX_INPUTS)? };
     let mut out = CallInputs { flat: Vec::new(), args: Vec::new() };
     for (i, x) in items.iter().enumerate() {
@@ -442,6 +442,11 @@ impl Wrapped {
 }
 
 impl PoplarExecutorJs {
+    /// Runs `f` on the core's executor (the export's edge reads it).
+    pub(super) fn with_exec<T>(&self, f: impl FnOnce(&mut PoplarExecutor) -> JsResult<T>) -> JsResult<T> {
+        self.with(|w| f(&mut w.exec))
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut Wrapped) -> JsResult<T>) -> JsResult<T> {
         let mut w = self.state.try_borrow_mut().map_err(|_| {
             args::error(

@@ -1,0 +1,173 @@
+//! `export`: a wrapped model out as Python. The PopTorch form carries the plan's Blocks,
+//! options, strategy and optimizer; both forms are valid Python (parsed by python3's `ast`
+//! where python3 is on the machine); backward-only graphs are refused. The numerical check
+//! against real PyTorch is `make check-export` (scripts/check-export.sh).
+
+use ipu_playground::compile::{ExecutionStrategy, Options};
+use ipu_playground::export::{reference::reference, to_python, weights, Target};
+use ipu_playground::ir::Reduction;
+use ipu_playground::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, OptimizerType};
+use ipu_playground::rng::Rng;
+use ipu_playground::tensor::{DType, Tensor};
+use ipu_playground::trace::nn::{call, Linear};
+use ipu_playground::trace::{Trace, Tracer};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::rc::Rc;
+
+/// A classifier in three Blocks on three IPUs, with a dropout mask drawn in training.
+fn pipelined(training: bool) -> Trace {
+    let mut rng = Rng::new(3);
+    let (l1, l2, l3) = (
+        Linear::new(6, 8, true, &mut rng).unwrap(),
+        Linear::new(8, 8, true, &mut rng).unwrap(),
+        Linear::new(8, 4, false, &mut rng).unwrap(),
+    );
+    let tr = Tracer::new();
+    tr.set_training(training);
+    let x = tr.input("x", &[5, 6], DType::Float32).unwrap();
+    let y = tr.input("labels", &[5], DType::Int32).unwrap();
+    let h = tr.block("embed", Some(0), || call(&tr, "fc1", &l1, &x)?.relu()).unwrap();
+    let h = tr
+        .block("hidden", Some(1), || {
+            let h = call(&tr, "fc2", &l2, &h)?.gelu()?;
+            let h = if training { h.dropout_with_mask(&tr.random_mask(&[5, 8], 0.25)?, 0.25)? } else { h };
+            h.recomputation_checkpoint()
+        })
+        .unwrap();
+    let (logits, loss) = tr
+        .block("head", Some(2), || {
+            let logits = call(&tr, "head", &l3, &h)?;
+            let loss = logits.cross_entropy(&y, None, Reduction::Mean, None)?;
+            Ok((logits, loss))
+        })
+        .unwrap();
+    tr.finish(&[&logits, &loss]).unwrap()
+}
+
+fn options() -> Options {
+    let mut o = Options::new();
+    o.auto_round_num_ipus(true).unwrap().device_iterations(2).unwrap();
+    o.training.gradient_accumulation = 6;
+    o
+}
+
+/// python3's `ast.parse` of `code`, when python3 is on the machine (`None` otherwise).
+fn python_parse(code: &str) -> Option<Result<(), String>> {
+    let mut child = Command::new("python3")
+        .args(["-c", "import ast, sys; ast.parse(sys.stdin.read())"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .ok()?;
+    child.stdin.take()?.write_all(code.as_bytes()).ok()?;
+    let out = child.wait_with_output().ok()?;
+    Some(if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) })
+}
+
+#[test]
+fn poptorch_export_carries_blocks_options_strategy_and_optimizer() {
+    let model = HostModel::new(&pipelined(true));
+    let mut opts = options();
+    opts.set_execution_strategy(ExecutionStrategy::parse("sharded").unwrap()).unwrap();
+    let adam =
+        Optimizer::new(OptimizerType::Adam, OptimizerArgs { lr: Some(0.002), ..OptimizerArgs::default() }).unwrap();
+    let exec = training_model(&model, &mut opts, Some(adam)).unwrap();
+    let py = to_python(&exec, Target::Poptorch, "model").unwrap();
+    if std::env::var_os("EXPORT_DUMP").is_some() {
+        std::fs::write("target/export_poptorch.py", &py).unwrap();
+    }
+    for want in [
+        "import poptorch",
+        "with poptorch.Block(\"embed\", ipu_id=0):",
+        "with poptorch.Block(\"hidden\", ipu_id=1):",
+        "with poptorch.Block(\"head\", ipu_id=2):",
+        "= poptorch.recomputationCheckpoint(",
+        "opts.deviceIterations(2)",
+        "opts.autoRoundNumIPUs(True)",
+        "opts.Training.gradientAccumulation(6)",
+        "opts.setExecutionStrategy(poptorch.ShardedExecution())",
+        "optimizer = poptorch.optim.Adam(model.parameters(), lr=0.002)\n",
+        "wrapped = poptorch.trainingModel(model, opts, optimizer)",
+        "COMBINED_BATCH_FACTOR = 12",
+        "_module(self, \"fc1\", torch.nn.Linear(6, 8, bias=True, dtype=torch.float32))",
+        "_module(self, \"head\", torch.nn.Linear(8, 4, bias=False, dtype=torch.float32))",
+        "= self.fc1(x)",
+        "self._random_mask((5, 8), 0.25, dev)",
+    ] {
+        assert!(py.contains(want), "missing {want:?} in\n{py}");
+    }
+    if let Some(r) = python_parse(&py) {
+        r.unwrap_or_else(|e| panic!("not valid Python: {e}\n{py}"));
+    }
+}
+
+#[test]
+fn pytorch_export_has_no_poptorch_and_a_training_loop() {
+    let model = HostModel::new(&pipelined(true));
+    let exec = training_model(&model, &mut options(), None).unwrap();
+    let py = to_python(&exec, Target::Pytorch, "model").unwrap();
+    if std::env::var_os("EXPORT_DUMP").is_some() {
+        std::fs::write("target/export_pytorch.py", &py).unwrap();
+    }
+    assert!(!py.contains("poptorch"), "{py}");
+    for want in
+        ["def train(model, steps", "torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.0", "loss.backward()"]
+    {
+        assert!(py.contains(want), "missing {want:?} in\n{py}");
+    }
+    if let Some(r) = python_parse(&py) {
+        r.unwrap_or_else(|e| panic!("not valid Python: {e}\n{py}"));
+    }
+}
+
+#[test]
+fn inference_export_and_weights_under_state_dict_names() {
+    let model = HostModel::new(&pipelined(false));
+    let exec = inference_model(&model, &mut Options::new()).unwrap();
+    let py = to_python(&exec, Target::Pytorch, "net").unwrap();
+    assert!(py.contains("net.safetensors") && !py.contains("def train("), "{py}");
+    let bytes = weights(&model).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + header_len]).unwrap();
+    for name in ["fc1.weight", "fc1.bias", "fc2.weight", "head.weight"] {
+        assert!(header.contains(&format!("\"{name}\"")), "{name} not in {header}");
+    }
+}
+
+#[test]
+fn reference_step_returns_outputs_loss_gradients_and_masks() {
+    let model = HostModel::new(&pipelined(true));
+    let x = Rc::new(Tensor::from_f32(&[5, 6], (0..30).map(|i| (i as f32 * 0.37).sin()).collect()).unwrap());
+    let y = Rc::new(Tensor::from_i32(&[5], vec![0, 1, 2, 3, 1]).unwrap());
+    let r = reference(&model, true, &[x, y], 7).unwrap();
+    assert_eq!(r.outputs.len(), 2);
+    assert_eq!(r.loss_output, Some(1));
+    assert_eq!(r.masks.len(), 1);
+    assert_eq!(r.masks[0].shape(), &[5, 8]);
+    let names: Vec<&str> = r.gradients.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "head.weight"]);
+}
+
+#[test]
+fn an_untraced_model_is_an_export_error() {
+    let model = HostModel::untraced(Vec::new(), Vec::new());
+    let exec = inference_model(&model, &mut Options::new()).unwrap();
+    let e = to_python(&exec, Target::Poptorch, "m").unwrap_err();
+    assert_eq!(e.kind().as_str(), "export");
+    assert!(e.to_string().contains("not been traced"), "{e}");
+}
+
+#[test]
+fn a_training_graph_is_refused_only_forward_graphs_are_exported() {
+    use ipu_playground::autograd::{find_loss, training_graph_at, TrainOptions};
+    use ipu_playground::export::python::forward;
+    let trace = pipelined(false);
+    let fwd = &trace.graph;
+    let loss = find_loss(fwd).unwrap();
+    assert!(forward(fwd, Some(loss), false, &Default::default()).is_ok());
+    let tg = training_graph_at(fwd, loss, &TrainOptions { return_grads: true, ..TrainOptions::default() }).unwrap();
+    let e = forward(&tg.graph, Some(loss), false, &Default::default()).unwrap_err();
+    assert_eq!(e.kind().as_str(), "export");
+    assert!(e.to_string().contains("only a forward graph is exported"), "{e}");
+}
