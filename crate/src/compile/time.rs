@@ -765,7 +765,7 @@ fn costs(
         // RecomputeAll on one stage: the backward pass on each IPU runs that IPU's forward
         // work again, but for the checkpoints.
         // (A stage of both passes recomputes its own forward work.)
-        for f in 0..ns {
+        for (f, add) in recompute_cost.iter().enumerate() {
             let target = match place.stages[f].pass {
                 StagePass::ForwardBackward => Some(f),
                 StagePass::Forward => {
@@ -775,8 +775,7 @@ fn costs(
                 StagePass::Backward => None,
             };
             if let Some(b) = target {
-                let add = recompute_cost[f];
-                stage_cost[b].add(add);
+                stage_cost[b].add(*add);
             }
         }
     }

@@ -6,7 +6,7 @@
 //! anything else (a weight also read elsewhere, tied, or other state under `S.`) stays
 //! functional, which is always correct.
 
-use super::python::{self, str_lit, tuple};
+use super::syntax::{self, str_lit, tuple};
 use crate::ir::{Graph, InputKind, Op, ValueId};
 use crate::tensor::DType;
 use std::collections::BTreeMap;
@@ -25,13 +25,13 @@ impl Leaf {
             Leaf::Linear { in_features, out_features, bias, dtype } => format!(
                 "torch.nn.Linear({in_features}, {out_features}, bias={}, dtype={})",
                 if *bias { "True" } else { "False" },
-                python::dtype(*dtype)
+                syntax::dtype(*dtype)
             ),
             Leaf::LayerNorm { shape, eps, dtype } => format!(
                 "torch.nn.LayerNorm({}, eps={}, dtype={})",
                 tuple(shape),
-                python::f32_lit(*eps),
-                python::dtype(*dtype)
+                syntax::f32_lit(*eps),
+                syntax::dtype(*dtype)
             ),
         }
     }
@@ -48,7 +48,7 @@ impl Leaf {
 /// The expression of the module at `path` under `self` (`self.fc1`, or
 /// `self.get_submodule("layers.0")` where a part is not an identifier).
 pub fn module_expr(path: &str) -> String {
-    if path.split('.').all(python::is_ident) {
+    if path.split('.').all(syntax::is_ident) {
         format!("self.{path}")
     } else {
         format!("self.get_submodule({})", str_lit(path))

@@ -16,6 +16,7 @@ pub mod poptorch;
 pub mod python;
 pub mod reference;
 pub mod script;
+pub mod syntax;
 
 use crate::ir::InputKind;
 use crate::poptorch::{HostModel, PoplarExecutor};
