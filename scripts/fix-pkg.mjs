@@ -273,7 +273,9 @@ if (!patched.includes("/* own-class check */")) {
     // A module's hidden state methods, which the engine's walks of a module tree call for
     // every module (_stateNames, _getState, …: no user code, no op recorded): a small probe
     // and no call site.
-    if (/^[a-z0-9]+__(stateNames|getState|setState|stateParam|setStateParam|moduleKey|children|handle|resetCopy)$/.test(f)) {
+    // So are isTraining() (a forward asks it once a layer) and a Parameter's hidden `_key()`
+    // (the optimizer's key, asked per parameter when a wrapper attaches).
+    if (/^[a-z0-9]+__(stateNames|getState|setState|stateParam|setStateParam|moduleKey|children|handle|resetCopy|key)$/.test(f) || f === "isTraining") {
       return `(__ipuStack(${STACK_PROBE_SMALL}), wasm.${f})(`;
     }
     // The tracer's other small entries, a Tensor op and a leaf module's forward (no call back

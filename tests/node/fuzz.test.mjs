@@ -403,6 +403,7 @@ test("a forward that recurses until the stack runs out, calling the engine at ev
   // at every depth here.
   let calls = 0;
   let refused = 0;
+  const weight = new api.Linear(2, 2).parameters()[0];
   good("a deeply recursing forward", () =>
     api.trace({
       fc: new api.Linear(2, 2),
@@ -411,7 +412,7 @@ test("a forward that recurses until the stack runs out, calling the engine at ev
           try {
             down();
           } catch {}
-          for (const op of [() => x.relu(), () => this.fc.forward(x), () => x.add(x)]) {
+          for (const op of [() => x.relu(), () => this.fc.forward(x), () => x.add(x), () => api.isTraining(), () => weight._key()]) {
             try {
               calls++;
               op();

@@ -487,9 +487,13 @@ async function analyseModule(code, exports, url, ctx, panel, dataset, file) {
     // The code may have set options on `options` itself.
     planned = ctx.options.toJSON();
   }
-  // The tracer records the blob's id as the file: show the editor's name.
+  // The tracer records the blob's id as the file: show the editor's name. A `call` node's
+  // `region` (its forward and inverse subgraphs as JSON) is dropped: no view reads it, the
+  // printed text shows it, and at 1,000 reversible layers it is 17 MB of the 20 MB graph the
+  // worker would copy to the main thread.
   for (const n of traced.graph.nodes) {
     if (n.meta?.source) n.meta.source = userSources(n.meta.source, url);
+    if (n.region !== undefined) delete n.region;
   }
   const text = userSources(traced.text, url);
   if (!plan) {

@@ -14,7 +14,7 @@
 
 use crate::ir::simplify::{inline, simplify};
 use crate::ir::{
-    BinaryKind, Graph, InputKind, NodeMeta, Op, OptimizerStep, Pass, ReduceKind, Reduction, TensorType, ValueId,
+    BinaryKind, Graph, InputKind, NodeMeta, Op, OptimizerStep, Pass, ReduceKind, Reduction, Region, TensorType, ValueId,
 };
 use crate::tensor::DType;
 use crate::{Error, Result};
@@ -281,9 +281,124 @@ struct Builder<'a> {
     meta: NodeMeta,
     /// Forward values rebuilt by invertible backward nodes, used in their place.
     recomputed: HashMap<ValueId, ValueId>,
+    /// The backward graphs of the invertible regions differentiated so far, by the sizes of
+    /// their graphs and which inputs need a gradient: a region equal to one of the last few
+    /// of its bucket (a deep RevGNN's layers are one region each, all alike) shares its graph
+    /// instead of differentiating and simplifying it again.
+    vjps: HashMap<VjpKey, VjpBucket>,
 }
 
+/// A one-to-one renaming of scopes and of sources between two graphs alike but for them.
+#[derive(Default)]
+struct Renaming<'a> {
+    scope: HashMap<&'a str, &'a str>,
+    scope_back: HashMap<&'a str, &'a str>,
+    source: HashMap<Option<&'a str>, Option<&'a str>>,
+    source_back: HashMap<Option<&'a str>, Option<&'a str>>,
+}
+
+/// Records `x` ↦ `y` in a one-to-one map (`to`, and `back` its inverse); false if either
+/// already has another partner.
+fn pair<K: Copy + Eq + std::hash::Hash>(to: &mut HashMap<K, K>, back: &mut HashMap<K, K>, x: K, y: K) -> bool {
+    match (to.get(&x), back.get(&y)) {
+        (Some(&v), Some(&w)) => v == y && w == x,
+        (None, None) => {
+            to.insert(x, y);
+            back.insert(y, x);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Whether two nodes' metadata agree but for scope and source.
+fn same_but_names(a: &NodeMeta, b: &NodeMeta) -> bool {
+    // Every field is named, so that a new one is a compile error here until it is compared.
+    let NodeMeta { scope: _, source: _, block, ipu, block_kind, pass, checkpoint, available_memory } = a;
+    *block == b.block
+        && *ipu == b.ipu
+        && *block_kind == b.block_kind
+        && *pass == b.pass
+        && *checkpoint == b.checkpoint
+        && *available_memory == b.available_memory
+}
+
+impl<'a> Renaming<'a> {
+    /// Whether `b` is `a` with its nodes' scopes and sources renamed (one-to-one, together
+    /// with what was compared before); records the renaming.
+    fn alike(&mut self, a: &'a Graph, b: &'a Graph) -> bool {
+        a.values == b.values
+            && a.outputs == b.outputs
+            && a.nodes.len() == b.nodes.len()
+            && a.nodes.iter().zip(&b.nodes).all(|(m, n)| {
+                m.op == n.op
+                    && m.inputs == n.inputs
+                    && m.outputs == n.outputs
+                    && same_but_names(&m.meta, &n.meta)
+                    && pair(&mut self.scope, &mut self.scope_back, m.meta.scope.as_str(), n.meta.scope.as_str())
+                    && pair(&mut self.source, &mut self.source_back, m.meta.source.as_deref(), n.meta.source.as_deref())
+            })
+    }
+
+    /// Whether every name keeps its own.
+    fn is_identity(&self) -> bool {
+        self.scope.iter().all(|(a, b)| a == b) && self.source.iter().all(|(a, b)| a == b)
+    }
+
+    /// `g` with its nodes' scopes and sources renamed, or None if one has no new name.
+    fn apply(&self, g: &Graph) -> Option<Graph> {
+        let mut out = g.clone();
+        for n in &mut out.nodes {
+            let scope = *self.scope.get(n.meta.scope.as_str())?;
+            if scope != n.meta.scope {
+                n.meta.scope = scope.to_string();
+            }
+            let source = *self.source.get(&n.meta.source.as_deref())?;
+            if source != n.meta.source.as_deref() {
+                n.meta.source = source.map(str::to_string);
+            }
+        }
+        Some(out)
+    }
+}
+
+/// [`Builder::vjps`]' bucket: the region's forward and inverse sizes and `needs_grad`.
+type VjpKey = (usize, usize, usize, Vec<bool>);
+
+/// The regions of a [`VjpKey`] differentiated so far, each with its backward graph.
+type VjpBucket = Vec<(Rc<Region>, Rc<Graph>)>;
+
+/// How many of a bucket's latest regions a region is compared with (bounds the comparisons
+/// when many regions of the same sizes differ).
+const VJP_CANDIDATES: usize = 4;
+
 impl Builder<'_> {
+    /// The backward graph of the invertible `region` ([`invertible_backward_graph`]). A region
+    /// alike one differentiated before but for its ops' scopes and sources (the next layer of a
+    /// RevGNN) gets that one's graph with them renamed, which is what differentiating it
+    /// would give: the rule and `simplify` only copy a node's scope and source, and the
+    /// renaming is one-to-one. An equal region shares the graph itself.
+    fn invertible_vjp(&mut self, region: &Rc<Region>, inverse: &Graph, need: &[bool]) -> Result<Rc<Graph>> {
+        let key = (region.forward.nodes.len(), region.forward.values.len(), inverse.nodes.len(), need.to_vec());
+        let bucket = self.vjps.entry(key).or_default();
+        for (r, vjp) in bucket.iter().rev().take(VJP_CANDIDATES) {
+            if Rc::ptr_eq(r, region) {
+                return Ok(vjp.clone());
+            }
+            let mut names = Renaming::default();
+            let alike = names.alike(&r.forward, &region.forward)
+                && matches!((&r.inverse, &region.inverse), (Some(a), Some(b)) if names.alike(a, b));
+            if alike && names.is_identity() {
+                return Ok(vjp.clone());
+            }
+            if let Some(g) = alike.then(|| names.apply(vjp)).flatten() {
+                return Ok(Rc::new(g));
+            }
+        }
+        let vjp = Rc::new(invertible_backward_graph(&region.forward, inverse, need)?);
+        bucket.push((region.clone(), vjp.clone()));
+        Ok(vjp)
+    }
     fn add(&mut self, op: Op, inputs: Vec<ValueId>) -> Result<ValueId> {
         self.g.add1(op, inputs, self.meta.clone())
     }
@@ -354,7 +469,7 @@ fn backprop(
         }
     }
     let mut grads: HashMap<ValueId, ValueId> = HashMap::new();
-    let mut b = Builder { g, meta: NodeMeta::default(), recomputed: HashMap::new() };
+    let mut b = Builder { g, meta: NodeMeta::default(), recomputed: HashMap::new(), vjps: HashMap::new() };
     for &(v, s) in seeds {
         if depends[v.0 as usize] {
             grads.insert(v, s);
@@ -711,7 +826,7 @@ fn vjp_rule(
                 )));
             }
             let g = g.unwrap();
-            let vjp = Rc::new(invertible_backward_graph(&region.forward, region.inverse.as_ref().unwrap(), need)?);
+            let vjp = b.invertible_vjp(region, region.inverse.as_ref().unwrap(), need)?;
             let y = b.fwd(outs[0]);
             let mut inputs = vec![y, g];
             inputs.extend(ins[1..].iter().map(|&v| b.fwd(v)));

@@ -581,14 +581,19 @@ mod tests {
     use crate::trace::nn::{Sequential, GELU};
     use std::rc::Rc;
 
-    /// Loss and parameter gradients of two GroupAddRev layers of `groups` groups split along
+    /// Parameter gradients by name.
+    type Grads = Vec<(String, Vec<f32>)>;
+
+    /// Loss and parameter gradients of three GroupAddRev layers of `groups` groups split along
     /// dim 0 (rows), each group `Linear → GELU`, with an extra per-row argument.
-    fn rows_stack(disable: bool) -> (f32, Vec<(String, Vec<f32>)>) {
+    /// Also: how many invertible backward nodes the training graph has, and how many distinct
+    /// backward graphs they run.
+    fn rows_stack(disable: bool) -> (f32, Grads, (usize, usize)) {
         let mut rng = Rng::new(11);
         let make = |rng: &mut Rng| -> Sequential {
             Sequential::new(vec![Box::new(Linear::new(5, 5, true, rng).unwrap()), Box::new(GELU)])
         };
-        let layers: Vec<GroupAddRev<Sequential>> = (0..2)
+        let layers: Vec<GroupAddRev<Sequential>> = (0..3)
             .map(|_| GroupAddRev::with_split_dim((0..3).map(|_| make(&mut rng)).collect(), 0, disable).unwrap())
             .collect();
         let tr = Tracer::new();
@@ -604,15 +609,41 @@ mod tests {
         let mut store = Store::from_params(&t.params, &t.buffers, 0).unwrap();
         let r = run(&tg.graph, &mut store, &[Rc::new(Tensor::from_f32(&[6, 5], xv).unwrap())]).unwrap();
         let grads = tg.grad_outputs.iter().map(|(n, i)| (n.clone(), r.outputs[*i].to_f32_vec())).collect();
-        (r.outputs[0].to_f32_vec()[0], grads)
+        let vjps: Vec<_> = tg
+            .graph
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.op {
+                crate::ir::Op::InvertibleBackward { region, vjp, needs_grad } => {
+                    // A backward graph reused from an earlier alike region (renamed) is the
+                    // one differentiating this region gives.
+                    let own = crate::autograd::invertible_backward_graph(
+                        &region.forward,
+                        region.inverse.as_ref().unwrap(),
+                        needs_grad,
+                    )
+                    .unwrap();
+                    assert!(**vjp == own, "the backward graph of region '{}' differs", region.name);
+                    Some(Rc::as_ptr(vjp))
+                }
+                _ => None,
+            })
+            .collect();
+        let distinct = vjps.iter().collect::<std::collections::HashSet<_>>().len();
+        (r.outputs[0].to_f32_vec()[0], grads, (vjps.len(), distinct))
     }
 
     #[test]
     fn group_add_rev_splits_along_any_dim_and_matches_the_plain_computation() {
-        let (l_rev, g_rev) = rows_stack(false);
-        let (l_plain, g_plain) = rows_stack(true);
+        let (l_rev, g_rev, vjps) = rows_stack(false);
+        let (l_plain, g_plain, plain_vjps) = rows_stack(true);
+        // The three layers' regions are alike but for their scopes; the first one's input needs
+        // no gradient: the third layer's backward graph is the second one's with the scopes
+        // renamed, and equal to its own (checked in `rows_stack`).
+        assert_eq!(vjps, (3, 3));
+        assert_eq!(plain_vjps, (0, 0));
         assert!((l_rev - l_plain).abs() < 1e-6, "{l_rev} vs {l_plain}");
-        assert_eq!(g_rev.len(), 2 * 3 * 2);
+        assert_eq!(g_rev.len(), 3 * 3 * 2);
         assert!(g_rev[0].0.starts_with("convs.0.convs.0.0."), "{}", g_rev[0].0);
         for ((n, a), (_, b)) in g_rev.iter().zip(&g_plain) {
             for (x, y) in a.iter().zip(b) {
