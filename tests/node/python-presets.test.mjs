@@ -9,24 +9,18 @@ import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
-import { loadPyodide } from "pyodide";
+import { loadTestPython } from "./python-runner.mjs";
 import { REPO } from "./helpers.mjs";
 
 const CONSUMER = path.join(REPO, "tests", "consumer");
 const api = createRequire(path.join(CONSUMER, "package.json"))("ipu-playground");
-const { loadPython } = await import(path.join(REPO, "www", "engine", "python.js"));
 const { PRESETS } = await import(path.join(REPO, "www", "presets", "index.js"));
 const { defaultOptions, mergeOptions, toPlannerOptions } = await import(path.join(REPO, "www", "options.js"));
 
 let python;
 const tmp = fs.mkdtempSync(path.join(CONSUMER, ".presets-"));
 before(async () => {
-  python = await loadPython({
-    loadPyodide,
-    indexURL: path.join(REPO, "tests", "node_modules", "pyodide") + path.sep,
-    pkg: api,
-    readSource: (f) => fs.readFileSync(path.join(REPO, "www", "python", f), "utf8"),
-  });
+  python = await loadTestPython(api);
 });
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 

@@ -3,24 +3,18 @@
 // same PopTorch errors, and each op's source line the Python file's. One Pyodide for the file.
 import { describe, test, before } from "node:test";
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
-import { loadPyodide } from "pyodide";
+import { loadTestPython } from "./python-runner.mjs";
 import { REPO } from "./helpers.mjs";
 
 const api = createRequire(path.join(REPO, "tests", "consumer", "package.json"))("ipu-playground");
 const { nn, poptorch, block, beginBlock, constant } = api;
-const { loadPython, pythonTraceback } = await import(path.join(REPO, "www", "engine", "python.js"));
+const { pythonTraceback } = await import(path.join(REPO, "www", "engine", "python.js"));
 
 let python;
 before(async () => {
-  python = await loadPython({
-    loadPyodide,
-    indexURL: path.join(REPO, "tests", "node_modules", "pyodide") + path.sep,
-    pkg: api,
-    readSource: (f) => fs.readFileSync(path.join(REPO, "www", "python", f), "utf8"),
-  });
+  python = await loadTestPython(api);
 });
 
 /** The page's context (analysis.js codeContext): the panel's options as a poptorch.Options. */
