@@ -826,7 +826,8 @@ impl PoplarExecutor {
                 AnchorSource::Updated(_) => None,
             })
             .collect();
-        let mut anchor_micro: Vec<Vec<Tensor>> = vec![Vec::new(); b.micro_batches()];
+        // Per anchored gradient, per micro-batch: the one-output lists `Batching::assemble` takes.
+        let mut anchor_micro: Vec<Vec<Vec<Tensor>>> = vec![vec![Vec::new(); b.micro_batches()]; grad_anchors.len()];
         let mut stats = RunStats::default();
         for d in 0..b.device_iterations {
             let mut accs: Vec<Accumulator> = exe.grads.iter().map(|_| Accumulator::new(b.replicas)).collect();
@@ -850,8 +851,9 @@ impl PoplarExecutor {
                         keep.push(unscale(&outs[*i], ls)?);
                     }
                     per_micro[b.index(d, a, r)] = keep;
-                    anchor_micro[b.index(d, a, r)] =
-                        grad_anchors.iter().map(|&(_, i)| outs[i].as_ref().clone()).collect();
+                    for (per, &(_, i)) in anchor_micro.iter_mut().zip(&grad_anchors) {
+                        per[b.index(d, a, r)] = vec![outs[i].as_ref().clone()];
+                    }
                     for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
                         acc.add(r, &outs[*i], &how).map_err(|e| e.context(format!("gradient of '{name}'")))?;
                     }
@@ -871,10 +873,9 @@ impl PoplarExecutor {
         let mode = self.options.resolved_output_mode(self.training);
         let out = b.assemble(mode, self.options.output_return_period, &per_micro)?;
         let mut anchored = BTreeMap::new();
-        for (j, &(i, _)) in grad_anchors.iter().enumerate() {
+        for (per, &(i, _)) in anchor_micro.iter().zip(&grad_anchors) {
             let a = &exe.anchors[i];
-            let one: Vec<Vec<Tensor>> = anchor_micro.iter().map(|m| vec![m[j].clone()]).collect();
-            let v = b.assemble(a.mode, Some(a.period), &one)?.remove(0);
+            let v = b.assemble(a.mode, Some(a.period), per)?.remove(0);
             anchored.insert(a.short.clone(), v);
         }
         for a in &exe.anchors {
