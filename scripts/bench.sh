@@ -36,6 +36,10 @@
 #      BENCH_FUZZ_CALLS calls) with each rejected call timed, and the invalid plan for
 #      65,536 IPUs (target: each within 1 s)
 #
+#  10. replicas as parallel workers in Node (scripts/bench-replicas.mjs): the median time of
+#      one call of a 4-replica training model on 1, 2 and 4 worker_threads
+#      (BENCH_REPLICA_CALLS calls, default 5), with the load average
+#
 # PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
 # BENCH_EPOCHS (default 200) and BENCH_WASM_EPOCHS (default 6) shorten the runs;
@@ -244,6 +248,9 @@ const ms = performance.now() - t0;
 require("fs").writeFileSync(process.argv[2], JSON.stringify({ ms, message }));
 console.log(`a plan with a Block on IPU 65,535 (65,536 IPUs): ${message === "accepted" ? "ACCEPTED" : "rejected"} in ${ms.toFixed(1)} ms: ${message.slice(0, 160)}`);
 EOF
+
+echo "== 10. replicas as parallel workers (Node worker_threads): one call of 4 replicas on 1, 2 and 4 workers (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+node scripts/bench-replicas.mjs --calls "${BENCH_REPLICA_CALLS:-5}" | tee "$OUT/replicas.log"
 
 echo
 echo "== summary"

@@ -10,6 +10,7 @@
 # dir, and keeps only its wasm, as www/pkg/ipu_playground_relaxed_bg.wasm: the JS glue of
 # both builds must be the same, which is checked here. Node 20 lacks relaxed SIMD, so the
 # npm package has the plain build only.
+# `nodejs` also gets js/replicas.mjs and js/replica-worker.mjs (replicas on worker_threads).
 # scripts/fix-pkg.mjs then checks the generated package.json and fills in what is missing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -40,5 +41,10 @@ if [ "$1" = web ]; then
     exit 1
   fi
   cp "$glue/ipu_playground_bg.wasm" "$out/ipu_playground_relaxed_bg.wasm"
+fi
+if [ "$1" = nodejs ]; then
+  # Replicas as parallel workers (worker_threads): the coordinator and the worker entry,
+  # imported as ipu-playground/replicas.mjs (js/replicas.mjs says how).
+  cp js/replicas.mjs js/replicas.d.mts js/replica-worker.mjs "$out/"
 fi
 node scripts/fix-pkg.mjs "$out" "$1"

@@ -15,6 +15,12 @@
 //! weight group; automatic loss scaling then updates the factor
 //! ([`super::loss_scaling`]). Outputs come back per `Options.outputMode`.
 //!
+//! A call is split in steps a coordinator can drive when the replicas run on several
+//! executors ([`super::replicas`], one wasm instance per worker): `begin_call`, then per
+//! device iteration `contribute` (this executor's replicas, [`PoplarExecutor::set_local_replicas`])
+//! and `apply` (every replica's contributions), `end_call` and `assemble`. [`PoplarExecutor::call`]
+//! is the same split with one executor holding every replica.
+//!
 //! Weights: a training wrapper writes its weights (and buffers) back to the host model
 //! after every call, which is what PopTorch's lazy copy shows; an inference wrapper copies
 //! back only on [`PoplarExecutor::copy_weights_to_host`], and re-uploads the host weights
@@ -26,6 +32,7 @@ use super::loss_scaling::{add_gradient_statistics, update_loss_scale, F16_MAX};
 use super::model::HostModel;
 use super::optim::{Optimizer, OptimizerArgs};
 use super::reduce::{Accumulator, GradReduction};
+use super::replicas::{contributions, Contributions, LocalOutputs};
 use crate::autograd::{find_loss, training_graph_at, TrainOptions};
 use crate::compile::options::{MeanReductionStrategy, OutputMode};
 use crate::compile::ExecutionStrategy;
@@ -73,6 +80,8 @@ struct Executable {
     plan: Plan,
     /// The options' anchored tensors, resolved against the step graph.
     anchors: Vec<Anchor>,
+    /// How a step's contributions of each replica are laid out.
+    layout: Contributions,
 }
 
 /// What an anchored tensor (`Options.anchorTensor`) holds.
@@ -120,6 +129,24 @@ pub struct PoplarExecutor {
     last_stats: Option<RunStats>,
     /// The anchored tensors of the last call, by short name.
     anchored: BTreeMap<String, Tensor>,
+    /// The replicas this executor runs (`lo..hi`; all when `None`).
+    local: Option<(usize, usize)>,
+    /// The call in progress.
+    pending: Option<Pending>,
+}
+
+/// A call between [`PoplarExecutor::begin_call`] and [`PoplarExecutor::end_call`].
+struct Pending {
+    /// Each input cut into its micro-batch slices.
+    slices: Vec<Vec<Tensor>>,
+    /// The device iteration to contribute or apply next.
+    iteration: usize,
+    /// Whether `iteration` is contributed and awaits its gathered contributions.
+    contributed: bool,
+    /// The loss scaling factor `iteration`'s micro-batches ran with.
+    loss_scaling: f32,
+    out: LocalOutputs,
+    stats: RunStats,
 }
 
 /// A gradient computed with loss scaling `ls`, divided by it (in float32, back to its dtype).
@@ -202,6 +229,8 @@ impl PoplarExecutor {
             exe: None,
             last_stats: None,
             anchored: BTreeMap::new(),
+            local: None,
+            pending: None,
         })
     }
 
@@ -510,6 +539,8 @@ impl PoplarExecutor {
     fn build(&mut self, inputs: &[Rc<Tensor>]) -> Result<Executable> {
         let s = self.step(&input_types(inputs), true)?;
         let replicas = self.options.replication_factor;
+        let grad_types: Vec<&TensorType> = s.grads.iter().map(|(_, i)| s.graph.ty(s.graph.outputs[*i])).collect();
+        let layout = contributions(&grad_types, s.stats.is_some(), replicas);
         let step = crate::exec::fuse::fuse(&s.graph)?;
         let anchors = self.resolve_anchors(&s.grads)?;
         let mut groups = BTreeMap::new();
@@ -544,6 +575,7 @@ impl PoplarExecutor {
             uploaded_version: self.model.trained_version(),
             plan: s.plan,
             anchors,
+            layout,
         })
     }
 
@@ -801,8 +833,59 @@ impl PoplarExecutor {
 
     /// `model(*inputs)`: compiles on the first call, then runs one host call (every
     /// micro-batch of every device iteration) and returns the outputs per output mode,
-    /// followed by any requested input gradients.
+    /// followed by any requested input gradients. This is the split call of
+    /// [`super::replicas`] with this executor holding every replica: begin, then per device
+    /// iteration contribute and apply its own contributions, end and assemble.
     pub fn call(&mut self, inputs: &[Rc<Tensor>]) -> Result<Vec<Tensor>> {
+        let r = self.options.replication_factor;
+        if let Some((lo, hi)) = self.local.filter(|&(lo, hi)| (lo, hi) != (0, r)) {
+            return Err(Error::poptorch(format!(
+                "this executor runs replicas {lo}..{hi} of {r}: a call needs every replica's gradients, so run it \
+                 with the executors of the other replicas (begin_call, contribute, apply, end_call, assemble)"
+            )));
+        }
+        let iterations = self.begin_call(inputs)?;
+        for _ in 0..iterations {
+            let mine = self.contribute()?;
+            self.apply(&mine)?;
+        }
+        let out = self.end_call()?;
+        self.assemble(vec![out])
+    }
+
+    /// Runs only replicas `lo..hi` of `replicationFactor` (the others run on other
+    /// executors, [`super::replicas`]). Before compilation.
+    pub fn set_local_replicas(&mut self, lo: usize, hi: usize) -> Result<()> {
+        let r = self.options.replication_factor;
+        if self.exe.is_some() {
+            return Err(Error::poptorch("the replicas an executor runs must be set before the model is compiled"));
+        }
+        if lo >= hi || hi > r {
+            return Err(Error::poptorch(format!(
+                "replicas {lo}..{hi}: an executor runs a non-empty range of the model's {r} replicas (0..{r})"
+            ))
+            .with_option("replicationFactor"));
+        }
+        self.local = Some((lo, hi));
+        Ok(())
+    }
+
+    /// The replicas this executor runs: `(first, end)`.
+    pub fn local_replicas(&self) -> (usize, usize) {
+        self.local.unwrap_or((0, self.options.replication_factor))
+    }
+
+    /// `f32`s of one replica's contribution to a step (0 for an inference model), once
+    /// compiled: the gathered buffer holds `replicationFactor` of them, replica-major.
+    pub fn contribution_len(&self) -> Option<usize> {
+        self.exe.as_ref().map(|e| if self.training { e.layout.per_replica() } else { 0 })
+    }
+
+    /// Starts a call with `inputs` (the combined batch, all of it: each executor picks its
+    /// replicas' micro-batches): compiles on the first call and checks the inputs. Returns
+    /// the device iterations, each one [`Self::contribute`] then [`Self::apply`].
+    pub fn begin_call(&mut self, inputs: &[Rc<Tensor>]) -> Result<usize> {
+        self.pending = None;
         if self.exe.is_none() {
             self.compile(inputs)?;
         }
@@ -812,69 +895,182 @@ impl PoplarExecutor {
             // A training wrapper of the same model has trained the weights since.
             self.copy_weights_to_device()?;
         }
-        let how = self.reduction();
-        let training = self.training;
-        let opt = self.optimizer.clone();
-        let exe = self.exe.as_mut().expect("compiled above");
+        let exe = self.exe.as_ref().expect("compiled above");
         let b = exe.batching;
         let slices: Vec<Vec<Tensor>> = inputs.iter().map(|t| b.split(t)).collect::<std::result::Result<_, _>>()?;
-        let mut per_micro: Vec<Vec<Tensor>> = vec![Vec::new(); b.micro_batches()];
-        // The anchored gradients of each micro-batch, as PopART's Gradient___ tensors hold them.
-        let grad_anchors: Vec<(usize, usize)> = (exe.anchors.iter().enumerate())
-            .filter_map(|(i, a)| match a.source {
-                AnchorSource::Gradient(k) => Some((i, exe.grads[k].1)),
+        self.pending = Some(Pending {
+            slices,
+            iteration: 0,
+            contributed: false,
+            loss_scaling: exe.loss_scaling,
+            out: LocalOutputs::default(),
+            stats: RunStats::default(),
+        });
+        Ok(b.device_iterations)
+    }
+
+    /// Runs this executor's replicas' micro-batches of the next device iteration and
+    /// returns their contributions ([`super::replicas::Contributions`]: replicas `lo..hi`,
+    /// in order; empty for an inference model). Their outputs are kept for
+    /// [`Self::end_call`].
+    pub fn contribute(&mut self) -> Result<Vec<f32>> {
+        let (lo, hi) = self.local_replicas();
+        let how = self.reduction();
+        let training = self.training;
+        let exe = self.exe.as_mut().ok_or_else(|| Error::poptorch(NO_EXECUTABLE))?;
+        let p = self.pending.as_mut().ok_or_else(|| Error::poptorch("no call has begun: begin_call first"))?;
+        let b = exe.batching;
+        if p.contributed {
+            return Err(Error::poptorch(format!(
+                "device iteration {} is contributed already: apply the gathered contributions first",
+                p.iteration
+            )));
+        }
+        if p.iteration >= b.device_iterations {
+            return Err(Error::poptorch(format!(
+                "all {} device iterations have run: end the call",
+                b.device_iterations
+            )));
+        }
+        let d = p.iteration;
+        // The anchored gradients, as PopART's Gradient___ tensors hold them: output indices.
+        let grad_anchors: Vec<usize> = (exe.anchors.iter())
+            .filter_map(|a| match a.source {
+                AnchorSource::Gradient(k) => Some(exe.grads[k].1),
                 AnchorSource::Updated(_) => None,
             })
             .collect();
-        // Per anchored gradient, per micro-batch: the one-output lists `Batching::assemble` takes.
-        let mut anchor_micro: Vec<Vec<Vec<Tensor>>> = vec![vec![Vec::new(); b.micro_batches()]; grad_anchors.len()];
-        let mut stats = RunStats::default();
-        for d in 0..b.device_iterations {
-            let mut accs: Vec<Accumulator> = exe.grads.iter().map(|_| Accumulator::new(b.replicas)).collect();
-            let mut lower = 0.0f64;
-            let ls = exe.loss_scaling;
-            for a in 0..b.accumulation {
-                for r in 0..b.replicas {
-                    let mut args: Vec<Rc<Tensor>> =
-                        slices.iter().map(|s| Rc::new(s[b.chunk(d, a, r)].clone())).collect();
-                    if training {
-                        args.push(Rc::new(Tensor::scalar(ls)));
-                    }
-                    let res = run(&exe.step, &mut exe.replicas[r], &args)?;
-                    stats.peak_bytes = stats.peak_bytes.max(res.stats.peak_bytes);
-                    stats.saved_for_backward = stats.saved_for_backward.max(res.stats.saved_for_backward);
-                    stats.nodes_run += res.stats.nodes_run;
-                    crate::exec::merge_op_times(&mut stats.op_time, &res.stats.op_time);
-                    let outs = &res.outputs;
-                    let mut keep: Vec<Tensor> = outs[..exe.n_user_outputs].iter().map(|t| t.as_ref().clone()).collect();
-                    for (_, i) in &exe.input_grads {
-                        keep.push(unscale(&outs[*i], ls)?);
-                    }
-                    per_micro[b.index(d, a, r)] = keep;
-                    for (per, &(_, i)) in anchor_micro.iter_mut().zip(&grad_anchors) {
-                        per[b.index(d, a, r)] = vec![outs[i].as_ref().clone()];
-                    }
-                    for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
-                        acc.add(r, &outs[*i], &how).map_err(|e| e.context(format!("gradient of '{name}'")))?;
-                    }
-                    if let Some((i, _)) = exe.stats {
-                        lower += outs[i].to_f64_vec()[0];
-                    }
+        let mut accs: Vec<Accumulator> = exe.grads.iter().map(|_| Accumulator::new(b.replicas)).collect();
+        let mut lower = vec![0.0f64; b.replicas];
+        let ls = exe.loss_scaling;
+        for a in 0..b.accumulation {
+            for r in lo..hi {
+                let mut args: Vec<Rc<Tensor>> = p.slices.iter().map(|s| Rc::new(s[b.chunk(d, a, r)].clone())).collect();
+                if training {
+                    args.push(Rc::new(Tensor::scalar(ls)));
                 }
-            }
-            if let Some(opt) = &opt {
-                Self::optimizer_step(exe, opt, &how, &accs, ls)?;
-                if let Some((_, tracked)) = exe.stats {
-                    let total = (tracked * b.accumulation * b.replicas) as f64;
-                    exe.loss_scaling = update_loss_scale(ls, total - lower, lower, exe.max_loss_scaling);
+                let res = run(&exe.step, &mut exe.replicas[r], &args)?;
+                let stats = &mut p.stats;
+                stats.peak_bytes = stats.peak_bytes.max(res.stats.peak_bytes);
+                stats.saved_for_backward = stats.saved_for_backward.max(res.stats.saved_for_backward);
+                stats.nodes_run += res.stats.nodes_run;
+                crate::exec::merge_op_times(&mut stats.op_time, &res.stats.op_time);
+                let outs = &res.outputs;
+                let mut keep: Vec<Tensor> = outs[..exe.n_user_outputs].iter().map(|t| t.as_ref().clone()).collect();
+                for (_, i) in &exe.input_grads {
+                    keep.push(unscale(&outs[*i], ls)?);
+                }
+                let m = b.index(d, a, r);
+                p.out.outputs.push((m, keep));
+                p.out.anchors.push((m, grad_anchors.iter().map(|&i| outs[i].as_ref().clone()).collect()));
+                for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
+                    acc.add(r, &outs[*i], &how).map_err(|e| e.context(format!("gradient of '{name}'")))?;
+                }
+                if let Some((i, _)) = exe.stats {
+                    lower[r] += outs[i].to_f64_vec()[0];
                 }
             }
         }
+        let mut packed = Vec::new();
+        if training {
+            packed.reserve(exe.layout.per_replica() * (hi - lo));
+            for (r, &count) in lower.iter().enumerate().take(hi).skip(lo) {
+                exe.layout.pack(r, &accs, count, &mut packed)?;
+            }
+        }
+        p.loss_scaling = ls;
+        p.contributed = true;
+        Ok(packed)
+    }
+
+    /// Applies one device iteration's gathered contributions of every replica (`all`,
+    /// replica-major, [`super::replicas::Contributions`]): the gradients reduced per weight
+    /// group, unscaled, clipped and applied by the optimizer to every replica's weights (the
+    /// same on every executor), and automatic loss scaling updated.
+    pub fn apply(&mut self, all: &[f32]) -> Result<()> {
+        let how = self.reduction();
+        let exe = self.exe.as_mut().ok_or_else(|| Error::poptorch(NO_EXECUTABLE))?;
+        let p = self.pending.as_mut().ok_or_else(|| Error::poptorch("no call has begun: begin_call first"))?;
+        if !p.contributed {
+            return Err(Error::poptorch(format!(
+                "device iteration {} has not been contributed: contribute before applying",
+                p.iteration
+            )));
+        }
+        match &self.optimizer {
+            Some(opt) if self.training => {
+                let (accs, lower) = exe.layout.unpack(all)?;
+                Self::optimizer_step(exe, opt, &how, &accs, p.loss_scaling)?;
+                if let Some((_, tracked)) = exe.stats {
+                    let b = exe.batching;
+                    let total = (tracked * b.accumulation * b.replicas) as f64;
+                    exe.loss_scaling = update_loss_scale(p.loss_scaling, total - lower, lower, exe.max_loss_scaling);
+                }
+            }
+            _ if !all.is_empty() => {
+                return Err(Error::poptorch(format!(
+                    "an inference step has no gradients to apply, but {} values were given",
+                    all.len()
+                )))
+            }
+            _ => {}
+        }
+        p.iteration += 1;
+        p.contributed = false;
+        Ok(())
+    }
+
+    /// Ends a call whose device iterations have all been applied: the outputs this
+    /// executor computed (for [`Self::assemble`]); a training model's weights are written
+    /// back to the host model.
+    pub fn end_call(&mut self) -> Result<LocalOutputs> {
+        let exe = self.exe.as_ref().ok_or_else(|| Error::poptorch(NO_EXECUTABLE))?;
+        let d = exe.batching.device_iterations;
+        match &self.pending {
+            None => return Err(Error::poptorch("no call has begun: begin_call first")),
+            Some(p) if p.iteration < d || p.contributed => {
+                return Err(Error::poptorch(format!(
+                    "the call has applied {} of its {d} device iterations: contribute and apply the rest first",
+                    p.iteration
+                )))
+            }
+            Some(_) => {}
+        }
+        let p = self.pending.take().expect("checked above");
+        self.last_stats = Some(p.stats);
+        if self.training {
+            self.copy_weights_to_host()?;
+        }
+        Ok(p.out)
+    }
+
+    /// A call's host outputs per output mode (and its anchored tensors, for
+    /// `getAnchoredTensor`) from the outputs of every executor running the model's replicas
+    /// (each micro-batch from exactly one part).
+    pub fn assemble(&mut self, parts: Vec<LocalOutputs>) -> Result<Vec<Tensor>> {
+        let exe = self.exe.as_ref().ok_or_else(|| Error::poptorch(NO_EXECUTABLE))?;
+        let b = exe.batching;
+        let (per_micro, anchor_micro) = LocalOutputs::merge(parts, b.micro_batches())?;
         let mode = self.options.resolved_output_mode(self.training);
         let out = b.assemble(mode, self.options.output_return_period, &per_micro)?;
+        let grad_anchors: Vec<&Anchor> =
+            exe.anchors.iter().filter(|a| matches!(a.source, AnchorSource::Gradient(_))).collect();
+        // Per anchored gradient, per micro-batch: the one-output lists `Batching::assemble` takes.
+        let mut per_anchor: Vec<Vec<Vec<Tensor>>> = vec![Vec::with_capacity(per_micro.len()); grad_anchors.len()];
+        for (m, values) in anchor_micro.into_iter().enumerate() {
+            if values.len() != grad_anchors.len() {
+                return Err(Error::poptorch(format!(
+                    "replica outputs: micro-batch {m} has {} anchored gradients, the model anchors {}",
+                    values.len(),
+                    grad_anchors.len()
+                )));
+            }
+            for (per, v) in per_anchor.iter_mut().zip(values) {
+                per.push(vec![v]);
+            }
+        }
         let mut anchored = BTreeMap::new();
-        for (per, &(i, _)) in anchor_micro.iter().zip(&grad_anchors) {
-            let a = &exe.anchors[i];
+        for (per, a) in per_anchor.iter().zip(&grad_anchors) {
             let v = b.assemble(a.mode, Some(a.period), per)?.remove(0);
             anchored.insert(a.short.clone(), v);
         }
@@ -884,10 +1080,6 @@ impl PoplarExecutor {
             }
         }
         self.anchored = anchored;
-        self.last_stats = Some(stats);
-        if self.training {
-            self.copy_weights_to_host()?;
-        }
         Ok(out)
     }
 

@@ -9,6 +9,8 @@
 //! * [`executor`]: `PoplarExecutor` (compile, call, copy weights, setOptimizer, destroy).
 //! * [`batch`]: the combined batch, micro-batch order and output modes.
 //! * [`reduce`]: gradient accumulation and Mean/Sum reduction (Post, Running).
+//! * [`replicas`]: a step's contributions and outputs, packed for replicas on several
+//!   executors (workers) and gathered back.
 //! * [`grouping`]: replica groups of weights and inputs.
 //! * [`loss_scaling`]: manual and automatic loss scaling.
 //! * [`optim`]: the optimizers, constant/variable attributes, replacement rules.
@@ -20,6 +22,7 @@ pub mod loss_scaling;
 pub mod model;
 pub mod optim;
 pub mod reduce;
+pub mod replicas;
 
 pub use crate::compile::Options;
 pub use executor::{input_types, PoplarExecutor};

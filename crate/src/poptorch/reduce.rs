@@ -83,6 +83,25 @@ impl Accumulator {
         Ok(())
     }
 
+    /// Replica `r`'s accumulated gradient, if it has one.
+    pub fn slot(&self, r: usize) -> Option<&ArrayD<f32>> {
+        self.slots.get(r)?.as_ref()
+    }
+
+    /// Sets replica `r`'s accumulated gradient to `values` of `shape` (computed by another
+    /// executor holding that replica, [`super::replicas`]).
+    pub fn set_slot(&mut self, r: usize, shape: &[usize], values: Vec<f32>) -> crate::Result<()> {
+        let n = self.slots.len();
+        let slot = self
+            .slots
+            .get_mut(r)
+            .ok_or_else(|| Error::poptorch(format!("replica {r} of an accumulator of {n} replicas")))?;
+        let a = ArrayD::from_shape_vec(ndarray::IxDyn(shape), values)
+            .map_err(|e| Error::poptorch(format!("replica {r}: a gradient of shape {shape:?}: {e}")))?;
+        *slot = Some(a);
+        Ok(())
+    }
+
     /// The reduced gradient of the weight shared by replicas `members`.
     pub fn reduce(&self, members: &[usize], how: &GradReduction) -> crate::Result<ArrayD<f32>> {
         let mut total: Option<ArrayD<f32>> = None;

@@ -41,6 +41,7 @@ use crate::compile::Options;
 use crate::ir::TensorType;
 use crate::poptorch::grouping::{ReplicaGrouping, VariableRetrievalMode};
 use crate::poptorch::model::WeakHostModel;
+use crate::poptorch::replicas::LocalOutputs;
 use crate::poptorch::{HostModel, Optimizer, PoplarExecutor};
 use crate::tensor::Tensor;
 use crate::trace::check::{self, MAX_INPUTS};
@@ -126,6 +127,10 @@ struct Wrapped {
     /// Inputs (indices or names) whose gradients the model returns.
     input_grads: Vec<InputRef>,
 }
+
+/// The most replicas a JS count names (`setLocalReplicas`, `assemble`'s parts); the core
+/// checks them against `replicationFactor`.
+const MAX_REPLICAS: usize = 1 << 20;
 
 #[derive(Clone, Debug)]
 enum InputRef {
@@ -733,6 +738,120 @@ impl PoplarExecutorJs {
             w.exec.return_input_gradients(&[]).map_err(js_err)?;
             w.input_grads = refs;
             Ok(())
+        })
+    }
+
+    /// Runs only replicas `first..end` of `replicationFactor` (the others run on other
+    /// workers, each with its own wasm instance; `ipu-playground/replicas.mjs` drives
+    /// them). Before compilation. A call then goes `beginCall`, per device iteration
+    /// `contribute` / `apply` with every replica's contributions, `endCall`, `assemble`.
+    #[wasm_bindgen(js_name = setLocalReplicas)]
+    pub fn set_local_replicas(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] first: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] end: JsValue,
+    ) -> JsResult<()> {
+        let lo = args::count(&first, "setLocalReplicas: first", MAX_REPLICAS)?;
+        let hi = args::count(&end, "setLocalReplicas: end", MAX_REPLICAS)?;
+        self.with(|w| w.exec.set_local_replicas(lo, hi).map_err(js_err))
+    }
+
+    /// The replicas this model runs, `[first, end]` (all of them unless `setLocalReplicas`).
+    #[wasm_bindgen(getter, js_name = localReplicas)]
+    pub fn local_replicas(&self) -> JsResult<Vec<u32>> {
+        self.with(|w| {
+            let (lo, hi) = w.exec.local_replicas();
+            Ok(vec![lo as u32, hi as u32])
+        })
+    }
+
+    /// The `float32` values of one replica's contribution to a step (0 for an inference
+    /// model); `undefined` before compilation.
+    #[wasm_bindgen(getter, js_name = contributionLength)]
+    pub fn contribution_length(&self) -> JsResult<Option<u32>> {
+        self.with(|w| Ok(w.exec.contribution_len().map(|n| n as u32)))
+    }
+
+    /// Begins a call with `inputs` (the whole combined batch; compiles on the first call)
+    /// and returns its device iterations.
+    #[wasm_bindgen(js_name = beginCall)]
+    pub fn begin_call(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse)[]")] inputs: JsValue,
+    ) -> JsResult<u32> {
+        let inputs = inputs_arg(&inputs, "beginCall: inputs", false)?;
+        self.with(|w| {
+            if !w.exec.is_compiled() {
+                w.compile(&inputs)?;
+            }
+            Ok(w.exec.begin_call(&inputs.tensors()).map_err(js_err)? as u32)
+        })
+    }
+
+    /// Runs this model's replicas' micro-batches of the next device iteration; returns their
+    /// contributions (`contributionLength` values per replica, replicas in order).
+    pub fn contribute(&self) -> JsResult<Vec<f32>> {
+        self.with(|w| w.exec.contribute().map_err(js_err))
+    }
+
+    /// Applies the device iteration's contributions of every replica (`replicationFactor ×
+    /// contributionLength` values, replica-major): the reduced gradients and the optimizer
+    /// step, the same on every worker.
+    pub fn apply(&self, #[wasm_bindgen(unchecked_param_type = "Float32Array")] contributions: JsValue) -> JsResult<()> {
+        self.with(|w| {
+            let n = w.exec.contribution_len().unwrap_or(0) * w.exec.options().replication_factor;
+            let all = args::f32_values(&contributions, "apply: contributions", n)?;
+            w.exec.apply(&all).map_err(js_err)
+        })
+    }
+
+    /// Ends the call: the outputs this model's replicas computed, packed for `assemble`; a
+    /// training model's weights go back to the host (and the module).
+    #[wasm_bindgen(js_name = endCall)]
+    pub fn end_call(&self) -> JsResult<Vec<u8>> {
+        self.with(|w| {
+            let out = w.exec.end_call().map_err(js_err)?;
+            if w.training {
+                w.write_back_later();
+            }
+            Ok(out.to_bytes())
+        })
+    }
+
+    /// The call's outputs per `outputMode` from every worker's `endCall` bytes (each
+    /// micro-batch from exactly one), as `call` returns them; the anchored tensors too.
+    pub fn assemble(&self, #[wasm_bindgen(unchecked_param_type = "Uint8Array[]")] parts: JsValue) -> JsResult<JsValue> {
+        let items = args::list(&parts, "assemble: parts", MAX_REPLICAS)?;
+        let parts = (items.iter().enumerate())
+            .map(|(i, v)| {
+                let b = args::bytes(v, &format!("assemble: parts[{i}]"), u32::MAX as usize)?;
+                LocalOutputs::from_bytes(&b).map_err(|e| js_err(e.context(format!("assemble: parts[{i}]"))))
+            })
+            .collect::<JsResult<Vec<_>>>()?;
+        self.with(|w| {
+            let outs = w.exec.assemble(parts).map_err(js_err)?;
+            w.outputs(outs)
+        })
+    }
+
+    /// Replica `replica`'s device value of parameter `name` (each replica holds its own copy;
+    /// they stay identical within a weight's replica group).
+    #[wasm_bindgen(js_name = getReplicaParameter, unchecked_return_type = "HostTensor")]
+    pub fn get_replica_parameter(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] replica: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+    ) -> JsResult<JsValue> {
+        let r = args::count(&replica, "getReplicaParameter: replica", MAX_REPLICAS)?;
+        let name = args::string(&name, "getReplicaParameter: name", check::MAX_NAME_BYTES * 8)?;
+        self.with(|w| {
+            let t = w.exec.replica_parameter(r, &name).ok_or_else(|| {
+                args::error(&format!(
+                    "getReplicaParameter: no replica {r} holds a parameter '{name}' (compiled, {} replicas)",
+                    w.exec.options().replication_factor
+                ))
+            })?;
+            host_tensor::to_js(&t)
         })
     }
 

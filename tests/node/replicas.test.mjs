@@ -1,0 +1,204 @@
+// PopTorch's replicas as parallel workers (ipu-playground/replicas.mjs), from the npm
+// package imported by name: N worker_threads, each with its own wasm instance, train the
+// same weights as the one-worker path (today's model.call, itself checked against PyTorch),
+// every replica's weights stay bit-identical, Sum and Mean, a replica-grouped weight, and
+// the errors (too many workers, a worker that throws, workers that built other weights).
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+import { REPO } from "./helpers.mjs";
+import { classifierData } from "./poptorch-helpers.mjs";
+
+const CONSUMER = path.join(REPO, "tests", "consumer");
+const MODEL = pathToFileURL(path.join(CONSUMER, "replica-model.mjs"));
+const { ReplicaWorkers, replicaRanges } = await import(
+  pathToFileURL(createRequire(path.join(CONSUMER, "package.json")).resolve("ipu-playground/replicas.mjs")).href
+);
+const build = (await import(MODEL.href)).default;
+const NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"];
+const STEPS = 3;
+
+/** Options as the model module sets them: a combined batch of 4 samples per micro-batch. */
+function batch(args) {
+  const { replicas = 4, accumulation = 2, iterations = 2 } = args;
+  return classifierData(4 * replicas * accumulation * iterations, 11);
+}
+
+/** The one-worker path: `model.call` STEPS times; the outputs, host state and replicas' weights. */
+function oneWorker(args) {
+  const model = build(args);
+  const [x, y] = batch(args);
+  const outputs = [];
+  for (let i = 0; i < STEPS; i++) outputs.push(model.call(x, y));
+  const replicas = {};
+  for (let r = 0; r < (args.replicas ?? 4); r++) {
+    replicas[r] = Object.fromEntries(NAMES.map((n) => [n, model.getReplicaParameter(r, n)]));
+  }
+  const host = Object.fromEntries(NAMES.map((n) => [n, model.getParameter(n)]));
+  return { outputs, replicas, host };
+}
+
+async function workers(args, n) {
+  const w = await ReplicaWorkers.start(MODEL, { workers: n, args });
+  try {
+    const [x, y] = batch(args);
+    const outputs = [];
+    for (let i = 0; i < STEPS; i++) outputs.push(await w.call(x, y));
+    const replicas = await w.replicaParameters(NAMES);
+    const host = await w.hostParameters(NAMES);
+    return { outputs, replicas, host, stats: w.workers.map((s) => ({ ...s })) };
+  } finally {
+    w.close();
+  }
+}
+
+const bits = (t) => Array.from(new Uint32Array(Float32Array.from(t.data).buffer));
+
+function assertSameTensor(a, b, what) {
+  assert.deepEqual(Array.from(a.shape), Array.from(b.shape), what);
+  assert.equal(a.dtype ?? "float32", b.dtype ?? "float32", what);
+  assert.deepEqual(bits(a), bits(b), `${what}: bit for bit`);
+}
+
+describe("replicas on worker_threads", () => {
+  test("replicaRanges splits replicas over workers and refuses more workers than replicas", () => {
+    assert.deepEqual(replicaRanges(4, 2), [[0, 2], [2, 4]]);
+    assert.deepEqual(replicaRanges(4, 3), [[0, 1], [1, 2], [2, 4]]);
+    assert.throws(() => replicaRanges(2, 3), /3 workers for 2 replicas: each worker runs at least one replica/);
+    assert.throws(() => replicaRanges(2, 0), /at least 1/);
+  });
+
+  for (const reduction of ["mean", "sum"]) {
+    test(`4 replicas on 2 workers train what one worker trains (${reduction}), every replica bit-identical`, async () => {
+      const args = { reduction };
+      const ref = oneWorker(args);
+      const par = await workers(args, 2);
+      // The reference itself trained: the weights moved from their seeded start.
+      const start = build(args);
+      assert.notDeepEqual(bits(ref.host["fc1.weight"]), bits(start.getParameter("fc1.weight")));
+      for (let i = 0; i < STEPS; i++) {
+        const [[la, lossA], [lb, lossB]] = [ref.outputs[i], par.outputs[i]];
+        assertSameTensor(lb, la, `step ${i} logits`);
+        assertSameTensor(lossB, lossA, `step ${i} loss`);
+      }
+      for (let r = 0; r < 4; r++) {
+        for (const n of NAMES) {
+          assertSameTensor(par.replicas[r][n], ref.replicas[r][n], `replica ${r} ${n} vs one worker`);
+          assertSameTensor(par.replicas[r][n], par.replicas[0][n], `replica ${r} ${n} vs replica 0`);
+        }
+      }
+      for (const n of NAMES) assertSameTensor(par.host[n], ref.host[n], `host ${n}`);
+      // Each worker ran its two replicas and reports its busy time.
+      assert.deepEqual(par.stats.map((s) => s.replicas), [[0, 2], [2, 4]]);
+      for (const s of par.stats) {
+        assert.equal(s.steps, STEPS);
+        assert.ok(s.busyMs > 0 && s.lastStepMs > 0 && s.lastStepMs <= s.busyMs, JSON.stringify(s));
+      }
+    });
+  }
+
+  test("Sum and Mean differ as PopTorch's reduction says: Sum's update is replicas × accumulation times Mean's", async () => {
+    // One device iteration: SGD's first update with momentum is lr·g, so the factor shows exactly.
+    const args = { accumulation: 2, replicas: 4, iterations: 1 };
+    const start = build(args).getParameter("fc2.weight").data;
+    const [x, y] = batch(args);
+    const update = async (reduction) => {
+      const w = await ReplicaWorkers.start(MODEL, { workers: 2, args: { ...args, reduction } });
+      try {
+        await w.call(x, y);
+        const after = (await w.hostParameters(["fc2.weight"]))["fc2.weight"].data;
+        return Array.from(after, (v, i) => v - start[i]);
+      } finally {
+        w.close();
+      }
+    };
+    const [mean, sum] = [await update("mean"), await update("sum")];
+    assert.ok(mean.some((d) => Math.abs(d) > 1e-4), `the weight moved: ${mean}`);
+    mean.forEach((d, i) => assert.ok(Math.abs(sum[i] - 8 * d) <= 1e-5 + 1e-3 * Math.abs(8 * d), `[${i}]: Sum ${sum[i]} vs 8 × Mean ${8 * d}`));
+  });
+
+  test("a replica-grouped weight: each group's replicas share it, groups differ, as on one worker", async () => {
+    const args = { grouped: true };
+    const ref = oneWorker(args);
+    const par = await workers(args, 2);
+    for (let r = 0; r < 4; r++) {
+      for (const n of NAMES) assertSameTensor(par.replicas[r][n], ref.replicas[r][n], `replica ${r} ${n}`);
+    }
+    // Consecutive groups of 2: {0, 1} on worker 0 and {2, 3} on worker 1.
+    assertSameTensor(par.replicas[1]["fc2.bias"], par.replicas[0]["fc2.bias"], "group {0, 1}");
+    assertSameTensor(par.replicas[3]["fc2.bias"], par.replicas[2]["fc2.bias"], "group {2, 3}");
+    assert.notDeepEqual(bits(par.replicas[0]["fc2.bias"]), bits(par.replicas[2]["fc2.bias"]), "the groups trained apart");
+    assertSameTensor(par.host["fc2.bias"], ref.host["fc2.bias"], "host: one slice per replica (AllReplicas)");
+  });
+
+  test("dropout: each replica's masks are drawn from its own seed, as on one worker", async () => {
+    const args = { dropout: true };
+    const ref = oneWorker(args);
+    const par = await workers(args, 2);
+    for (const n of NAMES) assertSameTensor(par.host[n], ref.host[n], `host ${n}`);
+    for (let i = 0; i < STEPS; i++) assertSameTensor(par.outputs[i][0], ref.outputs[i][0], `step ${i} logits`);
+    // Dropout was on: the same model without it trains other weights.
+    const plain = oneWorker({});
+    assert.notDeepEqual(bits(plain.host["fc1.weight"]), bits(ref.host["fc1.weight"]), "dropout changed training");
+    assert.equal(ref.outputs[0][0].shape[0], 4 * 4, "Final: the last micro-batch of each of the 4 replicas");
+  });
+
+  test("4 replicas on 4 workers and on 3 (uneven) give the one-worker weights too", async () => {
+    const ref = oneWorker({});
+    for (const n of [4, 3]) {
+      const par = await workers({}, n);
+      for (const name of NAMES) assertSameTensor(par.host[name], ref.host[name], `${n} workers: ${name}`);
+    }
+  });
+
+  test("errors: more workers than replicas; a worker that throws stops every worker, with its cause", async () => {
+    await assert.rejects(ReplicaWorkers.start(MODEL, { workers: 3, args: { replicas: 2 } }), /3 workers for 2 replicas/);
+    const args = { failReplica: 3 };
+    const w = await ReplicaWorkers.start(MODEL, { workers: 2, args });
+    const [x, y] = batch(args);
+    await w.call(x, y);
+    const err = await w.call(x, y).then(() => null, (e) => e);
+    assert.ok(err, "the second call fails");
+    assert.match(err.message, /^replica worker 1 \(replicas 2\.\.4\): replica 3 failed on purpose/);
+    assert.equal(err.cause.name, "RangeError");
+    assert.match(err.cause.stack, /replica-model\.mjs/);
+    // The workers are stopped: a later call fails at once with the same error.
+    await assert.rejects(w.call(x, y), (e) => e === err);
+    await assert.rejects(
+      ReplicaWorkers.start(MODEL, { workers: 2, args: { unseeded: true } }),
+      /replica worker 1 built the model with other weights than worker 0/,
+    );
+  });
+
+  test("a worker's core error names the worker and keeps PopTorch's message", async () => {
+    const w = await ReplicaWorkers.start(MODEL, { workers: 2, args: {} });
+    try {
+      const [x, y] = classifierData(6);
+      // Both workers refuse; whichever answers first names itself.
+      await assert.rejects(
+        w.call(x, y),
+        /^Error: replica worker (0 \(replicas 0\.\.2\)|1 \(replicas 2\.\.4\)): Invalid batch dimension: In the input torch\.Size\(\[6, 3\]\), .* = 16 /,
+      );
+    } finally {
+      w.close();
+    }
+  });
+
+  test("the split call refuses misuse with the core's messages", () => {
+    const model = build({});
+    model.setLocalReplicas(0, 2);
+    const [x, y] = batch({});
+    assert.throws(() => model.call(x, y), /runs replicas 0\.\.2 of 4: a call needs every replica's gradients/);
+    assert.throws(() => build({}).setLocalReplicas(2, 5), /replicas 2\.\.5: an executor runs a non-empty range of the model's 4 replicas/);
+    const m = build({});
+    assert.throws(() => m.contribute(), /Model has not been compiled|no call has begun/);
+    m.beginCall([x, y]);
+    assert.throws(() => m.apply(new Float32Array(4 * m.contributionLength)), /has not been contributed/);
+    m.contribute();
+    assert.throws(() => m.contribute(), /contributed already/);
+    assert.throws(() => m.apply(new Float32Array(3)), /must hold/);
+    assert.throws(() => m.endCall(), /applied 0 of its 2 device iterations/);
+  });
+});
