@@ -79,6 +79,9 @@ class Ops(torch.nn.Module):
             x[:, ::2],
             idx.to(torch.int32),
             idx.to(torch.int32, copy=True),
+            torch.chunk(x, 2, dim=1)[1],  # pieces of ceil(3 / 2) = 2: the second is one column
+            torch.pow(torch.mul(x, x), torch.full((), 0.5, dtype=torch.float32)),
+            tuple(torch.max(x, dim=0))[1],
         )
 
 
@@ -109,14 +112,17 @@ for o in outs:
       [[1, 3], [4, -6]],
       [2, 0],
       [2, 0],
+      [[3], [-6]],
+      [[1, 2, 3], [4, 5, 6]], // sqrt(x * x) = |x|
+      [1, 1, 0], // the row of each column's max
     ];
     assert.equal(printed.length, want.length);
     want.forEach((w, i) => close(printed[i], w, `output ${i}`));
     const traced = ops(exports.default.model);
     // One split op per torch.split, one full, no cast for the int32 `.long()` and `.to(int32)`
     // (PyTorch returns the tensor itself), one for `copy=True`.
-    assert.equal(traced.filter((o) => o === "split").length, 2, traced.join(" "));
-    assert.equal(traced.filter((o) => o === "full").length, 1, traced.join(" "));
+    assert.equal(traced.filter((o) => o === "split").length, 3, traced.join(" "));
+    assert.equal(traced.filter((o) => o === "full").length, 2, traced.join(" "));
     assert.equal(traced.filter((o) => o === "cast").length, 1, traced.join(" "));
     for (const o of ["where", "index_select", "gather", "concat", "max", "arg_max", "slice"]) assert.ok(traced.includes(o), `${o} in ${traced.join(" ")}`);
   });
@@ -222,6 +228,7 @@ root.layers.add_module("0", torch.nn.Linear(3, 2))
 value = torch.empty((2,), dtype=torch.float32)
 torch.nn.init.uniform_(value, -0.25, 0.25)
 print(json.dumps(value.tolist()))
+print(json.dumps([torch.nn.init.zeros_(torch.empty(2)).tolist(), torch.nn.init.ones_(torch.empty(1, 2)).tolist()]))
 root.layers.register_parameter("scale", torch.nn.Parameter(torch.tensor([2.0, 3.0])))
 root.layers.register_buffer("count", torch.zeros((1,), dtype=torch.float32))
 assert root.get_submodule("layers.0") is root.layers._submodules["0"]
@@ -240,13 +247,39 @@ for bad in ("layers.1.weight", "layers.nothing", "layers.count"):
     const { printed } = await run(code, { tail: true });
     assert.equal(printed[0].length, 2);
     assert.ok(printed[0].every((v) => v >= -0.25 && v <= 0.25) && printed[0][0] !== printed[0][1], JSON.stringify(printed[0]));
-    assert.deepEqual(printed[1], [2, 3]);
+    assert.deepEqual(printed[1], [[0, 0], [[1, 1]]]);
     assert.deepEqual(printed[2], [2, 3]);
-    assert.deepEqual(printed[3], [0]);
-    assert.deepEqual(printed[4], ["layers.0.bias", "layers.0.weight", "layers.scale"]);
-    assert.match(printed[5], /has no attribute `1`/);
-    assert.match(printed[6], /`nothing` is not a parameter/);
-    assert.match(printed[7], /`count` is not a parameter/);
+    assert.deepEqual(printed[3], [2, 3]);
+    assert.deepEqual(printed[4], [0]);
+    assert.deepEqual(printed[5], ["layers.0.bias", "layers.0.weight", "layers.scale"]);
+    assert.match(printed[6], /has no attribute `1`/);
+    assert.match(printed[7], /`nothing` is not a parameter/);
+    assert.match(printed[8], /`count` is not a parameter/);
+  });
+
+  test("the package's Tensor.scatterAdd, scatterMean and batchNorm (thin bindings): PyG's scatter sums and means, training-mode batch norm", () => {
+    class Scatter extends api.nn.Module {
+      forward(src, index) {
+        const [y, mean, variance] = src.reshape([1, 4, 2]).permute([0, 2, 1]).batchNorm(null, null, 1e-5);
+        return [src.scatterAdd(index, 3), src.scatterMean(index, 3), y, mean, variance];
+      }
+    }
+    const model = poptorch.inferenceModel(new Scatter());
+    const out = model.call(
+      { name: "src", shape: [4, 2], data: new Float32Array([1, 2, 3, 4, 5, 6, 7, 8]) },
+      { name: "index", shape: [4], dtype: "int32", data: new Int32Array([0, 2, 0, 2]) },
+    );
+    const values = out.map((t) => Array.from(t.data));
+    // Rows 0 and 2 of src go to 0, rows 1 and 3 to 2; row 1 gets none (0 for both reductions).
+    close(values[0], [1 + 5, 2 + 6, 0, 0, 3 + 7, 4 + 8], "scatterAdd");
+    close(values[1], [3, 4, 0, 0, 5, 6], "scatterMean");
+    // Channels [1, 3, 5, 7] and [2, 4, 6, 8]: means 4 and 5, biased variance 5 (y, with eps
+    // 1e-5), unbiased 20/3.
+    const s = Math.sqrt(5 + 1e-5);
+    close(values[2], [-3 / s, -1 / s, 1 / s, 3 / s, -3 / s, -1 / s, 1 / s, 3 / s], "batch norm's y");
+    close(values[3], [4, 5], "batch mean");
+    close(values[4], [20 / 3, 20 / 3], "unbiased batch variance");
+    model.destroy();
   });
 
   test("a submodule's parameter read in its parent's forward is named by the submodule's path, in Python and JavaScript", async () => {

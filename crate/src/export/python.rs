@@ -300,7 +300,9 @@ impl Emitter {
                     // number itself is kept, so the traced `full` is the same op again.
                     DType::Bool if *value == 1.0 => "True".to_string(),
                     DType::Bool if *value == 0.0 => "False".to_string(),
-                    DType::Int32 if value.fract() == 0.0 => format!("{}", *value as i64),
+                    // (A fraction is kept: torch.full truncates it as the engine does; a value
+                    // that is not finite is the engine's int32 of it, torch refusing it.)
+                    DType::Int32 if value.fract() == 0.0 || !value.is_finite() => format!("{}", *value as i32),
                     _ => f64_lit(*value),
                 };
                 format!("torch.full({}, {v}, dtype={}, device=dev)", tuple(shape), dtype(*d))
@@ -393,7 +395,14 @@ impl Emitter {
             }
             Op::Max { dim, keepdim } => format!("torch.max({}, dim={dim}, keepdim={}).values", a[0], py_bool(*keepdim)),
             Op::ArgMax { dim, keepdim } => {
-                format!("torch.argmax({}, dim={dim}, keepdim={}).to(torch.int32)", a[0], py_bool(*keepdim))
+                // torch's argmax takes no bool tensor: the PyTorch form reads it as bytes (the
+                // PopTorch form keeps the call the engine traced).
+                let x = if !self.poptorch && ty(0).dtype == DType::Bool {
+                    format!("{}.to(torch.uint8)", a[0])
+                } else {
+                    a[0].clone()
+                };
+                format!("torch.argmax({x}, dim={dim}, keepdim={}).to(torch.int32)", py_bool(*keepdim))
             }
             Op::Softmax { dim } => format!("F.softmax({}, dim={dim})", a[0]),
             Op::LogSoftmax { dim } => format!("F.log_softmax({}, dim={dim})", a[0]),

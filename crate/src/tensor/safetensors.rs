@@ -101,7 +101,7 @@ pub fn read(bytes: &[u8]) -> crate::Result<Vec<(String, Tensor)>> {
         serde_json::from_slice(&bytes[8..data_start]).map_err(|e| bad(format!("the header is not JSON: {e}")))?;
     let Some(entries) = header.as_object() else { return Err(bad("the header is not a JSON object".into())) };
     let data = &bytes[data_start..];
-    let mut out: Vec<(usize, String, Tensor)> = Vec::new();
+    let mut out: Vec<(usize, usize, String, Tensor)> = Vec::new();
     for (name, e) in entries {
         if name == "__metadata__" {
             continue;
@@ -166,22 +166,22 @@ pub fn read(bytes: &[u8]) -> crate::Result<Vec<(String, Tensor)>> {
             }
             _ => Tensor::from_bool(&shape, raw.iter().map(|&b| b != 0).collect())?,
         };
-        out.push((begin, name.clone(), t));
+        out.push((begin, end, name.clone(), t));
     }
-    out.sort_by_key(|(b, _, _)| *b);
+    out.sort_by_key(|(b, _, _, _)| *b);
     let mut at = 0;
-    for (b, name, t) in &out {
+    for (b, e, name, _) in &out {
         if *b != at {
             return Err(bad(format!(
                 "tensor \"{name}\" starts at byte {b} of the data, not at {at}: the data has a gap or an overlap"
             )));
         }
-        at += t.nbytes();
+        at = *e;
     }
     if at != data.len() {
         return Err(bad(format!("the tensors cover {at} of the {} data bytes", data.len())));
     }
-    Ok(out.into_iter().map(|(_, n, t)| (n, t)).collect())
+    Ok(out.into_iter().map(|(_, _, n, t)| (n, t)).collect())
 }
 
 #[cfg(test)]
@@ -284,8 +284,8 @@ mod tests {
         assert_eq!(back[3].1.shape(), &[2, 2]);
         assert_eq!(back[1].1, b);
         assert_eq!(back[2].1, c);
-        // 0.333 as float16 is 0.33301 (0x3553): the bits, not the float32.
-        assert_eq!(back[0].1.to_f32_vec(), vec![f16::from_bits(0x3553).to_f32()]);
+        // 0.333 as float16 is 0.333008 (0x3554: 2^-2 x (1 + 340/1024)): the bits, not the float32.
+        assert_eq!(back[0].1.to_f32_vec(), vec![f16::from_bits(0x3554).to_f32()]);
     }
 
     #[test]

@@ -36,26 +36,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return x._op("layerNorm", shape, weight, bias, eps)
 
 
-def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
-    """Training-mode batch norm (the batch's statistics), as `nn.BatchNorm2d` records it; the
-    running statistics are the module's buffers, updated by the module."""
-    if not training or running_mean is not None or running_var is not None:
-        raise ValueError("batch_norm: this engine has training-mode batch norm without running statistics here (use nn.BatchNorm2d for them)")
-    return x._op("batchNorm", weight, bias, eps)[0]
-
-
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return x._op("conv2d", weight, bias, _opts(stride=stride, padding=padding, dilation=dilation, groups=groups))
-
-
-def dropout(x, p=0.5, training=True, inplace=False):
-    """Dropout with a fresh keep mask (the package's randomMask), the identity when not training."""
-    if not training or p == 0:
-        return x
-    import _ipu
-
-    mask = _ipu.call(_ipu.js.randomMask, list(x.shape), p)
-    return x._op("dropoutWithMask", mask, p)
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
