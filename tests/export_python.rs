@@ -171,3 +171,46 @@ fn a_training_graph_is_refused_only_forward_graphs_are_exported() {
     assert_eq!(e.kind().as_str(), "export");
     assert!(e.to_string().contains("only a forward graph is exported"), "{e}");
 }
+
+/// What the page's Python traces back into the same graph (tests/node/export-roundtrip):
+/// a constant as nested lists (no reshape after it), a cast to the dtype a value has as a
+/// copy (`to` alone is the value itself), and a parameter the trace read before other ops
+/// read where the trace read it (an inline `self.w` would be read after them).
+#[test]
+fn the_export_keeps_the_traced_order_and_ops() {
+    let tr = Tracer::new();
+    let x = tr.input("x", &[2, 2], DType::Float32).unwrap();
+    let w = tr.param("w", Tensor::from_f32(&[2, 2], vec![0.5; 4]).unwrap()).unwrap();
+    let c = tr.constant(Tensor::from_f32(&[2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap()).unwrap();
+    let y = x.cast(DType::Float32).unwrap().add(&c).unwrap().matmul(&w).unwrap();
+    let t = tr.finish(&[&y]).unwrap();
+    let model = HostModel::new(&t);
+    let exec = inference_model(&model, &mut Options::new()).unwrap();
+    let py = to_python(&exec, Target::Poptorch, "m").unwrap();
+    for want in [
+        "torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float32, device=dev)\n",
+        "x.to(torch.float32, copy=True)",
+        "        w = self.w\n",
+    ] {
+        assert!(py.contains(want), "missing {want:?} in\n{py}");
+    }
+    let body = &py[py.find("def forward").unwrap()..];
+    assert!(body.find("w = self.w").unwrap() < body.find("copy=True").unwrap(), "{body}");
+    assert!(!body.contains(".reshape("), "{body}");
+}
+
+/// PopTorch makes the attributes passed to an optimizer variable, and only its attributes:
+/// LAMB's `bias_correction` is a setting, never marked.
+#[test]
+fn lamb_settings_are_not_marked_as_attributes() {
+    let model = HostModel::new(&pipelined(true));
+    let lamb = Optimizer::new(
+        OptimizerType::Lamb,
+        OptimizerArgs { lr: Some(0.006), bias_correction: Some(false), ..OptimizerArgs::default() },
+    )
+    .unwrap();
+    let exec = training_model(&model, &mut options(), Some(lamb)).unwrap();
+    let py = to_python(&exec, Target::Poptorch, "model").unwrap();
+    assert!(py.contains("bias_correction=False"), "{py}");
+    assert!(!py.contains("markAsConstant(\"bias_correction\")"), "{py}");
+}

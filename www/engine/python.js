@@ -17,6 +17,7 @@ export const PYTHON_FILES = Object.freeze([
   "torch/__init__.py",
   "torch/nn/__init__.py",
   "torch/nn/functional.py",
+  "torch/nn/init.py",
   "torch/testing.py",
   "torch/optim.py",
   "poptorch/__init__.py",
@@ -25,6 +26,8 @@ export const PYTHON_FILES = Object.freeze([
   "torch_geometric/datasets.py",
   "torch_geometric/loader.py",
   "torch_geometric/transforms.py",
+  "safetensors/__init__.py",
+  "safetensors/torch.py",
 ]);
 
 const SITE_DIR = "/home/pyodide/ipu";

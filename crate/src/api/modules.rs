@@ -8,7 +8,7 @@
 
 use super::args::{self, js_err, JsResult};
 use super::host_tensor;
-use super::session::{at_js_caller, current, is_tracing};
+use super::session::{at_js_caller, current, enter_state_owner, is_tracing};
 use super::state::{hand_over, replacement, replacement_param, take_handed, Kind};
 use super::tensor::{tensor_arg, wrap};
 use super::tree::is_module;
@@ -53,10 +53,31 @@ type Registered = RefCell<Vec<(String, Param)>>;
 /// `this.updateBuffer(name, tensor)` writes a buffer in place. Registering while a trace
 /// runs is the reassignment PopTorch rejects, and an error with PopTorch's message.
 #[wasm_bindgen]
-#[derive(Default)]
 pub struct Module {
     params: Registered,
     buffers: Registered,
+    /// This module's number (`_stateKey`): a trace files it with the module's path, so that
+    /// its state is named by its own path also when another module's `forward` reads it
+    /// (PyTorch's `F.linear(x, self.fc.weight)` in the parent).
+    key: u32,
+}
+
+thread_local! {
+    static MODULES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+fn next_key() -> u32 {
+    MODULES.with(|c| {
+        let k = c.get().wrapping_add(1);
+        c.set(k);
+        k
+    })
+}
+
+impl Default for Module {
+    fn default() -> Module {
+        Module { params: Registered::default(), buffers: Registered::default(), key: next_key() }
+    }
 }
 
 /// The tensor of `values` (row-major numbers) and `shape` for `what`: the shape checked
@@ -69,7 +90,14 @@ pub(super) fn host_tensor(values: &JsValue, shape: &JsValue, what: &str) -> JsRe
     HostTensor::from_f32(&dims, data).map_err(|e| args::error(&format!("{what}: {e}")))
 }
 
-fn register(list: &Registered, kind: &str, name: JsValue, values: JsValue, shape: JsValue) -> JsResult<()> {
+fn register(
+    list: &Registered,
+    kind: &str,
+    name: JsValue,
+    values: JsValue,
+    shape: JsValue,
+    dtype: JsValue,
+) -> JsResult<()> {
     let name = args::name(&name, &format!("{kind} name"))?;
     if name.contains('.') {
         return Err(args::error(&format!("{kind} name '{name}' must contain no '.' (dots join module paths)")));
@@ -80,7 +108,16 @@ fn register(list: &Registered, kind: &str, name: JsValue, values: JsValue, shape
         let full = if scope.is_empty() { name.clone() } else { format!("{scope}.{name}") };
         return Err(js_err(crate::poptorch::model::state_reassigned(kind == "buffer", &full, &name)));
     }
-    let t = host_tensor(&values, &shape, &format!("{kind} '{name}'"))?;
+    let what = format!("{kind} '{name}'");
+    let t = if args::is_absent(&dtype) {
+        host_tensor(&values, &shape, &what)?
+    } else {
+        let spec = js_sys::Object::new();
+        for (k, v) in [("shape", &shape), ("data", &values), ("dtype", &dtype)] {
+            js_sys::Reflect::set(&spec, &JsValue::from_str(k), v)?;
+        }
+        super::host_tensor::from_js(&spec, &what)?
+    };
     let mut list = list.borrow_mut();
     list.retain(|(n, _)| *n != name);
     list.push((name, Param::from_tensor(t)));
@@ -115,28 +152,33 @@ impl Module {
         #[wasm_bindgen(unchecked_param_type = "number[] | Float32Array")] values: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
     ) -> JsResult<()> {
-        register(&self.params, "parameter", name, values, shape)
+        register(&self.params, "parameter", name, values, shape, JsValue::UNDEFINED)
     }
-    /// Adds a persistent buffer with initial `values` (row-major) of `shape`.
+    /// Adds a persistent buffer with initial `values` (row-major) of `shape`, of `dtype`
+    /// ("float32" unless given; "float16", "int32" — a counter such as BatchNorm's
+    /// `num_batches_tracked` — or "bool").
     #[wasm_bindgen(js_name = registerBuffer)]
     pub fn register_buffer(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number[] | Float32Array")] values: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "string")] dtype: JsValue,
     ) -> JsResult<()> {
-        register(&self.buffers, "buffer", name, values, shape)
+        register(&self.buffers, "buffer", name, values, shape, dtype)
     }
     /// The parameter `name` in the running trace.
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn param(&self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> JsResult<JsValue> {
         let (name, t) = lookup(&self.params, "parameter", &name)?;
+        let _own = enter_state_owner(self.key);
         current()?.param(&name, &t).map_err(js_err).and_then(wrap)
     }
     /// The buffer `name` in the running trace.
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn buffer(&self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> JsResult<JsValue> {
         let (name, t) = lookup(&self.buffers, "buffer", &name)?;
+        let _own = enter_state_owner(self.key);
         current()?.buffer(&name, &t).map_err(js_err).and_then(wrap)
     }
     /// Writes `value` into buffer `name` in place (PyTorch `buf.copy_(value)`).
@@ -149,6 +191,7 @@ impl Module {
         let (name, _) = lookup(&self.buffers, "buffer", &name)?;
         let v = tensor_arg(&value, "updateBuffer: value")?;
         let tr = current()?;
+        let _own = enter_state_owner(self.key);
         at_js_caller(&tr, || tr.buffer_update(&name, &v)).map_err(js_err)
     }
     /// A new base holding this one's registered parameters and buffers (the same values):
@@ -159,7 +202,13 @@ impl Module {
         Module {
             params: RefCell::new(self.params.borrow().clone()),
             buffers: RefCell::new(self.buffers.borrow().clone()),
+            key: next_key(),
         }
+    }
+    /// This module's number, by which a trace finds its path (see `session::add_module`).
+    #[wasm_bindgen(js_name = _stateKey)]
+    pub fn state_key(&self) -> u32 {
+        self.key
     }
     /// The names of this module's own parameters or buffers (`kind`: "parameter" or
     /// "buffer"); see `state.rs`.

@@ -62,6 +62,27 @@ pub fn constant(
     at_js_caller(&tr, || tr.constant(t)).map_err(js_err).and_then(wrap)
 }
 
+/// `torch.full(shape, value, dtype)` made in the running trace: one `full` op (no values
+/// stored; a scalar's `shape` is `[]`). `dtype` (default "float32"): "float32", "float16",
+/// "int32" or "bool".
+#[wasm_bindgen(unchecked_return_type = "Tensor")]
+pub fn full(
+    #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] value: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "string")] dtype: JsValue,
+) -> JsResult<JsValue> {
+    let tr = current()?;
+    let dims = args::shape(&shape, "full: shape")?;
+    let dims: Vec<usize> = dims.into_iter().map(|d| d as usize).collect();
+    let v = args::number(&value, "full: value")?;
+    let dt = if args::is_absent(&dtype) {
+        DType::Float32
+    } else {
+        DType::parse(&args::string(&dtype, "full: dtype", 16)?).map_err(|e| args::error(e.message()))?
+    };
+    at_js_caller(&tr, || tr.full(&dims, dt, v)).map_err(js_err).and_then(wrap)
+}
+
 /// The Block id and IPU of `block`/`beginBlock`: a name, and a whole number from 0 to 65535.
 fn block_args(id: &JsValue, ipu: &JsValue, what: &str) -> JsResult<(String, Option<usize>)> {
     let id = args::name(id, &format!("{what}: id"))?;

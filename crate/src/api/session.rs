@@ -31,6 +31,9 @@ struct Session {
     /// The leaf Rust modules of the model (`_moduleKey`) to their index in `paths`: their
     /// `forward` enters their scope itself ([`enter_rust_module`]), with no Proxy around it.
     rust_modules: HashMap<u32, usize>,
+    /// The JS `nn.Module`s of the model (`_stateKey`) to their index in `paths` (`None`:
+    /// one object found at two paths, whose state is then named by the running scope).
+    state_owners: HashMap<u32, Option<usize>>,
 }
 
 /// A module scope entered by a leaf Rust module's `forward`, left when dropped.
@@ -56,6 +59,27 @@ pub(crate) fn enter_rust_module(key: u32) -> RustModuleScope {
             None => RustModuleScope(None),
         }
     })
+}
+
+/// Enters the scope of the JS `nn.Module` numbered `key` (its `_stateKey`) while it reads or
+/// writes its own state, if the trace found it at one path: its parameters and buffers are
+/// named by that path whichever module's `forward` reads them, as PyTorch names them.
+pub(crate) fn enter_state_owner(key: u32) -> RustModuleScope {
+    SESSION.with(|s| {
+        let s = s.borrow();
+        let Some(s) = s.as_ref() else { return RustModuleScope(None) };
+        match s.state_owners.get(&key).copied().flatten().and_then(|i| s.paths.get(i)) {
+            Some(path) => RustModuleScope(Some((s.tracer.clone(), s.tracer.set_scope(path)))),
+            None => RustModuleScope(None),
+        }
+    })
+}
+
+/// The `_stateKey()` of a JS `nn.Module` (read through `Reflect`; anything else: `None`).
+fn state_key(obj: &JsValue) -> Option<u32> {
+    let f = Reflect::get(obj, &JsValue::from_str("_stateKey")).ok()?;
+    let key = f.dyn_ref::<Function>()?.call0(obj).ok()?.as_f64()?;
+    (key.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&key)).then_some(key as u32)
 }
 
 /// The `_moduleKey()` of a leaf Rust module (read through `Reflect`; anything else: `None`).
@@ -312,6 +336,7 @@ pub(super) fn start(tracer: &Tracer) -> u32 {
             paths: Vec::new(),
             scopes: Vec::new(),
             rust_modules: HashMap::new(),
+            state_owners: HashMap::new(),
         })
     });
     id
@@ -326,11 +351,16 @@ pub(super) fn end() {
 /// module's key (its `_moduleKey`) with it; whether `obj` is such a leaf.
 pub(super) fn add_module(path: &str, obj: &JsValue) -> bool {
     let key = rust_module_key(obj);
+    let owner = state_key(obj);
     SESSION.with(|s| {
         if let Some(s) = s.borrow_mut().as_mut() {
             s.paths.push(path.to_string());
+            let index = s.paths.len() - 1;
             if let Some(k) = key {
-                s.rust_modules.insert(k, s.paths.len() - 1);
+                s.rust_modules.insert(k, index);
+            }
+            if let Some(k) = owner {
+                s.state_owners.entry(k).and_modify(|i| *i = None).or_insert(Some(index));
             }
         }
     });

@@ -368,6 +368,162 @@ impl Tensor {
             DType::parse(&args::string(&dtype, "Tensor.cast: dtype", 16)?).map_err(|e| args::error(e.message()))?;
         self.op(|v| v.cast(dt))
     }
+    /// `F.linear(self, weight, bias)`: `self @ weight^T + bias`, weight `[out, in]`, bias
+    /// `[out]` or null (one `linear` op, as `nn.Linear` records).
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn linear(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] weight: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] bias: JsValue,
+    ) -> JsResult<JsValue> {
+        let w = tensor_arg(&weight, "Tensor.linear: weight")?;
+        let b = opt_tensor_arg(&bias, "Tensor.linear: bias")?;
+        self.op(|v| v.linear(&w, b.as_ref()))
+    }
+    /// `F.layer_norm(self, normalizedShape, weight, bias, eps = 1e-5)`: over the last dims,
+    /// which must be `normalizedShape`; weight and bias both or neither.
+    #[wasm_bindgen(js_name = layerNorm, unchecked_return_type = "Tensor")]
+    pub fn layer_norm(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] normalized_shape: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] weight: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] bias: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] eps: JsValue,
+    ) -> JsResult<JsValue> {
+        let shape = args::integers(&normalized_shape, "Tensor.layerNorm: normalizedShape", 0, MAX_TENSOR_BYTES as i64)?;
+        let x = self.var()?.shape().to_vec();
+        let last = x.len().checked_sub(shape.len()).map(|i| &x[i..]);
+        if shape.is_empty() || last.map(|l| l.iter().map(|&d| d as i64).ne(shape.iter().copied())).unwrap_or(true) {
+            return Err(args::error(&format!(
+                "Tensor.layerNorm: normalizedShape {shape:?} must be the last dims of the input's shape {x:?}"
+            )));
+        }
+        let w = opt_tensor_arg(&weight, "Tensor.layerNorm: weight")?;
+        let b = opt_tensor_arg(&bias, "Tensor.layerNorm: bias")?;
+        let affine = match (&w, &b) {
+            (Some(w), Some(b)) => Some((w, b)),
+            (None, None) => None,
+            _ => return Err(args::error("Tensor.layerNorm: give both weight and bias, or neither")),
+        };
+        let eps = if args::is_absent(&eps) { 1e-5 } else { args::number(&eps, "Tensor.layerNorm: eps")? };
+        self.op(|v| v.layer_norm(shape.len(), affine, eps as f32))
+    }
+    /// Training-mode batch norm over dim 1 with the batch's statistics (`F.batch_norm(…,
+    /// training=True)`): `[y, batch mean, unbiased batch variance]`; weight and bias both or
+    /// neither.
+    #[wasm_bindgen(js_name = batchNorm, unchecked_return_type = "[Tensor, Tensor, Tensor]")]
+    pub fn batch_norm(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] weight: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] bias: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] eps: JsValue,
+    ) -> JsResult<JsValue> {
+        let w = opt_tensor_arg(&weight, "Tensor.batchNorm: weight")?;
+        let b = opt_tensor_arg(&bias, "Tensor.batchNorm: bias")?;
+        let affine = match (&w, &b) {
+            (Some(w), Some(b)) => Some((w, b)),
+            (None, None) => None,
+            _ => return Err(args::error("Tensor.batchNorm: give both weight and bias, or neither")),
+        };
+        let eps = if args::is_absent(&eps) { 1e-5 } else { args::number(&eps, "Tensor.batchNorm: eps")? };
+        let v = self.var()?;
+        let (y, mean, var) = at_js_caller(v.tracer(), || v.batch_norm(affine, eps as f32)).map_err(js_err)?;
+        let out = js_sys::Array::new();
+        for t in [y, mean, var] {
+            out.push(&wrap(t)?);
+        }
+        Ok(out.into())
+    }
+    /// `torch.where(cond, self, other)`: `self` where bool `cond` is set, else `other`.
+    #[wasm_bindgen(js_name = "where", unchecked_return_type = "Tensor")]
+    pub fn where_(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] cond: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue,
+    ) -> JsResult<JsValue> {
+        let c = tensor_arg(&cond, "Tensor.where: cond")?;
+        let o = tensor_arg(&other, "Tensor.where: other")?;
+        self.op(|v| v.where_(&c, &o))
+    }
+    /// `torch.index_select(self, dim, index)`: the entries along `dim` an int32 index picks.
+    #[wasm_bindgen(js_name = indexSelect, unchecked_return_type = "Tensor")]
+    pub fn index_select(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] index: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = dim_arg(&dim, "Tensor.indexSelect: dim")?;
+        let i = tensor_arg(&index, "Tensor.indexSelect: index")?;
+        self.op(|v| v.index_select(d, &i))
+    }
+    /// `torch.gather(self, dim, index)` with an int32 index.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn gather(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] index: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = dim_arg(&dim, "Tensor.gather: dim")?;
+        let i = tensor_arg(&index, "Tensor.gather: index")?;
+        self.op(|v| v.gather(d, &i))
+    }
+    /// `torch.split(self, sizes, dim)` with a list of sizes: the pieces (one `split` op).
+    #[wasm_bindgen(unchecked_return_type = "Tensor[]")]
+    pub fn split(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] sizes: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] dim: JsValue,
+    ) -> JsResult<JsValue> {
+        let s = args::integers(&sizes, "Tensor.split: sizes", 0, MAX_TENSOR_BYTES as i64)?;
+        let s: Vec<usize> = s.into_iter().map(|x| x as usize).collect();
+        let d = if args::is_absent(&dim) { 0 } else { dim_arg(&dim, "Tensor.split: dim")? };
+        let v = self.var()?;
+        let parts = at_js_caller(v.tracer(), || v.split(&s, d)).map_err(js_err)?;
+        let out = js_sys::Array::new();
+        for p in parts {
+            out.push(&wrap(p)?);
+        }
+        Ok(out.into())
+    }
+    /// `self[start:end:step]` along `dim` (PyTorch's basic slicing of one dim).
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn slice(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] start: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] end: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] step: JsValue,
+    ) -> JsResult<JsValue> {
+        let d = dim_arg(&dim, "Tensor.slice: dim")?;
+        let a = args::count(&start, "Tensor.slice: start", MAX_TENSOR_BYTES)?;
+        let b = args::count(&end, "Tensor.slice: end", MAX_TENSOR_BYTES)?;
+        let st = if args::is_absent(&step) { 1 } else { args::count(&step, "Tensor.slice: step", MAX_TENSOR_BYTES)? };
+        self.op(|v| v.slice(d, a, b, st))
+    }
+    /// `out[index[e]] += self[e]` into `dimSize` rows (PyG's scatter with reduce "sum";
+    /// PyTorch's `zeros(dimSize, …).index_add(0, index, self)`).
+    #[wasm_bindgen(js_name = scatterAdd, unchecked_return_type = "Tensor")]
+    pub fn scatter_add(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] index: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim_size: JsValue,
+    ) -> JsResult<JsValue> {
+        let i = tensor_arg(&index, "Tensor.scatterAdd: index")?;
+        let n = args::count(&dim_size, "Tensor.scatterAdd: dimSize", MAX_TENSOR_BYTES)?;
+        self.op(|v| v.scatter_add(&i, n))
+    }
+    /// The mean of `self[e]` per row `index[e]` of `dimSize` rows (0 where none; PyG's
+    /// scatter with reduce "mean").
+    #[wasm_bindgen(js_name = scatterMean, unchecked_return_type = "Tensor")]
+    pub fn scatter_mean(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] index: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] dim_size: JsValue,
+    ) -> JsResult<JsValue> {
+        let i = tensor_arg(&index, "Tensor.scatterMean: index")?;
+        let n = args::count(&dim_size, "Tensor.scatterMean: dimSize", MAX_TENSOR_BYTES)?;
+        self.op(|v| v.scatter_mean(&i, n))
+    }
 }
 
 /// Concatenates `tensors` (at most 65536 Tensors) along `dim`.

@@ -21,3 +21,20 @@ impl RevGnnTrainer {
         crate::gnn::pyg::rev_gnn_keys(&self.inner.model.cfg)
     }
 }
+
+/// The tensors of a safetensors file (`bytes`, a `Uint8Array`) as `{ name: { shape, dtype,
+/// data } }`, the host tensors `loadStateDict` takes: what `safetensors.torch.load_file`
+/// returns in Python (the page's Python reads the exported weights so). I64 values are read
+/// as the engine's int32 when they fit.
+#[wasm_bindgen(
+    js_name = loadSafetensors,
+    unchecked_return_type = "Record<string, { shape: number[]; dtype: string; data: Float32Array | Int32Array | Uint8Array }>"
+)]
+pub fn load_safetensors(bytes: &[u8]) -> JsResult<JsValue> {
+    let tensors = crate::tensor::safetensors::read(bytes).map_err(js_err)?;
+    let out = js_sys::Object::new();
+    for (name, t) in &tensors {
+        js_sys::Reflect::set(&out, &JsValue::from_str(name), &super::host_tensor::to_js(t)?)?;
+    }
+    Ok(out.into())
+}

@@ -357,8 +357,11 @@ pub fn optimizer_poptorch(opt: &Optimizer, model: &str) -> Vec<String> {
     }
     // PopTorch makes `lr` and every attribute passed variable, the rest constant: mark
     // what differs from that.
+    // (Only the attributes PopTorch tracks: `bias_correction` and the like are settings.)
+    let allowed = opt.allowed_attributes();
     let implied: Vec<String> = std::iter::once("lr".to_string())
         .chain(kw.iter().filter_map(|k| Some(k.split_once('=')?.0.to_string())))
+        .filter(|a| allowed.contains(&a.as_str()))
         .collect();
     args.extend(kw);
     let mut out = vec![format!("optimizer = poptorch.optim.{}({})", ty.name(), args.join(", "))];

@@ -208,7 +208,7 @@ impl Emitter {
     /// The statements of graph `g`; `names` holds the Python names of values defined so far
     /// (the arguments, or a region's inputs), `prefix` the region's prefix for new names.
     fn graph(&mut self, g: &Graph, names: &mut HashMap<ValueId, String>, prefix: &str) -> Result<()> {
-        for n in &g.nodes {
+        for (i, n) in g.nodes.iter().enumerate() {
             if n.meta.pass != Pass::Forward {
                 return Err(Error::export(format!(
                     "'{}' is a {:?} node: only a forward graph is exported",
@@ -222,10 +222,20 @@ impl Emitter {
                 }
                 continue;
             }
-            // A parameter is read where it is used (`self.fc1.weight`); a buffer where the
-            // trace read it, since an update later in forward rebinds it.
+            // A parameter is read where it is used (`self.fc1.weight`), unless the trace read
+            // it earlier than that use would (ops between, or with other parameters in
+            // another order): then where the trace read it, so that tracing the file again
+            // reads it at the same point. A buffer is read where the trace read it, since an
+            // update later in forward rebinds it.
             if let Op::Placeholder { kind: InputKind::Parameter, name } = &n.op {
-                names.insert(n.outputs[0], state_expr("self", name, InputKind::Parameter));
+                let expr = state_expr("self", name, InputKind::Parameter);
+                if read_at_use(g, i) {
+                    names.insert(n.outputs[0], expr);
+                } else {
+                    let local = fresh_ident(&format!("{prefix}{}", name.replace('.', "_")), &mut self.used);
+                    self.line(format!("{local} = {expr}"));
+                    names.insert(n.outputs[0], local);
+                }
                 continue;
             }
             self.placement(n);
@@ -286,8 +296,13 @@ impl Emitter {
             Op::Constant { value, .. } => constant(value)?,
             Op::Full { shape, dtype: d, value } => {
                 let v = match d {
-                    DType::Bool => (if *value != 0.0 { "True" } else { "False" }).to_string(),
-                    DType::Int32 => format!("{}", *value as i64),
+                    // torch.full makes any number a bool as the engine does (not 0: True); the
+                    // number itself is kept, so the traced `full` is the same op again.
+                    DType::Bool if *value == 1.0 => "True".to_string(),
+                    DType::Bool if *value == 0.0 => "False".to_string(),
+                    // (A fraction is kept: torch.full truncates it as the engine does; a value
+                    // that is not finite is the engine's int32 of it, torch refusing it.)
+                    DType::Int32 if value.fract() == 0.0 || !value.is_finite() => format!("{}", *value as i32),
                     _ => f64_lit(*value),
                 };
                 format!("torch.full({}, {v}, dtype={}, device=dev)", tuple(shape), dtype(*d))
@@ -380,7 +395,14 @@ impl Emitter {
             }
             Op::Max { dim, keepdim } => format!("torch.max({}, dim={dim}, keepdim={}).values", a[0], py_bool(*keepdim)),
             Op::ArgMax { dim, keepdim } => {
-                format!("torch.argmax({}, dim={dim}, keepdim={}).to(torch.int32)", a[0], py_bool(*keepdim))
+                // torch's argmax takes no bool tensor: the PyTorch form reads it as bytes (the
+                // PopTorch form keeps the call the engine traced).
+                let x = if !self.poptorch && ty(0).dtype == DType::Bool {
+                    format!("{}.to(torch.uint8)", a[0])
+                } else {
+                    a[0].clone()
+                };
+                format!("torch.argmax({x}, dim={dim}, keepdim={}).to(torch.int32)", py_bool(*keepdim))
             }
             Op::Softmax { dim } => format!("F.softmax({}, dim={dim})", a[0]),
             Op::LogSoftmax { dim } => format!("F.log_softmax({}, dim={dim})", a[0]),
@@ -452,6 +474,8 @@ impl Emitter {
             Op::DynamicSlice { dim, size } => format!("_dynamic_slice({}, {}, {dim}, {size})", a[0], a[1]),
             Op::IndexSelect { dim } => format!("torch.index_select({}, {dim}, {}.long())", a[0], a[1]),
             Op::Gather { dim } => format!("torch.gather({}, {dim}, {}.long())", a[0], a[1]),
+            // A cast to the dtype it has is a copy (`to` alone would return the tensor itself).
+            Op::Cast { dtype: d } if ty(0).dtype == *d => format!("{}.to({}, copy=True)", a[0], dtype(*d)),
             Op::Cast { dtype: d } => format!("{}.to({})", a[0], dtype(*d)),
             Op::BroadcastTo { shape } => format!("torch.broadcast_to({}, {})", a[0], tuple(shape)),
             Op::ScatterAdd { dim_size } => {
@@ -540,6 +564,35 @@ impl Emitter {
     }
 }
 
+/// Whether parameter placeholder `i` of `g` is read, when written inline at its first use,
+/// in the trace's order: only placeholders come between it and that use, and the use's
+/// arguments name those parameters in the order they were read.
+fn read_at_use(g: &Graph, i: usize) -> bool {
+    let v = g.nodes[i].outputs[0];
+    // (A parameter no op reads is read where the trace read it too.)
+    let Some(j) = (i + 1..g.nodes.len()).find(|&j| g.nodes[j].inputs.contains(&v)) else { return false };
+    let between = &g.nodes[i + 1..j];
+    // (An input is an argument, read before all; a buffer read is a statement of its own.)
+    if !between.iter().all(|n| matches!(n.op, Op::Placeholder { kind: InputKind::Parameter | InputKind::Input, .. })) {
+        return false;
+    }
+    // The parameters read from i up to the use, in trace order, against the order of the
+    // use's arguments.
+    let read: Vec<ValueId> = std::iter::once(&g.nodes[i])
+        .chain(between)
+        .filter(|n| matches!(n.op, Op::Placeholder { kind: InputKind::Parameter, .. }))
+        .map(|n| n.outputs[0])
+        .filter(|o| g.nodes[j].inputs.contains(o))
+        .collect();
+    let mut used: Vec<ValueId> = Vec::new();
+    for x in &g.nodes[j].inputs {
+        if read.contains(x) && !used.contains(x) {
+            used.push(*x);
+        }
+    }
+    used == read
+}
+
 fn py_bool(b: bool) -> &'static str {
     if b {
         "True"
@@ -560,7 +613,8 @@ fn reduction_name(r: Reduction) -> &'static str {
     }
 }
 
-/// A constant written inline: `torch.tensor([...], dtype=..., device=dev).reshape(shape)`.
+/// A constant written inline: `torch.tensor(<nested lists of its shape>, dtype=...,
+/// device=dev)` (a scalar as a bare number), one op when traced again.
 fn constant(t: &Tensor) -> Result<String> {
     if t.numel() > MAX_INLINE_CONSTANT {
         return Err(Error::export(format!(
@@ -574,10 +628,22 @@ fn constant(t: &Tensor) -> Result<String> {
         Tensor::I32(a) => a.iter().map(|x| x.to_string()).collect(),
         Tensor::Bool(a) => a.iter().map(|x| py_bool(*x).to_string()).collect(),
     };
-    Ok(format!(
-        "torch.tensor([{}], dtype={}, device=dev).reshape({})",
-        values.join(", "),
-        dtype(t.dtype()),
-        tuple(t.shape())
-    ))
+    let shape = t.shape();
+    if shape.contains(&0) {
+        return Ok(format!("torch.zeros({}, dtype={}, device=dev)", tuple(shape), dtype(t.dtype())));
+    }
+    Ok(format!("torch.tensor({}, dtype={}, device=dev)", nested(&values, shape), dtype(t.dtype())))
+}
+
+/// Row-major `values` as Python's nested lists of `shape` (a scalar: the value itself).
+fn nested(values: &[String], shape: &[usize]) -> String {
+    match shape {
+        [] => values[0].clone(),
+        [_] => format!("[{}]", values.join(", ")),
+        [n, rest @ ..] => {
+            let step = values.len() / n;
+            let rows: Vec<String> = values.chunks(step).map(|c| nested(c, rest)).collect();
+            format!("[{}]", rows.join(", "))
+        }
+    }
 }

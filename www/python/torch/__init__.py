@@ -34,6 +34,14 @@ _DTYPES = {"float32": float32, "float16": float16, "int32": int32, "bool": bool}
 # The package's short names (a traced Tensor's dtype).
 _DTYPES.update(f32=float32, f16=float16, i32=int32, u8=bool, pred=bool)
 _default_dtype = [float32]
+dtype_cls = dtype
+
+
+def _convert(v, d):
+    """A host value as dtype `d` holds it (PyTorch's conversion: integers truncate toward zero)."""
+    if d is bool:
+        return 1 if v else 0
+    return _b.float(v) if d.is_floating_point else _b.int(v)
 
 
 def _dtype(d):
@@ -46,6 +54,28 @@ def _dtype(d):
 
 def get_default_dtype():
     return _default_dtype[0]
+
+
+class device:
+    """`torch.device`: the engine has one kind of device (the wrapped model says where a
+    graph runs), so every tensor is on `device("cpu")` here."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, type="cpu", index=None):
+        object.__setattr__(self, "type", type.type if isinstance(type, device) else str(type))
+
+    def __eq__(self, other):
+        return isinstance(other, device) and other.type == self.type
+
+    def __hash__(self):
+        return hash(self.type)
+
+    def __repr__(self):
+        return f"device(type={self.type!r})"
+
+
+_CPU = device("cpu")
 
 
 class Size(tuple):
@@ -112,6 +142,10 @@ class Tensor:
     def size(self, dim=None):
         return self.shape if dim is None else self.shape[dim]
 
+    @property
+    def device(self):
+        return _CPU
+
     def dim(self):
         return len(self.shape)
 
@@ -176,13 +210,14 @@ class Tensor:
         for d, i in enumerate(index):
             size = self.shape[d]
             if isinstance(i, slice):
-                if i.step not in (None, 1):
-                    raise IndexError("slices with a step are not supported here")
-                start, stop = i.start or 0, size if i.stop is None else i.stop
-                start, stop = start + size if start < 0 else start, stop + size if stop < 0 else stop
-                if (start, stop) != (0, size):
+                start, stop, step = i.indices(size)
+                if step < 1:
+                    raise IndexError("slices with a step below 1 are not supported here")
+                if step != 1:
+                    out = out._op("slice", d, start, _b.max(stop, start), step)
+                elif (start, stop) != (0, size):
                     out = call(js.poptorch.slice, out, d, start, stop)
-                dims.append(stop - start)
+                dims.append(len(range(start, stop, step)))
             elif isinstance(i, _b.int):
                 i = i + size if i < 0 else i
                 out = call(js.poptorch.slice, out, d, i, i + 1)
@@ -301,8 +336,23 @@ class Tensor:
     def log_softmax(self, dim):
         return self._op("logSoftmax", dim)
 
-    def to(self, d):
-        return self._op("cast", _dtype(d).name)
+    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
+        """PyTorch's `to(dtype)`, `to(device)`, `to(device, dtype)`, `to(other)`: this tensor
+        itself when its dtype is already that (as PyTorch returns `self`), unless `copy`."""
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, dtype_cls) or (isinstance(a, str) and a in _DTYPES):
+                dtype = _dtype(a)
+        d = _dtype(dtype)
+        if d is None or (d is self.dtype and not copy):
+            return self
+        if self._js is None and not _ipu.tracing():
+            shape, _, values = self._host
+            if values is not None:
+                values = [_convert(v, d) for v in (values if isinstance(values, list) else list(values))]
+            return Tensor._from_host(shape, d, values)
+        return self._op("cast", d.name)
 
     def type(self, d):
         return self.to(d)
@@ -394,7 +444,12 @@ def ones(*shape, dtype=None, **_):
 
 
 def full(shape, value, dtype=None, **_):
-    return _make(shape, dtype, lambda: value)
+    """Outside a trace a host tensor; in forward the package's `full` (one op, no values)."""
+    if _ipu.tracing():
+        dt = _dtype(dtype) or (bool if isinstance(value, _b.bool) else _default_dtype[0] if isinstance(value, _b.float) else int32)
+        number = (1 if value else 0) if isinstance(value, _b.bool) else value
+        return call(js.full, list(_shape([shape] if isinstance(shape, _b.int) else shape)), number, dt.name)
+    return _make(shape if isinstance(shape, (list, tuple)) else (shape,), dtype, lambda: value)
 
 
 def empty(*shape, dtype=None, **_):
@@ -456,17 +511,96 @@ def manual_seed(seed):
 
 
 def split(tensor, split_size_or_sections, dim=0):
-    """Pieces of `tensor` along `dim` (constant slices: poptorch.slice)."""
+    """Pieces of `tensor` along `dim` (the package's one `split` op): of the given sizes, or
+    of `split_size_or_sections` each, the last one smaller (PyTorch's two forms)."""
     size = tensor.shape[dim]
     if isinstance(split_size_or_sections, _b.int):
+        if split_size_or_sections < 1:
+            raise ValueError(f"split: split_size must be positive, got {split_size_or_sections}")
         sizes = [min(split_size_or_sections, size - s) for s in range(0, size, split_size_or_sections)]
     else:
         sizes = list(split_size_or_sections)
-    out, start = [], 0
-    for n in sizes:
-        out.append(call(js.poptorch.slice, tensor, dim, start, start + n))
-        start += n
-    return tuple(out)
+    return tuple(tensor._op("split", sizes, dim))
+
+
+def chunk(tensor, chunks, dim=0):
+    """torch.chunk: pieces of ceil(size / chunks) (maybe fewer than `chunks`)."""
+    size = tensor.shape[dim]
+    return split(tensor, _b.max(1, -(-size // chunks)), dim)
+
+
+def add(input, other, alpha=1):
+    return input + (other if alpha == 1 else other * alpha)
+
+
+def sub(input, other, alpha=1):
+    return input - (other if alpha == 1 else other * alpha)
+
+
+def mul(input, other):
+    return input * other if isinstance(input, Tensor) else other * input
+
+
+def div(input, other):
+    return input / other
+
+
+def pow(input, exponent):
+    return input ** exponent
+
+
+def neg(x):
+    return -x
+
+
+def where(condition, input, other):
+    """`input` where `condition`, else `other` (a number is a constant of the other's dtype)."""
+    if not isinstance(input, Tensor):
+        input = _scalar(input, other)
+    if not isinstance(other, Tensor):
+        other = _scalar(other, input)
+    return input._op("where", condition, other)
+
+
+def index_select(input, dim, index):
+    return input._op("indexSelect", dim, index)
+
+
+def gather(input, dim, index):
+    return input._op("gather", dim, index)
+
+
+def argmax(input, dim, keepdim=False):
+    return input.argmax(dim, keepdim)
+
+
+class _MaxResult(tuple):
+    """torch.max(x, dim)'s (values, indices): the indices are the package's argmax, made
+    when they are read."""
+
+    def __new__(cls, x, dim, keepdim):
+        r = tuple.__new__(cls, ())
+        r._args = (x, dim, keepdim)
+        return r
+
+    @property
+    def values(self):
+        x, dim, keepdim = self._args
+        return x._op("max", dim, keepdim)
+
+    @property
+    def indices(self):
+        x, dim, keepdim = self._args
+        return x._op("argmax", dim, keepdim)
+
+    def __iter__(self):
+        return iter((self.values, self.indices))
+
+
+def max(input, dim=None, keepdim=False):
+    if dim is None:
+        raise TypeError("torch.max(x) without dim is not supported here: give dim")
+    return _MaxResult(input, dim, keepdim)
 
 
 def cat(tensors, dim=0):

@@ -113,11 +113,51 @@ class Module:
         if not isinstance(tensor, Tensor) or tensor._js is not None:
             raise TypeError("register_buffer takes a host tensor (torch.zeros(...), torch.tensor(...))")
         values = tensor._host[2] if tensor._host[2] is not None else [0] * tensor.numel()
-        call(self._js.registerBuffer, name, values, list(tensor.shape))
+        if tensor.dtype is torch.float32:
+            call(self._js.registerBuffer, name, values, list(tensor.shape))
+        else:
+            call(self._js.registerBuffer, name, values, list(tensor.shape), tensor.dtype.name)
         self.__dict__["_buffers"].append(name)
 
     def register_parameter(self, name, param):
         self.__setattr__(name, param)
+
+    def add_module(self, name, module):
+        """PyTorch's `add_module`: `module` as the submodule `name` (as `self.name = module`)."""
+        if not isinstance(module, Module):
+            raise TypeError(f"add_module: {type(module).__name__} is not a Module")
+        self.__setattr__(name, module)
+
+    register_module = add_module
+
+    def get_submodule(self, target):
+        """The submodule at dotted path `target` (`"layers.0.attn"`); "" is this module."""
+        m = self
+        for part in target.split(".") if target else ():
+            subs = m.__dict__.get("_submodules", {})
+            if part not in subs:
+                raise AttributeError(f"{type(m).__name__} has no attribute `{part}` (looking up '{target}')")
+            m = subs[part]
+        return m
+
+    def _state_at(self, target, kind):
+        path, _, name = target.rpartition(".")
+        m = self.get_submodule(path)
+        if name not in m._state_names(kind):
+            raise AttributeError(f"`{name}` is not a {kind} of {type(m).__name__} (looking up '{target}')")
+        return getattr(m, name)
+
+    def _state_names(self, kind):
+        return self.__dict__["_params"] if kind == "parameter" else self.__dict__["_buffers"]
+
+    def get_parameter(self, target):
+        """The parameter at dotted path `target` (`"fc1.weight"`): in forward the traced one,
+        else its host value."""
+        return self._state_at(target, "parameter")
+
+    def get_buffer(self, target):
+        """The buffer at dotted path `target`, as `get_parameter`."""
+        return self._state_at(target, "buffer")
 
     def __call__(self, *args, **kw):
         if kw:
@@ -236,6 +276,9 @@ class _Builtin(Module):
 
     def __setattr__(self, name, value):
         object.__setattr__(self, name, value)
+
+    def _state_names(self, kind):
+        return list(_ipu.py(self._js._stateNames(kind)))
 
     def __repr__(self):
         return f"{type(self).__name__}()"
@@ -451,4 +494,4 @@ class SerializedEmbedding(_Builtin):
         super().__init__(num_embeddings, embedding_dim, serialization_factor)
 
 
-from . import functional  # noqa: E402,F401
+from . import functional, init  # noqa: E402,F401
