@@ -323,6 +323,38 @@ describe("GNN layers from JavaScript", () => {
     assert.equal(list.numGroups, 3);
   });
 
+  test("a wrapped RevGNN's getTracedModel({ regions: false }): tracedModel without the call nodes' region bodies", () => {
+    manualSeed(0);
+    const net = new RevGNN({ features: 5, classes: 3, layers: 3 });
+    const model = poptorch.trainingModel(net, new poptorch.Options(), new poptorch.optim.Adam(net.parameters(), { lr: 0.01 }));
+    assert.equal(model.getTracedModel({ regions: false }), null, "not traced before its first plan");
+    const n = 6;
+    model.plan(
+      { name: "x", shape: [n, 5], layout: "csr", indptr: [0, 1, 2, 3, 4, 5, 6], indices: [0, 1, 2, 3, 4, 0], values: [1, 1, 1, 1, 1, 1] },
+      { name: "adj", shape: [n, n], layout: "csr", indptr: [0, 1, 2, 3, 4, 5, 6], indices: [0, 1, 2, 3, 4, 5], values: [1, 1, 1, 1, 1, 1] },
+      { name: "y", shape: [n], dtype: "int32" },
+      { name: "mask", shape: [n], dtype: "bool" },
+    );
+    const full = model.tracedModel;
+    const lean = model.getTracedModel({ regions: false });
+    assert.equal(lean.text, full.text, "the printed text still prints every region");
+    assert.match(lean.text, /region "convs\.2\.rev"/);
+    assert.deepEqual(lean.parameters, full.parameters);
+    const calls = full.graph.nodes.filter((v) => v.opname === "call");
+    assert.equal(calls.length, 3);
+    assert.ok(calls.every((c) => c.op === "call" && c.region?.forward?.nodes.length > 0 && c.region.inverse), "the full trace has each region");
+    assert.ok(lean.graph.nodes.filter((v) => v.opname === "call").every((c) => c.op === "call" && !("region" in c)));
+    // Otherwise the same JSON, node for node.
+    const stripped = full.graph.nodes.map(({ region, ...rest }) => rest);
+    assert.deepEqual(lean.graph.nodes, stripped);
+    assert.deepEqual(lean.graph.values, full.graph.values);
+    assert.deepEqual(lean.graph.outputs, full.graph.outputs);
+    assert.deepEqual(model.getTracedModel({ regions: true }).graph, full.graph);
+    assert.deepEqual(model.getTracedModel().graph, full.graph);
+    assert.throws(() => model.getTracedModel({ region: false }), /getTracedModel: settings has no key the string "region": the settings are regions/);
+    assert.throws(() => model.getTracedModel({ regions: 1 }), /getTracedModel: settings\.regions/);
+  });
+
   test("GroupAddRev errors: PyG's messages, the sizes, a group's own exception", () => {
     assert.throws(() => new nn.GroupAddRev(new GNNBlock(2)), /Please specific 'num_groups'/);
     assert.throws(() => new nn.GroupAddRev(new GNNBlock(2), { numGroups: 1 }), /should not be smaller than '2' \(got 1\)/);

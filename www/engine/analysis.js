@@ -424,7 +424,8 @@ function planWrapped(spec, code, url) {
   let traced;
   try {
     plan = model.plan(...call, { throwOnInvalid: false });
-    traced = model.tracedModel;
+    // Without the regions' bodies (no view reads them; the printed text shows them).
+    traced = model.getTracedModel({ regions: false });
   } catch (e) {
     throw wrappedError(e, url, code, training);
   }
@@ -490,7 +491,8 @@ async function analyseModule(code, exports, url, ctx, panel, dataset, file) {
   // The tracer records the blob's id as the file: show the editor's name. A `call` node's
   // `region` (its forward and inverse subgraphs as JSON) is dropped: no view reads it, the
   // printed text shows it, and at 1,000 reversible layers it is 17 MB of the 20 MB graph the
-  // worker would copy to the main thread.
+  // worker would copy to the main thread (a wrapped model's trace comes without it,
+  // planWrapped).
   for (const n of traced.graph.nodes) {
     if (n.meta?.source) n.meta.source = userSources(n.meta.source, url);
     if (n.region !== undefined) delete n.region;

@@ -11,7 +11,7 @@ pub mod shape;
 pub mod simplify;
 pub mod verify;
 
-pub use graph::{describe_site, BlockKind, Graph, Node, NodeMeta, Pass, Proportion, Value, ValueId};
+pub use graph::{describe_site, BlockKind, Graph, Node, NodeMeta, Pass, Proportion, Value, ValueId, WithoutRegions};
 pub use op::{
     BinaryKind, Conv2dGeom, InputKind, Op, OptimizerStep, Pool2dGeom, ReduceKind, Reduction, Region, UnaryKind,
 };

@@ -108,36 +108,65 @@ fn attrs(op: &Op) -> String {
     }
 }
 
-fn node_line(g: &Graph, n: &Node, out: &mut String) {
-    let lhs: Vec<String> = n.outputs.iter().map(|v| v.to_string()).collect();
-    let ins: Vec<String> = n.inputs.iter().map(|v| v.to_string()).collect();
-    let a = attrs(&n.op);
-    let mut line = String::from("  ");
-    if !lhs.is_empty() {
-        write!(line, "{} = ", lhs.join(", ")).unwrap();
+/// `items` written to `out` with `sep` between them.
+fn write_joined<T: fmt::Display>(out: &mut String, items: impl IntoIterator<Item = T>, sep: &str) {
+    for (i, x) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(sep);
+        }
+        write!(out, "{x}").unwrap();
     }
-    line.push_str(n.op.name());
+}
+
+/// A tensor type as `Display` prints it (`f32[2,4]`), without its temporary strings.
+fn write_type(out: &mut String, g: &Graph, v: crate::ir::ValueId) {
+    let t = g.ty(v);
+    write!(out, "{}[", t.dtype).unwrap();
+    write_joined(out, &t.shape, ",");
+    out.push(']');
+}
+
+/// One node's line, written straight into `out` (a deep model prints some 50,000 lines).
+fn node_line(g: &Graph, n: &Node, out: &mut String) {
+    let start = out.len();
+    out.push_str("  ");
+    if !n.outputs.is_empty() {
+        write_joined(out, &n.outputs, ", ");
+        out.push_str(" = ");
+    }
+    out.push_str(n.op.name());
+    let a = attrs(&n.op);
     match &n.op {
-        Op::Placeholder { .. } | Op::Constant { .. } => write!(line, " {a}").unwrap(),
+        Op::Placeholder { .. } | Op::Constant { .. } => {
+            out.push(' ');
+            out.push_str(&a);
+        }
         _ => {
-            write!(line, "({})", ins.join(", ")).unwrap();
+            out.push('(');
+            write_joined(out, &n.inputs, ", ");
+            out.push(')');
             if !a.is_empty() {
-                write!(line, " [{a}]").unwrap();
+                write!(out, " [{a}]").unwrap();
             }
         }
     }
     if !n.outputs.is_empty() {
-        let tys: Vec<String> = n.outputs.iter().map(|&v| g.ty(v).to_string()).collect();
-        write!(line, " : {}", tys.join(", ")).unwrap();
+        out.push_str(" : ");
+        for (i, &v) in n.outputs.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            write_type(out, g, v);
+        }
     }
-    let mut notes = Vec::new();
+    let mut notes: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     if !n.meta.scope.is_empty() {
-        notes.push(n.meta.scope.clone());
+        notes.push(n.meta.scope.as_str().into());
     }
     match (&n.meta.block, n.meta.ipu) {
-        (Some(b), Some(i)) => notes.push(format!("block \"{b}\" ipu {i}")),
-        (Some(b), None) => notes.push(format!("block \"{b}\"")),
-        (None, Some(i)) => notes.push(format!("ipu {i}")),
+        (Some(b), Some(i)) => notes.push(format!("block \"{b}\" ipu {i}").into()),
+        (Some(b), None) => notes.push(format!("block \"{b}\"").into()),
+        (None, Some(i)) => notes.push(format!("ipu {i}").into()),
         (None, None) => {}
     }
     match n.meta.pass {
@@ -149,16 +178,19 @@ fn node_line(g: &Graph, n: &Node, out: &mut String) {
         notes.push("checkpoint".into());
     }
     if let Some(p) = n.meta.available_memory {
-        notes.push(format!("available memory {}", p.0));
+        notes.push(format!("available memory {}", p.0).into());
     }
     if let Some(src) = &n.meta.source {
-        notes.push(src.clone());
+        notes.push(src.as_str().into());
     }
     if !notes.is_empty() {
-        let pad = 44usize.saturating_sub(line.chars().count()).max(2);
-        write!(line, "{}# {}", " ".repeat(pad), notes.join(" | ")).unwrap();
+        let pad = 44usize.saturating_sub(out[start..].chars().count()).max(2);
+        for _ in 0..pad {
+            out.push(' ');
+        }
+        out.push_str("# ");
+        write_joined(out, &notes, " | ");
     }
-    out.push_str(&line);
     out.push('\n');
 }
 
@@ -166,11 +198,10 @@ fn node_line(g: &Graph, n: &Node, out: &mut String) {
 pub fn print_graph(g: &Graph) -> String {
     let mut out = String::new();
     print_named(g, "graph", &mut out);
-    let mut seen = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for n in &g.nodes {
         if let Op::Call { region } | Op::InvertibleBackward { region, .. } = &n.op {
-            if !seen.contains(&region.name) {
-                seen.push(region.name.clone());
+            if seen.insert(region.name.as_str()) {
                 out.push('\n');
                 print_named(&region.forward, &format!("region \"{}\"", region.name), &mut out);
                 if let Some(inv) = &region.inverse {

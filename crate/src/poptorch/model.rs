@@ -13,12 +13,51 @@ use crate::tensor::{Param, Tensor};
 use crate::trace::Trace;
 use crate::{Error, Result};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::{Rc, Weak};
+
+/// Named state in order, with an index by name: a 1,000-layer model has some 10,000
+/// parameters, each looked up by name as a wrapper attaches its trace (a scan of the list
+/// per name made that quadratic).
+#[derive(Debug, Default)]
+struct Named {
+    list: Vec<(String, Param)>,
+    /// Each name's position in `list` (its first, should a name come twice).
+    index: HashMap<String, usize>,
+}
+
+impl Named {
+    fn new(list: Vec<(String, Param)>) -> Named {
+        let mut index = HashMap::with_capacity(list.len());
+        for (i, (n, _)) in list.iter().enumerate() {
+            index.entry(n.clone()).or_insert(i);
+        }
+        Named { list, index }
+    }
+    fn get(&self, name: &str) -> Option<&Param> {
+        self.index.get(name).map(|&i| &self.list[i].1)
+    }
+    fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+    /// Adds `name` at the end (a caller checked it is new).
+    fn push(&mut self, name: &str, value: Param) {
+        self.index.insert(name.to_string(), self.list.len());
+        self.list.push((name.to_string(), value));
+    }
+    /// Replaces `name`'s value, or adds it at the end.
+    fn upsert(&mut self, name: &str, value: Param) {
+        match self.index.get(name) {
+            Some(&i) => self.list[i].1 = value,
+            None => self.push(name, value),
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 struct Weights {
-    params: Vec<(String, Param)>,
-    buffers: Vec<(String, Param)>,
+    params: Named,
+    buffers: Named,
     /// A training wrapper holds this model (until `destroy`).
     wrapped: bool,
     /// Bumped each time a training wrapper copies trained weights to the host.
@@ -104,13 +143,6 @@ impl WeakHostModel {
     }
 }
 
-fn upsert(list: &mut Vec<(String, Param)>, name: &str, value: Param) {
-    match list.iter_mut().find(|(n, _)| n == name) {
-        Some(slot) => slot.1 = value,
-        None => list.push((name.to_string(), value)),
-    }
-}
-
 impl HostModel {
     /// A model from a trace: its graph and the initial values of its parameters and buffers.
     pub fn new(trace: &Trace) -> HostModel {
@@ -118,8 +150,8 @@ impl HostModel {
             graph: Rc::new(trace.graph.clone()),
             traced: true,
             weights: Rc::new(RefCell::new(Weights {
-                params: trace.params.clone(),
-                buffers: trace.buffers.clone(),
+                params: Named::new(trace.params.clone()),
+                buffers: Named::new(trace.buffers.clone()),
                 tied: trace.tied.clone(),
                 ..Weights::default()
             })),
@@ -133,7 +165,11 @@ impl HostModel {
         HostModel {
             graph: Rc::new(Graph::new()),
             traced: false,
-            weights: Rc::new(RefCell::new(Weights { params, buffers, ..Weights::default() })),
+            weights: Rc::new(RefCell::new(Weights {
+                params: Named::new(params),
+                buffers: Named::new(buffers),
+                ..Weights::default()
+            })),
         }
     }
 
@@ -161,13 +197,13 @@ impl HostModel {
             let mut w = self.weights.borrow_mut();
             w.add_tied(trace);
             for (name, t) in &trace.params {
-                if !w.params.iter().any(|(n, _)| n == name) {
-                    w.params.push((name.clone(), t.clone()));
+                if !w.params.contains(name) {
+                    w.params.push(name, t.clone());
                 }
             }
             for (name, t) in &trace.buffers {
-                if !w.buffers.iter().any(|(n, _)| n == name) {
-                    w.buffers.push((name.clone(), t.clone()));
+                if !w.buffers.contains(name) {
+                    w.buffers.push(name, t.clone());
                 }
             }
         }
@@ -181,7 +217,7 @@ impl HostModel {
         let w = self.weights.borrow();
         for (kind, list, have) in [("parameter", &trace.params, &w.params), ("buffer", &trace.buffers, &w.buffers)] {
             for (name, _) in list {
-                if !have.iter().any(|(n, _)| n == name) {
+                if !have.contains(name) {
                     return Err(Error::poptorch(format!(
                         "the trace reads {kind} '{name}', which this model does not have"
                     )));
@@ -198,26 +234,26 @@ impl HostModel {
 
     /// Parameters, by full name, in trace order (not materialised: see [`Param::value`]).
     pub fn parameters(&self) -> Vec<(String, Param)> {
-        self.weights.borrow().params.clone()
+        self.weights.borrow().params.list.clone()
     }
 
     /// Buffers, by full name, in trace order.
     pub fn buffers(&self) -> Vec<(String, Param)> {
-        self.weights.borrow().buffers.clone()
+        self.weights.borrow().buffers.list.clone()
     }
 
     /// One parameter's host value (a tied parameter's by either name).
     pub fn parameter(&self, name: &str) -> Option<Param> {
         let w = self.weights.borrow();
         let name = w.canonical(name);
-        w.params.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
+        w.params.get(name).cloned()
     }
 
     /// One buffer's host value (a tied buffer's by either name).
     pub fn buffer(&self, name: &str) -> Option<Param> {
         let w = self.weights.borrow();
         let name = w.canonical(name);
-        w.buffers.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
+        w.buffers.get(name).cloned()
     }
 
     /// Tied state: (second name, the first name it is tied to), from the traces.
@@ -242,20 +278,17 @@ impl HostModel {
         let name = name.as_str();
         let list = if param { &mut w.params } else { &mut w.buffers };
         let what = if param { "parameter" } else { "buffer" };
-        let old = list
-            .iter()
-            .find(|(n, _)| n == name)
-            .ok_or_else(|| Error::poptorch(format!("the model has no {what} '{name}'")))?;
-        if old.1.dtype() != value.dtype() || (!param && old.1.shape() != value.shape()) {
+        let old = list.get(name).ok_or_else(|| Error::poptorch(format!("the model has no {what} '{name}'")))?;
+        if old.dtype() != value.dtype() || (!param && old.shape() != value.shape()) {
             return Err(Error::poptorch(format!(
                 "{what} '{name}' is {}{:?}; a {}{:?} cannot replace it",
-                old.1.dtype(),
-                old.1.shape(),
+                old.dtype(),
+                old.shape(),
                 value.dtype(),
                 value.shape()
             )));
         }
-        upsert(list, name, Param::from_tensor(value));
+        list.upsert(name, Param::from_tensor(value));
         Ok(())
     }
 
@@ -265,14 +298,14 @@ impl HostModel {
     pub fn reload_parameter(&self, name: &str, value: Param) {
         let mut w = self.weights.borrow_mut();
         let name = w.canonical(name).to_string();
-        upsert(&mut w.params, &name, value);
+        w.params.upsert(&name, value);
     }
 
     /// [`HostModel::reload_parameter`] for a buffer.
     pub fn reload_buffer(&self, name: &str, value: Param) {
         let mut w = self.weights.borrow_mut();
         let name = w.canonical(name).to_string();
-        upsert(&mut w.buffers, &name, value);
+        w.buffers.upsert(&name, value);
     }
 
     /// Whether a training wrapper currently holds this model.
@@ -298,10 +331,10 @@ impl HostModel {
     ) {
         let mut w = self.weights.borrow_mut();
         for (n, t) in params {
-            upsert(&mut w.params, &n, Param::from_tensor(t));
+            w.params.upsert(&n, Param::from_tensor(t));
         }
         for (n, t) in buffers {
-            upsert(&mut w.buffers, &n, Param::from_tensor(t));
+            w.buffers.upsert(&n, Param::from_tensor(t));
         }
         if trained {
             w.trained_version += 1;

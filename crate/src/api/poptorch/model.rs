@@ -217,12 +217,18 @@ fn plan_settings(v: &JsValue) -> JsResult<bool> {
     args::one_flag(v, "plan: settings", "throwOnInvalid", true, "key", "settings")
 }
 
-/// The wrapper's trace as `trace()` gives one (without `modules` and `constants`).
+/// The wrapper's trace as `trace()` gives one (without `modules` and `constants`); `graph`
+/// the graph's JSON, with or without its regions' bodies.
 #[derive(serde::Serialize)]
-struct TracedJs<'a> {
+struct TracedJs<G> {
     text: String,
-    graph: &'a crate::ir::Graph,
+    graph: G,
     parameters: Vec<(String, Vec<usize>)>,
+}
+
+/// `getTracedModel`'s settings: `{ regions = true }`; another key is an error naming it.
+fn traced_settings(v: &JsValue) -> JsResult<bool> {
+    args::one_flag(v, "getTracedModel: settings", "regions", true, "key", "settings")
 }
 
 fn wrap(module: JsValue, options: &JsValue, optimizer: &JsValue, training: bool) -> JsResult<PoplarExecutorJs> {
@@ -297,8 +303,14 @@ pub fn inference_model(
 /// removes them).
 fn check_state_kept(before: &[Vec<state::Entry>; 2], after: &[Vec<state::Entry>; 2]) -> JsResult<()> {
     for (buffer, (before, after)) in [(false, (&before[0], &after[0])), (true, (&before[1], &after[1]))] {
+        // By name (the first entry of a name, as a scan finds it): a 1,000-layer model has
+        // some 10,000 parameters, and a scan of `after` for each was quadratic.
+        let mut by_name: HashMap<&str, &state::Entry> = HashMap::with_capacity(after.len());
+        for a in after {
+            by_name.entry(a.full.as_str()).or_insert(a);
+        }
         for b in before {
-            match after.iter().find(|a| a.full == b.full) {
+            match by_name.get(b.full.as_str()) {
                 None => return Err(js_err(crate::poptorch::model::state_removed(buffer, &b.full))),
                 Some(a) if !Object::is(&a.module, &b.module) || a.local != b.local => {
                     return Err(js_err(crate::poptorch::model::state_reassigned(buffer, &b.full, &b.local)))
@@ -447,6 +459,30 @@ impl Wrapped {
 }
 
 impl PoplarExecutorJs {
+    /// [`PoplarExecutorJs::traced_model`], with or without the regions' bodies in `graph`.
+    fn traced(&self, regions: bool) -> JsResult<JsValue> {
+        self.with(|w| {
+            let model = w.exec.model();
+            if !model.is_traced() {
+                return Ok(JsValue::NULL);
+            }
+            let g = model.graph();
+            let parameters = g
+                .placeholders(crate::ir::InputKind::Parameter)
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), g.ty(v).shape.clone()))
+                .collect();
+            let text = crate::ir::print::print_graph(g);
+            let out = if regions {
+                super::super::to_js(&TracedJs { text, graph: g, parameters })?
+            } else {
+                super::super::to_js(&TracedJs { text, graph: crate::ir::WithoutRegions(g), parameters })?
+            };
+            super::super::plan::TracedGraph::attach(&out, g)?;
+            Ok(out)
+        })
+    }
+
     /// Runs `f` on the core's executor (the export's edge reads it).
     pub(super) fn with_exec<T>(&self, f: impl FnOnce(&mut PoplarExecutor) -> JsResult<T>) -> JsResult<T> {
         self.with(|w| f(&mut w.exec))
@@ -557,23 +593,23 @@ impl PoplarExecutorJs {
         unchecked_return_type = "{ text: string, graph: any, parameters: [string, number[]][], traced: TracedGraph } | null"
     )]
     pub fn traced_model(&self) -> JsResult<JsValue> {
-        self.with(|w| {
-            let model = w.exec.model();
-            if !model.is_traced() {
-                return Ok(JsValue::NULL);
-            }
-            let g = model.graph();
-            let parameters = g
-                .placeholders(crate::ir::InputKind::Parameter)
-                .into_iter()
-                .map(|(n, v)| (n.to_string(), g.ty(v).shape.clone()))
-                .collect();
-            let out = super::super::to_js(&TracedJs { text: crate::ir::print::print_graph(g), graph: g, parameters })?;
-            super::super::plan::TracedGraph::attach(&out, g)?;
-            Ok(out)
-        })
+        self.traced(true)
     }
 
+    /// `getTracedModel({ regions })`: `tracedModel`; with `regions: false` a `call` node of
+    /// `graph` has no `region` (the bodies of the sub-graphs it calls, which `text` still
+    /// prints): what a view of the graph reads, a fraction of the JSON when the model calls
+    /// many regions (a deep reversible model's layers).
+    #[wasm_bindgen(
+        js_name = getTracedModel,
+        unchecked_return_type = "{ text: string, graph: any, parameters: [string, number[]][], traced: TracedGraph } | null"
+    )]
+    pub fn get_traced_model(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ regions?: boolean }")] settings: JsValue,
+    ) -> JsResult<JsValue> {
+        self.traced(traced_settings(&settings)?)
+    }
     /// The optimizer's PopTorch class name (`"SGD"`, `"Adam"`, `"AdamW"`, `"RMSprop"`,
     /// `"LAMB"`; SGD when none was given), `null` for an inference model.
     #[wasm_bindgen(getter, js_name = optimizerType)]
