@@ -19,7 +19,7 @@ import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { rng } from "../tests/node/helpers.mjs";
-import { SHAPES, DTYPES, randomLayers, randomOps, randomOpsModel } from "../tests/node/random-model.mjs";
+import { SHAPES, DTYPES, randomLayers, randomOps, randomOpsModel, microBatch } from "../tests/node/random-model.mjs";
 import { PRESETS } from "../www/presets/index.js";
 import { bertCode } from "../www/presets/bert.js";
 import { safetensors } from "../www/engine/safetensors.js";
@@ -39,39 +39,6 @@ const OUT = path.resolve(flag("out", path.join(REPO, "target", "check-export")))
 const MODELS = Number(flag("models", 50));
 const SEED = Number(flag("seed", 1));
 const ONLY = flag("only", "all");
-
-// ---- inputs ----
-
-/** The traced graph's input `name`: the highest int value + 1 it may take (a cross-entropy
- * target's classes, an index's table rows), else 2. */
-function intBound(graph, name) {
-  const node = graph.nodes.find((n) => n.op === "placeholder" && n.kind === "input" && n.name === name);
-  if (!node) return 2;
-  const v = node.outputs[0];
-  for (const n of graph.nodes) {
-    const shapeOf = (i) => graph.values[n.inputs[i]].shape;
-    if (n.op === "cross_entropy" && n.inputs[1] === v) return Math.max(1, shapeOf(0)[1] ?? 1);
-    if ((n.op === "index_select" || n.op === "gather") && n.inputs[1] === v) return Math.max(1, shapeOf(0)[n.dim]);
-  }
-  return 2;
-}
-
-/** One micro-batch with data: inputs that carry data are kept; shape-only ones are drawn. */
-function microBatch(specs, graph, rand) {
-  return specs.map((s, i) => {
-    if (s.data !== undefined || s.layout === "csr") return s;
-    const n = s.shape.reduce((a, b) => a * b, 1);
-    const name = s.name ?? `input${i}`;
-    const dtype = s.dtype ?? "float32";
-    if (dtype === "int32") {
-      const hi = intBound(graph, name);
-      return { name, shape: s.shape, dtype, data: Int32Array.from({ length: n }, () => Math.floor(rand() * hi)) };
-    }
-    if (dtype === "bool") return { name, shape: s.shape, dtype, data: Uint8Array.from({ length: n }, () => (rand() < 0.5 ? 1 : 0)) };
-    // Roughly normal values (the sum of uniforms), as torch.randn would give.
-    return { name, shape: s.shape, dtype, data: Float32Array.from({ length: n }, () => rand() + rand() + rand() - 1.5) };
-  });
-}
 
 // ---- one case ----
 

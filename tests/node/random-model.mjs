@@ -62,3 +62,37 @@ export function randomOpsModel(api, { pick, randomOp, layers, attempt, kept, ste
     }
   })();
 }
+
+/** The highest int value + 1 input `name` may take (a cross-entropy target's classes, an index's rows), else 2. */
+export function intBound(graph, name) {
+  const node = graph.nodes.find((n) => n.op === "placeholder" && n.kind === "input" && n.name === name);
+  if (!node) return 2;
+  const v = node.outputs[0];
+  for (const n of graph.nodes) {
+    const shapeOf = (i) => graph.values[n.inputs[i]].shape;
+    if (n.op === "cross_entropy" && n.inputs[1] === v) return Math.max(1, shapeOf(0)[1] ?? 1);
+    if ((n.op === "index_select" || n.op === "gather") && n.inputs[1] === v) return Math.max(1, shapeOf(0)[n.dim]);
+    if (n.op === "one_hot" && n.inputs[0] === v) return Math.max(1, n.num_classes);
+  }
+  return 2;
+}
+
+/**
+ * One micro-batch with data for a traced `graph`'s input `specs` (the export checks' inputs):
+ * inputs with data kept, shape-only ones drawn from `rand` (floats roughly normal, as
+ * torch.randn would give; ints below `intBound`).
+ */
+export function microBatch(specs, graph, rand) {
+  return specs.map((s, i) => {
+    if (s.data !== undefined || s.layout === "csr") return s;
+    const n = s.shape.reduce((a, b) => a * b, 1);
+    const name = s.name ?? `input${i}`;
+    const dtype = s.dtype ?? "float32";
+    if (dtype === "int32") {
+      const hi = intBound(graph, name);
+      return { name, shape: s.shape, dtype, data: Int32Array.from({ length: n }, () => Math.floor(rand() * hi)) };
+    }
+    if (dtype === "bool") return { name, shape: s.shape, dtype, data: Uint8Array.from({ length: n }, () => (rand() < 0.5 ? 1 : 0)) };
+    return { name, shape: s.shape, dtype, data: Float32Array.from({ length: n }, () => rand() + rand() + rand() - 1.5) };
+  });
+}
