@@ -19,7 +19,7 @@ import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { rng } from "../tests/node/helpers.mjs";
-import { SHAPES, DTYPES, randomLayers, randomOps, randomOpsModel, microBatch } from "../tests/node/random-model.mjs";
+import { SHAPES, DTYPES, randomLayers, randomOps, randomOpsModel, withLoss, microBatch } from "../tests/node/random-model.mjs";
 import { PRESETS } from "../www/presets/index.js";
 import { bertCode } from "../www/presets/bert.js";
 import { safetensors } from "../www/engine/safetensors.js";
@@ -28,7 +28,7 @@ import { runPreset, planetoidFiles, combinedBatch } from "../tests/node/preset-r
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const PKG = path.join(REPO, "pkg-node", "ipu_playground.js");
 const api = createRequire(import.meta.url)(PKG);
-const { poptorch, nn } = api;
+const { poptorch } = api;
 
 const argv = process.argv.slice(2);
 const flag = (name, dflt) => {
@@ -132,21 +132,6 @@ async function presets(rand, log) {
 
 // ---- random models ----
 
-/** PopTorch's training wrapper needs a loss that a parameter reaches: the random model's
- * output (a float one; float32 for the sum) times a parameter of its own, summed. */
-class WithLoss extends nn.Module {
-  constructor(inner) {
-    super();
-    this.inner = inner;
-    this.registerParameter("scale", [1.5], [1]);
-  }
-  forward(...xs) {
-    const y = this.inner.forward(...xs);
-    const y32 = y.dtype === "float32" ? y : y.cast("float32");
-    return [y, poptorch.identityLoss(y32.mul(this.param("scale")), "sum")];
-  }
-}
-
 function fuzz(rand, log) {
   const pick = (xs) => xs[Math.floor(rand() * xs.length)];
   const int = (lo, hi) => lo + Math.floor(rand() * (hi - lo + 1));
@@ -161,7 +146,7 @@ function fuzz(rand, log) {
     const specs = Array.from({ length: int(1, 3) }, (_, k) => ({ name: `x${k}`, shape: pick(SHAPES), dtype: pick(DTYPES) ?? "float32" }));
     let why = null;
     try {
-      const model = poptorch.trainingModel(new WithLoss(inner), new poptorch.Options());
+      const model = poptorch.trainingModel(withLoss(api, inner), new poptorch.Options());
       try {
         model.plan(...specs, { throwOnInvalid: false });
         const graph = model.tracedModel.graph;

@@ -30,7 +30,7 @@ import { createRequire } from "node:module";
 import { REPO, rng } from "./helpers.mjs";
 import { loadTestPython } from "./python-runner.mjs";
 import { runPreset, combinedBatch, planetoidFiles } from "./preset-runner.mjs";
-import { SHAPES, DTYPES, randomLayers, randomOps, randomOpsModel, microBatch } from "./random-model.mjs";
+import { SHAPES, DTYPES, randomLayers, randomOps, randomOpsModel, withLoss, microBatch } from "./random-model.mjs";
 import { PRESETS } from "../../www/presets/index.js";
 import { bertCode } from "../../www/presets/bert.js";
 
@@ -251,21 +251,6 @@ for (const c of presetCases()) {
 
 // ---------------------------------------------------------------- random models
 
-/** PopTorch's training wrapper needs a loss a parameter reaches: the random model's output
- * (float32 for the sum) times a parameter of its own, summed (as scripts/check-export.mjs). */
-class WithLoss extends nn.Module {
-  constructor(inner) {
-    super();
-    this.inner = inner;
-    this.registerParameter("scale", [1.5], [1]);
-  }
-  forward(...xs) {
-    const y = this.inner.forward(...xs);
-    const y32 = y.dtype === "float32" ? y : y.cast("float32");
-    return [y, poptorch.identityLoss(y32.mul(this.param("scale")), "sum")];
-  }
-}
-
 test(`round trip of ${MODELS} random models (seed ${SEED}): each the same graph, plan and step`, async (t) => {
   const r = rng(SEED * 7919);
   const pick = (xs) => xs[Math.floor(r() * xs.length)];
@@ -284,7 +269,7 @@ test(`round trip of ${MODELS} random models (seed ${SEED}): each the same graph,
     const layers = randomLayers(api);
     const inner = randomOpsModel(api, { pick, randomOp: randomOps(api, pick, layers), layers, attempt, kept });
     const specs = Array.from({ length: int(1, 3) }, (_, k) => ({ name: `x${k}`, shape: pick(SHAPES), dtype: pick(DTYPES) ?? "float32" }));
-    const model = poptorch.trainingModel(new WithLoss(inner), new poptorch.Options());
+    const model = poptorch.trainingModel(withLoss(api, inner), new poptorch.Options());
     try {
       let plan;
       try {

@@ -96,3 +96,24 @@ export function microBatch(specs, graph, rand) {
     return { name, shape: s.shape, dtype, data: Float32Array.from({ length: n }, () => rand() + rand() + rand() - 1.5) };
   });
 }
+
+/**
+ * `inner` (a random model) with the loss PopTorch's training wrapper needs, one that a parameter
+ * reaches: the model's output (float32 for the sum) times a parameter of its own, summed. The
+ * export checks (the round trip and make check-export) train it so.
+ */
+export function withLoss(api, inner) {
+  class WithLoss extends api.nn.Module {
+    constructor() {
+      super();
+      this.inner = inner;
+      this.registerParameter("scale", [1.5], [1]);
+    }
+    forward(...xs) {
+      const y = this.inner.forward(...xs);
+      const y32 = y.dtype === "float32" ? y : y.cast("float32");
+      return [y, api.poptorch.identityLoss(y32.mul(this.param("scale")), "sum")];
+    }
+  }
+  return new WithLoss();
+}
