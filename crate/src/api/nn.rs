@@ -186,7 +186,7 @@ struct TraceGuard {
 impl Drop for TraceGuard {
     fn drop(&mut self) {
         for w in self.wrapped.drain(..) {
-            let key = JsValue::from_str("forward");
+            let key = args::key("forward");
             let _ = match &w.own {
                 Some(f) => Reflect::set(&w.obj, &key, f),
                 None => Reflect::delete_property(w.obj.unchecked_ref::<Object>(), &key),
@@ -210,7 +210,7 @@ extern "C" {
 /// Wraps `obj.forward` in a Proxy that records its ops under `path` (submodule `index` of
 /// trace `trace`).
 fn wrap_forward(trace: u32, index: u32, path: &str, obj: &JsValue) -> JsResult<Wrapped> {
-    let key = JsValue::from_str("forward");
+    let key = args::key("forward");
     let orig = Reflect::get(obj, &key)?;
     if !orig.is_function() {
         // A getter may answer differently from the discovery's read.
