@@ -202,6 +202,9 @@ echo
 echo "== 7. the page: first render of the default preset in headless Chromium"
 node web/build.mjs >/dev/null
 node scripts/bench-page.mjs --runs 5 --train-epochs "$PAGE_EPOCHS" --json "$OUT/page.json" | grep -E "median|PubMed"
+# The same 1,000-layer edit with no debugger on the engine's worker (Playwright's inspector
+# makes each of the tracer's stack captures costlier; README "Benchmarks").
+node scripts/bench-page-plain.mjs --runs 3 | grep -E "median"
 
 echo
 echo "== 8. the JavaScript API in Node: examples/rev_gnn.mjs ($JS_EPOCHS epochs), then $ROUNDS rounds against RevGnnTrainer"

@@ -274,8 +274,12 @@ if (!patched.includes("/* own-class check */")) {
     // every module (_stateNames, _getState, …: no user code, no op recorded): a small probe
     // and no call site.
     // So are isTraining() (a forward asks it once a layer) and a Parameter's hidden `_key()`
-    // (the optimizer's key, asked per parameter when a wrapper attaches).
-    if (/^[a-z0-9]+__(stateNames|getState|setState|stateParam|setStateParam|moduleKey|children|handle|resetCopy|key)$/.test(f) || f === "isTraining") {
+    // (the optimizer's key, asked per parameter when a wrapper attaches); and the reads a
+    // forward makes between its ops, which record none: a ModuleList's `get(i)` and `length`
+    // (a deep model's loop asks both once a layer) and a Tensor's `shape` and `dtype`. (A
+    // capture is the costliest part of an entry: some 10 % of a 1,000-layer RevGNN's were these.)
+    const reads = /^(modulelist_(get|length)|tensor_(shape|dtype))$/.test(f);
+    if (/^[a-z0-9]+__(stateNames|getState|setState|stateParam|setStateParam|moduleKey|children|handle|resetCopy|key)$/.test(f) || f === "isTraining" || reads) {
       return `(__ipuStack(${STACK_PROBE_SMALL}), wasm.${f})(`;
     }
     // The tracer's other small entries, a Tensor op and a leaf module's forward (no call back

@@ -14,6 +14,8 @@
 use crate::tensor::alloc::try_with_capacity;
 use crate::trace::check::{self, ArgError, ArgErrorKind};
 use js_sys::{Array, ArrayBuffer, Float32Array, Function, JsString, Object, Reflect, Uint8Array};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use wasm_bindgen::{JsCast, JsValue};
 
 pub(crate) type JsResult<T> = Result<T, JsValue>;
@@ -216,9 +218,29 @@ fn container_kind(v: &JsValue) -> Option<&'static str> {
     }
 }
 
+thread_local! {
+    /// The JS string of each property key the package reads by a name written in its code
+    /// (`forward`, `length`, `_stateNames`, …), made once: a JS string made from Rust is a
+    /// `TextDecoder` call, and a walk of a 1,000-layer model's tree reads such keys some
+    /// 100,000 times. Keyed by the literal's address and length (a `&'static str` lives as
+    /// long as the module); the values are never freed (one per literal).
+    static KEYS: RefCell<HashMap<(usize, usize), &'static JsValue>> = RefCell::new(HashMap::new());
+}
+
+/// The JS string `key`, made once per literal (see `KEYS`).
+pub(crate) fn key(key: &'static str) -> &'static JsValue {
+    let id = (key.as_ptr() as usize, key.len());
+    if let Some(v) = KEYS.with(|k| k.borrow().get(&id).copied()) {
+        return v;
+    }
+    // Made outside the borrow (making a string calls into JS, which may call back into Rust).
+    let v: &'static JsValue = Box::leak(Box::new(JsValue::from_str(key)));
+    KEYS.with(|k| *k.borrow_mut().entry(id).or_insert(v))
+}
+
 /// `obj[key]`, a getter's or Proxy's exception returned as the error.
-pub(crate) fn get(obj: &JsValue, key: &str) -> JsResult<JsValue> {
-    Reflect::get(obj, &JsValue::from_str(key))
+pub(crate) fn get(obj: &JsValue, key: &'static str) -> JsResult<JsValue> {
+    Reflect::get(obj, self::key(key))
 }
 
 /// The items of an array of at most `max` items, each read through `Reflect` (a Proxy's

@@ -381,7 +381,7 @@ fn deep_copy(v: &JsValue, seen: &Map, depth: usize) -> JsResult<JsValue> {
 }
 
 /// `obj[name]` when it is a function.
-fn method(obj: &JsValue, name: &str) -> JsResult<Option<Function>> {
+fn method(obj: &JsValue, name: &'static str) -> JsResult<Option<Function>> {
     let f = args::get(obj, name)?;
     Ok(if f.is_function() { Some(f.unchecked_into()) } else { None })
 }

@@ -72,7 +72,7 @@ pub(crate) fn to_js(t: &Tensor) -> JsResult<JsValue> {
 
 /// A fresh typed array of class `ctor` made from the caller's typed array `v` by the engine
 /// (its length and contents are then genuine, whatever getters `v` has).
-fn typed_copy(v: &JsValue, ctor: &str) -> JsResult<JsValue> {
+fn typed_copy(v: &JsValue, ctor: &'static str) -> JsResult<JsValue> {
     let c: Function = args::get(&js_sys::global(), ctor)?.unchecked_into();
     Reflect::construct(&c, &Array::of1(v))
 }

@@ -186,10 +186,10 @@ struct TraceGuard {
 impl Drop for TraceGuard {
     fn drop(&mut self) {
         for w in self.wrapped.drain(..) {
-            let key = JsValue::from_str("forward");
+            let key = args::key("forward");
             let _ = match &w.own {
-                Some(f) => Reflect::set(&w.obj, &key, f),
-                None => Reflect::delete_property(w.obj.unchecked_ref::<Object>(), &key),
+                Some(f) => Reflect::set(&w.obj, key, f),
+                None => Reflect::delete_property(w.obj.unchecked_ref::<Object>(), key),
             };
         }
         session::end();
@@ -210,8 +210,8 @@ extern "C" {
 /// Wraps `obj.forward` in a Proxy that records its ops under `path` (submodule `index` of
 /// trace `trace`).
 fn wrap_forward(trace: u32, index: u32, path: &str, obj: &JsValue) -> JsResult<Wrapped> {
-    let key = JsValue::from_str("forward");
-    let orig = Reflect::get(obj, &key)?;
+    let key = args::key("forward");
+    let orig = Reflect::get(obj, key)?;
     if !orig.is_function() {
         // A getter may answer differently from the discovery's read.
         return Err(args::type_error(&format!(
@@ -219,7 +219,7 @@ fn wrap_forward(trace: u32, index: u32, path: &str, obj: &JsValue) -> JsResult<W
             args::describe(&orig)
         )));
     }
-    let own_desc = Reflect::get_own_property_descriptor(obj.unchecked_ref::<Object>(), &key)?;
+    let own_desc = Reflect::get_own_property_descriptor(obj.unchecked_ref::<Object>(), key)?;
     let own = if own_desc.is_undefined() { None } else { Some(orig.clone()) };
     let label = path.to_string();
     let (handler, trap) = match glue_module_handler(trace, index) {
@@ -240,7 +240,7 @@ fn wrap_forward(trace: u32, index: u32, path: &str, obj: &JsValue) -> JsResult<W
     let proxy = Proxy::new(&orig, &handler);
     let wrapped = Wrapped { obj: obj.clone(), own, handler, _trap: trap };
     // On failure `wrapped` is dropped, which disarms the Proxy even if a setter kept it.
-    if !Reflect::set(obj, &key, &proxy)? {
+    if !Reflect::set(obj, key, &proxy)? {
         return Err(args::error(&format!(
             "cannot trace module '{label}': its forward cannot be replaced for the trace (is the object frozen?)"
         )));

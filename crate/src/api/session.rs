@@ -77,14 +77,14 @@ pub(crate) fn enter_state_owner(key: u32) -> RustModuleScope {
 
 /// The `_stateKey()` of a JS `nn.Module` (read through `Reflect`; anything else: `None`).
 fn state_key(obj: &JsValue) -> Option<u32> {
-    let f = Reflect::get(obj, &JsValue::from_str("_stateKey")).ok()?;
+    let f = Reflect::get(obj, args::key("_stateKey")).ok()?;
     let key = f.dyn_ref::<Function>()?.call0(obj).ok()?.as_f64()?;
     (key.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&key)).then_some(key as u32)
 }
 
 /// The `_moduleKey()` of a leaf Rust module (read through `Reflect`; anything else: `None`).
 fn rust_module_key(obj: &JsValue) -> Option<u32> {
-    let f = Reflect::get(obj, &JsValue::from_str("_moduleKey")).ok()?;
+    let f = Reflect::get(obj, args::key("_moduleKey")).ok()?;
     let key = f.dyn_ref::<Function>()?.call0(obj).ok()?.as_f64()?;
     (key.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&key)).then_some(key as u32)
 }

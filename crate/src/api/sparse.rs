@@ -174,7 +174,7 @@ pub(super) fn host_sparse_to_js(m: &PaddedCsr) -> JsResult<JsValue> {
 
 /// A fresh typed array of class `ctor` made from the caller's `v` (a typed array or an
 /// array of numbers) by the engine: its length and contents are genuine.
-fn typed(v: &JsValue, ctor: &str, what: &str, max: usize) -> JsResult<JsValue> {
+fn typed(v: &JsValue, ctor: &'static str, what: &str, max: usize) -> JsResult<JsValue> {
     if !(js_sys::ArrayBuffer::is_view(v) || v.is_instance_of::<Array>()) {
         return Err(args::type_error(&format!(
             "{what} must be an {ctor} or an array of numbers, got {}",
@@ -205,7 +205,7 @@ pub(super) fn host_sparse_from_js(v: &JsValue, what: &str) -> JsResult<([Tensor;
         return Err(args::range_error(&format!("{what}: a {rows}x{cols} matrix is over the tensor limits")));
     }
     let (rows, cols) = (rows as usize, cols as usize);
-    let i32s = |key: &str| -> JsResult<Vec<i32>> {
+    let i32s = |key: &'static str| -> JsResult<Vec<i32>> {
         let a: Int32Array = typed(&args::get(v, key)?, "Int32Array", &format!("{what}.{key}"), max)?.unchecked_into();
         Ok(a.to_vec())
     };

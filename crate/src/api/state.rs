@@ -53,7 +53,7 @@ impl Kind {
 }
 
 /// The module's hidden method `name`, if it has one.
-fn method(m: &JsValue, name: &str) -> JsResult<Option<Function>> {
+fn method(m: &JsValue, name: &'static str) -> JsResult<Option<Function>> {
     let f = args::get(m, name)?;
     Ok(if f.is_function() { Some(f.unchecked_into()) } else { None })
 }
@@ -63,7 +63,7 @@ pub(crate) fn own_names(m: &JsValue, kind: Kind) -> JsResult<Vec<String>> {
     let Some(f) = method(m, "_stateNames")? else {
         return Ok(Vec::new());
     };
-    let list = f.call1(m, &JsValue::from_str(kind.as_str()))?;
+    let list = f.call1(m, args::key(kind.as_str()))?;
     args::list(&list, "_stateNames()", MAX_LIST)?.iter().map(|n| args::name(n, "a state name")).collect()
 }
 
@@ -72,7 +72,7 @@ pub(crate) fn own_value(m: &JsValue, kind: Kind, name: &str) -> JsResult<Tensor>
     flush()?;
     let f =
         method(m, "_getState")?.ok_or_else(|| args::error(&format!("the module has no {} '{name}'", kind.as_str())))?;
-    let v = f.call2(m, &JsValue::from_str(kind.as_str()), &JsValue::from_str(name))?;
+    let v = f.call2(m, args::key(kind.as_str()), &JsValue::from_str(name))?;
     host_tensor::from_js(&v, &format!("the {} '{name}'", kind.as_str()))
 }
 
@@ -100,7 +100,7 @@ pub(crate) fn own_param(m: &JsValue, kind: Kind, name: &str) -> JsResult<Param> 
     flush()?;
     if let Some(f) = method(m, "_stateParam")? {
         HANDED.with(|h| h.borrow_mut().take());
-        f.call2(m, &JsValue::from_str(kind.as_str()), &JsValue::from_str(name))?;
+        f.call2(m, args::key(kind.as_str()), &JsValue::from_str(name))?;
         if let Some(p) = HANDED.with(|h| h.borrow_mut().take()) {
             return Ok(p);
         }
@@ -115,7 +115,7 @@ pub(crate) fn set_own_param(m: &JsValue, kind: Kind, name: &str, p: Param, any_d
         return set_own_as(m, kind, name, p.value().map_err(args::js_err)?.as_ref(), any_dtype);
     };
     hand_over(p);
-    let a = Array::of3(&JsValue::from_str(kind.as_str()), &JsValue::from_str(name), &JsValue::from(any_dtype));
+    let a = Array::of3(args::key(kind.as_str()), &JsValue::from_str(name), &JsValue::from(any_dtype));
     let r = Reflect::apply(&f, m, &a);
     HANDED.with(|h| h.borrow_mut().take());
     r?;
@@ -127,7 +127,7 @@ fn set_own_as(m: &JsValue, kind: Kind, name: &str, value: &Tensor, any_dtype: bo
     let f =
         method(m, "_setState")?.ok_or_else(|| args::error(&format!("the module has no {} '{name}'", kind.as_str())))?;
     let v = host_tensor::to_js(value)?;
-    let a = Array::of4(&JsValue::from_str(kind.as_str()), &JsValue::from_str(name), &v, &JsValue::from(any_dtype));
+    let a = Array::of4(args::key(kind.as_str()), &JsValue::from_str(name), &v, &JsValue::from(any_dtype));
     Reflect::apply(&f, m, &a)?;
     Ok(())
 }

@@ -66,7 +66,7 @@ pub(crate) fn lookup<T: 'static>(v: &JsValue) -> JsResult<Option<Rc<RefCell<T>>>
     let id = match glue_handle_of(v) {
         Ok(id) => id,
         Err(_) => {
-            let f = Reflect::get(v, &JsValue::from_str("_handle"))?;
+            let f = Reflect::get(v, crate::api::args::key("_handle"))?;
             if !f.is_function() {
                 return Ok(None);
             }
