@@ -1,5 +1,5 @@
 // Types of ipu-playground/replicas.mjs: replicas of a poptorch.trainingModel on worker_threads.
-import type { HostTensor, HostTensorInput, PoplarExecutor } from "./ipu_playground.js";
+import type { CallInput, HostTensor, PoplarExecutor } from "./ipu_playground.js";
 
 /** The replicas `[first, end)` each of `workers` workers runs (an error past replicationFactor workers). */
 export function replicaRanges(replicas: number, workers: number): [number, number][];
@@ -32,8 +32,8 @@ export class ReplicaCoordinator {
   constructor(endpoints: ReplicaEndpoint[], ranges: [number, number][]);
   readonly replicas: number;
   readonly workers: ReplicaWorkerStats[];
-  /** `model.call(...inputs)` over the workers. */
-  call(...inputs: HostTensorInput[]): Promise<HostTensor | HostTensor[]>;
+  /** `model.call(...inputs)` over the workers: each input combined, or an array of parts (a sparse graph part per replica, CallInput). */
+  call(...inputs: CallInput[]): Promise<HostTensor | HostTensor[]>;
   replicaParameters(names: string[]): Promise<Record<number, Record<string, HostTensor>>>;
   hostParameters(names: string[], worker?: number): Promise<Record<string, HostTensor>>;
   close(): void;
