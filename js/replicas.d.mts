@@ -7,6 +7,12 @@ export function replicaRanges(replicas: number, workers: number): [number, numbe
 /** A hash of a module's state (names and bytes): the workers check they start alike. */
 export function stateFingerprint(module: { stateDict(): Record<string, HostTensor> }): string;
 
+/** A hash of named tensors (names and bytes). */
+export function tensorsFingerprint(tensors: Record<string, HostTensor>): string;
+
+/** A hash of replica `r`'s device weights (every parameter of `model`): equal replicas, equal hashes. */
+export function replicaFingerprint(model: PoplarExecutor, r: number): string;
+
 /** The replica side, for a worker holding `model`: handles the coordinator's messages. */
 export function replicaServer(model: PoplarExecutor, range: [number, number], reply: (message: unknown) => void): (message: any) => void;
 
@@ -36,8 +42,13 @@ export class ReplicaCoordinator {
   call(...inputs: CallInput[]): Promise<HostTensor | HostTensor[]>;
   replicaParameters(names: string[]): Promise<Record<number, Record<string, HostTensor>>>;
   hostParameters(names: string[], worker?: number): Promise<Record<string, HostTensor>>;
+  /** Each replica's replicaFingerprint, from the worker running it. */
+  fingerprints(): Promise<Record<number, string>>;
   close(): void;
 }
+
+/** An endpoint whose replica side (`makeServer(reply)`, e.g. replicaServer) runs in this thread. */
+export function inProcessEndpoint(makeServer: (reply: (message: unknown) => void) => (message: any) => void): ReplicaEndpoint;
 
 export class ReplicaWorkers extends ReplicaCoordinator {
   /** `moduleUrl` (a file URL or path)'s default export builds the same `poptorch.trainingModel` on each of `workers` workers. */
