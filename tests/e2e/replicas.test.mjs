@@ -59,4 +59,35 @@ describe("replicas on parallel workers in the page", () => {
     assert.match(acc, /final test accuracy [\d.]+ %/);
     await screenshot(page, "training-replicas-done");
   });
+
+  test("a page served without cross-origin isolation says so and trains the 2 replicas on one worker", T, async () => {
+    // The same server's replies without COOP/COEP: no SharedArrayBuffer in the page.
+    await page.route("**/*", async (route) => {
+      const res = await route.fetch();
+      const headers = { ...res.headers() };
+      delete headers["cross-origin-opener-policy"];
+      delete headers["cross-origin-embedder-policy"];
+      await route.fulfill({ response: res, headers });
+    });
+    await openReady(page, server.url + "/");
+    assert.equal(await page.evaluate(() => crossOriginIsolated), false);
+    await setCode(page, SMALL);
+    let seq = await seqOf(page);
+    await page.getByLabel("Replication factor").fill("2");
+    await waitAnalysis(page, seq);
+    await page.getByRole("tab", { name: "Training" }).click();
+    seq = await seqOf(page);
+    await page.getByLabel("Dataset").selectOption("Cora");
+    await waitAnalysis(page, seq);
+    assert.match(await page.locator("#train-workers-note").textContent(), /not cross-origin isolated .*training runs on one worker/);
+    assert.equal(await page.getByLabel("Workers").isDisabled(), true);
+    assert.equal(await page.getByLabel("Workers").inputValue(), "1");
+    await page.getByLabel("Epochs").fill("2");
+    await page.getByRole("button", { name: "Train" }).click();
+    await page.waitForFunction(() => /^Done: 2 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 200000 });
+    // Both replicas ran, on this one worker: no worker line, no fingerprints from other workers.
+    const busy = await page.locator("#train-workers-busy").textContent();
+    assert.doesNotMatch(busy, /workers:/, busy);
+    assert.equal(await page.locator("#train-workers-busy").getAttribute("data-fingerprints"), null);
+  });
 });
