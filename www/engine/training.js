@@ -137,7 +137,7 @@ async function startReplicas(model, requested, run) {
   let note = null;
   if (asked > 1 && !isolated) [count, note] = [1, "The page is not cross-origin isolated (no SharedArrayBuffer): training on one worker."];
   else if (asked > 1 && run.language === Language.PYTHON) [count, note] = [1, "Python code trains on one worker (each replica worker would load Pyodide)."];
-  else if (asked > replicas) note = `${replicas} replica${replicas > 1 ? "s" : ""} (the options' replicationFactor): ${count} worker${count > 1 ? "s" : ""}, each running at least one replica.`;
+  else if (replicas > 1 && asked > replicas) note = `${replicas} replica${replicas > 1 ? "s" : ""} (the options' replicationFactor): ${count} worker${count > 1 ? "s" : ""}, each running at least one replica.`;
   const info = { count, isolated, note, replicas, stats: [] };
   const one = { info, fingerprints: async () => null, close: () => {} };
   if (count <= 1) return one;
