@@ -59,9 +59,10 @@ export function replicaFingerprint(model, r) {
 
 /**
  * The replica side: answers a coordinator's requests for `model` (a training model built by
- * the user's module), which runs replicas `range`. `reply(message)` posts back.
+ * the user's module), which runs replicas `range`. `reply(message)` posts back. With
+ * `memoryBytes()` (the worker's wasm memory size), each reply says it.
  */
-export function replicaServer(model, range, reply) {
+export function replicaServer(model, range, reply, { memoryBytes } = {}) {
   model.setLocalReplicas(range[0], range[1]);
   let shared = null;
   const ops = {
@@ -97,7 +98,7 @@ export function replicaServer(model, range, reply) {
     const t0 = performance.now();
     try {
       const value = ops[msg.op](msg);
-      reply({ id: msg.id, value, busyMs: performance.now() - t0 });
+      reply({ id: msg.id, value, busyMs: performance.now() - t0, memoryBytes: memoryBytes?.() });
     } catch (e) {
       reply({ id: msg.id, error: { name: e?.name ?? "Error", message: e?.message ?? String(e), stack: e?.stack } });
     }
@@ -124,8 +125,8 @@ export class ReplicaCoordinator {
     this.failed = null;
     this.shared = null;
     this.sent = endpoints.map(() => false);
-    /** Per worker: `{ worker, replicas, busyMs, lastStepMs, steps }`. */
-    this.workers = ranges.map((replicas, worker) => ({ worker, replicas, busyMs: 0, lastStepMs: 0, steps: 0 }));
+    /** Per worker: `{ worker, replicas, busyMs, lastStepMs, steps, memoryBytes }` (memoryBytes: its wasm memory, when its server says). */
+    this.workers = ranges.map((replicas, worker) => ({ worker, replicas, busyMs: 0, lastStepMs: 0, steps: 0, memoryBytes: null }));
     endpoints.forEach((ep, w) => {
       ep.onMessage((msg) => {
         // A worker that failed before serving (its model module threw) reports without an id.
@@ -136,6 +137,7 @@ export class ReplicaCoordinator {
         if (msg.error) p.reject(workerError(w, ranges[w], msg.error));
         else {
           this.workers[w].busyMs += msg.busyMs ?? 0;
+          if (Number.isFinite(msg.memoryBytes)) this.workers[w].memoryBytes = msg.memoryBytes;
           if (p.step) p.step[w] += msg.busyMs ?? 0;
           p.resolve(msg.value);
         }

@@ -14,7 +14,7 @@ export function tensorsFingerprint(tensors: Record<string, HostTensor>): string;
 export function replicaFingerprint(model: PoplarExecutor, r: number): string;
 
 /** The replica side, for a worker holding `model`: handles the coordinator's messages. */
-export function replicaServer(model: PoplarExecutor, range: [number, number], reply: (message: unknown) => void): (message: any) => void;
+export function replicaServer(model: PoplarExecutor, range: [number, number], reply: (message: unknown) => void, settings?: { memoryBytes?: () => number }): (message: any) => void;
 
 /** One worker's record. */
 export interface ReplicaWorkerStats {
@@ -25,6 +25,8 @@ export interface ReplicaWorkerStats {
   /** Milliseconds the worker spent on the last call. */
   lastStepMs: number;
   steps: number;
+  /** The worker's wasm memory in bytes at its last reply (null unless its server reports it). */
+  memoryBytes: number | null;
 }
 
 export interface ReplicaEndpoint {

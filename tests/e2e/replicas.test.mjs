@@ -42,10 +42,12 @@ describe("replicas on parallel workers in the page", () => {
     await page.getByRole("button", { name: "Train" }).click();
     await page.waitForFunction(() => /^Done: 3 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 200000 });
     const busy = await page.locator("#train-workers-busy").textContent();
-    const m = /^2 workers: worker 0 \(replica 0\) busy ([\d.]+) (m?s), last step [\d.]+ m?s · worker 1 \(replica 1\) busy ([\d.]+) (m?s)/.exec(busy);
+    const m = /^2 workers: worker 0 \(replica 0\) busy ([\d.]+) (m?s), last step [\d.]+ m?s, wasm ([\d.]+) (MiB|GiB) · worker 1 \(replica 1\) busy ([\d.]+) (m?s), last step [\d.]+ m?s, wasm ([\d.]+) (MiB|GiB)/.exec(busy);
     assert.ok(m, busy);
     const ms = (v, u) => Number(v) * (u === "s" ? 1000 : 1);
-    assert.ok(ms(m[1], m[2]) > 0 && ms(m[3], m[4]) > 0, busy);
+    assert.ok(ms(m[1], m[2]) > 0 && ms(m[5], m[6]) > 0, busy);
+    // Each worker's own wasm instance, its memory reported (a small model: far below 1 GiB).
+    for (const [v, u] of [[m[3], m[4]], [m[7], m[8]]]) assert.ok(u === "MiB" && Number(v) > 1 && Number(v) < 1024, busy);
     // The fingerprints: one per replica, each from the worker that runs it, all the same.
     const prints = JSON.parse(await page.locator("#train-workers-busy").getAttribute("data-fingerprints"));
     assert.deepEqual(Object.keys(prints).sort(), ["0", "1"]);

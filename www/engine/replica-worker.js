@@ -17,7 +17,7 @@ self.onmessage = async ({ data }) => {
   if (data?.type !== Replica.INIT) return;
   self.onmessage = null;
   try {
-    await loadEngine();
+    const { memory } = await loadEngine();
     const { code, language, options, ipus, half, dataset, epochs, range } = data;
     const { ctx } = codeContext({ options: panelOptions(options), ipus, half, dataset, epochs });
     const { exports, url } = await importCode(code, language, ctx);
@@ -28,7 +28,7 @@ self.onmessage = async ({ data }) => {
       if (url) URL.revokeObjectURL(url);
     }
     if (!model?.training) throw new TypeError("the code's default export gave no poptorch.trainingModel on this replica worker");
-    const serve = replicaServer(model, range, (m) => self.postMessage(m));
+    const serve = replicaServer(model, range, (m) => self.postMessage(m), { memoryBytes: () => memory?.buffer.byteLength ?? 0 });
     self.onmessage = ({ data: m }) => serve(m);
     self.postMessage({ type: Replica.READY });
   } catch (e) {

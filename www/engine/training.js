@@ -7,6 +7,7 @@ import { ReplicaCoordinator, inProcessEndpoint, replicaRanges, replicaServer, wo
 import { normalize, describe } from "./usercode.js";
 import { checkName, fetchPlanetoid } from "./datasets.js";
 import { safetensors } from "./safetensors.js";
+import { loadEngine } from "./load.js";
 import { DATA_URL, makePlan, panelOptions, callInputs, codeContext, importCode } from "./analysis.js";
 
 // ---------------------------------------------------------------- training
@@ -163,7 +164,8 @@ async function startReplicas(model, requested, run) {
     close();
     throw makeError(ErrorKind.MODEL, `Starting the replica workers failed: ${e.message}`);
   }
-  const local = inProcessEndpoint((reply) => replicaServer(model, ranges[0], reply));
+  const { memory } = await loadEngine();
+  const local = inProcessEndpoint((reply) => replicaServer(model, ranges[0], reply, { memoryBytes: () => memory?.buffer.byteLength ?? 0 }));
   const endpoints = [
     local,
     ...subs.map(({ worker }) => {
