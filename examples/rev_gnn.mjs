@@ -9,6 +9,8 @@
 //
 // Options: --dataset NAME, --data-dir DIR (default: data/, then ../shared/data/planetoid/raw),
 // --epochs N, --layers N, --hidden N, --groups N, --parts N, --dropout P, --lr X, --seed N,
+// --replicas R (replicationFactor R: each call R parts, one per replica, the parts per epoch
+// rounded up to a multiple of R; the same weights on one thread as on R workers),
 // --no-rev, --eval-every N, --json FILE (also write the summary as JSON), --trainer (train with
 // the package's RevGnnTrainer preset instead: the same model, loader and executor driven from
 // Rust, for comparing epoch times; `make bench` runs both).
@@ -32,7 +34,7 @@ const { nn, poptorch, datasets, loaders, manualSeed, randomMask, isTraining, Rev
 // ---- options -------------------------------------------------------------------------
 const args = {
   dataset: "PubMed", dataDir: null, epochs: 200, layers: 7, hidden: 160, groups: 2, parts: 10,
-  dropout: 0.5, lr: 0.003, seed: 0, noRev: false, evalEvery: 1, json: null, trainer: false,
+  dropout: 0.5, lr: 0.003, seed: 0, noRev: false, evalEvery: 1, json: null, trainer: false, replicas: 1,
 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -58,6 +60,7 @@ for (let i = 0; i < argv.length; i++) {
     case "--dropout": args.dropout = number(); break;
     case "--lr": args.lr = number(); break;
     case "--seed": args.seed = number(); break;
+    case "--replicas": args.replicas = number(); break;
     case "--eval-every": args.evalEvery = number(); break;
     case "--json": args.json = value(); break;
     case "--no-rev": args.noRev = true; break;
@@ -156,11 +159,23 @@ function accuracy(logits, y, masks) {
 function moduleRun(data, dataset) {
   manualSeed(args.seed);
   const net = new RevGNN(data.numFeatures, args.hidden, dataset.numClasses, args.layers, args.dropout, args.groups, args.noRev);
-  const opts = new poptorch.Options().randomSeed(args.seed + 2);
+  const R = args.replicas;
+  const opts = new poptorch.Options().randomSeed(args.seed + 2).replicationFactor(R);
   const model = poptorch.trainingModel(net, opts, new poptorch.optim.Adam(net.parameters(), { lr: args.lr }));
   const trainLoader = new loaders.RandomNodeLoader(data, {
-    numParts: args.parts, shuffle: true, seed: args.seed + 1, fixedSize: true, epochs: args.epochs,
+    numParts: Math.ceil(args.parts / R) * R, shuffle: true, seed: args.seed + 1, fixedSize: true, epochs: args.epochs,
   });
+  // With replicas, a call takes one part per replica: each input an array of parts.
+  function* calls() {
+    let group = [];
+    for (const part of trainLoader) {
+      group.push(part);
+      if (group.length === R) {
+        yield group;
+        group = [];
+      }
+    }
+  }
   // Evaluation: the whole graph, inference mode (no dropout), the weights training left.
   const evaluator = poptorch.inferenceModel(net);
   const whole = [data.x, data.meanAdjacency()];
@@ -168,13 +183,18 @@ function moduleRun(data, dataset) {
   return {
     trainEpoch(epoch) {
       let [total, count, savedForBackward, peakBytes] = [0, 0, 0, 0];
-      for (const batch of trainLoader) {
-        const n = batch.numTrain;
-        if (n === 0) continue; // no training node in this part: the loss would be NaN
-        const [, loss] = model.call(batch.x, batch.meanAdjacency(), batch.y, batch.trainMask);
-        if (!Number.isFinite(loss.data[0])) throw new Error(`training diverged: the loss became ${loss.data[0]} at epoch ${epoch}`);
-        total += loss.data[0] * n;
-        count += n;
+      for (const group of calls()) {
+        // A part without training nodes: its loss would be NaN (with replicas, the call's).
+        if (group.some((p) => p.numTrain === 0)) continue;
+        const inputs = R === 1 ? [group[0].x, group[0].meanAdjacency(), group[0].y, group[0].trainMask]
+          : [group.map((p) => p.x), group.map((p) => p.meanAdjacency()), group.map((p) => p.y), group.map((p) => p.trainMask)];
+        const [, loss] = model.call(...inputs);
+        group.forEach((p, r) => {
+          const l = loss.data[r];
+          if (!Number.isFinite(l)) throw new Error(`training diverged: the loss became ${l} at epoch ${epoch}`);
+          total += l * p.numTrain;
+          count += p.numTrain;
+        });
         const s = model.stats;
         savedForBackward = Math.max(savedForBackward, s.savedForBackward);
         peakBytes = Math.max(peakBytes, s.peakBytes);
@@ -238,7 +258,7 @@ async function main() {
   const rssMib = process.resourceUsage().maxRSS / 1024;
   const mib = (b) => (b / 2 ** 20).toFixed(1);
   console.log(
-    `SUMMARY ${args.dataset} layers=${args.layers} rev=${!args.noRev} (${args.trainer ? "RevGnnTrainer" : "nn modules + poptorch"}): final test ${last.test.toFixed(4)} (val ${last.val.toFixed(4)}), ` +
+    `SUMMARY ${args.dataset} layers=${args.layers} rev=${!args.noRev} replicas=${args.replicas} (${args.trainer ? "RevGnnTrainer" : "nn modules + poptorch"}): final test ${last.test.toFixed(4)} (val ${last.val.toFixed(4)}), ` +
       `best val ${best.val.toFixed(4)} @ epoch ${best.epoch} test ${best.test.toFixed(4)}, median epoch ${median.toFixed(3)}s, ` +
       `saved for backward ${mib(kept)} MiB, peak activations ${mib(peak)} MiB, peak RSS ${rssMib.toFixed(0)} MiB`,
   );

@@ -1,7 +1,7 @@
 // A Node worker_threads replica of ReplicaWorkers (replicas.mjs): imports the user's model
 // module, builds the wrapped model, and serves the coordinator's requests for its replicas.
 import { parentPort, workerData } from "node:worker_threads";
-import { replicaServer } from "./replicas.mjs";
+import { replicaServer } from "./replica-core.mjs";
 
 const fail = (e) => parentPort.postMessage({ error: { name: e?.name ?? "Error", message: e?.message ?? String(e), stack: e?.stack } });
 try {

@@ -1,5 +1,5 @@
 // Types of ipu-playground/replicas.mjs: replicas of a poptorch.trainingModel on worker_threads.
-import type { HostTensor, HostTensorInput, PoplarExecutor } from "./ipu_playground.js";
+import type { CallInput, HostTensor, PoplarExecutor } from "./ipu_playground.js";
 
 /** The replicas `[first, end)` each of `workers` workers runs (an error past replicationFactor workers). */
 export function replicaRanges(replicas: number, workers: number): [number, number][];
@@ -7,8 +7,14 @@ export function replicaRanges(replicas: number, workers: number): [number, numbe
 /** A hash of a module's state (names and bytes): the workers check they start alike. */
 export function stateFingerprint(module: { stateDict(): Record<string, HostTensor> }): string;
 
+/** A hash of named tensors (names and bytes). */
+export function tensorsFingerprint(tensors: Record<string, HostTensor>): string;
+
+/** A hash of replica `r`'s device weights (every parameter of `model`): equal replicas, equal hashes. */
+export function replicaFingerprint(model: PoplarExecutor, r: number): string;
+
 /** The replica side, for a worker holding `model`: handles the coordinator's messages. */
-export function replicaServer(model: PoplarExecutor, range: [number, number], reply: (message: unknown) => void): (message: any) => void;
+export function replicaServer(model: PoplarExecutor, range: [number, number], reply: (message: unknown) => void, settings?: { memoryBytes?: () => number }): (message: any) => void;
 
 /** One worker's record. */
 export interface ReplicaWorkerStats {
@@ -19,6 +25,8 @@ export interface ReplicaWorkerStats {
   /** Milliseconds the worker spent on the last call. */
   lastStepMs: number;
   steps: number;
+  /** The worker's wasm memory in bytes at its last reply (null unless its server reports it). */
+  memoryBytes: number | null;
 }
 
 export interface ReplicaEndpoint {
@@ -32,12 +40,17 @@ export class ReplicaCoordinator {
   constructor(endpoints: ReplicaEndpoint[], ranges: [number, number][]);
   readonly replicas: number;
   readonly workers: ReplicaWorkerStats[];
-  /** `model.call(...inputs)` over the workers. */
-  call(...inputs: HostTensorInput[]): Promise<HostTensor | HostTensor[]>;
+  /** `model.call(...inputs)` over the workers: each input combined, or an array of parts (a sparse graph part per replica, CallInput). */
+  call(...inputs: CallInput[]): Promise<HostTensor | HostTensor[]>;
   replicaParameters(names: string[]): Promise<Record<number, Record<string, HostTensor>>>;
   hostParameters(names: string[], worker?: number): Promise<Record<string, HostTensor>>;
+  /** Each replica's replicaFingerprint, from the worker running it. */
+  fingerprints(): Promise<Record<number, string>>;
   close(): void;
 }
+
+/** An endpoint whose replica side (`makeServer(reply)`, e.g. replicaServer) runs in this thread. */
+export function inProcessEndpoint(makeServer: (reply: (message: unknown) => void) => (message: any) => void): ReplicaEndpoint;
 
 export class ReplicaWorkers extends ReplicaCoordinator {
   /** `moduleUrl` (a file URL or path)'s default export builds the same `poptorch.trainingModel` on each of `workers` workers. */

@@ -40,6 +40,12 @@
 #      one call of a 4-replica training model on 1, 2 and 4 worker_threads
 #      (BENCH_REPLICA_CALLS calls, default 5), with the load average
 #
+#  11. accuracy with replicas: examples/rev_gnn.mjs --replicas R (each call R graph parts, one
+#      per replica; Adam's lr unchanged under Mean reduction) for R in BENCH_REPLICA_COUNTS
+#      (default "1 2 4") and each seed of BENCH_SEEDS, BENCH_EPOCHS epochs: every final test
+#      accuracy (target: each >= 0.89 on PubMed). The weights do not depend on how many
+#      workers run the replicas (tests/node/replicas.test.mjs), so this runs on one.
+#
 # PyG runs from .venv-peers/ when it exists. BENCH_INSTALL_PEERS=1 creates it (torch CPU and
 # torch-geometric from PyPI); without it and without the venv the PyG side is skipped.
 # BENCH_EPOCHS (default 200) and BENCH_WASM_EPOCHS (default 6) shorten the runs;
@@ -256,6 +262,15 @@ echo "== 10. replicas as parallel workers (Node worker_threads): one call of 4 r
 node scripts/bench-replicas.mjs --calls "${BENCH_REPLICA_CALLS:-5}" | tee "$OUT/replicas.log"
 
 echo
+echo "== 11. accuracy with replicas: RevGNN on $DATASET, $EPOCHS epochs, replicas ${BENCH_REPLICA_COUNTS:-1 2 4}, seeds ${SEEDS[*]} (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+for r in ${BENCH_REPLICA_COUNTS:-1 2 4}; do
+  for seed in "${SEEDS[@]}"; do
+    node examples/rev_gnn.mjs --dataset "$DATASET" --epochs "$EPOCHS" --eval-every 0 --replicas "$r" --seed "$seed" \
+      --json "$OUT/replicas-acc-$r-$seed.json" | grep SUMMARY
+  done
+done
+
+echo
 echo "== summary"
 node - "$OUT" <<'EOF'
 const fs = require("fs"), path = require("path");
@@ -272,6 +287,13 @@ if (e) {
   if (e.trace_chain_ops_per_s) {
     const ops = Math.min(e.trace_chain_ops_per_s, e.trace_linear_ops_per_s);
     console.log(`tracing ops/s (native): ${ops.toFixed(0)} (chain ${e.trace_chain_ops_per_s.toFixed(0)}, Linear ${e.trace_linear_ops_per_s.toFixed(0)}; target >= 200000: ${mark(ops >= 200000)}); a 1,000,000-node trace ${e.trace_1m_nodes_s.toFixed(2)} s (target < 10: ${mark(e.trace_1m_nodes_s < 10)})`);
+  }
+}
+{
+  const runs = fs.readdirSync(dir).filter((f) => /^replicas-acc-\d+-\d+\.json$/.test(f)).map((f) => [f.match(/-(\d+)-(\d+)\./).slice(1).map(Number), read(f)]);
+  if (runs.length) {
+    const all = runs.map(([[r, seed], j]) => `R=${r} seed ${seed}: ${j.final_test_acc.toFixed(4)}`).join(", ");
+    console.log(`accuracy with replicas: ${all} (target: each >= 0.89: ${mark(runs.every(([, j]) => j.final_test_acc >= 0.89))})`);
   }
 }
 const ft = read("fail-times.json"), fi = read("fail-ipus.json");

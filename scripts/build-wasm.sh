@@ -10,7 +10,8 @@
 # dir, and keeps only its wasm, as www/pkg/ipu_playground_relaxed_bg.wasm: the JS glue of
 # both builds must be the same, which is checked here. Node 20 lacks relaxed SIMD, so the
 # npm package has the plain build only.
-# `nodejs` also gets js/replicas.mjs and js/replica-worker.mjs (replicas on worker_threads).
+# `nodejs` also gets js/replica-core.mjs, js/replicas.mjs and js/replica-worker.mjs (replicas on
+# worker_threads); `web` gets js/replica-core.mjs (the page's replica workers).
 # scripts/fix-pkg.mjs then checks the generated package.json and fills in what is missing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -45,6 +46,10 @@ fi
 if [ "$1" = nodejs ]; then
   # Replicas as parallel workers (worker_threads): the coordinator and the worker entry,
   # imported as ipu-playground/replicas.mjs (js/replicas.mjs says how).
-  cp js/replicas.mjs js/replicas.d.mts js/replica-worker.mjs "$out/"
+  cp js/replica-core.mjs js/replicas.mjs js/replicas.d.mts js/replica-worker.mjs "$out/"
+fi
+if [ "$1" = web ]; then
+  # The page's replica workers (www/engine/training.js) share the coordinator with Node.
+  cp js/replica-core.mjs "$out/"
 fi
 node scripts/fix-pkg.mjs "$out" "$1"

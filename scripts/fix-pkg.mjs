@@ -615,14 +615,14 @@ export interface PoptorchPhase {
 }
 export interface PoplarExecutor {
     /** \`model(...inputs)\`: compiles on the first call; the outputs per outputMode (an array when forward returns one). */
-    call(...inputs: (HostTensorInput | HostSparse)[]): HostTensor | HostTensor[];
+    call(...inputs: CallInput[]): HostTensor | HostTensor[];
     /** The same as call. */
-    run(...inputs: (HostTensorInput | HostSparse)[]): HostTensor | HostTensor[];
-    compile(...inputs: (HostTensorInput | HostSparse)[]): void;
+    run(...inputs: CallInput[]): HostTensor | HostTensor[];
+    compile(...inputs: CallInput[]): void;
     /** The planner's Plan for this model, its options and these inputs (see plan()); PopTorch's error for a configuration it refuses. */
-    plan(...inputs: (HostTensorInput | HostSparse | { shape: number[], dtype?: string, name?: string })[]): any;
+    plan(...inputs: (CallInput | { shape: number[], dtype?: string, name?: string } | { shape: number[], dtype?: string, name?: string }[])[]): any;
     /** The same Plan even when PopTorch would refuse the configuration: \`valid: false\`, PopTorch's reasons in \`errors\` (each with \`code\` and \`option\`). */
-    plan(...args: [...(HostTensorInput | HostSparse | { shape: number[], dtype?: string, name?: string })[], { throwOnInvalid: boolean }]): any;
+    plan(...args: [...(CallInput | { shape: number[], dtype?: string, name?: string } | { shape: number[], dtype?: string, name?: string }[])[], { throwOnInvalid: boolean }]): any;
     /** Returns the gradients of these inputs (indices or names) after the outputs. */
     returnInputGradients(...inputs: (number | string)[]): void;
     /** One step of the engine on one micro-batch, training nothing: the outputs, the loss's index among them and every parameter's gradient (training models), and the dropout masks drawn, in order. What \`make check-export\` compares an export with. */
@@ -685,6 +685,15 @@ ${Object.keys(enums).map((n) => `    type ${n} = __poptorch_${n};`).join("\n")}
 }
 type __poptorch_PoplarExecutor = PoplarExecutor;
 ${Object.keys(enums).map((n) => `type __poptorch_${n} = ${n};`).join("\n")}
+/**
+ * One input of a call: its combined batch as one tensor (dim 0 cut into combinedBatchFactor
+ * micro-batch slices), or as an array of those slices, one per micro-batch in the combined
+ * batch's order (slice k = (d × gradientAccumulation + a) × inputGroups + g; with one device
+ * iteration and no accumulation, part r is replica r's). A sparse matrix is given as parts
+ * (a graph part per micro-batch: RandomNodeLoader's parts with fixedSize), every part of one
+ * shape and type.
+ */
+export type CallInput = HostTensorInput | HostSparse | HostTensorInput[] | HostSparse[];
 /** A sparse matrix on the host, CSR: row \`r\`'s entries are \`indices\`/\`values\` from \`indptr[r]\` to \`indptr[r + 1]\` (a model input, traced as a SparseTensor). */
 export interface HostSparse {
     layout: "csr";

@@ -219,7 +219,8 @@ function resolveTarget(rawUrl) {
 const COMMON_HEADERS = {
   "Cache-Control": "no-cache",
   "X-Content-Type-Options": "nosniff",
-  // Cross-origin isolation: lets the page use SharedArrayBuffer (wasm threads) later.
+  // Cross-origin isolation: lets the page use SharedArrayBuffer (the Training view's replica
+  // workers share gradients through one; without it they train on one worker).
   "Cross-Origin-Opener-Policy": "same-origin",
   "Cross-Origin-Embedder-Policy": "require-corp",
   "Cross-Origin-Resource-Policy": "same-origin",

@@ -10,8 +10,8 @@ use ipu_playground::exec::{run, Store};
 use ipu_playground::ir::{OptimizerStep, Reduction};
 use ipu_playground::poptorch::executor::PoplarExecutor;
 use ipu_playground::poptorch::{
-    inference_model, input_types, training_model, HostModel, Optimizer, OptimizerArgs, OptimizerType, Options,
-    ParamGroup,
+    inference_model, input_types, training_model, BatchInput, HostModel, Optimizer, OptimizerArgs, OptimizerType,
+    Options, ParamGroup,
 };
 use ipu_playground::rng::Rng;
 use ipu_playground::tensor::{DType, Tensor};
@@ -704,4 +704,155 @@ fn anchors_of_unknown_tensors_or_on_inference_models_are_errors() {
         Options::new().anchor_tensor("e", "Gradient___model.fc1.weight", Some(OutputMode::EveryN), None).unwrap_err();
     assert!(e.message.contains("EveryN needs an output return period"), "{}", e.message);
     assert!(Options::new().anchor_tensor("", "x", None, None).is_err());
+}
+
+// ---- sparse inputs: the combined batch as one graph part per micro-batch slice ----
+
+/// A classifier on sparse features (`x`, CSR of `rows`×5 with `nnz` entries, through an
+/// `spmm` Linear): a graph part's node features, as RevGNN's first layer reads them.
+fn sparse_classifier(rows: usize, nnz: usize) -> Trace {
+    use ipu_playground::trace::nn::{Arg, Module};
+    use ipu_playground::trace::SparseVar;
+    let mut rng = Rng::new(5);
+    let (l1, l2) = (Linear::new(5, 4, true, &mut rng).unwrap(), Linear::new(4, 2, true, &mut rng).unwrap());
+    let tr = Tracer::new();
+    let x = SparseVar::input(&tr, "x", rows, 5, nnz).unwrap();
+    let y = tr.input("y", &[rows], DType::Int32).unwrap();
+    let h = tr.scope("fc1", || l1.forward_args(&tr, &[Arg::Sparse(x)])).unwrap().tanh().unwrap();
+    let logits = call(&tr, "fc2", &l2, &h).unwrap();
+    let l = logits.cross_entropy(&y, None, Reduction::Mean, None).unwrap();
+    tr.finish(&[&logits, &l]).unwrap()
+}
+
+/// Part `k`: a 3×5 CSR matrix of 5 entries (its own pattern and values) and its labels, as
+/// `[indptr, indices, values, y]`.
+fn sparse_part(k: usize) -> [Rc<Tensor>; 4] {
+    let mut rng = Rng::new(100 + k as u64);
+    let indptr = [vec![0, 2, 3, 5], vec![0, 1, 3, 5], vec![0, 3, 4, 5]][k % 3].clone();
+    let indices: Vec<i32> = (0..3)
+        .flat_map(|row| {
+            let (a, b) = (indptr[row] as usize, indptr[row + 1] as usize);
+            (0..b - a).map(move |j| ((row + j * 2 + k) % 5) as i32)
+        })
+        .collect();
+    let mut by_row = indices.clone();
+    for row in 0..3 {
+        by_row[indptr[row] as usize..indptr[row + 1] as usize].sort();
+    }
+    let values: Vec<f32> = (0..5).map(|_| rng.uniform_range(-1.0, 1.0)).collect();
+    let y: Vec<i32> = (0..3).map(|i| ((i + k) % 2) as i32).collect();
+    [
+        Rc::new(Tensor::from_i32(&[4], indptr).unwrap()),
+        Rc::new(Tensor::from_i32(&[5], by_row).unwrap()),
+        Rc::new(Tensor::from_f32(&[5], values).unwrap()),
+        Rc::new(Tensor::from_i32(&[3], y).unwrap()),
+    ]
+}
+
+/// Parts `ks` as the call's four inputs, each a list of parts.
+fn sparse_inputs(ks: &[usize]) -> Vec<BatchInput> {
+    (0..4).map(|i| BatchInput::Parts(ks.iter().map(|&k| sparse_part(k)[i].clone()).collect())).collect()
+}
+
+#[test]
+fn sparse_parts_on_three_executors_of_four_replicas_equal_one_executor_bit_for_bit() {
+    let adam = || Optimizer::adam(OptimizerArgs { lr: Some(0.05), ..Default::default() }).unwrap();
+    for kind in [ReductionType::Mean, ReductionType::Sum] {
+        let opts = || {
+            let mut o = options(1, 4, 1);
+            o.accumulation_and_replication_reduction_type(kind).unwrap();
+            o
+        };
+        let one = HostModel::new(&sparse_classifier(3, 5));
+        let mut m = training_model(&one, &mut opts(), Some(adam())).unwrap();
+        let mut want_out = Vec::new();
+        for step in 0..3 {
+            want_out = m.call_inputs(&sparse_inputs(&[step, step + 1, step + 2, step + 3])).unwrap();
+        }
+        // Three executors (three wasm instances on three workers): replicas 0, 1..3 and 3.
+        let hosts: Vec<HostModel> = (0..3).map(|_| HostModel::new(&sparse_classifier(3, 5))).collect();
+        let mut ex: Vec<PoplarExecutor> =
+            hosts.iter().map(|h| training_model(h, &mut opts(), Some(adam())).unwrap()).collect();
+        for (e, (lo, hi)) in ex.iter_mut().zip([(0, 1), (1, 3), (3, 4)]) {
+            e.set_local_replicas(lo, hi).unwrap();
+        }
+        let mut got_out = Vec::new();
+        for step in 0..3 {
+            let inputs = sparse_inputs(&[step, step + 1, step + 2, step + 3]);
+            for e in ex.iter_mut() {
+                assert_eq!(e.begin_call_inputs(&inputs).unwrap(), 1);
+            }
+            let all: Vec<f32> = ex.iter_mut().flat_map(|e| e.contribute().unwrap()).collect();
+            ex.iter_mut().for_each(|e| e.apply(&all).unwrap());
+            let parts: Vec<_> = ex.iter_mut().map(|e| e.end_call().unwrap()).collect();
+            got_out = ex[0].assemble(parts).unwrap();
+        }
+        for h in &hosts {
+            for ((n, a), (_, b)) in params(h).iter().zip(params(&one)) {
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(a), bits(&b), "{kind:?}: {n} differs between three executors and one");
+            }
+        }
+        assert_eq!(got_out.len(), want_out.len());
+        for (g, w) in got_out.iter().zip(&want_out) {
+            assert_eq!(g.to_f32_vec(), w.to_f32_vec(), "{kind:?}: outputs");
+        }
+        // The loss output (Final per replica): one per replica, each its own part's loss.
+        assert_eq!(want_out[1].shape(), &[4]);
+    }
+}
+
+#[test]
+fn sparse_parts_reduce_as_the_mean_or_sum_of_single_part_gradients() {
+    let lr = 0.1;
+    // Each part alone (one replica): SGD's step w - lr·g gives g = (w - w') / lr.
+    let start = params(&HostModel::new(&sparse_classifier(3, 5)));
+    let alone: Vec<Vec<(String, Vec<f32>)>> = (0..4)
+        .map(|k| {
+            let h = HostModel::new(&sparse_classifier(3, 5));
+            let mut m = training_model(&h, &mut options(1, 1, 1), Some(sgd(lr))).unwrap();
+            m.call_inputs(&sparse_inputs(&[k])).unwrap();
+            params(&h)
+        })
+        .collect();
+    // Two replicas × two accumulation steps: the combined batch's four slices, parts 0..4.
+    for kind in [ReductionType::Mean, ReductionType::Sum] {
+        let mut o = options(1, 2, 2);
+        o.accumulation_and_replication_reduction_type(kind).unwrap();
+        let h = HostModel::new(&sparse_classifier(3, 5));
+        let mut m = training_model(&h, &mut o, Some(sgd(lr))).unwrap();
+        m.call_inputs(&sparse_inputs(&[0, 1, 2, 3])).unwrap();
+        let scale = if kind == ReductionType::Mean { 0.25 } else { 1.0 };
+        let want: Vec<(String, Vec<f32>)> = start
+            .iter()
+            .enumerate()
+            .map(|(p, (n, w))| {
+                let v = (0..w.len())
+                    .map(|i| {
+                        let g: f32 = alone.iter().map(|a| (w[i] - a[p].1[i]) / lr).sum();
+                        w[i] - lr * scale * g
+                    })
+                    .collect();
+                (n.clone(), v)
+            })
+            .collect();
+        assert_close(&params(&h), &want, 1e-6, 1e-5, &format!("{kind:?}"));
+        assert_ne!(params(&h), start, "{kind:?}: the step changed the weights");
+    }
+}
+
+#[test]
+fn sparse_parts_of_the_wrong_count_or_type_are_errors_naming_the_input_and_part() {
+    let h = HostModel::new(&sparse_classifier(3, 5));
+    let mut m = training_model(&h, &mut options(1, 2, 1), None).unwrap();
+    let e = m.call_inputs(&sparse_inputs(&[0, 1, 2])).unwrap_err().to_string();
+    assert!(e.contains("input 'x.indptr': 3 parts given") && e.contains("= 2 of them"), "{e}");
+    let mut bad = sparse_inputs(&[0, 1]);
+    if let BatchInput::Parts(p) = &mut bad[1] {
+        p[1] = Rc::new(Tensor::from_i32(&[4], vec![0, 1, 2, 3]).unwrap());
+    }
+    let e = m.call_inputs(&bad).unwrap_err().to_string();
+    assert!(e.contains("input 'x.indices': part 1 is") && e.contains("fixedSize"), "{e}");
+    // Two parts of one type are what the call takes.
+    m.call_inputs(&sparse_inputs(&[0, 1])).unwrap();
 }

@@ -94,13 +94,13 @@ export function createTrainingController({ panel, params, store, analysis, codeR
   }
 
   const training = createTrainingView(panel, {
-    onStart: ({ dataset, epochs }) => {
+    onStart: ({ dataset, epochs, workers }) => {
       store.set({ train: { dataset, epochs } });
       const s = store.get();
       const code = trainsCode() ? codeRun(s) : {};
       epochMs = 0;
       watchQuiet(TrainingPhase.BUILDING);
-      trainer.call(Request.TRAIN, { dataset, epochs, config: trainingConfig(), ...code }).catch((err) => {
+      trainer.call(Request.TRAIN, { dataset, epochs, workers, config: trainingConfig(), ...code }).catch((err) => {
         watchQuiet(null);
         const info = err instanceof EngineError ? err.info : { message: String(err) };
         training.showError(info.kind === ErrorKind.ENGINE ? `The training engine stopped: ${info.message}` : info.message);

@@ -199,6 +199,7 @@ function madeUpCsr(name, [rows, cols], nnz) {
  * dtype }` of the combined batch, no values made.
  */
 export function callInputs(inputs, factor, code, { shapeOnly = false } = {}) {
+  const partsOf = factor > 1 && inputs.some((spec) => isSparse(spec) && hasValues(spec));
   let total = 0;
   const tooBig = (n) => {
     total += n;
@@ -212,7 +213,10 @@ export function callInputs(inputs, factor, code, { shapeOnly = false } = {}) {
   };
   return inputs.map((spec, i) => {
     const name = spec.name ?? `input${i}`;
-    if (hasValues(spec)) return { ...spec, name };
+    // A sparse matrix cannot be cut into micro-batches: with several, the example's values
+    // come as parts (the call's input as an array, one per micro-batch: a graph part per
+    // replica), every valued input alike.
+    if (hasValues(spec)) return partsOf ? Array.from({ length: factor }, () => ({ ...spec, name })) : { ...spec, name };
     if (isSparse(spec)) {
       const [rows, cols] = spec.shape;
       const nnz = spec.nnz ?? 0;
@@ -431,7 +435,7 @@ function planWrapped(spec, code, url) {
   }
   const name = model.model?.constructor?.name ?? "Model";
   lastWrapped = { model, name: name.replace(/[^A-Za-z0-9_]/g, "_").toLowerCase() || "model" };
-  const shapes = call.map((i) => `${i.name} [${i.shape.join("×")}]`).join(", ");
+  const shapes = call.map((i) => (Array.isArray(i) ? `${i[0].name} [${i[0].shape.join("×")}] × ${i.length} parts` : `${i.name} [${i.shape.join("×")}]`)).join(", ");
   const title = `poptorch.${training ? "trainingModel" : "inferenceModel"}(${name}${training ? `, ${optimizer}` : ""}) called with ${shapes}${factor > 1 ? ` (${factor} micro-batches)` : ""}`;
   return { traced, title, settings: { training }, plan, planned };
 }

@@ -14,9 +14,11 @@ export const Request = Object.freeze({
   /** ({ code, language, options, ipus, half, dataset }) → Analysis: the user's model traced and planned. */
   ANALYSE: "analyse",
   /**
-   * ({ dataset, epochs, config, code?, language?, options?, ipus?, half? }) → { state, acc }: trains the model of
-   * `code` (its default export's `train`, run with `options`, `ipus`, `half` and the dataset) or, without
-   * `code` or `train`, the built-in RevGnnTrainer with `config`; progress comes as events.
+   * ({ dataset, epochs, config, code?, language?, options?, ipus?, half?, workers? }) → { state, acc }: trains the
+   * model of `code` (its default export's `train`, run with `options`, `ipus`, `half` and the dataset) or, without
+   * `code` or `train`, the built-in RevGnnTrainer with `config`; progress comes as events. `workers`: a replicated
+   * training model of the code runs its replicas on that many workers (this one and replica Web Workers; at most
+   * replicationFactor; one when the page is not cross-origin isolated).
    */
   TRAIN: "train",
   /** () → { state }: pause / resume / stop the running training between epochs. */
@@ -32,6 +34,24 @@ export const Request = Object.freeze({
    */
   EXPORT: "export",
 });
+
+/**
+ * The engine worker ↔ its replica workers (engine/replica-worker.js), when the Training view
+ * trains a replicated model on several workers (engine/training.js). The engine worker posts
+ *   { type: Replica.INIT, code, language, options, ipus, half, dataset, epochs, range }
+ * and the replica worker runs the code as the engine worker does, then answers
+ *   { type: Replica.READY } | { error: { name, message, stack } }
+ * after which the coordinator's messages (pkg/replica-core.mjs: hello, begin, contribute,
+ * apply, end, assemble, parameters, host, fingerprints; `{ id, … }` each, answered
+ * `{ id, value, busyMs }` or `{ id, error }`) go both ways.
+ */
+export const Replica = Object.freeze({
+  INIT: "replica-init",
+  READY: "replica-ready",
+});
+
+/** The most workers the Training view offers (its default: the cores the browser reports, up to this). */
+export const MAX_TRAINING_WORKERS = 8;
 
 /** Events the worker sends by itself. */
 export const Event = Object.freeze({
@@ -51,7 +71,9 @@ export const Event = Object.freeze({
  * data of Event.TRAINING:
  *   { phase: "building" | "running" | "paused" | "stopped" | "done" | "error",
  *     epoch, epochs, steps, loss, acc: {train, val, test} | null, epochSeconds,
- *     peakBytes, savedForBackward, message? }
+ *     peakBytes, savedForBackward, message?,
+ *     workers?: { count, isolated, note, stats: [{ worker, replicas, busyMs, lastStepMs, steps }],
+ *                 fingerprints?: { replica: hex } } }
  */
 export const TrainingPhase = Object.freeze({
   BUILDING: "building",

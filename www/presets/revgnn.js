@@ -90,6 +90,24 @@ const inputsOf = (part) => [
   { ...part.trainMask, name: "mask" },
 ];
 
+// A call's inputs for several parts, one per micro-batch (with replicas,
+// PopTorch's combined batch: part r is replica r's): each input an
+// array of parts. One part: the part's own inputs.
+const callOf = (parts) =>
+  parts.length === 1 ? inputsOf(parts[0]) : inputsOf(parts[0]).map((_, i) => parts.map((p) => inputsOf(p)[i]));
+
+// The loader's parts in groups of \`n\`, one group per call.
+function* callsOf(loader, n) {
+  let group = [];
+  for (const part of loader) {
+    group.push(part);
+    if (group.length === n) {
+      yield group;
+      group = [];
+    }
+  }
+}
+
 // \`dataset\`: the Training view's choice; \`dataUrl\`: the served
 // data/ folder; \`epochs\`: set when the Training view runs this;
 // \`half\`: the options panel's float16 switch.
@@ -104,8 +122,14 @@ export default async ({ options, dataset, dataUrl, epochs, half }) => {
   if (half) net.half();
   const adam = new poptorch.optim.Adam(net.parameters(), { lr });
   const model = poptorch.trainingModel(net, options, adam);
+  // One call takes a part per micro-batch: replicationFactor (× device
+  // iterations × accumulation) of them, each replica its own parts
+  // (the Training view runs the replicas on parallel workers). The
+  // parts per epoch are rounded up to whole calls.
+  const perCall = model.combinedBatchFactor;
+  const numParts = Math.ceil(parts / perCall) * perCall;
   // Every part padded to one size, so one compiled model serves them all.
-  const loaderOptions = { numParts: parts, shuffle: true, seed: seed + 1, fixedSize: true, epochs };
+  const loaderOptions = { numParts, shuffle: true, seed: seed + 1, fixedSize: true, epochs };
   const example = new loaders.RandomNodeLoader(data, loaderOptions)[Symbol.iterator]().next().value;
   const loader = new loaders.RandomNodeLoader(data, loaderOptions);
   // Evaluation: the whole graph, no dropout, the weights training left.
@@ -114,11 +138,18 @@ export default async ({ options, dataset, dataUrl, epochs, half }) => {
   return {
     model,
     inputs: inputsOf(example),
-    // The Training view: each epoch one step per part (a part with
-    // no training node has no loss), then the accuracies.
+    // The Training view: each epoch one step per group of parts (a
+    // group with no training node has no loss), then the accuracies.
+    // With replica workers model.call gives a promise: await it.
     train: {
-      parts: loader,
-      step: (part) => (part.numTrain ? model.call(...inputsOf(part))[1].data[0] : null),
+      parts: { [Symbol.iterator]: () => callsOf(loader, perCall) },
+      step: async (group) => {
+        if (!group.some((p) => p.numTrain)) return null;
+        const [, loss] = await model.call(...callOf(group));
+        // One loss per replica (a part without training nodes has none).
+        const losses = Array.from(loss.data).filter(Number.isFinite);
+        return losses.reduce((a, b) => a + b, 0) / losses.length;
+      },
       evaluate: () => accuracy(evaluator.call(...whole), data),
     },
   };

@@ -13,7 +13,7 @@ import { h, stat } from "./dom.js";
 import { lineChart } from "../charts/line.js";
 import { bytes } from "../charts/svg.js";
 import { DATASET_NAMES } from "../state.js";
-import { TrainingPhase as P } from "../engine/protocol.js";
+import { TrainingPhase as P, MAX_TRAINING_WORKERS } from "../engine/protocol.js";
 
 function duration(s) {
   if (!Number.isFinite(s) || s < 0) return "–";
@@ -26,6 +26,19 @@ function duration(s) {
 export function createTrainingView(root, { onStart, onPause, onResume, onStop, onDownload, onSettings }) {
   const dataset = h("select", { id: "train-dataset" }, DATASET_NAMES.map((d) => h("option", { value: d, text: d })));
   const epochs = h("input", { id: "train-epochs", type: "number", min: 1, max: 10000, step: 1, inputmode: "numeric" });
+  // Replicas on parallel workers (the code's replicationFactor): SharedArrayBuffer needs a
+  // cross-origin isolated page; without it the engine trains on one worker and says so.
+  const isolated = globalThis.crossOriginIsolated === true;
+  const cores = Math.max(1, Math.min(navigator.hardwareConcurrency || 1, MAX_TRAINING_WORKERS));
+  const workers = h("input", { id: "train-workers", type: "number", min: 1, max: MAX_TRAINING_WORKERS, step: 1, inputmode: "numeric", value: String(isolated ? cores : 1) });
+  workers.disabled = !isolated;
+  workers.title = `Workers for a replicated training model (the options' replicationFactor): each runs some replicas on its own wasm instance; default the ${navigator.hardwareConcurrency || 1} cores the browser reports, at most ${MAX_TRAINING_WORKERS}`;
+  const workersNote = h("p", {
+    class: "muted",
+    id: "train-workers-note",
+    text: isolated ? "" : "This page is not cross-origin isolated (no SharedArrayBuffer, which replica workers share gradients through): training runs on one worker.",
+  });
+  const workersBusy = h("p", { class: "muted", id: "train-workers-busy", role: "status" });
   const start = h("button", { type: "button", id: "train-start", class: "primary", text: "Train" });
   const pause = h("button", { type: "button", id: "train-pause", text: "Pause", disabled: true });
   const stop = h("button", { type: "button", id: "train-stop", text: "Stop", disabled: true });
@@ -82,10 +95,13 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     h("form", { class: "train-controls", novalidate: true, onsubmit: (e) => e.preventDefault() }, [
       h("div", { class: "field" }, [h("label", { for: "train-dataset", text: "Dataset" }), dataset]),
       h("div", { class: "field narrow" }, [h("label", { for: "train-epochs", text: "Epochs" }), epochs]),
+      h("div", { class: "field narrow" }, [h("label", { for: "train-workers", text: "Workers" }), workers]),
       h("div", { class: "buttons" }, [start, pause, stop, download]),
     ]),
     config,
+    workersNote,
     h("div", { class: "progress" }, [progress, progressText]),
+    workersBusy,
     quiet,
     error,
     stats,
@@ -104,7 +120,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
   let paused = false;
   let prediction = null;
   /** What the next frame writes out: the latest numbers, and whether the charts changed. */
-  const pending = { frame: 0, text: null, stats: null, charts: false, progress: null };
+  const pending = { frame: 0, text: null, stats: null, charts: false, progress: null, workers: null };
   /** Counts of what the view wrote, for the page tests (chart redraws, frames). */
   const counters = { frames: 0, chartUpdates: 0, events: 0 };
 
@@ -145,6 +161,27 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     statEls.ipu.el.classList.toggle("bad", prediction?.fits === false);
   }
 
+  /** The workers' line: each worker's replicas and busy time; once done, whether the replicas' weights agree. */
+  function writeWorkers(w) {
+    if (!w) return;
+    const parts = [];
+    if (w.note) parts.push(w.note);
+    if (w.count > 1) {
+      const s = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`);
+      parts.push(
+        `${w.count} workers: ` +
+          w.stats.map((x) => `worker ${x.worker} (replica${x.replicas[1] - x.replicas[0] > 1 ? `s ${x.replicas[0]}–${x.replicas[1] - 1}` : ` ${x.replicas[0]}`}) busy ${s(x.busyMs)}, last step ${s(x.lastStepMs)}${x.memoryBytes ? `, wasm ${bytes(x.memoryBytes)}` : ""}`).join(" · "),
+      );
+    }
+    if (w.fingerprints) {
+      const prints = Object.values(w.fingerprints);
+      const same = prints.every((f) => f === prints[0]);
+      workersBusy.dataset.fingerprints = JSON.stringify(w.fingerprints);
+      parts.push(same ? `The ${prints.length} replicas' weights are identical (${prints[0]}).` : `The replicas' weights differ: ${prints.join(", ")}.`);
+    }
+    setText(workersBusy, parts.join(" "));
+  }
+
   /** Writes out what the events since the last frame recorded. */
   function flush() {
     pending.frame = 0;
@@ -155,6 +192,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     }
     if (pending.text !== null) setText(progressText, pending.text);
     if (pending.stats) writeStats(pending.stats);
+    if (pending.workers) writeWorkers(pending.workers);
     if (pending.charts && series.epoch.length) {
       lossChart.setData([series.epoch, series.loss]);
       accChart.setData([series.epoch, series.train, series.val, series.test]);
@@ -165,7 +203,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
       accChart.setData([[0, 1], [null, null], [null, null], [null, null]]);
     }
     showLog();
-    Object.assign(pending, { text: null, stats: null, charts: false, progress: null });
+    Object.assign(pending, { text: null, stats: null, charts: false, progress: null, workers: null });
   }
 
   /** Asks for a write-out at the next frame (once however many events come first), or now. */
@@ -184,6 +222,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     stop.disabled = !running;
     dataset.disabled = running;
     epochs.disabled = running;
+    workers.disabled = running || !isolated;
   };
 
   start.addEventListener("click", () => {
@@ -202,13 +241,16 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     logBody.replaceChildren();
     prediction = null;
     predictionNote.textContent = "";
+    workersBusy.textContent = "";
+    delete workersBusy.dataset.fingerprints;
     Object.assign(pending, { text: null, stats: {}, charts: true, progress: { max: n, value: 0 } });
     schedule(true);
     download.disabled = true;
     setBusy(true);
     paused = false;
     pause.textContent = "Pause";
-    onStart({ dataset: dataset.value, epochs: n });
+    const nw = Number(workers.value);
+    onStart({ dataset: dataset.value, epochs: n, workers: Number.isInteger(nw) && nw >= 1 ? Math.min(nw, MAX_TRAINING_WORKERS) : 1 });
   });
   pause.addEventListener("click", () => (paused ? onResume() : onPause()));
   stop.addEventListener("click", () => onStop());
@@ -250,6 +292,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
     update(d) {
       state = d.phase;
       counters.events++;
+      if (d.workers) pending.workers = d.workers;
       if (!quiet.hidden) quiet.hidden = true;
       if (d.phase === P.BUILDING) {
         pending.progress = { max: d.epochs, value: 0 };

@@ -20,7 +20,7 @@
 
 use crate::compile::options::{CommGroupType, OutputMode};
 use crate::compile::Options;
-use crate::ir::{BinaryKind, Op};
+use crate::ir::{BinaryKind, Op, TensorType};
 use crate::kernels::{self, shape_ops};
 use crate::tensor::{DType, Tensor};
 use crate::{Error, Result};
@@ -39,6 +39,67 @@ pub fn torch_dtype(d: DType) -> &'static str {
 pub fn torch_size(shape: &[usize]) -> String {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     format!("torch.Size([{}])", dims.join(", "))
+}
+
+/// One input of a host call.
+///
+/// `Combined` is PopTorch's combined batch: one tensor whose dim 0 is cut into the
+/// `factor()` slices. `Parts` gives those slices one by one, in the combined batch's order
+/// (slice `k = (d × gradientAccumulation + a) × inputGroups + g`, [`Batching::chunk`]; with
+/// one device iteration and no accumulation, part `r` is replica `r`'s): what an input that
+/// cannot be cut along dim 0 needs — a sparse graph part's CSR arrays (a `RandomNodeLoader`
+/// part each) — and what any input may use. Every part has the micro-batch's type (graph
+/// parts padded to one size: the loader's `fixedSize`).
+#[derive(Clone, Debug)]
+pub enum BatchInput {
+    Combined(std::rc::Rc<Tensor>),
+    Parts(Vec<std::rc::Rc<Tensor>>),
+}
+
+impl BatchInput {
+    /// The micro-batch type of a part (`factor` of them expected), or an error naming the
+    /// input `name` and the part that differs.
+    pub fn part_type(&self, name: &str, factor: usize) -> Result<Option<TensorType>> {
+        let BatchInput::Parts(parts) = self else { return Ok(None) };
+        if parts.len() != factor {
+            return Err(Error::poptorch(format!(
+                "input '{name}': {} parts given, but a call takes the combined batch factor deviceIterations × \
+                 (replicationFactor / inputReplicaGrouping size) × gradientAccumulation = {factor} of them \
+                 (one per micro-batch slice)",
+                parts.len()
+            ))
+            .with_code("batch_dimension"));
+        }
+        let ty = |t: &Tensor| TensorType { shape: t.shape().to_vec(), dtype: t.dtype() };
+        let first = ty(&parts[0]);
+        if first.shape.is_empty() {
+            return Err(Error::poptorch(format!(
+                "input '{name}': a part is a scalar; parts are slices of the combined batch, each with a batch dimension"
+            )));
+        }
+        if let Some((k, t)) = parts.iter().enumerate().skip(1).find(|(_, t)| ty(t) != first) {
+            return Err(Error::poptorch(format!(
+                "input '{name}': part {k} is {}, part 0 {first}: every part of a call must have the same type \
+                 (pad graph parts to one size, as RandomNodeLoader's fixedSize does)",
+                ty(t)
+            ))
+            .with_code("input_mismatch"));
+        }
+        Ok(Some(first))
+    }
+
+    /// The input's combined-batch type: a combined tensor's own, or a part's with dim 0
+    /// multiplied by the parts' count (what PopTorch's static input check compares).
+    pub fn combined_type(&self, name: &str, factor: usize) -> Result<TensorType> {
+        match self {
+            BatchInput::Combined(t) => Ok(TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }),
+            BatchInput::Parts(_) => {
+                let mut t = self.part_type(name, factor)?.expect("parts");
+                t.shape[0] *= factor;
+                Ok(t)
+            }
+        }
+    }
 }
 
 /// The batching factors of a model.
@@ -139,6 +200,18 @@ impl Batching {
             return Ok(vec![t.clone()]);
         }
         shape_ops::split(t, &vec![b / f; f], 0)
+    }
+
+    /// The slices of one call input (`name` in errors): a combined tensor cut along dim 0,
+    /// or the `factor()` parts given as they are ([`BatchInput::Parts`]).
+    pub fn slices(&self, name: &str, input: &BatchInput) -> Result<Vec<Tensor>> {
+        match input {
+            BatchInput::Combined(t) => self.split(t),
+            BatchInput::Parts(parts) => {
+                input.combined_type(name, self.factor())?;
+                Ok(parts.iter().map(|t| t.as_ref().clone()).collect())
+            }
+        }
     }
 
     /// Index of micro-batch `(d, a, r)` in PopART's order.

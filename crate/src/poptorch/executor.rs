@@ -26,7 +26,7 @@
 //! back only on [`PoplarExecutor::copy_weights_to_host`], and re-uploads the host weights
 //! when a training wrapper of the same model has trained them since.
 
-use super::batch::{torch_dtype, torch_size, Batching};
+use super::batch::{torch_dtype, torch_size, BatchInput, Batching};
 use super::grouping::{comm_groups, group_of_replica, stack, unstack, ReplicaGrouping, VariableRetrievalMode};
 use super::loss_scaling::{add_gradient_statistics, update_loss_scale, F16_MAX};
 use super::model::HostModel;
@@ -47,6 +47,11 @@ use std::rc::Rc;
 
 /// Named tensors: `(name, value)`.
 type Named = Vec<(String, Rc<Tensor>)>;
+
+/// Combined-batch inputs, as [`BatchInput`]s.
+fn combined(inputs: &[Rc<Tensor>]) -> Vec<BatchInput> {
+    inputs.iter().cloned().map(BatchInput::Combined).collect()
+}
 
 /// The types of `inputs` (what a plan reads of them).
 pub fn input_types(inputs: &[Rc<Tensor>]) -> Vec<TensorType> {
@@ -392,6 +397,11 @@ impl PoplarExecutor {
     /// `compile(*inputs)`: builds the executable for these (combined-batch) inputs without
     /// running it. A second call is ignored with PopTorch's warning.
     pub fn compile(&mut self, inputs: &[Rc<Tensor>]) -> Result<()> {
+        self.compile_inputs(&combined(inputs))
+    }
+
+    /// [`Self::compile`] for inputs each given combined or as parts ([`BatchInput`]).
+    pub fn compile_inputs(&mut self, inputs: &[BatchInput]) -> Result<()> {
         if self.exe.is_some() {
             self.logged.push(Diagnostic::new(
                 "compile_ignored",
@@ -400,7 +410,8 @@ impl PoplarExecutor {
             ));
             return Ok(());
         }
-        let exe = self.build(inputs)?;
+        let types = self.combined_types(inputs)?;
+        let exe = self.build(&types)?;
         self.exe = Some(exe);
         self.copy_weights_to_device()?;
         Ok(())
@@ -536,8 +547,21 @@ impl PoplarExecutor {
         Ok(g)
     }
 
-    fn build(&mut self, inputs: &[Rc<Tensor>]) -> Result<Executable> {
-        let s = self.step(&input_types(inputs), true)?;
+    /// Each input's name as traced (`input<i>` past the traced ones).
+    fn input_name(&self, i: usize) -> String {
+        let fwd = self.model.graph();
+        fwd.placeholders(InputKind::Input).get(i).map_or_else(|| format!("input{i}"), |(n, _)| n.to_string())
+    }
+
+    /// The combined-batch types of a call's inputs (parts checked: their count is the
+    /// combined batch factor, and they have one type).
+    fn combined_types(&self, inputs: &[BatchInput]) -> Result<Vec<TensorType>> {
+        let f = Batching::from_options(&self.options).factor();
+        (inputs.iter().enumerate()).map(|(i, x)| x.combined_type(&self.input_name(i), f)).collect()
+    }
+
+    fn build(&mut self, types: &[TensorType]) -> Result<Executable> {
+        let s = self.step(types, true)?;
         let replicas = self.options.replication_factor;
         let grad_types: Vec<&TensorType> = s.grads.iter().map(|(_, i)| s.graph.ty(s.graph.outputs[*i])).collect();
         let layout = contributions(&grad_types, s.stats.is_some(), replicas);
@@ -557,8 +581,8 @@ impl PoplarExecutor {
         let inputs = fwd
             .placeholders(InputKind::Input)
             .into_iter()
-            .zip(inputs)
-            .map(|((n, _), t)| (n.to_string(), TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }))
+            .zip(types)
+            .map(|((n, _), t)| (n.to_string(), t.clone()))
             .collect();
         Ok(Executable {
             step,
@@ -837,6 +861,12 @@ impl PoplarExecutor {
     /// [`super::replicas`] with this executor holding every replica: begin, then per device
     /// iteration contribute and apply its own contributions, end and assemble.
     pub fn call(&mut self, inputs: &[Rc<Tensor>]) -> Result<Vec<Tensor>> {
+        self.call_inputs(&combined(inputs))
+    }
+
+    /// [`Self::call`] for inputs each given combined or as parts ([`BatchInput`]: a sparse
+    /// graph part per micro-batch slice).
+    pub fn call_inputs(&mut self, inputs: &[BatchInput]) -> Result<Vec<Tensor>> {
         let r = self.options.replication_factor;
         if let Some((lo, hi)) = self.local.filter(|&(lo, hi)| (lo, hi) != (0, r)) {
             return Err(Error::poptorch(format!(
@@ -844,7 +874,7 @@ impl PoplarExecutor {
                  with the executors of the other replicas (begin_call, contribute, apply, end_call, assemble)"
             )));
         }
-        let iterations = self.begin_call(inputs)?;
+        let iterations = self.begin_call_inputs(inputs)?;
         for _ in 0..iterations {
             let mine = self.contribute()?;
             self.apply(&mine)?;
@@ -885,19 +915,28 @@ impl PoplarExecutor {
     /// replicas' micro-batches): compiles on the first call and checks the inputs. Returns
     /// the device iterations, each one [`Self::contribute`] then [`Self::apply`].
     pub fn begin_call(&mut self, inputs: &[Rc<Tensor>]) -> Result<usize> {
+        self.begin_call_inputs(&combined(inputs))
+    }
+
+    /// [`Self::begin_call`] for inputs each given combined or as parts ([`BatchInput`]).
+    /// Every executor of the model's replicas is given the same inputs.
+    pub fn begin_call_inputs(&mut self, inputs: &[BatchInput]) -> Result<usize> {
         self.pending = None;
         if self.exe.is_none() {
-            self.compile(inputs)?;
+            self.compile_inputs(inputs)?;
         }
+        let types = self.combined_types(inputs)?;
         let exe = self.exe.as_ref().expect("compiled above");
-        Self::validate_inputs(exe, &input_types(inputs))?;
+        Self::validate_inputs(exe, &types)?;
         if !self.training && self.model.trained_version() != exe.uploaded_version {
             // A training wrapper of the same model has trained the weights since.
             self.copy_weights_to_device()?;
         }
         let exe = self.exe.as_ref().expect("compiled above");
         let b = exe.batching;
-        let slices: Vec<Vec<Tensor>> = inputs.iter().map(|t| b.split(t)).collect::<std::result::Result<_, _>>()?;
+        let slices: Vec<Vec<Tensor>> = (inputs.iter().zip(&exe.inputs))
+            .map(|(t, (name, _))| b.slices(name, t))
+            .collect::<std::result::Result<_, _>>()?;
         self.pending = Some(Pending {
             slices,
             iteration: 0,

@@ -25,6 +25,7 @@ pub mod reduce;
 pub mod replicas;
 
 pub use crate::compile::Options;
+pub use batch::BatchInput;
 pub use executor::{input_types, PoplarExecutor};
 pub use model::HostModel;
 pub use optim::{Optimizer, OptimizerArgs, OptimizerType, ParamGroup};

@@ -164,6 +164,12 @@ async function gnn(files: Record<string, Uint8Array>): Promise<number> {
     model.call(x, b.meanAdjacency(), b.y, b.trainMask);
     n += b.numTrain + (model.stats?.savedForBackward ?? 0);
   }
+  // Two replicas, each its own part: every input an array of parts (CallInput).
+  const opts = new poptorch.Options().replicationFactor(2);
+  const replicated = poptorch.trainingModel(new Gnn(), opts);
+  const parts: loaders.Batch[] = [...loader].slice(0, 2);
+  const adjs: HostSparse[] = parts.map((p) => p.meanAdjacency());
+  replicated.call(parts.map((p) => p.x), adjs, parts.map((p) => p.y), parts.map((p) => p.trainMask));
   return n + data.numNodes + dataset.numClasses;
 }
 

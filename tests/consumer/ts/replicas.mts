@@ -7,7 +7,8 @@ export async function trainOnTwoWorkers(): Promise<number> {
   const loss = Array.isArray(out) ? out[1] : out;
   const stats: ReplicaWorkerStats[] = workers.workers;
   const weights = await workers.replicaParameters(["fc1.weight"]);
+  const prints: Record<number, string> = await workers.fingerprints();
   const ranges: [number, number][] = replicaRanges(workers.replicas, stats.length);
   workers.close();
-  return loss.data[0] + stats[0].busyMs + weights[0]["fc1.weight"].shape[0] + ranges.length;
+  return loss.data[0] + stats[0].busyMs + weights[0]["fc1.weight"].shape[0] + ranges.length + prints[0].length;
 }

@@ -25,6 +25,10 @@
 //!   replica-grouped weight's host value (one slice per group) is read and set with
 //!   `model.getParameter(name)` / `model.setParameter(name, value)`; its module keeps the
 //!   traced (one-replica) shape and is not written back.
+//! * Parts: any input may be an array of parts instead of one combined tensor, one per
+//!   micro-batch slice in the combined batch's order (the core's `BatchInput::Parts`); a
+//!   sparse input of a model with a combined batch factor above 1 must be (a graph part
+//!   per replica and accumulation step: `model.call(xs, adjs, ys)`, each an array).
 //! * Outputs: host tensors (`host_tensor.rs`) per `Options.outputMode`; an array when
 //!   `forward` returned one (and with input gradients, which follow the outputs).
 
@@ -42,7 +46,7 @@ use crate::ir::TensorType;
 use crate::poptorch::grouping::{ReplicaGrouping, VariableRetrievalMode};
 use crate::poptorch::model::WeakHostModel;
 use crate::poptorch::replicas::LocalOutputs;
-use crate::poptorch::{HostModel, Optimizer, PoplarExecutor};
+use crate::poptorch::{BatchInput, HostModel, Optimizer, PoplarExecutor};
 use crate::tensor::Tensor;
 use crate::trace::check::{self, MAX_INPUTS};
 use crate::trace::nn::Arg;
@@ -146,26 +150,39 @@ pub struct PoplarExecutorJs {
 
 /// One argument of `forward` in a call: a host tensor, or a host CSR matrix (`sparse.rs`:
 /// graph features and adjacencies), which `forward` receives as a `SparseTensor` and the
-/// executor as three inputs in a row (`<name>.indptr`, `<name>.indices`, `<name>.values`).
+/// executor as three inputs in a row (`<name>.indptr`, `<name>.indices`, `<name>.values`);
+/// either may come as an array of parts, one per micro-batch slice of the combined batch.
 struct ArgSpec {
     name: String,
     /// Its first tensor in [`CallInputs::flat`].
     first: usize,
-    /// `[rows, cols]` of a sparse argument.
+    /// `[rows, cols]` of a sparse argument (of each part).
     sparse: Option<[usize; 2]>,
+    /// How many parts it was given as (`None`: one combined tensor).
+    parts: Option<usize>,
 }
 
 /// A call's inputs: the executor's tensors with their names (`input<i>` unless given), and
 /// what each argument of `forward` is.
 pub(super) struct CallInputs {
-    /// Each tensor's name, type and value (none for a shape-only input of a plan).
-    flat: Vec<(String, TensorType, Option<Rc<Tensor>>)>,
+    /// Each tensor's name, combined-batch type and value (none for a shape-only input of a plan).
+    flat: Vec<(String, TensorType, Option<BatchInput>)>,
     args: Vec<ArgSpec>,
 }
 
 impl CallInputs {
-    /// The values (every input has one: [`inputs_arg`] takes shape-only inputs for plans only).
+    /// The values of combined inputs (every input has one: [`inputs_arg`] takes shape-only
+    /// inputs for plans only, and no parts).
     pub(super) fn tensors(&self) -> Vec<Rc<Tensor>> {
+        (self.flat.iter())
+            .filter_map(|(_, _, t)| match t {
+                Some(BatchInput::Combined(t)) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+    /// The values, combined or as parts.
+    fn batch(&self) -> Vec<BatchInput> {
         self.flat.iter().filter_map(|(_, _, t)| t.clone()).collect()
     }
     fn types(&self) -> Vec<TensorType> {
@@ -173,35 +190,103 @@ impl CallInputs {
     }
 }
 
-/// A call's inputs; with `type_only`, a dense input may be `{ shape, dtype }` with no data
-/// (a plan reads only types).
+/// A call's inputs, each one tensor (no parts); with `type_only`, a dense input may be
+/// `{ shape, dtype }` with no data (a plan reads only types).
 pub(super) fn inputs_arg(v: &JsValue, what: &str, type_only: bool) -> JsResult<CallInputs> {
+    parse_inputs(v, what, type_only, false)
+}
+
+/// One tensor (or CSR matrix) of a call input: `(name, tensors, [rows, cols] if sparse)`.
+type OneInput = (Option<String>, Vec<(TensorType, Option<Tensor>)>, Option<[usize; 2]>);
+
+fn one_input(x: &JsValue, w: &str, type_only: bool) -> JsResult<OneInput> {
+    if sparse::is_host_sparse(x)? {
+        let name = args::get(x, "name")?;
+        let name = if args::is_absent(&name) { None } else { Some(args::name(&name, &format!("{w}.name"))?) };
+        let (tensors, dims) = sparse::host_sparse_from_js(x, w)?;
+        let ts = tensors.into_iter().map(|t| (TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }, Some(t)));
+        Ok((name, ts.collect(), Some(dims)))
+    } else if type_only {
+        let (name, ty, t) = host_tensor::from_js_named_or_type(x, w)?;
+        Ok((name, vec![(ty, t)], None))
+    } else {
+        let (name, t) = host_tensor::from_js_named(x, w)?;
+        Ok((name, vec![(TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }, Some(t))], None))
+    }
+}
+
+/// A call's inputs; with `parts`, an input may be an array of parts (host tensors, or host
+/// CSR matrices of one shape), one per micro-batch slice of the combined batch, in its order.
+fn parse_inputs(v: &JsValue, what: &str, type_only: bool, parts: bool) -> JsResult<CallInputs> {
     let items = if args::is_absent(v) { Vec::new() } else { args::list(v, what, MAX_INPUTS)? };
     let mut out = CallInputs { flat: Vec::new(), args: Vec::new() };
     for (i, x) in items.iter().enumerate() {
         let w = format!("{what}[{i}]");
         let first = out.flat.len();
-        if sparse::is_host_sparse(x)? {
-            let name = args::get(x, "name")?;
-            let name =
-                if args::is_absent(&name) { format!("input{i}") } else { args::name(&name, &format!("{w}.name"))? };
-            let (tensors, dims) = sparse::host_sparse_from_js(x, &w)?;
-            for (part, t) in ["indptr", "indices", "values"].iter().zip(tensors) {
-                let ty = TensorType { shape: t.shape().to_vec(), dtype: t.dtype() };
-                out.flat.push((format!("{name}.{part}"), ty, Some(Rc::new(t))));
+        if parts && x.is_instance_of::<Array>() {
+            let list = args::list(x, &w, MAX_REPLICAS)?;
+            if list.is_empty() {
+                return Err(args::type_error(&format!(
+                    "{w}: an empty array of parts (give one part per micro-batch slice: combinedBatchFactor of them)"
+                )));
             }
-            out.args.push(ArgSpec { name, first, sparse: Some(dims) });
-        } else {
-            let (name, ty, t) = if type_only {
-                host_tensor::from_js_named_or_type(x, &w)?
+            let all = (list.iter().enumerate())
+                .map(|(k, p)| one_input(p, &format!("{w}[{k}]"), type_only))
+                .collect::<JsResult<Vec<_>>>()?;
+            let (name, first_ts, dims) = &all[0];
+            for (k, (_, ts, d)) in all.iter().enumerate().skip(1) {
+                if d.is_some() != dims.is_some() || ts.len() != first_ts.len() {
+                    return Err(args::type_error(&format!(
+                        "{w}[{k}]: the parts of an input must all be sparse matrices or all host tensors"
+                    )));
+                }
+                if d != dims {
+                    let [r, c] = d.unwrap_or_default();
+                    let [r0, c0] = dims.unwrap_or_default();
+                    return Err(args::error(&format!(
+                        "{w}[{k}]: a {r}x{c} sparse matrix, part 0 {r0}x{c0}: every part must have one shape \
+                         (pad graph parts to one size, as RandomNodeLoader's fixedSize does)"
+                    )));
+                }
+            }
+            let name = name.clone().unwrap_or_else(|| format!("input{i}"));
+            let n = all.len();
+            let suffixes: Vec<String> = if dims.is_some() {
+                ["indptr", "indices", "values"].iter().map(|p| format!("{name}.{p}")).collect()
             } else {
-                let (name, t) = host_tensor::from_js_named(x, &w)?;
-                (name, TensorType { shape: t.shape().to_vec(), dtype: t.dtype() }, Some(t))
+                vec![name.clone()]
             };
-            let name = name.unwrap_or_else(|| format!("input{i}"));
-            out.flat.push((name.clone(), ty, t.map(Rc::new)));
-            out.args.push(ArgSpec { name, first, sparse: None });
+            for (j, flat_name) in suffixes.into_iter().enumerate() {
+                let ty0 = all[0].1[j].0.clone();
+                let values: Option<Vec<Rc<Tensor>>> =
+                    all.iter().map(|(_, ts, _)| ts[j].1.clone().map(Rc::new)).collect();
+                let mut combined = ty0.clone();
+                if let Some(d) = combined.shape.first_mut() {
+                    *d *= n;
+                }
+                if let Some((k, (_, ts, _))) = all.iter().enumerate().find(|(_, (_, ts, _))| ts[j].0 != ty0) {
+                    return Err(args::error(&format!(
+                        "{w}[{k}]: '{flat_name}' is {}, part 0's {ty0}: every part of an input must have one type \
+                         (pad graph parts to one size, as RandomNodeLoader's fixedSize does)",
+                        ts[j].0
+                    )));
+                }
+                out.flat.push((flat_name, combined, values.map(BatchInput::Parts)));
+            }
+            out.args.push(ArgSpec { name, first, sparse: *dims, parts: Some(n) });
+            continue;
         }
+        let (name, ts, dims) = one_input(x, &w, type_only)?;
+        let name = name.unwrap_or_else(|| format!("input{i}"));
+        if dims.is_some() {
+            for (part, (ty, t)) in ["indptr", "indices", "values"].iter().zip(ts) {
+                out.flat.push((format!("{name}.{part}"), ty, t.map(|t| BatchInput::Combined(Rc::new(t)))));
+            }
+        } else {
+            let (ty, t) = ts.into_iter().next().expect("one tensor");
+            out.flat.push((name.clone(), ty, t.map(|t| BatchInput::Combined(Rc::new(t)))));
+        }
+        out.args.push(ArgSpec { name, first, sparse: dims, parts: None });
     }
     if out.flat.len() > MAX_INPUTS {
         return Err(args::range_error(&format!(
@@ -366,16 +451,29 @@ impl Wrapped {
         // The module tree's state as the host now has it, and as the trace must leave it.
         let before = self.refresh_host()?;
         let types = inputs.types();
-        let micro = self.exec.micro_batch_types(&types).map_err(js_err)?;
+        let factor = self.exec.combined_batch_factor();
         for (i, a) in inputs.args.iter().enumerate() {
-            if a.sparse.is_some() && (a.first..a.first + 3).any(|k| micro[k] != types[k]) {
-                return Err(args::error(&format!(
-                    "input {i} ('{}') is a sparse matrix, which cannot be split into micro-batches: a model with \
-                     sparse inputs needs deviceIterations, replicationFactor and gradientAccumulation of 1",
-                    a.name
-                )));
+            match a.parts {
+                Some(n) if n != factor => {
+                    return Err(args::error(&format!(
+                        "input {i} ('{}'): {n} parts given, but a call takes combinedBatchFactor = deviceIterations × \
+                         (replicationFactor / inputReplicaGrouping size) × gradientAccumulation = {factor} of them \
+                         (one per micro-batch slice, in the combined batch's order)",
+                        a.name
+                    )))
+                }
+                None if a.sparse.is_some() && factor != 1 => {
+                    return Err(args::error(&format!(
+                        "input {i} ('{}') is a sparse matrix, which cannot be cut into micro-batches: give it as an \
+                         array of combinedBatchFactor ({factor}) sparse parts, one per micro-batch slice (a graph part \
+                         each, e.g. RandomNodeLoader's parts with fixedSize), its dense companions likewise or combined",
+                        a.name
+                    )))
+                }
+                _ => {}
             }
         }
+        let micro = self.exec.micro_batch_types(&types).map_err(js_err)?;
         let TracedModule { trace, returned_list, .. } = trace_module(&self.module, self.training, |tr| {
             inputs
                 .args
@@ -386,7 +484,7 @@ impl Wrapped {
                         tr.input(&a.name, &t.shape, t.dtype).map(Arg::Dense).map_err(js_err)
                     }
                     Some([rows, cols]) => {
-                        let nnz = types[a.first + 1].shape[0];
+                        let nnz = micro[a.first + 1].shape[0];
                         SparseVar::input(tr, &a.name, rows, cols, nnz).map(Arg::Sparse).map_err(js_err)
                     }
                 })
@@ -427,7 +525,7 @@ impl Wrapped {
         if !self.exec.is_compiled() {
             self.attach(inputs)?;
         }
-        self.exec.compile(&inputs.tensors()).map_err(js_err)
+        self.exec.compile_inputs(&inputs.batch()).map_err(js_err)
     }
 
     /// Queues the host values for the module (see the module docs): every buffer and every
@@ -505,16 +603,13 @@ impl PoplarExecutorJs {
     /// host call; returns the outputs per `outputMode` (see the module docs). The namespace
     /// method `call(...inputs)` (alias `run`) passes the inputs as one array.
     #[wasm_bindgen(js_name = _call)]
-    pub fn call(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse)[]")] inputs: JsValue,
-    ) -> JsResult<JsValue> {
-        let inputs = inputs_arg(&inputs, "call: inputs", false)?;
+    pub fn call(&self, #[wasm_bindgen(unchecked_param_type = "CallInput[]")] inputs: JsValue) -> JsResult<JsValue> {
+        let inputs = parse_inputs(&inputs, "call: inputs", false, true)?;
         self.with(|w| {
             if !w.exec.is_compiled() {
                 w.compile(&inputs)?;
             }
-            let outs = w.exec.call(&inputs.tensors()).map_err(js_err)?;
+            let outs = w.exec.call_inputs(&inputs.batch()).map_err(js_err)?;
             if w.training {
                 w.write_back_later();
             }
@@ -545,11 +640,8 @@ impl PoplarExecutorJs {
     /// `compile(...inputs)`: traces and compiles for these inputs without running; again
     /// once compiled, PopTorch's warning ("Call to compile() ignored") joins `warnings`.
     #[wasm_bindgen(js_name = _compile)]
-    pub fn compile(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse)[]")] inputs: JsValue,
-    ) -> JsResult<()> {
-        let inputs = inputs_arg(&inputs, "compile: inputs", false)?;
+    pub fn compile(&self, #[wasm_bindgen(unchecked_param_type = "CallInput[]")] inputs: JsValue) -> JsResult<()> {
+        let inputs = parse_inputs(&inputs, "compile: inputs", false, true)?;
         self.with(|w| w.compile(&inputs))
     }
 
@@ -565,14 +657,12 @@ impl PoplarExecutorJs {
     #[wasm_bindgen(js_name = _plan)]
     pub fn plan(
         &self,
-        #[wasm_bindgen(
-            unchecked_param_type = "(HostTensorInput | HostSparse | { shape: number[], dtype?: string, name?: string })[]"
-        )]
+        #[wasm_bindgen(unchecked_param_type = "(CallInput | { shape: number[], dtype?: string, name?: string })[]")]
         inputs: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "{ throwOnInvalid?: boolean }")] settings: JsValue,
     ) -> JsResult<JsValue> {
         let throw_on_invalid = plan_settings(&settings)?;
-        let inputs = inputs_arg(&inputs, "plan: inputs", true)?;
+        let inputs = parse_inputs(&inputs, "plan: inputs", true, true)?;
         self.with(|w| {
             if !w.exec.is_compiled() {
                 w.attach(&inputs)?;
@@ -811,16 +901,13 @@ impl PoplarExecutorJs {
     /// Begins a call with `inputs` (the whole combined batch; compiles on the first call)
     /// and returns its device iterations.
     #[wasm_bindgen(js_name = beginCall)]
-    pub fn begin_call(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "(HostTensorInput | HostSparse)[]")] inputs: JsValue,
-    ) -> JsResult<u32> {
-        let inputs = inputs_arg(&inputs, "beginCall: inputs", false)?;
+    pub fn begin_call(&self, #[wasm_bindgen(unchecked_param_type = "CallInput[]")] inputs: JsValue) -> JsResult<u32> {
+        let inputs = parse_inputs(&inputs, "beginCall: inputs", false, true)?;
         self.with(|w| {
             if !w.exec.is_compiled() {
                 w.compile(&inputs)?;
             }
-            Ok(w.exec.begin_call(&inputs.tensors()).map_err(js_err)? as u32)
+            Ok(w.exec.begin_call_inputs(&inputs.batch()).map_err(js_err)? as u32)
         })
     }
 
