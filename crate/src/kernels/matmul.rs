@@ -42,6 +42,7 @@ fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> cr
 /// The one entry to the dense kernels: the strided kernels (wasm simd128, AVX-512) take the
 /// transposed operand, the start and an unzeroed output directly; the others (AVX2,
 /// matrixmultiply) get a transposed copy and a pass adding the start.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn product(
     a: &[f32],
     a_transposed: bool,
