@@ -133,7 +133,7 @@ pub fn conv2d(geom: &Conv2dGeom, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) 
         for grp in 0..geom.groups {
             im2col(&xd, &d, geom, img, grp, &mut cols);
             let wg = &wd[grp * d.og * k..(grp + 1) * d.og * k];
-            let y = product(wg, false, &cols, Start::default(), d.og, k, p)?;
+            let y = product(wg, false, &cols, Start::default(), d.og, k, p, false)?;
             let dst = &mut out[(img * d.o + grp * d.og) * p..][..d.og * p];
             dst.copy_from_slice(&y);
             if let Some(b) = &bd {
@@ -173,7 +173,7 @@ pub fn conv2d_grad_input(geom: &Conv2dGeom, in_shape: &[usize], w: &Tensor, g: &
             let wg = &wd[grp * d.og * k..(grp + 1) * d.og * k];
             let gg = &gd[(img * d.o + grp * d.og) * p..][..d.og * p];
             // W_gᵀ[K, O/g] @ g[O/g, P]: W_g is stored [O/g, K].
-            let cols = product(wg, true, gg, Start::default(), k, d.og, p)?;
+            let cols = product(wg, true, gg, Start::default(), k, d.og, p, false)?;
             col2im(&cols, &d, geom, img, grp, &mut gx);
         }
     }
@@ -200,7 +200,7 @@ pub fn conv2d_grad_weight(geom: &Conv2dGeom, weight_shape: &[usize], x: &Tensor,
             let gg = &gd[(img * d.o + grp * d.og) * p..][..d.og * p];
             let dst = &mut gw[grp * d.og * k..(grp + 1) * d.og * k];
             // g[O/g, P] @ colsᵀ[P, K], added to the sum so far.
-            let sum = product(gg, false, &cols_t, Start { bias: None, addend: Some(&*dst) }, d.og, p, k)?;
+            let sum = product(gg, false, &cols_t, Start { bias: None, addend: Some(&*dst) }, d.og, p, k, false)?;
             dst.copy_from_slice(&sum);
         }
     }

@@ -55,6 +55,8 @@ struct Problem {
     m: usize,
     k: usize,
     n: usize,
+    /// Round every entry of `C` to the nearest float16 once it is final.
+    half: bool,
 }
 
 #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
@@ -71,6 +73,7 @@ impl Problem {
         m: usize,
         k: usize,
         n: usize,
+        half: bool,
     ) -> Problem {
         assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "gemm_strided: operand sizes");
         assert!(start.bias.is_none_or(|v| v.len() >= n), "gemm_strided: bias size");
@@ -87,6 +90,21 @@ impl Problem {
             m,
             k,
             n,
+            half,
+        }
+    }
+
+    /// Rounds rows `rows` of `C` to float16 in place, where `half` (called on a block of
+    /// rows as soon as its last panel is added, while it is in cache).
+    ///
+    /// # Safety
+    /// The rows lie inside `C` and have been written.
+    #[inline]
+    unsafe fn finish_rows(&self, rows: std::ops::Range<usize>) {
+        if self.half {
+            // SAFETY: the caller's contract.
+            let c = unsafe { std::slice::from_raw_parts_mut(self.c.add(rows.start * self.n), rows.len() * self.n) };
+            crate::tensor::float16::round_slice(c);
         }
     }
 }
@@ -94,7 +112,9 @@ impl Problem {
 /// `c = start + op(a) @ b` with the strided kernel of this target, where `op(a)` is
 /// `a[m,k]` or, with `a_transposed`, the transpose of an `a` stored as `[k,m]` (a Linear's
 /// weight gradient `gᵀ @ x`, read in place), and `start` a bias and/or an addend
-/// ([`Start`]). Writes all `m*n` entries of `c` (so it may start uninitialised).
+/// ([`Start`]); with `half`, each entry rounded to the nearest float16 (a block of rows at
+/// a time, as it is finished). Writes all `m*n` entries of `c` (so it may start
+/// uninitialised).
 ///
 /// The kernels: wasm simd128 (blocks of 4 rows × 8 columns, two `f32x4` per row, 8
 /// accumulators: V8 has 16 vector registers on x86-64; a scalar tail for the last `n % 8`
@@ -116,10 +136,11 @@ pub fn gemm_strided(
     m: usize,
     k: usize,
     n: usize,
+    half: bool,
 ) -> bool {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
-        let p = Problem::new(a, a_transposed, b, start, c, m, k, n);
+        let p = Problem::new(a, a_transposed, b, start, c, m, k, n, half);
         // SAFETY: the operands' sizes are checked by Problem::new; wasm loads and stores of
         // v128 need no alignment.
         unsafe { wasm::gemm(p) };
@@ -127,7 +148,7 @@ pub fn gemm_strided(
     }
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx512f") {
-        let p = Problem::new(a, a_transposed, b, start, c, m, k, n);
+        let p = Problem::new(a, a_transposed, b, start, c, m, k, n, half);
         // SAFETY: the CPU has AVX-512F (checked); the operands' sizes are checked by
         // Problem::new.
         unsafe { avx512::gemm(p) };
@@ -179,7 +200,7 @@ mod wasm {
     /// # Safety
     /// `p` was made by [`Problem::new`] from live operands.
     pub(super) unsafe fn gemm(p: Problem) {
-        let Problem { a, rs, cs, b, bias, addend, c, m, k, n } = p;
+        let Problem { a, rs, cs, b, bias, addend, c, m, k, n, .. } = p;
         let n8 = n / 8 * 8;
         let mut p0 = 0;
         loop {
@@ -213,6 +234,9 @@ mod wasm {
                             }
                             *cij = s;
                         }
+                    }
+                    if p0 + kc >= k {
+                        p.finish_rows(i..i + rows);
                     }
                     i += rows;
                 }
@@ -368,7 +392,7 @@ mod avx512 {
     /// The CPU has AVX-512F; `p` was made by [`Problem::new`] from live operands.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn gemm(p: Problem) {
-        let Problem { a, rs, cs, b, bias, addend, c, m, k, n } = p;
+        let Problem { a, rs, cs, b, bias, addend, c, m, k, n, .. } = p;
         if m == 0 || n == 0 {
             return;
         }
@@ -407,6 +431,10 @@ mod avx512 {
                     }
                     col += width;
                     v_done += nv;
+                }
+                if q + 1 == panels {
+                    // SAFETY: rows i..i+rows ≤ m, every column written by the strips above.
+                    unsafe { p.finish_rows(i..i + rows) };
                 }
                 i += rows;
             }
@@ -609,7 +637,7 @@ mod tests {
                     let src = if transposed { &at } else { &a };
                     let start =
                         Start { bias: with_bias.then_some(&bias[..]), addend: with_addend.then_some(&addend[..]) };
-                    if !gemm_strided(src, transposed, &b, start, &mut c, m, k, n) {
+                    if !gemm_strided(src, transposed, &b, start, &mut c, m, k, n, false) {
                         return; // no AVX-512 here: the AVX2 kernel or matrixmultiply is used instead
                     }
                     // SAFETY: gemm_strided wrote every entry (they started as NaN anyway).

@@ -6,10 +6,10 @@
 //! elsewhere. Float16 operands are widened to float32 by [`super::eval`], multiplied with
 //! float32 accumulation, and rounded to half once.
 
-use super::common::{array, bcast_strides, dot, f32_data, for_each_row, i32_data};
+use super::common::{array, bcast_strides, dot, f32_data, float_result, for_each_row, i32_data};
 use super::gemm_simd::Start;
 use crate::ir::shape::{broadcast_shapes, matmul_shape};
-use crate::tensor::Tensor;
+use crate::tensor::{float16, Tensor};
 use crate::Error;
 use ndarray::{linalg::general_mat_mul, ArrayView2, ArrayViewMut2};
 use std::borrow::Cow;
@@ -35,11 +35,14 @@ fn gemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) -> cr
 
 /// `start + op(a) @ b` as a new row-major `[m,n]` buffer, where `op(a)` is `a[m,k]` or,
 /// with `a_transposed`, the transpose of an `a` stored as `[k,m]`, and `start` a bias per
-/// column and/or an addend `[m,n]` (see [`Start`]).
+/// column and/or an addend `[m,n]` (see [`Start`]); with `half`, every entry rounded to
+/// the nearest float16 (the strided kernels round each block of rows as they finish it,
+/// while it is in cache).
 ///
 /// The one entry to the dense kernels: the strided kernels (wasm simd128, AVX-512) take the
 /// transposed operand, the start and an unzeroed output directly; the others (AVX2,
 /// matrixmultiply) get a transposed copy and a pass adding the start.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn product(
     a: &[f32],
     a_transposed: bool,
@@ -48,14 +51,20 @@ pub(super) fn product(
     m: usize,
     k: usize,
     n: usize,
+    half: bool,
 ) -> crate::Result<Vec<f32>> {
     let mut out = Vec::with_capacity(m * n);
-    if super::gemm_simd::gemm_strided(a, a_transposed, b, start, &mut out.spare_capacity_mut()[..m * n], m, k, n) {
+    let c = &mut out.spare_capacity_mut()[..m * n];
+    if super::gemm_simd::gemm_strided(a, a_transposed, b, start, c, m, k, n, half) {
         // SAFETY: gemm_strided wrote all m*n entries.
         unsafe { out.set_len(m * n) };
         return Ok(out);
     }
-    product_unstrided(a, a_transposed, b, start, m, k, n)
+    let mut out = product_unstrided(a, a_transposed, b, start, m, k, n)?;
+    if half {
+        float16::round_slice(&mut out);
+    }
+    Ok(out)
 }
 
 /// [`product`] on the kernels that read `A` row-major only and start from zero (AVX2,
@@ -108,8 +117,9 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
     let (abatch, bbatch) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
     let batch = broadcast_shapes(abatch, bbatch)?;
     let nb: usize = batch.iter().product();
+    let half = matches!((a, b), (Tensor::F16(_), Tensor::F16(_)));
     if nb == 1 {
-        return Ok(Tensor::F32(array(&out_shape, product(&x, false, &y, Start::default(), m, k, n)?)?));
+        return Ok(float_result(half, array(&out_shape, product(&x, false, &y, Start::default(), m, k, n, half)?)?));
     }
     let mut out = vec![0f32; nb * m * n];
     let (sa, sb) = (bcast_strides(abatch, &batch), bcast_strides(bbatch, &batch));
@@ -119,7 +129,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
     for_each_row(&batch, [&sa, &sb], |o, [oa, ob], len| {
         for i in 0..len {
             let (pa, pb, pc) = ((oa + i * ia) * amat, (ob + i * ib) * bmat, (o + i) * cmat);
-            match product(&x[pa..pa + amat], false, &y[pb..pb + bmat], Start::default(), m, k, n) {
+            match product(&x[pa..pa + amat], false, &y[pb..pb + bmat], Start::default(), m, k, n, half) {
                 Ok(c) => out[pc..pc + cmat].copy_from_slice(&c),
                 Err(e) if err.is_ok() => err = Err(e),
                 Err(_) => {}
@@ -127,7 +137,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
         }
     });
     err?;
-    Ok(Tensor::F32(array(&out_shape, out)?))
+    Ok(float_result(half, array(&out_shape, out)?))
 }
 
 /// `MatMulTN`: `(a[k,m], b[k,n])` → `aᵀ @ b`, `[m,n]`, reading `a` in place.
@@ -140,7 +150,8 @@ pub fn matmul_tn(a: &Tensor, b: &Tensor) -> crate::Result<Tensor> {
         )));
     }
     let (k, m, n) = (xs[0], xs[1], ys[1]);
-    Ok(Tensor::F32(array(&[m, n], product(&x, true, &y, Start::default(), m, k, n)?)?))
+    let half = matches!((a, b), (Tensor::F16(_), Tensor::F16(_)));
+    Ok(float_result(half, array(&[m, n], product(&x, true, &y, Start::default(), m, k, n, half)?)?))
 }
 
 /// `Linear`: `(x[.., in], weight[out, in], bias[out]?)` → `x @ weight^T + bias` over the
@@ -180,8 +191,11 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, addend: Option<&Ten
         None => None,
     };
     let wt = super::shape_ops::transpose_last2(&wd, out_f, inn);
-    let out = product(&xd, false, &wt, Start { bias: bd.as_deref(), addend: ad.as_deref() }, rows, inn, out_f)?;
-    Ok(Tensor::F32(array(&shape, out)?))
+    // Float16 operands (all of them, or `eval` rounds the result): rounded in the product.
+    let half = [Some(x), Some(w), bias, addend].iter().flatten().all(|t| matches!(t, Tensor::F16(_)));
+    let start = Start { bias: bd.as_deref(), addend: ad.as_deref() };
+    let out = product(&xd, false, &wt, start, rows, inn, out_f, half)?;
+    Ok(float_result(half, array(&shape, out)?))
 }
 
 /// A validated CSR structure: `indptr` (n_rows + 1, starting at 0, non-decreasing, ending
@@ -255,6 +269,9 @@ pub fn spmm(inputs: &[&Tensor], n_rows: usize, n_cols: usize) -> crate::Result<T
     let vals = f32_data(inputs[2], "values")?;
     let (d, f) = dense(inputs[3], "dense operand", n_cols)?;
     let mut out = vec![0f32; n_rows * f];
+    // A float16 dense operand: each output row rounded to half once it is summed, while it
+    // is in cache.
+    let half = matches!(inputs[3], Tensor::F16(_));
     if f > 0 {
         for (r, orow) in out.chunks_exact_mut(f).enumerate() {
             for k in a.row(r) {
@@ -264,9 +281,12 @@ pub fn spmm(inputs: &[&Tensor], n_rows: usize, n_cols: usize) -> crate::Result<T
                     *o += v * x;
                 }
             }
+            if half {
+                float16::round_slice(orow);
+            }
         }
     }
-    Ok(Tensor::F32(array(&[n_rows, f], out)?))
+    Ok(float_result(half, array(&[n_rows, f], out)?))
 }
 
 /// `SpMMTransposed { n_rows, n_cols }`: `(indptr, indices, values, g[n_rows, F])` →

@@ -13,7 +13,9 @@
 //! `Cast`, `Max`/`ArgMax`, `SliceGrad` and `DynamicSliceGrad` move the half values as they
 //! are; `Reduce`/`SumTo`/`IdentityLoss` accumulate half inputs in float32 ("partials
 //! float") and round once; every other float op computes in float32 (matmul accumulating in
-//! float32) and rounds each result to half once, in place — for `+ − × ÷` that is the
+//! float32) and rounds each result to half once, in place (matrix products, SpMM and layer
+//! norm round each block of rows as they finish it, while it is in cache; `eval` rounds the
+//! results of the others, and any still float32) — for `+ − × ÷` that is the
 //! correctly rounded IEEE half result, with overflow to ±inf and gradual underflow. Int32
 //! `Binary` supports add/sub/mul (wrapping).
 
@@ -441,6 +443,21 @@ pub(crate) mod testutil {
 mod tests {
     use super::testutil::*;
     use crate::ir::{InputKind, Op};
+    use crate::tensor::{DType, Tensor};
+
+    trait Wide {
+        /// A float16 tensor's values as float32 (other tensors as they are).
+        fn cast_wide(&self) -> Tensor;
+    }
+    impl Wide for Tensor {
+        fn cast_wide(&self) -> Tensor {
+            if self.dtype() == DType::Float16 {
+                self.cast(DType::Float32)
+            } else {
+                self.clone()
+            }
+        }
+    }
 
     #[test]
     fn executor_ops_are_rejected() {
@@ -448,6 +465,86 @@ mod tests {
         assert!(eval(&op, &[]).unwrap_err().to_string().contains("executor"));
         let x = f32t(&[1], &[1.0]);
         assert!(eval(&Op::BufferUpdate { name: "b".into() }, &[&x]).unwrap_err().to_string().contains("executor"));
+    }
+
+    /// Random float16 values (as a float16 tensor), spread over float16's range: most of
+    /// order one, some near its largest finite value (sums and products overflow to inf) and
+    /// some subnormal.
+    fn halves(rng: &mut crate::rng::Rng, shape: &[usize]) -> Tensor {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n)
+            .map(|i| {
+                let x = rng.normal();
+                match i % 17 {
+                    3 => x * 40000.0,
+                    7 => x * 1e-6,
+                    _ => x,
+                }
+            })
+            .collect();
+        Tensor::from_f32(shape, v).unwrap().cast(DType::Float16)
+    }
+
+    /// The kernels that round float16 results themselves (layer norm and its gradient and
+    /// SpMM a row at a time, the strided matrix products a block of rows at a time, as each
+    /// is finished) and the ones `eval` rounds afterwards give, bit for bit, what the
+    /// float32 kernel gives on the same values rounded once afterwards
+    /// ([`crate::tensor::float16::round`], checked against the `half` crate) — the float16
+    /// results `eval` gave when it rounded every result in a second pass. Shapes leave row
+    /// and column tails in every GEMM kernel and a `k` of more than one panel.
+    #[test]
+    fn float16_results_are_the_float32_results_rounded_once() {
+        let mut rng = crate::rng::Rng::new(7);
+        let check = |op: &Op, ins: &[&Tensor]| {
+            let half = run(op, ins);
+            let wide: Vec<Tensor> = ins.iter().map(|t| t.cast_wide()).collect();
+            let wide_refs: Vec<&Tensor> = wide.iter().collect();
+            let full = run(op, &wide_refs);
+            assert_eq!(half.len(), full.len());
+            for (h, f) in half.iter().zip(&full) {
+                assert_eq!(h.dtype(), DType::Float16, "{op:?}");
+                let want = f.cast(DType::Float16).to_f32_vec();
+                let got = h.to_f32_vec();
+                assert_eq!(got.len(), want.len());
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+                    assert!(same, "{op:?}: element {i}: {g:e} ({:#x}) vs {w:e} ({:#x})", g.to_bits(), w.to_bits());
+                }
+            }
+        };
+        use crate::ir::BinaryKind as B;
+        let (a, b) = (halves(&mut rng, &[7, 21]), halves(&mut rng, &[7, 21]));
+        let (row, col) = (halves(&mut rng, &[21]), halves(&mut rng, &[7, 1]));
+        for kind in [B::Add, B::Sub, B::Mul, B::Div, B::Pow] {
+            check(&Op::Binary { kind }, &[&a, &b]);
+            check(&Op::Binary { kind }, &[&a, &row]);
+            check(&Op::Binary { kind }, &[&col, &a]);
+        }
+        let mask = Tensor::from_bool(&[7, 21], rng.bernoulli_mask(7 * 21, 0.5)).unwrap();
+        for p in [0.5, 0.1] {
+            check(&Op::Dropout { p }, &[&a, &mask]);
+        }
+        let (w, bias) = (halves(&mut rng, &[21]), halves(&mut rng, &[21]));
+        check(&Op::LayerNorm { normalized_ndim: 1, eps: 1e-5, affine: false }, &[&a]);
+        check(&Op::LayerNorm { normalized_ndim: 1, eps: 1e-5, affine: true }, &[&a, &w, &bias]);
+        check(&Op::LayerNormGrad { normalized_ndim: 1, eps: 1e-5, affine: false }, &[&a, &b]);
+        check(&Op::LayerNormGrad { normalized_ndim: 1, eps: 1e-5, affine: true }, &[&a, &w, &b]);
+        // CSR [5 x 7] with an empty row; float32 values, float16 dense operand.
+        let indptr = Tensor::from_i32(&[6], vec![0, 2, 2, 5, 6, 8]).unwrap();
+        let indices = Tensor::from_i32(&[8], vec![0, 6, 1, 2, 3, 4, 5, 6]).unwrap();
+        let vals = Tensor::from_f32(&[8], (0..8).map(|i| 0.25 + i as f32 * 0.3).collect()).unwrap();
+        check(&Op::SpMM { n_rows: 5, n_cols: 7 }, &[&indptr, &indices, &vals, &a]);
+        // m = 13 (tails of 4- and 6-row blocks), k = 150 (two panels of 128), n = 37.
+        let (x, y) = (halves(&mut rng, &[13, 150]), halves(&mut rng, &[150, 37]));
+        check(&Op::MatMul, &[&x, &y]);
+        let xt = halves(&mut rng, &[150, 13]);
+        check(&Op::MatMulTN, &[&xt, &y]);
+        let (wt, bl, add) = (halves(&mut rng, &[37, 150]), halves(&mut rng, &[37]), halves(&mut rng, &[13, 37]));
+        check(&Op::Linear { has_bias: true }, &[&x, &wt, &bl]);
+        check(&Op::Linear { has_bias: false }, &[&x, &wt]);
+        check(&Op::LinearAdd { has_bias: true }, &[&x, &wt, &bl, &add]);
+        let batched = halves(&mut rng, &[2, 13, 150]);
+        check(&Op::MatMul, &[&batched, &y]);
     }
 
     #[test]

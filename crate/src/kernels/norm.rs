@@ -4,7 +4,8 @@
 //! contiguous row of the row-major input. Row statistics: biased variance, eps inside the
 //! square root, as PyTorch.
 
-use super::common::{array, f32_data};
+use super::common::{array, f32_data, float_result};
+use crate::tensor::float16;
 use crate::tensor::Tensor;
 use crate::Error;
 use std::borrow::Cow;
@@ -187,6 +188,8 @@ pub fn layer_norm(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> crate
     } else {
         None
     };
+    // A float16 input: each output row rounded to half as it is finished, in cache.
+    let half = matches!(x, Tensor::F16(_));
     let mut out = vec![0f32; xd.len()];
     if d > 0 {
         for r in 0..rows {
@@ -205,9 +208,12 @@ pub fn layer_norm(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> crate
                     }
                 }
             }
+            if half {
+                float16::round_slice(orow);
+            }
         }
     }
-    Ok(Tensor::F32(array(shape, out)?))
+    Ok(float_result(half, array(shape, out)?))
 }
 
 /// `LayerNormGrad`: `(x, weight?, g)` → `(gx, gweight?, gbias?)`:
@@ -225,6 +231,8 @@ pub fn layer_norm_grad(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> 
     let (rows, d) = rows_of(shape, k)?;
     let norm_shape = &shape[shape.len() - k..];
     let w = if affine { Some(affine_param(inputs[1], "weight", norm_shape)?) } else { None };
+    // Float16 input and gradient: each row of gx rounded to half as it is finished.
+    let half = matches!((x, g), (Tensor::F16(_), Tensor::F16(_)));
     let mut gx = vec![0f32; xd.len()];
     let mut gw = vec![0f32; d];
     let mut gb = vec![0f32; d];
@@ -254,12 +262,17 @@ pub fn layer_norm_grad(inputs: &[&Tensor], k: usize, eps: f32, affine: bool) -> 
             }
             let m1 = sum_slice(&ghat) / d as f32;
             let m2 = dot_slice(&ghat, &xhat) / d as f32;
-            for ((o, &gh), &xh) in gx[r * d..(r + 1) * d].iter_mut().zip(&ghat).zip(&xhat) {
+            let grow = &mut gx[r * d..(r + 1) * d];
+            for ((o, &gh), &xh) in grow.iter_mut().zip(&ghat).zip(&xhat) {
                 *o = rstd * (gh - m1 - xh * m2);
+            }
+            if half {
+                float16::round_slice(grow);
             }
         }
     }
-    let mut out = vec![Tensor::F32(array(shape, gx)?)];
+    // (float16: the weight's and bias's sums are rounded once, by `eval`)
+    let mut out = vec![float_result(half, array(shape, gx)?)];
     if affine {
         out.push(Tensor::F32(array(norm_shape, gw)?));
         out.push(Tensor::F32(array(norm_shape, gb)?));

@@ -93,9 +93,47 @@ pub fn round(x: f32) -> f32 {
     f32::from_bits((r | sign) as u32)
 }
 
-/// Rounds every element of `a` to the nearest float16 value, in place ([`round`]).
+/// [`round`] for `x` of magnitude zero or in float16's normal range below the rounding
+/// point to inf, `2^-14 ≤ |x| < 65520` ([`NORMAL_LO`], [`NORMAL_END`]), bit for bit: `c`
+/// carries `x`'s sign and exponent plus 13, so `(x + c) − c` rounds `x` to float16's 11
+/// significant bits for either sign (round to nearest even is symmetric), and `x`'s sign
+/// OR-ed back keeps −0 (which comes out +0). Four integer and float operations, no select.
+#[inline(always)]
+fn round_normal(x: f32) -> f32 {
+    let b = x.to_bits();
+    let c = f32::from_bits((b & 0xff80_0000) + (13 << 23));
+    f32::from_bits(((x + c) - c).to_bits() | (b & 0x8000_0000))
+}
+
+/// Bits of float16's smallest normal, 2^-14, as a float32.
+const NORMAL_LO: u32 = 0x3880_0000;
+/// Bits of 65520, a float32's magnitude from which it rounds to float16's inf.
+const NORMAL_END: u32 = 0x477f_f000;
+
+/// Values per block of [`round_slice`]: 256 bytes, in L1 between its two passes.
+const BLOCK: usize = 64;
+
+/// Rounds every element of `a` to the nearest float16 value, in place: [`round`] bit for
+/// bit, about three times faster in wasm. A block at a time: one pass finds the least
+/// nonzero and the greatest magnitude (integer min and max, no branch), and where every
+/// value is zero or in float16's normal range, as a network's activations and gradients
+/// almost always are, a second pass rounds with [`round_normal`]; a block holding a
+/// subnormal, an overflowing value, an inf or a NaN takes [`round`].
 pub fn round_slice(a: &mut [f32]) {
-    a.iter_mut().for_each(|x| *x = round(*x));
+    for block in a.chunks_mut(BLOCK) {
+        let (mut least, mut most) = (u32::MAX, 0u32);
+        for x in block.iter() {
+            let m = x.to_bits() & 0x7fff_ffff;
+            // zero wraps to u32::MAX, out of the way of the least nonzero magnitude
+            least = least.min(m.wrapping_sub(1));
+            most = most.max(m);
+        }
+        if least >= NORMAL_LO - 1 && most < NORMAL_END {
+            block.iter_mut().for_each(|x| *x = round_normal(*x));
+        } else {
+            block.iter_mut().for_each(|x| *x = round(*x));
+        }
+    }
 }
 
 /// Rounds every element of `a` to the nearest float16 value, in place (any layout).
@@ -198,6 +236,52 @@ mod tests {
             for m in [0, 1, 0x1000, 0x1fff, 0x2000, 0x3000, 0x7f_ffff] {
                 check_round(f32::from_bits((e << 23) | m));
                 check_round(f32::from_bits((e << 23) | m | 0x8000_0000));
+            }
+        }
+    }
+
+    /// `round_slice` against `round`, one element at a time: blocks of normal values only
+    /// (its fast path), and the same with one value of each kind the fast path leaves out
+    /// (subnormal, past 65520, inf, NaN) at each place in a block.
+    #[test]
+    fn round_slice_is_round_on_every_block() {
+        let check = |v: &[f32]| {
+            let mut r = v.to_vec();
+            round_slice(&mut r);
+            for (i, (&x, &y)) in v.iter().zip(&r).enumerate() {
+                let want = round(x);
+                assert!(
+                    y.to_bits() == want.to_bits(),
+                    "element {i}: {x:e} ({:#010x}) rounds to {y:e} ({:#010x}), round gives {want:e} ({:#010x})",
+                    x.to_bits(),
+                    y.to_bits(),
+                    want.to_bits()
+                );
+            }
+        };
+        // every float32 at a prime stride, in blocks as they come (mixed: mostly the slow
+        // path) and with the magnitudes outside the fast path's range left out (fast path)
+        let sweep: Vec<f32> = (0..=u32::MAX).step_by(997).map(f32::from_bits).collect();
+        check(&sweep);
+        let normal: Vec<f32> = sweep
+            .iter()
+            .copied()
+            .filter(|x| x.abs() == 0.0 || (x.abs() >= 2f32.powi(-14) && x.abs() < 65520.0))
+            .collect();
+        check(&normal);
+        // the edges of the fast path's range, and around every float16
+        let mut edges = vec![0.0f32, -0.0, 65504.0, 65519.996, -65519.996, 2f32.powi(-14), -2f32.powi(-14)];
+        around_every_float16(&mut |x| {
+            if x.abs() == 0.0 || (x.abs() >= 2f32.powi(-14) && x.abs() < 65520.0) {
+                edges.push(x)
+            }
+        });
+        check(&edges);
+        for odd in [1e-6f32, 2f32.powi(-15), -1e-40, 65520.0, -7e4, f32::INFINITY, f32::NAN, 2f32.powi(-14) * 0.999] {
+            for at in 0..BLOCK + 3 {
+                let mut v = edges[..2 * BLOCK + 3].to_vec();
+                v[at] = odd;
+                check(&v);
             }
         }
     }
