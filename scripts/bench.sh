@@ -153,6 +153,11 @@ if [ ! -x "$VENV/bin/python" ] && [ "${BENCH_INSTALL_PEERS:-0}" = 1 ]; then
     "$VENV/bin/pip" install --quiet torch
   "$VENV/bin/pip" install --quiet torch-geometric
 fi
+# PyG's Planetoid reader unpickles the raw files' scipy sparse matrices: without scipy the
+# PyG peer fails at its first line, so a venv made before this line gets it too.
+if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/python" -c "import scipy" 2>/dev/null; then
+  "$VENV/bin/pip" install --quiet scipy
+fi
 rm -f "$OUT"/ours-seed-*.json "$OUT"/pyg-seed-*.json
 for seed in "${SEEDS[@]}"; do
   suffix=""

@@ -14,12 +14,12 @@ cd "$ROOT"
 VENV="$ROOT/.venv-peers"
 OUT="${CARGO_TARGET_DIR:-$ROOT/target}/check-export"
 
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch, torch_geometric, safetensors" 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch, torch_geometric, safetensors, scipy" 2>/dev/null; then
   echo "== creating $VENV (torch CPU, torch-geometric, safetensors from PyPI)"
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --index-url https://download.pytorch.org/whl/cpu torch ||
     "$VENV/bin/pip" install --quiet torch
-  "$VENV/bin/pip" install --quiet torch-geometric safetensors
+  "$VENV/bin/pip" install --quiet torch-geometric safetensors scipy
 fi
 
 echo "== the Node package and the Planetoid files (RevGNN's preset trains on Cora)"
