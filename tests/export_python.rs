@@ -9,7 +9,7 @@ use ipu_playground::ir::Reduction;
 use ipu_playground::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, OptimizerType};
 use ipu_playground::rng::Rng;
 use ipu_playground::tensor::{DType, Tensor};
-use ipu_playground::trace::nn::{call, Linear};
+use ipu_playground::trace::nn::{call, BatchNorm2d, Linear};
 use ipu_playground::trace::{Trace, Tracer};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -170,6 +170,53 @@ fn a_training_graph_is_refused_only_forward_graphs_are_exported() {
     let e = forward(&tg.graph, Some(loss), false, &Default::default()).unwrap_err();
     assert_eq!(e.kind().as_str(), "export");
     assert!(e.to_string().contains("only a forward graph is exported"), "{e}");
+}
+
+/// A batch norm in training as PyTorch users write it: an `nn.BatchNorm2d` module called on
+/// the activations, its running statistics the module's buffers, updated by the module (what
+/// the page's Python traces back into the same `batch_norm` and updates). On a 2-d input (a
+/// BatchNorm1d's) it stays the functional helper.
+#[test]
+fn a_batch_norm_is_exported_as_its_module() {
+    let trace = |shape: &[usize]| {
+        let bn = BatchNorm2d::new(4, 1e-5, Some(0.25), true, true).unwrap();
+        let tr = Tracer::new();
+        tr.set_training(true);
+        let x = tr.input("x", shape, DType::Float32).unwrap();
+        let y = call(&tr, "body.bn", &bn, &x).unwrap().relu().unwrap();
+        let loss = y.sum(&[], false).unwrap().identity_loss(Reduction::Sum).unwrap();
+        tr.finish(&[&y, &loss]).unwrap()
+    };
+    let sgd =
+        || Optimizer::new(OptimizerType::Sgd, OptimizerArgs { lr: Some(0.1), ..OptimizerArgs::default() }).unwrap();
+    for target in [Target::Poptorch, Target::Pytorch] {
+        let model = HostModel::new(&trace(&[2, 4, 3, 3]));
+        let exec = training_model(&model, &mut Options::new(), Some(sgd())).unwrap();
+        let py = to_python(&exec, target, "m").unwrap();
+        let body = &py[py.find("def forward").unwrap()..];
+        for want in [
+            "_module(self, \"body.bn\", torch.nn.BatchNorm2d(4, eps=1e-5, momentum=0.25, affine=True, \
+             track_running_stats=True, dtype=torch.float32))",
+            "= self.body.bn(x)\n",
+            ", dim=None, keepdim=False)",
+        ] {
+            assert!(py.contains(want), "missing {want:?} in\n{py}");
+        }
+        for unwanted in ["_batch_norm_train(x", "running_mean", "num_batches_tracked", "_buffer(self"] {
+            assert!(
+                !body.contains(unwanted) && !py[..py.find("def forward").unwrap()].contains(&format!("{unwanted}\"")),
+                "{unwanted:?} in\n{py}"
+            );
+        }
+        if let Some(r) = python_parse(&py) {
+            r.unwrap_or_else(|e| panic!("not valid Python: {e}\n{py}"));
+        }
+    }
+    let model = HostModel::new(&trace(&[2, 4]));
+    let exec = training_model(&model, &mut Options::new(), Some(sgd())).unwrap();
+    let py = to_python(&exec, Target::Pytorch, "m").unwrap();
+    assert!(py.contains("_batch_norm_train(x, self.body.bn.weight, self.body.bn.bias, 1e-5)"), "{py}");
+    assert!(!py.contains("torch.nn.BatchNorm2d"), "{py}");
 }
 
 /// What the page's Python traces back into the same graph (tests/node/export-roundtrip):
