@@ -261,3 +261,33 @@ fn lamb_settings_are_not_marked_as_attributes() {
     assert!(py.contains("bias_correction=False"), "{py}");
     assert!(!py.contains("markAsConstant(\"bias_correction\")"), "{py}");
 }
+
+/// An int32 fill of a number that is not finite is recorded as the int32 the fill makes of
+/// it, so the export writes back the same `full` (torch.full refuses NaN for an int32; the
+/// page's Python traced 0 back where the graph held NaN, ROUNDTRIP_SEED=11's random model 13).
+#[test]
+fn an_int32_fill_of_a_non_finite_number_is_the_int32_it_makes() {
+    let tr = Tracer::new();
+    let x = tr.input("x", &[2], DType::Int32).unwrap();
+    let nan = tr.full(&[], DType::Int32, f64::NAN).unwrap();
+    let inf = tr.full(&[], DType::Int32, f64::NEG_INFINITY).unwrap();
+    let half = tr.full(&[], DType::Int32, 2.5).unwrap();
+    let y = x.add(&nan).unwrap().add(&inf).unwrap().add(&half).unwrap();
+    let t = tr.finish(&[&y]).unwrap();
+    let fills: Vec<f64> = t
+        .graph
+        .nodes
+        .iter()
+        .filter_map(|n| match n.op {
+            ipu_playground::ir::Op::Full { value, .. } => Some(value),
+            _ => None,
+        })
+        .collect();
+    // (A fraction stays: torch.full truncates it as the engine does.)
+    assert_eq!(fills, vec![0.0, f64::from(i32::MIN), 2.5]);
+    let model = HostModel::new(&t);
+    let exec = inference_model(&model, &mut Options::new()).unwrap();
+    let py = to_python(&exec, Target::Pytorch, "m").unwrap();
+    assert!(py.contains("torch.full((), 0, dtype=torch.int32, device=dev)"), "{py}");
+    assert!(py.contains(&format!("torch.full((), {}, dtype=torch.int32, device=dev)", i32::MIN)), "{py}");
+}
