@@ -272,7 +272,8 @@ fn an_int32_fill_of_a_non_finite_number_is_the_int32_it_makes() {
     let nan = tr.full(&[], DType::Int32, f64::NAN).unwrap();
     let inf = tr.full(&[], DType::Int32, f64::NEG_INFINITY).unwrap();
     let half = tr.full(&[], DType::Int32, 2.5).unwrap();
-    let y = x.add(&nan).unwrap().add(&inf).unwrap().add(&half).unwrap();
+    // (`scale`, the package's `x * number`, records its number the same way.)
+    let y = x.add(&nan).unwrap().add(&inf).unwrap().add(&half).unwrap().scale(f64::NAN).unwrap();
     let t = tr.finish(&[&y]).unwrap();
     let fills: Vec<f64> = t
         .graph
@@ -284,7 +285,7 @@ fn an_int32_fill_of_a_non_finite_number_is_the_int32_it_makes() {
         })
         .collect();
     // (A fraction stays: torch.full truncates it as the engine does.)
-    assert_eq!(fills, vec![0.0, f64::from(i32::MIN), 2.5]);
+    assert_eq!(fills, vec![0.0, f64::from(i32::MIN), 2.5, 0.0]);
     let model = HostModel::new(&t);
     let exec = inference_model(&model, &mut Options::new()).unwrap();
     let py = to_python(&exec, Target::Pytorch, "m").unwrap();

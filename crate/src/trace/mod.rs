@@ -794,7 +794,7 @@ impl Var {
     /// `x * s` for a scalar `s` (recorded as a broadcast constant of x's dtype).
     #[track_caller]
     pub fn scale(&self, s: f64) -> Result<Var> {
-        let c = self.tr.record1(Op::Full { shape: vec![], dtype: self.dtype(), value: s }, &[], Location::caller())?;
+        let c = self.tr.full(&[], self.dtype(), s)?;
         self.tr.record1(Op::Binary { kind: BinaryKind::Mul }, &[self, &c], Location::caller())
     }
 
