@@ -9,7 +9,7 @@ use ipu_playground::ir::Reduction;
 use ipu_playground::poptorch::{inference_model, training_model, HostModel, Optimizer, OptimizerArgs, OptimizerType};
 use ipu_playground::rng::Rng;
 use ipu_playground::tensor::{DType, Tensor};
-use ipu_playground::trace::nn::{call, Linear};
+use ipu_playground::trace::nn::{call, BatchNorm2d, Linear};
 use ipu_playground::trace::{Trace, Tracer};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -172,6 +172,53 @@ fn a_training_graph_is_refused_only_forward_graphs_are_exported() {
     assert!(e.to_string().contains("only a forward graph is exported"), "{e}");
 }
 
+/// A batch norm in training as PyTorch users write it: an `nn.BatchNorm2d` module called on
+/// the activations, its running statistics the module's buffers, updated by the module (what
+/// the page's Python traces back into the same `batch_norm` and updates). On a 2-d input (a
+/// BatchNorm1d's) it stays the functional helper.
+#[test]
+fn a_batch_norm_is_exported_as_its_module() {
+    let trace = |shape: &[usize]| {
+        let bn = BatchNorm2d::new(4, 1e-5, Some(0.25), true, true).unwrap();
+        let tr = Tracer::new();
+        tr.set_training(true);
+        let x = tr.input("x", shape, DType::Float32).unwrap();
+        let y = call(&tr, "body.bn", &bn, &x).unwrap().relu().unwrap();
+        let loss = y.sum(&[], false).unwrap().identity_loss(Reduction::Sum).unwrap();
+        tr.finish(&[&y, &loss]).unwrap()
+    };
+    let sgd =
+        || Optimizer::new(OptimizerType::Sgd, OptimizerArgs { lr: Some(0.1), ..OptimizerArgs::default() }).unwrap();
+    for target in [Target::Poptorch, Target::Pytorch] {
+        let model = HostModel::new(&trace(&[2, 4, 3, 3]));
+        let exec = training_model(&model, &mut Options::new(), Some(sgd())).unwrap();
+        let py = to_python(&exec, target, "m").unwrap();
+        let body = &py[py.find("def forward").unwrap()..];
+        for want in [
+            "_module(self, \"body.bn\", torch.nn.BatchNorm2d(4, eps=1e-5, momentum=0.25, affine=True, \
+             track_running_stats=True, dtype=torch.float32))",
+            "= self.body.bn(x)\n",
+            ", dim=None, keepdim=False)",
+        ] {
+            assert!(py.contains(want), "missing {want:?} in\n{py}");
+        }
+        for unwanted in ["_batch_norm_train(x", "running_mean", "num_batches_tracked", "_buffer(self"] {
+            assert!(
+                !body.contains(unwanted) && !py[..py.find("def forward").unwrap()].contains(&format!("{unwanted}\"")),
+                "{unwanted:?} in\n{py}"
+            );
+        }
+        if let Some(r) = python_parse(&py) {
+            r.unwrap_or_else(|e| panic!("not valid Python: {e}\n{py}"));
+        }
+    }
+    let model = HostModel::new(&trace(&[2, 4]));
+    let exec = training_model(&model, &mut Options::new(), Some(sgd())).unwrap();
+    let py = to_python(&exec, Target::Pytorch, "m").unwrap();
+    assert!(py.contains("_batch_norm_train(x, self.body.bn.weight, self.body.bn.bias, 1e-5)"), "{py}");
+    assert!(!py.contains("torch.nn.BatchNorm2d"), "{py}");
+}
+
 /// What the page's Python traces back into the same graph (tests/node/export-roundtrip):
 /// a constant as nested lists (no reshape after it), a cast to the dtype a value has as a
 /// copy (`to` alone is the value itself), and a parameter the trace read before other ops
@@ -213,4 +260,35 @@ fn lamb_settings_are_not_marked_as_attributes() {
     let py = to_python(&exec, Target::Poptorch, "model").unwrap();
     assert!(py.contains("bias_correction=False"), "{py}");
     assert!(!py.contains("markAsConstant(\"bias_correction\")"), "{py}");
+}
+
+/// An int32 fill of a number that is not finite is recorded as the int32 the fill makes of
+/// it, so the export writes back the same `full` (torch.full refuses NaN for an int32; the
+/// page's Python traced 0 back where the graph held NaN, ROUNDTRIP_SEED=11's random model 13).
+#[test]
+fn an_int32_fill_of_a_non_finite_number_is_the_int32_it_makes() {
+    let tr = Tracer::new();
+    let x = tr.input("x", &[2], DType::Int32).unwrap();
+    let nan = tr.full(&[], DType::Int32, f64::NAN).unwrap();
+    let inf = tr.full(&[], DType::Int32, f64::NEG_INFINITY).unwrap();
+    let half = tr.full(&[], DType::Int32, 2.5).unwrap();
+    // (`scale`, the package's `x * number`, records its number the same way.)
+    let y = x.add(&nan).unwrap().add(&inf).unwrap().add(&half).unwrap().scale(f64::NAN).unwrap();
+    let t = tr.finish(&[&y]).unwrap();
+    let fills: Vec<f64> = t
+        .graph
+        .nodes
+        .iter()
+        .filter_map(|n| match n.op {
+            ipu_playground::ir::Op::Full { value, .. } => Some(value),
+            _ => None,
+        })
+        .collect();
+    // (A fraction stays: torch.full truncates it as the engine does.)
+    assert_eq!(fills, vec![0.0, f64::from(i32::MIN), 2.5, 0.0]);
+    let model = HostModel::new(&t);
+    let exec = inference_model(&model, &mut Options::new()).unwrap();
+    let py = to_python(&exec, Target::Pytorch, "m").unwrap();
+    assert!(py.contains("torch.full((), 0, dtype=torch.int32, device=dev)"), "{py}");
+    assert!(py.contains(&format!("torch.full((), {}, dtype=torch.int32, device=dev)", i32::MIN)), "{py}");
 }

@@ -228,10 +228,9 @@ function presetCases() {
 const NOT_YET = {
   revgnn:
     "the export inlines GroupAddRev's invertible regions (as torch.fx inlines calls) and writes the sparse products as its _spmm helper over the CSR's parts " +
-    "and the masked loss as torch.where, which the page's Python traces as other ops: it needs the export to write torch_geometric.nn's GroupAddRev and SAGEConv",
-  resnet50:
-    "the export writes training-mode batch norm as its _batch_norm_train helper (plain torch: mean, var, …), which the page's Python traces as those ops, " +
-    "not the package's one batch_norm op: it needs the export to write nn.BatchNorm2d as a module call (its batch_norm and running-statistics updates)",
+    "(also lin1 on the sparse features), the dropout with the shared mask and the masked loss as torch.where, which the page's Python traces as other ops: " +
+    "it needs the export to write torch_geometric.nn's GroupAddRev over a block module of its own, SAGEConv (with real PyG's aggregation of the weighted adjacency) " +
+    "and forms of the dropout and the masked loss that the page's Python translates to the package's ops",
 };
 
 const rand = rng(SEED);

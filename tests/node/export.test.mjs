@@ -138,6 +138,11 @@ for (const preset of PRESETS.filter((p) => p.id !== "revgnn")) {
     expectCall("autoRoundNumIPUs", o.autoRoundNumIPUs, false);
     expectCall("Precision.enableStochasticRounding", o.Precision.enableStochasticRounding, false);
     if (o.Precision.partialsType === "half") assert.deepEqual(calls.get("Precision.setPartialsType"), ["torch.half"]);
+    // PopART's recomputation, as PopTorch passes it: opts._Popart.set("autoRecomputation",
+    // int(popart.RecomputationType.X)), None 0, Pipeline 3 (the default), RecomputeAll 4.
+    const RECOMPUTATION = { none: 0, pipeline: 3, recomputeAll: 4 };
+    if (o.autoRecomputation === "pipeline") assert.equal(calls.has("_Popart.set"), false, "autoRecomputation is the default, not set");
+    else assert.deepEqual(calls.get("_Popart.set"), ["autoRecomputation", RECOMPUTATION[o.autoRecomputation]], "autoRecomputation");
     for (const [ipu, p] of Object.entries(o.availableMemoryProportion ?? {})) {
       assert.equal(calls.get("setAvailableMemoryProportion")[0][ipu], p, `available memory of ${ipu}`);
     }

@@ -123,6 +123,45 @@ pub enum Recomputation {
     RecomputeAll,
 }
 
+impl Recomputation {
+    /// PopART's `RecomputationType` numbers (`popart.RecomputationType`: None 0, Standard 1,
+    /// NormOnly 2, Pipeline 3, RecomputeAll 4), as PopTorch's
+    /// `opts._Popart.set("autoRecomputation", int(popart.RecomputationType.RecomputeAll))`
+    /// takes them: the ones the planner models.
+    pub const POPART: [(u32, &'static str, Recomputation); 3] = [
+        (0, "None", Recomputation::None),
+        (3, "Pipeline", Recomputation::Pipeline),
+        (4, "RecomputeAll", Recomputation::RecomputeAll),
+    ];
+
+    /// The setting of PopART number `n`, or an error naming the numbers that are modelled.
+    pub fn from_popart(n: u64) -> Result<Recomputation, Diagnostic> {
+        Recomputation::POPART.iter().find(|(k, _, _)| u64::from(*k) == n).map(|(_, _, r)| *r).ok_or_else(|| {
+            let known: Vec<String> = Recomputation::POPART.iter().map(|(k, name, _)| format!("{k} ({name})")).collect();
+            Diagnostic::new(
+                "options_recomputation",
+                format!(
+                    "autoRecomputation {n} is not one the planner models (popart.RecomputationType {}).",
+                    if n == 1 {
+                        "Standard"
+                    } else if n == 2 {
+                        "NormOnly"
+                    } else {
+                        "has no such number"
+                    }
+                ),
+                format!("Use {}.", known.join(", ")),
+            )
+            .on("autoRecomputation")
+        })
+    }
+
+    /// Its PopART number and name (`popart.RecomputationType.<name>`).
+    pub fn popart(self) -> (u32, &'static str) {
+        Recomputation::POPART.iter().find(|(_, _, r)| *r == self).map(|(k, n, _)| (*k, *n)).unwrap_or((3, "Pipeline"))
+    }
+}
+
 /// `opts.Training`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]

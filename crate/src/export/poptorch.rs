@@ -140,10 +140,8 @@ pub fn options(o: &Options) -> Vec<String> {
         ));
     }
     if o.auto_recomputation != d.auto_recomputation {
-        out.push(format!(
-            "# Planned with recomputation {:?} (PopTorch sets it from the strategy).",
-            o.auto_recomputation
-        ));
+        let (n, name) = o.auto_recomputation.popart();
+        out.push(format!("opts._Popart.set(\"autoRecomputation\", {n})  # popart.RecomputationType.{name}"));
     }
     out
 }

@@ -108,11 +108,23 @@ pub fn forward(g: &Graph, loss: Option<ValueId>, poptorch: bool, leaves: &BTreeM
     let mut used: HashSet<String> = HashSet::new();
     let (args, names) = arguments(g, &mut used)?;
     let leaf_of = leaves
-        .keys()
-        .map(|path| (state_expr("self", &format!("{path}.weight"), InputKind::Parameter), path.clone()))
+        .iter()
+        .filter(|(_, l)| !l.is_scoped())
+        .map(|(path, _)| (state_expr("self", &format!("{path}.weight"), InputKind::Parameter), path.clone()))
         .collect();
-    let mut e =
-        Emitter { poptorch, lines: Vec::new(), indent: 2, used, regions: 0, open_block: None, begun: None, leaf_of };
+    let scoped =
+        leaves.iter().filter(|(_, l)| l.is_scoped()).map(|(path, _)| (path.clone(), module_expr(path))).collect();
+    let mut e = Emitter {
+        poptorch,
+        lines: Vec::new(),
+        indent: 2,
+        used,
+        regions: 0,
+        open_block: None,
+        begun: None,
+        leaf_of,
+        scoped,
+    };
     let dev = args
         .iter()
         .find(|a| matches!(a.kind, ArgKind::Dense(_)))
@@ -146,6 +158,9 @@ struct Emitter {
     /// The module path of each leaf module by its weight's expression (`self.fc1.weight` →
     /// `fc1`): its `linear` or `layer_norm` is a call of the module.
     leaf_of: HashMap<String, String>,
+    /// The expression of each leaf module whose call is every node traced in its scope (a
+    /// batch norm's), by scope: its `batch_norm` is the call, its other nodes are not written.
+    scoped: HashMap<String, String>,
 }
 
 fn block_args(id: &str, ipu: Option<usize>) -> String {
@@ -216,6 +231,18 @@ impl Emitter {
                     n.meta.pass
                 )));
             }
+            // A node of a scoped leaf module's call other than its `batch_norm`: the module
+            // call does it (its state is read by the module; its other values stay inside).
+            if self.scoped.contains_key(&n.meta.scope) && !matches!(n.op, Op::BatchNorm { .. }) {
+                for o in &n.outputs {
+                    let name = match &n.op {
+                        Op::Placeholder { kind, name } => state_expr("self", name, *kind),
+                        _ => "None".to_string(),
+                    };
+                    names.insert(*o, name);
+                }
+                continue;
+            }
             if let Op::Placeholder { kind: InputKind::Input, name } = &n.op {
                 if !names.contains_key(&n.outputs[0]) {
                     return Err(Error::export(format!("input '{name}' has no argument")));
@@ -259,10 +286,15 @@ impl Emitter {
                 names.insert(*o, name.clone());
             }
             if self.poptorch {
-                if let Some([o]) = Some(outs.as_slice()).filter(|_| n.meta.checkpoint) {
+                // (A scoped module's call returns its node's first output alone.)
+                let outs = match &n.op {
+                    Op::BatchNorm { .. } if self.scoped.contains_key(&n.meta.scope) => &outs[..1],
+                    _ => &outs[..],
+                };
+                if let Some([o]) = Some(outs).filter(|_| n.meta.checkpoint) {
                     self.line(format!("{o} = poptorch.recomputationCheckpoint({o})"));
                 }
-                if let (Some(p), [o, ..]) = (n.meta.available_memory, outs.as_slice()) {
+                if let (Some(p), [o, ..]) = (n.meta.available_memory, outs) {
                     self.line(format!("{o} = poptorch.set_available_memory({o}, {})", f64_lit(p.0)));
                 }
             }
@@ -379,13 +411,10 @@ impl Emitter {
                     ReduceKind::Sum => "torch.sum",
                     ReduceKind::Mean => "torch.mean",
                 };
-                let rank = ty(0).shape.len();
-                let dims: Vec<usize> = if dims.is_empty() { (0..rank).collect() } else { dims.clone() };
-                let e = if dims.is_empty() {
-                    format!("{f}({})", a[0])
-                } else {
-                    format!("{f}({}, dim={}, keepdim={})", a[0], tuple(&dims), py_bool(*keepdim))
-                };
+                // No dims is every dim (the IR's reading), written as torch's `dim=None`, so
+                // that the trace of the file records no dims again.
+                let dim = if dims.is_empty() { "None".to_string() } else { tuple(dims) };
+                let e = format!("{f}({}, dim={dim}, keepdim={})", a[0], py_bool(*keepdim));
                 // torch sums integers into int64.
                 if out_ty(0).dtype == DType::Int32 {
                     format!("{e}.to(torch.int32)")
@@ -414,6 +443,12 @@ impl Emitter {
                 let shape = &s[s.len() - normalized_ndim..];
                 let (w, b) = if *affine { (a[1].as_str(), a[2].as_str()) } else { ("None", "None") };
                 format!("F.layer_norm({}, {}, {w}, {b}, eps={})", a[0], tuple(shape), f32_lit(*eps))
+            }
+            Op::BatchNorm { .. } if self.scoped.contains_key(&n.meta.scope) => {
+                // The module's call (`self.bn1(x)`): the normalised output; the batch
+                // statistics feed only the running statistics' update, which the module makes.
+                self.line(format!("{} = {}({})", outs[0], self.scoped[&n.meta.scope], a[0]));
+                return Ok(());
             }
             Op::BatchNorm { eps, affine } => {
                 let (w, b) = if *affine { (a[1].as_str(), a[2].as_str()) } else { ("None", "None") };

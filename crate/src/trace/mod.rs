@@ -442,9 +442,15 @@ impl Tracer {
         Ok(Var { tr: self.clone(), frame, id, ty })
     }
 
-    /// A tensor filled with `value`.
+    /// A tensor filled with `value`. An int32 fill that is not a finite number (NaN, ±inf)
+    /// is recorded as the int32 the fill makes of it (the tensor's own conversion), so the
+    /// graph holds the number the op computes, one any Python form writes back.
     #[track_caller]
     pub fn full(&self, shape: &[usize], dtype: DType, value: f64) -> Result<Var> {
+        let value = match Tensor::full(&[], dtype, value) {
+            Tensor::I32(a) if !value.is_finite() => f64::from(a.iter().next().copied().unwrap_or(0)),
+            _ => value,
+        };
         self.record1(Op::Full { shape: shape.to_vec(), dtype, value }, &[], Location::caller())
     }
 
@@ -788,7 +794,7 @@ impl Var {
     /// `x * s` for a scalar `s` (recorded as a broadcast constant of x's dtype).
     #[track_caller]
     pub fn scale(&self, s: f64) -> Result<Var> {
-        let c = self.tr.record1(Op::Full { shape: vec![], dtype: self.dtype(), value: s }, &[], Location::caller())?;
+        let c = self.tr.full(&[], self.dtype(), s)?;
         self.tr.record1(Op::Binary { kind: BinaryKind::Mul }, &[self, &c], Location::caller())
     }
 

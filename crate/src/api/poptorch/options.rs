@@ -303,6 +303,45 @@ impl PoptorchOptions {
     pub fn precision(&self) -> PoptorchPrecisionOptions {
         PoptorchPrecisionOptions { state: self.state.clone() }
     }
+
+    /// `opts._Popart`: PopART's session options PopTorch passes through (`set(key, value)`).
+    #[wasm_bindgen(getter, js_name = _Popart)]
+    pub fn popart(&self) -> PoptorchPopartOptions {
+        PoptorchPopartOptions { state: self.state.clone() }
+    }
+}
+
+/// `opts._Popart` (`_PopartOptions`): PopART's session options by name. Only the ones the
+/// planner models are taken: `autoRecomputation` (a `popart.RecomputationType` number).
+#[wasm_bindgen(js_name = PoptorchPopartOptions)]
+pub struct PoptorchPopartOptions {
+    state: Shared,
+}
+
+#[wasm_bindgen(js_class = PoptorchPopartOptions)]
+impl PoptorchPopartOptions {
+    /// `set("autoRecomputation", int(popart.RecomputationType.RecomputeAll))`.
+    pub fn set(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] key: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] value: JsValue,
+    ) -> JsResult<PoptorchPopartOptions> {
+        let key = args::string(&key, "Options._Popart.set: key", 64)?;
+        match key.as_str() {
+            "autoRecomputation" => {
+                let n = args::whole(&value, "Options._Popart.set(\"autoRecomputation\"): value", 16)?;
+                let r = crate::compile::options::Recomputation::from_popart(n).map_err(js_err)?;
+                self.state.borrow_mut().auto_recomputation(r).map_err(js_err)?;
+            }
+            other => {
+                return Err(args::error(&format!(
+                    "Options._Popart.set: {other:?} is not a PopART option the planner models (it takes \
+                     \"autoRecomputation\")"
+                )))
+            }
+        }
+        Ok(PoptorchPopartOptions { state: self.state.clone() })
+    }
 }
 
 /// `opts.Precision` (`_PrecisionOptions`).
