@@ -103,3 +103,26 @@ test("preset revgnn in Python: plans one part of Cora, trains an epoch through i
   const acc = evaluate();
   for (const k of ["train", "val", "test"]) assert.ok(acc[k] >= 0 && acc[k] <= 1, JSON.stringify(acc));
 });
+
+test("preset revgnn in Python with 2 replicas: each call takes a part per replica, an epoch trains", async () => {
+  const p = PRESETS.find((x) => x.id === "revgnn");
+  const raw = [path.join(REPO, "data"), path.join(REPO, "../shared/data/planetoid/raw")].find((d) => fs.existsSync(path.join(d, "ind.cora.graph")));
+  assert.ok(raw, "Planetoid raw files for cora not found: run scripts/stage-data.sh");
+  const files = (name) => Object.fromEntries(api._planetoidFiles(name).map((f) => [f, new Uint8Array(fs.readFileSync(path.join(raw, f)))]));
+  const replicated = { ...p, options: { replicationFactor: 2 } };
+  const exports = await python.run(p.python, { ...context(replicated), epochs: 1 }, files);
+  const { model } = exports.default;
+  assert.equal(model.combinedBatchFactor, 2);
+  const { parts, step } = exports.default.train;
+  // 10 parts per epoch in calls of 2: 5 calls, each a part per replica (a group is used as the
+  // Training view uses it, before the next is drawn).
+  const sizes = [];
+  const losses = [];
+  for (const group of parts) {
+    sizes.push(group.length);
+    const l = step(group);
+    if (l !== null && l !== undefined) losses.push(l);
+  }
+  assert.deepEqual(sizes, [2, 2, 2, 2, 2]);
+  assert.ok(losses.length >= 3 && losses.every(Number.isFinite), JSON.stringify(losses));
+});

@@ -161,6 +161,8 @@ const REVGNN_PY = `# RevGNN on a Planetoid graph: PyG's examples/rev_gnn.py, ada
 # views plan one training step of the model below on one part of
 # the graph, and the Training view trains it (\`train\` below; pick
 # the dataset there).
+import math
+
 import torch
 import torch.nn.functional as F
 from torch.nn import Dropout, LayerNorm, Linear
@@ -247,8 +249,13 @@ if half:
     net.half()
 optimizer = poptorch.optim.Adam(net.parameters(), lr=revgnn["lr"])
 model = poptorch.trainingModel(net, options, optimizer)
+# One call takes a part per micro-batch: replication_factor (x device
+# iterations x accumulation) of them, each replica its own parts. The
+# parts per epoch are rounded up to whole calls.
+per_call = model.combinedBatchFactor  # tab: the engine's combined batch
+num_parts = -(-revgnn["parts"] // per_call) * per_call
 # Every part padded to one size, so one compiled model serves them all.
-loader_args = dict(num_parts=revgnn["parts"], shuffle=True,
+loader_args = dict(num_parts=num_parts, shuffle=True,
                    seed=revgnn["seed"] + 1, fixed_size=True, epochs=epochs)
 loader = RandomNodeLoader(data, **loader_args)
 # Evaluation: the whole graph, no dropout, the weights training left.
@@ -260,11 +267,40 @@ def inputs_of(part):
             "mask": part.train_mask}
 
 
-def step(part):
-    if not part.num_train:
-        return None  # a part with no training node has no loss
-    out, loss = model(*inputs_of(part).values())
-    return float(loss)
+def call_of(group):
+    """A call's inputs for a group of parts: each input a list of parts,
+    one per micro-batch (part r is replica r's); one part: its inputs."""
+    if len(group) == 1:
+        return list(inputs_of(group[0]).values())
+    per_part = [list(inputs_of(p).values()) for p in group]
+    return [list(column) for column in zip(*per_part)]
+
+
+def calls_of(parts, n):
+    """The loader's parts in groups of n, one group per call."""
+    group = []
+    for part in parts:
+        group.append(part)
+        if len(group) == n:
+            yield group
+            group = []
+
+
+class Calls:
+    """Each epoch (each iteration) the loader's parts in calls."""
+    def __iter__(self):
+        return calls_of(loader, per_call)
+
+
+def step(group):
+    if not any(p.num_train for p in group):
+        return None  # parts with no training node have no loss
+    out, loss = model(*call_of(group))
+    # One loss per replica (a part without training nodes has none).
+    values = loss.tolist()
+    values = values if isinstance(values, list) else [values]
+    losses = [v for v in values if math.isfinite(v)]
+    return sum(losses) / len(losses)
 
 
 def evaluate():
@@ -280,9 +316,9 @@ def evaluate():
 
 
 # One micro-batch (a part) for the plan, and the Training view's loop:
-# each epoch one step per part, then the accuracies.
+# each epoch one step per group of parts, then the accuracies.
 inputs = inputs_of(next(iter(RandomNodeLoader(data, **loader_args))))
-train = {"parts": loader, "step": step, "evaluate": evaluate}
+train = {"parts": Calls(), "step": step, "evaluate": evaluate}
 `;
 
 export default { id: "revgnn", title: "RevGNN on PubMed (train it)", code: REVGNN, python: REVGNN_PY, options: {}, ipus: 1, expect: { ipus: [0] } };

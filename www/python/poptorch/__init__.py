@@ -204,11 +204,16 @@ def named_inputs(model, args):
         names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][: len(args)]
     except (TypeError, ValueError):
         return args
+    def named(a, name):
+        if isinstance(a, Tensor) and a._js is None:
+            return host.named(a._to_js(), name)
+        return a
+
     out = []
     for name, a in zip(names, args):
-        if isinstance(a, Tensor) and a._js is None:
-            a = host.named(a._to_js(), name)
-        out.append(a)
+        # An input given as a list of parts (one per micro-batch of the combined batch):
+        # each part named as the input.
+        out.append([named(x, name) for x in a] if isinstance(a, (list, tuple)) else named(a, name))
     return out + list(args[len(names):])
 
 
