@@ -225,6 +225,15 @@ fn parse_inputs(v: &JsValue, what: &str, type_only: bool, parts: bool) -> JsResu
         let first = out.flat.len();
         if parts && x.is_instance_of::<Array>() {
             let list = args::list(x, &w, MAX_REPLICAS)?;
+            // An array of numbers or nested lists is a tensor written as a JS array (a common
+            // slip), not parts: named as the input, not as its first element.
+            if let Some(p) = list.iter().find(|p| !p.is_object() || p.is_instance_of::<Array>()) {
+                return Err(args::type_error(&format!(
+                    "{w} must be a host tensor {{ shape, data, dtype? }} (or an array of parts, one host tensor or \
+                     sparse matrix per micro-batch slice), got an array holding {}",
+                    args::describe(p)
+                )));
+            }
             if list.is_empty() {
                 return Err(args::type_error(&format!(
                     "{w}: an empty array of parts (give one part per micro-batch slice: combinedBatchFactor of them)"
