@@ -17,6 +17,18 @@ const CORA = path.join(REPO, "data", "ind.cora.x");
 /** The RevGNN preset's code, two layers of 32 channels (a short test). */
 const SMALL = revgnn.code.replace(/layers: 7,/, "layers: 2,").replace(/hidden: 160,/, "hidden: 32,");
 
+/** The small model with replicationFactor 2, analysed, and the Training view on Cora. */
+async function replicatedOnCora(page) {
+  await setCode(page, SMALL);
+  let seq = await seqOf(page);
+  await page.getByLabel("Replication factor").fill("2");
+  await waitAnalysis(page, seq);
+  await page.getByRole("tab", { name: "Training" }).click();
+  seq = await seqOf(page);
+  await page.getByLabel("Dataset").selectOption("Cora");
+  await waitAnalysis(page, seq);
+}
+
 describe("replicas on parallel workers in the page", () => {
   let server, page;
   const suite = pageSuite([[CORA, "stage the data with scripts/stage-data.sh"]]);
@@ -26,14 +38,7 @@ describe("replicas on parallel workers in the page", () => {
     assert.ok(SMALL.includes("layers: 2,") && SMALL.includes("hidden: 32,"));
     await openReady(page, server.url + "/");
     assert.equal(await page.evaluate(() => crossOriginIsolated), true, "the page is cross-origin isolated");
-    await setCode(page, SMALL);
-    let seq = await seqOf(page);
-    await page.getByLabel("Replication factor").fill("2");
-    await waitAnalysis(page, seq);
-    await page.getByRole("tab", { name: "Training" }).click();
-    seq = await seqOf(page);
-    await page.getByLabel("Dataset").selectOption("Cora");
-    await waitAnalysis(page, seq);
+    await replicatedOnCora(page);
     assert.match(await page.locator("#train-config").textContent(), /^Trains the model of your code/);
     assert.equal(await page.locator("#train-workers-note").textContent(), "", "isolated: no note");
     await page.locator("summary", { hasText: "Epoch log" }).click();
@@ -73,14 +78,7 @@ describe("replicas on parallel workers in the page", () => {
     });
     await openReady(page, server.url + "/");
     assert.equal(await page.evaluate(() => crossOriginIsolated), false);
-    await setCode(page, SMALL);
-    let seq = await seqOf(page);
-    await page.getByLabel("Replication factor").fill("2");
-    await waitAnalysis(page, seq);
-    await page.getByRole("tab", { name: "Training" }).click();
-    seq = await seqOf(page);
-    await page.getByLabel("Dataset").selectOption("Cora");
-    await waitAnalysis(page, seq);
+    await replicatedOnCora(page);
     assert.match(await page.locator("#train-workers-note").textContent(), /not cross-origin isolated .*training runs on one worker/);
     assert.equal(await page.getByLabel("Workers").isDisabled(), true);
     assert.equal(await page.getByLabel("Workers").inputValue(), "1");
