@@ -77,6 +77,17 @@ function emit(id, model, inputs, note) {
 
 const CORA = planetoidFiles(path.join(REPO, "data"), "cora");
 
+/** `code` with each [pattern, replacement] applied; a pattern that no longer matches (the
+ * preset changed) is an error, not a silently full-size "reduced" case. */
+function shrink(code, edits) {
+  for (const [pattern, replacement] of edits) {
+    const next = code.replace(pattern, replacement);
+    if (next === code) throw new Error(`reduced case: ${pattern} no longer matches the preset's code`);
+    code = next;
+  }
+  return code;
+}
+
 /** The presets as checked: the large ones at a reduced size (their code is parameterised;
  * the full-size export is checked for code only, without weights). */
 function presetCases() {
@@ -84,8 +95,8 @@ function presetCases() {
   for (const p of PRESETS) {
     if (p.id === "bert-large" || p.id === "bert-base") {
       cases.push({ id: `${p.id}-full`, preset: p, code: p.code, codeOnly: true });
-      const small = bertCode({ title: `${p.title} (reduced)`, source: "reduced", hidden: 32, layers: 4, heads: 4, perIpu: [1, 1, 1, 1], micro: 2, serialization: p.id === "bert-large" ? 2 : 1, optimizer: "{ lr: 0.006, weightDecay: 0.01, biasCorrection: false }" })
-        .replace("const VOCAB = 30522, SEQ = 128, MASK_TOKENS = 20;", "const VOCAB = 64, SEQ = 8, MASK_TOKENS = 3;");
+      const small = shrink(bertCode({ title: `${p.title} (reduced)`, source: "reduced", hidden: 32, layers: 4, heads: 4, perIpu: [1, 1, 1, 1], micro: 2, serialization: p.id === "bert-large" ? 2 : 1, optimizer: "{ lr: 0.006, weightDecay: 0.01, biasCorrection: false }" }),
+        [["const VOCAB = 30522, SEQ = 128, MASK_TOKENS = 20;", "const VOCAB = 64, SEQ = 8, MASK_TOKENS = 3;"]]);
       cases.push({ id: `${p.id}-reduced`, preset: p, code: small, note: "reduced: hidden 32, 4 layers, 4 heads, vocabulary 64, sequence 8, micro-batch 2" });
     } else if (p.id === "resnet50") {
       cases.push({ id: `${p.id}-full`, preset: p, code: p.code, codeOnly: true });
@@ -95,8 +106,11 @@ function presetCases() {
       // it normalises to rounding noise, and whether the next ReLU passes it is rounding's
       // choice, different in any two float32 implementations (PyTorch's float32 run matches
       // its float64 run there only by chance).
-      const small = p.code.replace("const MICRO_BATCH = 8, CLASSES = 1000;", "const MICRO_BATCH = 8, CLASSES = 10;")
-        .replaceAll("224", "48").replace(/stage\((\d+), \d+, (\d)\)/g, "stage($1, 1, $2)");
+      const small = shrink(p.code, [
+        [/const MICRO_BATCH = \d+, CLASSES = \d+;/, "const MICRO_BATCH = 8, CLASSES = 10;"],
+        [/224/g, "48"],
+        [/stage\((\d+), \d+, (\d)(, true)?\)/g, "stage($1, 1, $2$3)"],
+      ]);
       cases.push({ id: `${p.id}-reduced`, preset: p, code: small, note: "reduced: one bottleneck per stage, 48 x 48 images, 10 classes, micro-batch 8" });
     } else {
       cases.push({ id: p.id, preset: p, code: p.code });
