@@ -112,10 +112,11 @@ try {
     const state = await analysed(seq, 300000);
     const ms = Date.now() - t0;
     const status = await evaluate(`document.getElementById("status").textContent`);
+    const phases = await evaluate(`document.getElementById("status").title`);
     if (!["ok", "warn"].includes(state)) throw new Error(`the analysis ended in ${state}: ${await evaluate(`document.getElementById("error").textContent`)}`);
     const engine = Number(/ in (\d+) ms/.exec(status)?.[1] ?? NaN);
     times.push(ms);
-    console.log(`[plain] run ${i + 1}: RevGNN preset at ${layers} layers analysed in ${ms} ms, no debugger on the worker: typed in ${typed} ms, the engine's round trip ${engine} ms, the rest ${ms - typed - engine} ms (${status})`);
+    console.log(`[plain] run ${i + 1}: RevGNN preset at ${layers} layers analysed in ${ms} ms, no debugger on the worker: typed in ${typed} ms, the engine's round trip ${engine} ms, the rest ${ms - typed - engine} ms (${status})${phases ? `\n  ${phases}` : ""}`);
     await browser.send("Target.disposeBrowserContext", { browserContextId });
   }
   const med = [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)];

@@ -35,6 +35,7 @@ const ui = { status: $("status"), error: $("error"), stale: $("stale"), analysis
 
 function setStatus(text, bad = false) {
   ui.status.textContent = text;
+  ui.status.title = "";
   ui.status.classList.toggle("bad", bad);
 }
 
@@ -197,6 +198,11 @@ function showAnalysis(result, ms) {
   // The analysis engine's wasm memory after this analysis (read by scripts/bench-page.mjs).
   document.body.dataset.wasmBytes = String(result.wasmBytes ?? 0);
   setStatus(`Traced ${result.graph.nodes.length} nodes and planned ${result.plan.numNodes} in ${Math.round(ms)} ms · Ready`);
+  // Where the engine's time went (analysis.js phaseClock), and the rest of the round trip: the
+  // answer's copy to this thread.
+  const phases = (result.phases ?? []).map(([name, t]) => `${name} ${t} ms`);
+  if (result.ms !== undefined) phases.push(`the answer's transfer ${Math.round(ms - result.ms)} ms`);
+  ui.status.title = phases.join(" · ");
   if (!firstRender) {
     firstRender = performance.now();
     performance.mark("first-render");

@@ -342,8 +342,26 @@ export function exportPython({ target }) {
   };
 }
 
+/**
+ * Where an analysis's time went: [phase, ms] in order, each phase's milliseconds since the
+ * last mark (the status line's title shows them). Two `performance.now()` calls a phase.
+ */
+function phaseClock() {
+  let last = performance.now();
+  const phases = [];
+  return {
+    phases,
+    mark(name) {
+      const now = performance.now();
+      phases.push([name, Math.round(now - last)]);
+      last = now;
+    },
+  };
+}
+
 export async function analyse({ code, language = Language.JAVASCRIPT, options, ipus = 1, half = false, dataset = "PubMed" }) {
   const t0 = performance.now();
+  const clock = phaseClock();
   lastWrapped = null;
   if (typeof code !== "string") throw makeError(ErrorKind.MODEL, "no code to run");
   const opts = panelOptions(options);
@@ -352,8 +370,9 @@ export async function analyse({ code, language = Language.JAVASCRIPT, options, i
   const { ctx, read } = codeContext({ options: opts, ipus, half, dataset });
   const { value: result, lines } = await withConsole(async () => {
     const { exports, url, file } = await importCode(code, language, ctx);
+    clock.mark("import");
     try {
-      return await analyseModule(code, exports, url, ctx, panel, dataset, file);
+      return await analyseModule(code, exports, url, ctx, panel, dataset, file, clock);
     } catch (e) {
       throw half ? e : withHalfHint(e);
     } finally {
@@ -373,6 +392,7 @@ export async function analyse({ code, language = Language.JAVASCRIPT, options, i
     });
   }
   result.ms = performance.now() - t0;
+  result.phases = clock.phases;
   return result;
 }
 
@@ -409,7 +429,7 @@ function wrappedError(e, url, code, training) {
  * and option fields. What it cannot plan (inputs that do not fit, no loss, …) it throws: an
  * error of the code, at its line.
  */
-function planWrapped(spec, code, url) {
+function planWrapped(spec, code, url, clock) {
   const model = spec.model;
   let training;
   let planned;
@@ -428,8 +448,10 @@ function planWrapped(spec, code, url) {
   let traced;
   try {
     plan = model.plan(...call, { throwOnInvalid: false });
+    clock.mark("trace and plan");
     // Without the regions' bodies (no view reads them; the printed text shows them).
     traced = model.getTracedModel({ regions: false });
+    clock.mark("traced model");
   } catch (e) {
     throw wrappedError(e, url, code, training);
   }
@@ -446,13 +468,14 @@ function trainingConfig(exports) {
   return c && typeof c === "object" && !Array.isArray(c) ? { ...c } : null;
 }
 
-async function analyseModule(code, exports, url, ctx, panel, dataset, file) {
+async function analyseModule(code, exports, url, ctx, panel, dataset, file, clock) {
   const spec = await normalize(exports, ctx, (v) => v instanceof pkg.poptorch.PoplarExecutor).catch((e) => {
     const info = describe(e, url);
     // An error about one key of the default export carries it (usercode.js normalize).
     if (info.line === undefined && info.key) info.line = lineOfKey(code, info.key);
     throw info;
   });
+  clock.mark("model code");
   let traced;
   let title;
   let settings;
@@ -476,17 +499,19 @@ async function analyseModule(code, exports, url, ctx, panel, dataset, file) {
       training: false,
       seed: c.seed ?? 0,
     });
+    clock.mark("trace");
     title = `RevGNN on ${dataset}: ${c.layers ?? 7} layers × ${c.hidden ?? 160} channels, ${c.groups ?? 2} groups (whole-graph pass)`;
     // The whole-graph pass of the evaluation: every node is one sample.
     settings = { training: false, microBatchSize: d.nodes };
   } else if (spec.kind === "poptorch") {
-    ({ traced, title, settings, plan, planned } = planWrapped(spec, code, url));
+    ({ traced, title, settings, plan, planned } = planWrapped(spec, code, url, clock));
   } else {
     try {
       traced = pkg.trace(spec.model, traceSpecs(spec.inputs), { training: spec.training });
     } catch (e) {
       throw describe(e, url);
     }
+    clock.mark("trace");
     title = `${spec.model.constructor?.name ?? "Model"} on ${spec.inputs.map((i) => `${i.name ?? "input"} [${(i.shape ?? []).join("×")}]`).join(", ")}`;
     settings = spec.training ? { training: true, loss: lossOutput(traced.graph, spec.loss, code), optimizer: spec.optimizer } : { training: false };
     // The code may have set options on `options` itself.
@@ -502,6 +527,7 @@ async function analyseModule(code, exports, url, ctx, panel, dataset, file) {
     if (n.region !== undefined) delete n.region;
   }
   const text = userSources(traced.text, url);
+  clock.mark("sources");
   if (!plan) {
     try {
       // The panel's poptorch.Options, as the code left it: parsed once, by panelOptions.
@@ -510,6 +536,7 @@ async function analyseModule(code, exports, url, ctx, panel, dataset, file) {
       throw makeError(ErrorKind.MODEL, `The planner could not plan this model: ${userSources(e?.message ?? String(e), url)}`, { line: settings.training ? lineOfKey(code, "training") : undefined });
     }
   }
+  if (spec.kind !== "poptorch") clock.mark("plan");
   for (const list of [plan.errors ?? [], plan.warnings ?? []]) for (const d of list) d.message = userSources(d.message, url);
   if (plan.ipusReserved > ctx.ipus) {
     checks.push({

@@ -45,7 +45,12 @@ impl TracedGraph {
 
     /// Adds `traced` (this graph) to a trace result object.
     pub fn attach(result: &JsValue, graph: &Graph) -> JsResult<()> {
-        Reflect::set(result, &"traced".into(), &TracedGraph::new(graph).into())
+        Self::attach_shared(result, Rc::new(graph.clone()))
+    }
+
+    /// [`Self::attach`] of a graph already shared (a wrapped model's trace): no copy of it.
+    pub fn attach_shared(result: &JsValue, graph: Rc<Graph>) -> JsResult<()> {
+        Reflect::set(result, &"traced".into(), &TracedGraph { graph }.into())
             .map_err(|_| error("could not attach the traced graph to the result"))?;
         Ok(())
     }

@@ -232,6 +232,12 @@ impl HostModel {
         &self.graph
     }
 
+    /// [`Self::graph`], shared: for a holder that outlives this borrow (the JS API's
+    /// `traced`), without copying the graph.
+    pub fn shared_graph(&self) -> Rc<Graph> {
+        self.graph.clone()
+    }
+
     /// Parameters, by full name, in trace order (not materialised: see [`Param::value`]).
     pub fn parameters(&self) -> Vec<(String, Param)> {
         self.weights.borrow().params.list.clone()

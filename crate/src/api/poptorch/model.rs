@@ -585,7 +585,7 @@ impl PoplarExecutorJs {
             } else {
                 super::super::to_js(&TracedJs { text, graph: crate::ir::WithoutRegions(g), parameters })?
             };
-            super::super::plan::TracedGraph::attach(&out, g)?;
+            super::super::plan::TracedGraph::attach_shared(&out, model.shared_graph())?;
             Ok(out)
         })
     }
