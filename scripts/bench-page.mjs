@@ -157,7 +157,7 @@ try {
       );
     }
     const med = [...deep].sort((a, b) => a - b)[1];
-    console.log(`[page] RevGNN preset at ${deepLayers} layers: median ${med} ms (target < 2000 ms at 1000 layers: ${med < 2000 ? "met" : "NOT met"})`);
+    console.log(`[page] RevGNN preset at ${deepLayers} layers: median ${med} ms (under Playwright's inspector, which slows each of the trace's stack captures ~10×; the target, under 2000 ms, is judged by bench-page-plain.mjs, with no debugger on the worker)`);
     Object.assign(out, { deep_layers: deepLayers, deep_analysis_ms: deep, deep_analysis_median_ms: med });
   }
   if (presetRuns > 0) {
