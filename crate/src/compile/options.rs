@@ -127,7 +127,9 @@ impl Recomputation {
     /// PopART's `RecomputationType` numbers (`popart.RecomputationType`: None 0, Standard 1,
     /// NormOnly 2, Pipeline 3, RecomputeAll 4), as PopTorch's
     /// `opts._Popart.set("autoRecomputation", int(popart.RecomputationType.RecomputeAll))`
-    /// takes them: the ones the planner models.
+    /// takes them: the ones the planner models. Source: PopART's
+    /// `willow/include/popart/sessionoptions.hpp`, `enum class RecomputationType` (None = 0,
+    /// then Standard, NormOnly, Pipeline, RecomputeAll in that order).
     pub const POPART: [(u32, &'static str, Recomputation); 3] = [
         (0, "None", Recomputation::None),
         (3, "Pipeline", Recomputation::Pipeline),
