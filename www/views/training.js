@@ -170,7 +170,7 @@ export function createTrainingView(root, { onStart, onPause, onResume, onStop, o
       const s = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`);
       parts.push(
         `${w.count} workers: ` +
-          w.stats.map((x) => `worker ${x.worker} (replica${x.replicas[1] - x.replicas[0] > 1 ? `s ${x.replicas[0]}–${x.replicas[1] - 1}` : ` ${x.replicas[0]}`}) busy ${s(x.busyMs)}, last step ${s(x.lastStepMs)}${x.memoryBytes ? `, wasm ${bytes(x.memoryBytes)}` : ""}`).join(" · "),
+          w.stats.map((x) => `worker ${x.worker} (replica${x.replicas[1] - x.replicas[0] > 1 ? `s ${x.replicas[0]}–${x.replicas[1] - 1}` : ` ${x.replicas[0]}`}) busy ${s(x.busyMs)}, last step ${s(x.lastStepMs)}${x.memoryBytes ? `, wasm ${bytes(x.memoryBytes)}` : ""}`).join(" · ") + ".",
       );
     }
     if (w.fingerprints) {
