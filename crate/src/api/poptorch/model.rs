@@ -537,6 +537,14 @@ impl Wrapped {
         self.exec.compile_inputs(&inputs.batch()).map_err(js_err)
     }
 
+    /// Compiles on the first call (`call`, `beginCall`); later calls run what was compiled.
+    fn compile_once(&mut self, inputs: &CallInputs) -> JsResult<()> {
+        if self.exec.is_compiled() {
+            return Ok(());
+        }
+        self.compile(inputs)
+    }
+
     /// Queues the host values for the module (see the module docs): every buffer and every
     /// parameter whose host value has the module's shape.
     fn write_back_later(&self) {
@@ -615,9 +623,7 @@ impl PoplarExecutorJs {
     pub fn call(&self, #[wasm_bindgen(unchecked_param_type = "CallInput[]")] inputs: JsValue) -> JsResult<JsValue> {
         let inputs = parse_inputs(&inputs, "call: inputs", false, true)?;
         self.with(|w| {
-            if !w.exec.is_compiled() {
-                w.compile(&inputs)?;
-            }
+            w.compile_once(&inputs)?;
             let outs = w.exec.call_inputs(&inputs.batch()).map_err(js_err)?;
             if w.training {
                 w.write_back_later();
@@ -913,9 +919,7 @@ impl PoplarExecutorJs {
     pub fn begin_call(&self, #[wasm_bindgen(unchecked_param_type = "CallInput[]")] inputs: JsValue) -> JsResult<u32> {
         let inputs = parse_inputs(&inputs, "beginCall: inputs", false, true)?;
         self.with(|w| {
-            if !w.exec.is_compiled() {
-                w.compile(&inputs)?;
-            }
+            w.compile_once(&inputs)?;
             Ok(w.exec.begin_call_inputs(&inputs.batch()).map_err(js_err)? as u32)
         })
     }
