@@ -17,9 +17,9 @@ const CORA = path.join(REPO, "data", "ind.cora.x");
 /** The RevGNN preset's code, two layers of 32 channels (a short test). */
 const SMALL = revgnn.code.replace(/layers: 7,/, "layers: 2,").replace(/hidden: 160,/, "hidden: 32,");
 
-/** The small model with replicationFactor 2, analysed, and the Training view on Cora. */
-async function replicatedOnCora(page) {
-  await setCode(page, SMALL);
+/** The small model (`code`, the JavaScript one by default) with replicationFactor 2, analysed, and the Training view on Cora. */
+async function replicatedOnCora(page, code = SMALL) {
+  await setCode(page, code);
   let seq = await seqOf(page);
   await page.getByLabel("Replication factor").fill("2");
   await waitAnalysis(page, seq);
@@ -65,6 +65,31 @@ describe("replicas on parallel workers in the page", () => {
     const acc = await page.locator("#train-progress-text").textContent();
     assert.match(acc, /final test accuracy [\d.]+ %/);
     await screenshot(page, "training-replicas-done");
+  });
+
+  test("Python: the RevGNN preset (PyG's rev_gnn.py) with replicationFactor 2 trains on 2 workers, each its own Pyodide, the replicas' weights identical", T, async () => {
+    const small = revgnn.python.replace(/layers=7,/, "layers=2,").replace(/hidden=160,/, "hidden=32,");
+    assert.ok(small.includes("layers=2,") && small.includes("hidden=32,"));
+    await openReady(page, server.url + "/");
+    let seq = await seqOf(page);
+    await page.getByLabel("Language").selectOption("python");
+    await waitAnalysis(page, seq, 120000);
+    await replicatedOnCora(page, small);
+    assert.equal(await page.locator("#train-workers-note").textContent(), "", "Chromium has stack switching: no note");
+    await page.locator("summary", { hasText: "Epoch log" }).click();
+    await page.getByLabel("Workers").fill("2");
+    await page.getByLabel("Epochs").fill("2");
+    await page.getByRole("button", { name: "Train" }).click();
+    await page.waitForFunction(() => /^Done: 2 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 200000 });
+    const busy = await page.locator("#train-workers-busy").textContent();
+    assert.match(busy, /^2 workers: worker 0 \(replica 0\) busy [\d.]+ m?s, .* · worker 1 \(replica 1\) busy [\d.]+ m?s/);
+    const prints = JSON.parse(await page.locator("#train-workers-busy").getAttribute("data-fingerprints"));
+    assert.deepEqual(Object.keys(prints).sort(), ["0", "1"]);
+    assert.equal(prints[1], prints[0], "the replicas' weights are bit-identical");
+    const log = await page.evaluate(() => [...document.querySelectorAll("#train-log tbody tr")].map((tr) => Number(tr.children[1].textContent)));
+    assert.equal(log.length, 2);
+    assert.ok(log.every(Number.isFinite) && log[1] < log[0], `the loss falls: ${JSON.stringify(log)}`);
+    await screenshot(page, "training-replicas-python-done");
   });
 
   test("a page served without cross-origin isolation says so and trains the 2 replicas on one worker", T, async () => {

@@ -32,6 +32,9 @@ export const PYTHON_FILES = Object.freeze([
 
 const SITE_DIR = "/home/pyodide/ipu";
 
+/** Whether this runtime has WebAssembly stack switching (JSPI), which Pyodide's `run_sync` needs. */
+export const STACK_SWITCHING = typeof WebAssembly.Suspending === "function";
+
 /** JS helpers the bridge (_ipu.py) calls: type tests and conversions Python cannot make. */
 function makeHost(pkg, datasets) {
   const tags = new WeakMap();
@@ -78,7 +81,10 @@ function makeHost(pkg, datasets) {
     hostTensor: (shape, dtype, data) => ({ shape: Array.from(shape), dtype, data: ArrayBuffer.isView(data) ? data : typed[dtype].from(data) }),
     isHostTensor: (v) => v !== null && typeof v === "object" && "shape" in v && "data" in v && ArrayBuffer.isView(v.data),
     named: (spec, name) => ({ ...spec, name: spec.name ?? name }),
-    train: (parts, step, evaluate) => ({ parts, step: (p) => step(p), evaluate: () => evaluate() }),
+    // The step runs promising (WebAssembly stack switching, where the runtime has it): a
+    // replicated model's call on the replica workers answers with a promise, which the
+    // Python step then waits for (_ipu.py `settled`) as PopTorch's call returns when done.
+    train: (parts, step, evaluate) => ({ parts, step: (p) => (STACK_SWITCHING ? step.callPromising(p) : step(p)), evaluate: () => evaluate() }),
     errorMessage: (e) => (e instanceof Error ? e.message : typeof e === "string" ? e : undefined),
     field: (e, k) => (e && typeof e === "object" && typeof e[k] === "string" ? e[k] : undefined),
     planetoidFiles: (name) => datasets.get(name),

@@ -8,6 +8,7 @@ import { normalize, describe } from "./usercode.js";
 import { checkName, fetchPlanetoid } from "./datasets.js";
 import { safetensors } from "./safetensors.js";
 import { loadEngine } from "./load.js";
+import { STACK_SWITCHING } from "./python.js";
 import { DATA_URL, makePlan, panelOptions, callInputs, codeContext, importCode } from "./analysis.js";
 
 // ---------------------------------------------------------------- training
@@ -127,8 +128,9 @@ async function codeRunner({ code, language, options, ipus, half, dataset, epochs
  * (engine/replica-worker.js, each its own wasm instance running the same code) the others;
  * `model.call` then goes through them (pkg/replica-core.mjs, the coordinator Node's
  * ReplicaWorkers uses). One worker when asked for one, when the model has one replica, when
- * the page is not cross-origin isolated (no SharedArrayBuffer) or for Python code; `info`
- * says which and why.
+ * the page is not cross-origin isolated (no SharedArrayBuffer) or, for Python code, when the
+ * browser lacks WebAssembly stack switching (the Python step waits for the workers with
+ * Pyodide's run_sync; each replica worker loads its own Pyodide); `info` says which and why.
  */
 async function startReplicas(model, requested, run) {
   const replicas = model.options.replicationFactor;
@@ -137,7 +139,7 @@ async function startReplicas(model, requested, run) {
   let count = Math.min(asked, replicas);
   let note = null;
   if (asked > 1 && !isolated) [count, note] = [1, "The page is not cross-origin isolated (no SharedArrayBuffer): training on one worker."];
-  else if (asked > 1 && run.language === Language.PYTHON) [count, note] = [1, "Python code trains on one worker (each replica worker would load Pyodide)."];
+  else if (asked > 1 && run.language === Language.PYTHON && !STACK_SWITCHING) [count, note] = [1, "Python code trains on one worker here: waiting for the replica workers from Python needs WebAssembly stack switching (JSPI), which this browser lacks."];
   else if (replicas > 1 && asked > replicas) note = `${replicas} replica${replicas > 1 ? "s" : ""} (the options' replicationFactor): ${count} worker${count > 1 ? "s" : ""}, each running at least one replica.`;
   const info = { count, isolated, note, replicas, stats: [] };
   const one = { info, fingerprints: async () => null, close: () => {} };

@@ -7,10 +7,11 @@ the package the user's `file:line` before each call (`setCallerSite`), since the
 stack of a call from Python holds no Python line.
 """
 import sys
+from asyncio import Future
 
 import ipu_playground as js  # the package (registered by www/engine/python.js)
 import _ipu_host as host  # small JS helpers (www/engine/python.js HOST)
-from pyodide.ffi import JsProxy, create_proxy, to_js
+from pyodide.ffi import JsProxy, can_run_sync, create_proxy, run_sync, to_js
 
 # The user's file name (protocol.js PYTHON_FILE), set by www/engine/python.js.
 USER_FILE = None
@@ -61,7 +62,23 @@ def call(fn, *args):
     """`fn(*args)` (a JS function), the arguments and result translated, with the ops it
     records attributed to the user's current line."""
     with _AtUserLine():
-        return py(fn(*[to_js_value(a) for a in args]))
+        return py(settled(fn(*[to_js_value(a) for a in args])))
+
+
+def settled(v):
+    """`v`, or what it resolves to when it is a promise: a replicated training model's call
+    on the page's replica workers answers with one, and PopTorch's call returns once the
+    replicas are done. Python waits for it with Pyodide's `run_sync` (WebAssembly stack
+    switching), which the Training view's step allows (www/engine/python.js calls it
+    promising)."""
+    if not isinstance(v, Future):  # Pyodide gives a JS promise as a PyodideFuture
+        return v
+    if not can_run_sync():
+        raise RuntimeError(
+            "this call answered with a promise (a replicated model running on the page's replica "
+            "workers) and Python can wait for it only inside the Training view's step"
+        )
+    return run_sync(v)
 
 
 def construct(cls, *args):
