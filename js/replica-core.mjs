@@ -15,7 +15,7 @@
 //
 // Messages (coordinator → replica, each with an `id`; the reply `{ id, value, busyMs }` or
 // `{ id, error }`): hello, begin { inputs }, contribute { buffer? }, apply, end,
-// assemble { parts }, parameters { names }, host { names }, fingerprints.
+// assemble { parts }, parameters { names }, buffers { names }, host { names }, fingerprints.
 
 /** How many workers `replicas` replicas can use at most (each worker runs one or more). */
 export function replicaRanges(replicas, workers) {
@@ -65,6 +65,12 @@ export function replicaFingerprint(model, r) {
 export function replicaServer(model, range, reply, { memoryBytes } = {}) {
   model.setLocalReplicas(range[0], range[1]);
   let shared = null;
+  /** `{ replica: { name: get(replica, name) } }` for this worker's replicas. */
+  const perReplica = (names, get) => {
+    const out = {};
+    for (let r = range[0]; r < range[1]; r++) out[r] = Object.fromEntries(names.map((n) => [n, get(r, n)]));
+    return out;
+  };
   const ops = {
     hello: () => ({ replicas: range, fingerprint: stateFingerprint(model.model) }),
     begin: ({ inputs }) => ({ iterations: model.beginCall(inputs), per: model.contributionLength }),
@@ -80,13 +86,8 @@ export function replicaServer(model, range, reply, { memoryBytes } = {}) {
     },
     end: () => model.endCall(),
     assemble: ({ parts }) => model.assemble(parts),
-    parameters: ({ names }) => {
-      const out = {};
-      for (let r = range[0]; r < range[1]; r++) {
-        out[r] = Object.fromEntries(names.map((n) => [n, model.getReplicaParameter(r, n)]));
-      }
-      return out;
-    },
+    parameters: ({ names }) => perReplica(names, (r, n) => model.getReplicaParameter(r, n)),
+    buffers: ({ names }) => perReplica(names, (r, n) => model.getReplicaBuffer(r, n)),
     host: ({ names }) => Object.fromEntries(names.map((n) => [n, model.getParameter(n)])),
     fingerprints: () => {
       const out = {};
@@ -230,6 +231,13 @@ export class ReplicaCoordinator {
   /** Each replica's device values of parameters `names`: `{ replica: { name: HostTensor } }`. */
   async replicaParameters(names) {
     const per = await this.all({ op: "parameters", names });
+    return Object.assign({}, ...per);
+  }
+
+  /** Each replica's device values of buffers `names` (with `broadcastBuffers(false)` each
+   * replica's own, on the worker running it): `{ replica: { name: HostTensor } }`. */
+  async replicaBuffers(names) {
+    const per = await this.all({ op: "buffers", names });
     return Object.assign({}, ...per);
   }
 

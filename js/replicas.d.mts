@@ -43,6 +43,8 @@ export class ReplicaCoordinator {
   /** `model.call(...inputs)` over the workers: each input combined, or an array of parts (a sparse graph part per replica, CallInput). */
   call(...inputs: CallInput[]): Promise<HostTensor | HostTensor[]>;
   replicaParameters(names: string[]): Promise<Record<number, Record<string, HostTensor>>>;
+  /** Each replica's buffers (with broadcastBuffers(false) each replica's own), from the worker running it. */
+  replicaBuffers(names: string[]): Promise<Record<number, Record<string, HostTensor>>>;
   hostParameters(names: string[], worker?: number): Promise<Record<string, HostTensor>>;
   /** Each replica's replicaFingerprint, from the worker running it. */
   fingerprints(): Promise<Record<number, string>>;

@@ -18,16 +18,31 @@ class DropClassifier extends nn.Module {
   }
 }
 
+/** Classifier with a buffer each forward adds its micro-batch's input sum to (data dependent:
+ * with `broadcastBuffers(false)` each replica's own), as docs/user_guide/buffers.py's counter. */
+class SeenClassifier extends Classifier {
+  constructor() {
+    super(3, 5);
+    this.registerBuffer("seen", [0], []);
+  }
+  forward(x, y) {
+    this.updateBuffer("seen", this.buffer("seen").add(x.sum()));
+    return super.forward(x, y);
+  }
+}
+
 /**
- * `{ replicas, accumulation, iterations, reduction: "mean" | "sum", grouped, dropout, hidden, unseeded, failReplica }`:
+ * `{ replicas, accumulation, iterations, reduction: "mean" | "sum", grouped, dropout, hidden, buffer, broadcastBuffers, unseeded, failReplica }`:
  * Classifier (3 → `hidden` (5) → 2; with `dropout`, dropout 0.5 after the hidden layer) under SGD with momentum; `grouped` gives fc2.bias one value per
- * pair of replicas (Consecutive groups of 2); `failReplica` makes the worker running that
+ * pair of replicas (Consecutive groups of 2); `buffer` adds SeenClassifier's buffer `seen`, with
+ * `broadcastBuffers` (default false) as the option; `failReplica` makes the worker running that
  * replica fail in its second step (a worker that throws).
  */
-export default function build({ replicas = 4, accumulation = 2, iterations = 2, reduction = "mean", grouped = false, dropout = false, hidden = 5, unseeded = false, failReplica } = {}) {
+export default function build({ replicas = 4, accumulation = 2, iterations = 2, reduction = "mean", grouped = false, dropout = false, hidden = 5, buffer = false, broadcastBuffers = false, unseeded = false, failReplica } = {}) {
   manualSeed(unseeded ? Math.floor(Math.random() * 1e9) : 7);
-  const net = dropout ? new DropClassifier() : new Classifier(3, hidden);
+  const net = buffer ? new SeenClassifier() : dropout ? new DropClassifier() : new Classifier(3, hidden);
   const opts = new poptorch.Options().deviceIterations(iterations).replicationFactor(replicas);
+  if (buffer) opts.broadcastBuffers(broadcastBuffers);
   opts.Training.gradientAccumulation(accumulation);
   opts.Training.accumulationAndReplicationReductionType(reduction === "sum" ? poptorch.ReductionType.Sum : poptorch.ReductionType.Mean);
   const model = poptorch.trainingModel(net, opts, new poptorch.optim.SGD(net.parameters(), { lr: 0.1, momentum: 0.9 }));

@@ -145,6 +145,37 @@ describe("replicas on worker_threads", () => {
     assert.equal(ref.outputs[0][0].shape[0], 4 * 4, "Final: the last micro-batch of each of the 4 replicas");
   });
 
+  test("buffers with broadcastBuffers(false): each replica keeps its own on the worker running it, as on one worker; broadcast is PopTorch's error", async () => {
+    const args = { buffer: true };
+    const model = build(args);
+    const [x, y] = batch(args);
+    for (let i = 0; i < STEPS; i++) model.call(x, y);
+    const one = Array.from({ length: 4 }, (_, r) => model.getReplicaBuffer(r, "seen"));
+    const w = await ReplicaWorkers.start(MODEL, { workers: 2, args });
+    try {
+      for (let i = 0; i < STEPS; i++) await w.call(x, y);
+      const par = await w.replicaBuffers(["seen"]);
+      for (let r = 0; r < 4; r++) assertSameTensor(par[r].seen, one[r], `replica ${r}'s buffer vs one worker`);
+      // Each sample is seen once a step, by one replica: the replicas' counts add up to it.
+      const total = one.reduce((a, t) => a + t.data[0], 0);
+      const expected = STEPS * Array.from(x.data).reduce((a, v) => a + v, 0);
+      assert.ok(Math.abs(total - expected) <= 1e-4 * Math.abs(expected), `${total} vs ${expected}`);
+      assert.notEqual(one[0].data[0], one[2].data[0], "the replicas saw different samples (not broadcast)");
+      // The weights are still every replica's, as on one worker.
+      const host = await w.hostParameters(NAMES);
+      for (const n of NAMES) assertSameTensor(host[n], model.getParameter(n), `host ${n}`);
+    } finally {
+      w.close();
+    }
+    // broadcastBuffers(true) with a buffer the model updates: PopTorch's message, named by the worker.
+    const bad = await ReplicaWorkers.start(MODEL, { workers: 2, args: { buffer: true, broadcastBuffers: true } });
+    try {
+      await assert.rejects(bad.call(x, y), /PopTorch does not support broadcasting buffers/);
+    } finally {
+      bad.close();
+    }
+  });
+
   test("4 replicas on 4 workers and on 3 (uneven) give the one-worker weights too", async () => {
     const ref = oneWorker({});
     for (const n of [4, 3]) {

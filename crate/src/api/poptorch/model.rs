@@ -991,6 +991,27 @@ impl PoplarExecutorJs {
         })
     }
 
+    /// Replica `replica`'s device value of buffer `name`: with `broadcastBuffers(false)` each
+    /// replica keeps its own (the host copy is replica 0's).
+    #[wasm_bindgen(js_name = getReplicaBuffer, unchecked_return_type = "HostTensor")]
+    pub fn get_replica_buffer(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] replica: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+    ) -> JsResult<JsValue> {
+        let r = args::count(&replica, "getReplicaBuffer: replica", MAX_REPLICAS)?;
+        let name = args::string(&name, "getReplicaBuffer: name", check::MAX_NAME_BYTES * 8)?;
+        self.with(|w| {
+            let t = w.exec.replica_buffer(r, &name).ok_or_else(|| {
+                args::error(&format!(
+                    "getReplicaBuffer: no replica {r} holds a buffer '{name}' (compiled, {} replicas)",
+                    w.exec.options().replication_factor
+                ))
+            })?;
+            host_tensor::to_js(&t)
+        })
+    }
+
     /// The host value of parameter `name` (a replica-grouped weight: one slice per group, or
     /// per replica with `AllReplicas`), as a host tensor.
     #[wasm_bindgen(js_name = getParameter, unchecked_return_type = "HostTensor")]
