@@ -603,6 +603,29 @@ impl PoplarExecutorJs {
         self.with(|w| f(&mut w.exec))
     }
 
+    /// Replica `replica`'s device value `name`, read by `get` (a parameter or a buffer); `what`
+    /// names the method in errors, `kind` the value.
+    fn replica_value(
+        &self,
+        replica: &JsValue,
+        name: &JsValue,
+        what: &str,
+        kind: &str,
+        get: fn(&PoplarExecutor, usize, &str) -> Option<Rc<Tensor>>,
+    ) -> JsResult<JsValue> {
+        let r = args::count(replica, &format!("{what}: replica"), MAX_REPLICAS)?;
+        let name = args::string(name, &format!("{what}: name"), check::MAX_NAME_BYTES * 8)?;
+        self.with(|w| {
+            let t = get(&w.exec, r, &name).ok_or_else(|| {
+                args::error(&format!(
+                    "{what}: no replica {r} holds {kind} '{name}' (compiled, {} replicas)",
+                    w.exec.options().replication_factor
+                ))
+            })?;
+            host_tensor::to_js(&t)
+        })
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut Wrapped) -> JsResult<T>) -> JsResult<T> {
         let mut w = self.state.try_borrow_mut().map_err(|_| {
             args::error(
@@ -978,17 +1001,7 @@ impl PoplarExecutorJs {
         #[wasm_bindgen(unchecked_param_type = "number")] replica: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
     ) -> JsResult<JsValue> {
-        let r = args::count(&replica, "getReplicaParameter: replica", MAX_REPLICAS)?;
-        let name = args::string(&name, "getReplicaParameter: name", check::MAX_NAME_BYTES * 8)?;
-        self.with(|w| {
-            let t = w.exec.replica_parameter(r, &name).ok_or_else(|| {
-                args::error(&format!(
-                    "getReplicaParameter: no replica {r} holds a parameter '{name}' (compiled, {} replicas)",
-                    w.exec.options().replication_factor
-                ))
-            })?;
-            host_tensor::to_js(&t)
-        })
+        self.replica_value(&replica, &name, "getReplicaParameter", "a parameter", PoplarExecutor::replica_parameter)
     }
 
     /// Replica `replica`'s device value of buffer `name`: with `broadcastBuffers(false)` each
@@ -999,17 +1012,7 @@ impl PoplarExecutorJs {
         #[wasm_bindgen(unchecked_param_type = "number")] replica: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
     ) -> JsResult<JsValue> {
-        let r = args::count(&replica, "getReplicaBuffer: replica", MAX_REPLICAS)?;
-        let name = args::string(&name, "getReplicaBuffer: name", check::MAX_NAME_BYTES * 8)?;
-        self.with(|w| {
-            let t = w.exec.replica_buffer(r, &name).ok_or_else(|| {
-                args::error(&format!(
-                    "getReplicaBuffer: no replica {r} holds a buffer '{name}' (compiled, {} replicas)",
-                    w.exec.options().replication_factor
-                ))
-            })?;
-            host_tensor::to_js(&t)
-        })
+        self.replica_value(&replica, &name, "getReplicaBuffer", "a buffer", PoplarExecutor::replica_buffer)
     }
 
     /// The host value of parameter `name` (a replica-grouped weight: one slice per group, or
