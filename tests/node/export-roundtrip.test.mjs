@@ -228,6 +228,43 @@ for (const c of presetCases()) {
   });
 }
 
+// ---------------------------------------------------------------- BeginBlock on modules
+
+test("round trip of poptorch.BeginBlock(module) on submodules, sharded: written as BeginBlock again, the same graph (each op's block_module), plan and step", async () => {
+  class Net extends nn.Module {
+    constructor() {
+      super();
+      this.l1 = new nn.Linear(8, 8);
+      this.l2 = poptorch.BeginBlock(new nn.Linear(8, 8), "second", 1);
+      this.norm = poptorch.BeginBlock(new nn.LayerNorm(8), "third", 2);
+    }
+    forward(x, y) {
+      const h = this.norm.forward(this.l2.forward(this.l1.forward(x).relu()).relu());
+      return [h, h.crossEntropy(y)];
+    }
+  }
+  const options = new poptorch.Options();
+  options.setExecutionStrategy(new poptorch.ShardedExecution());
+  const net = new Net();
+  // PopTorch's errors (§A.2).
+  assert.throws(() => poptorch.BeginBlock(net.l2, "again"), /BeginBlock: module has already been assigned to a block\./);
+  assert.throws(() => poptorch.BeginBlock(3, "x"), /BeginBlock: module is not an instance of torch\.nn\.Module or function\./);
+  const model = poptorch.trainingModel(net, options, new poptorch.optim.SGD(net.parameters(), { lr: 0.01 }));
+  try {
+    const call = [{ name: "x", shape: [4, 8], dtype: "float32" }, { name: "y", shape: [4], dtype: "int32" }];
+    const plan = model.plan(...call, { throwOnInvalid: false });
+    const nodes = model.tracedModel.graph.nodes.filter((n) => n.op !== "placeholder");
+    assert.deepEqual([...new Set(nodes.map((n) => `${n.meta.block}@${n.meta.ipu}:${n.meta.block_module}`))], ["null@null:undefined", "second@1:l2", "third@2:norm"]);
+    const code = api.exportPoptorch(model, { name: "model" });
+    assert.match(code, /^ {8}poptorch\.BeginBlock\(self\.l2, "second", ipu_id=1\)$/m);
+    assert.match(code, /^ {8}poptorch\.BeginBlock\(self\.norm, "third", ipu_id=2\)$/m);
+    assert.doesNotMatch(code, /Block\.start/);
+    await check(model, call, plan, microBatch(call, model.tracedModel.graph, rng(5)));
+  } finally {
+    model.destroy();
+  }
+});
+
 // ---------------------------------------------------------------- random models
 
 test(`round trip of ${MODELS} random models (seed ${SEED}): each the same graph, plan and step`, async (t) => {
