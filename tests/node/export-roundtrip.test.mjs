@@ -209,7 +209,8 @@ const NOT_YET = {
   revgnn:
     "the export inlines GroupAddRev's invertible regions (as torch.fx inlines calls) and writes the sparse products as its _spmm helper over the CSR's parts " +
     "(also lin1 on the sparse features), the dropout with the shared mask and the masked loss as torch.where, which the page's Python traces as other ops: " +
-    "it needs the export to write torch_geometric.nn's GroupAddRev over a block module of its own, SAGEConv (with real PyG's aggregation of the weighted adjacency) " +
+    "it needs the export to write torch_geometric.nn's GroupAddRev over a block module of its own, SAGEConv(..., aggr=\"sum\") on the row-normalised adj_t " +
+    "(PyG's sum on it is the engine's product; PyG's mean would average twice), lin1 as a module call (torch.nn.Linear takes the CSR features), " +
     "and forms of the dropout and the masked loss that the page's Python translates to the package's ops",
 };
 
