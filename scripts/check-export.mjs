@@ -19,16 +19,13 @@ import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { rng } from "../tests/node/helpers.mjs";
-import { SHAPES, DTYPES, randomLayers, randomOps, randomOpsModel, withLoss, microBatch } from "../tests/node/random-model.mjs";
-import { PRESETS } from "../www/presets/index.js";
-import { bertCode } from "../www/presets/bert.js";
+import { forEachRandomModel, microBatch } from "../tests/node/random-model.mjs";
 import { safetensors } from "../www/engine/safetensors.js";
-import { runPreset, planetoidFiles, combinedBatch } from "../tests/node/preset-runner.mjs";
+import { runPreset, planetoidFiles, combinedBatch, presetCases } from "../tests/node/preset-runner.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const PKG = path.join(REPO, "pkg-node", "ipu_playground.js");
 const api = createRequire(import.meta.url)(PKG);
-const { poptorch } = api;
 
 const argv = process.argv.slice(2);
 const flag = (name, dflt) => {
@@ -77,50 +74,8 @@ function emit(id, model, inputs, note) {
 
 const CORA = planetoidFiles(path.join(REPO, "data"), "cora");
 
-/** `code` with each [pattern, replacement] applied; a pattern that no longer matches (the
- * preset changed) is an error, not a silently full-size "reduced" case. */
-function shrink(code, edits) {
-  for (const [pattern, replacement] of edits) {
-    const next = code.replace(pattern, replacement);
-    if (next === code) throw new Error(`reduced case: ${pattern} no longer matches the preset's code`);
-    code = next;
-  }
-  return code;
-}
-
-/** The presets as checked: the large ones at a reduced size (their code is parameterised;
- * the full-size export is checked for code only, without weights). */
-function presetCases() {
-  const cases = [];
-  for (const p of PRESETS) {
-    if (p.id === "bert-large" || p.id === "bert-base") {
-      cases.push({ id: `${p.id}-full`, preset: p, code: p.code, codeOnly: true });
-      const small = shrink(bertCode({ title: `${p.title} (reduced)`, source: "reduced", hidden: 32, layers: 4, heads: 4, perIpu: [1, 1, 1, 1], micro: 2, serialization: p.id === "bert-large" ? 2 : 1, optimizer: "{ lr: 0.006, weightDecay: 0.01, biasCorrection: false }" }),
-        [["const VOCAB = 30522, SEQ = 128, MASK_TOKENS = 20;", "const VOCAB = 64, SEQ = 8, MASK_TOKENS = 3;"]]);
-      cases.push({ id: `${p.id}-reduced`, preset: p, code: small, note: "reduced: hidden 32, 4 layers, 4 heads, vocabulary 64, sequence 8, micro-batch 2" });
-    } else if (p.id === "resnet50") {
-      cases.push({ id: `${p.id}-full`, preset: p, code: p.code, codeOnly: true });
-      // One bottleneck per stage (batch norm's backward over few samples per channel amplifies
-      // float32 rounding layer after layer), 48 x 48 images, 8 per micro-batch. Some sizes
-      // (64 x 64, 16 images) leave a channel whose batch-norm input is constant over the batch:
-      // it normalises to rounding noise, and whether the next ReLU passes it is rounding's
-      // choice, different in any two float32 implementations (PyTorch's float32 run matches
-      // its float64 run there only by chance).
-      const small = shrink(p.code, [
-        [/const MICRO_BATCH = \d+, CLASSES = \d+;/, "const MICRO_BATCH = 8, CLASSES = 10;"],
-        [/224/g, "48"],
-        [/stage\((\d+), \d+, (\d)(, true)?\)/g, "stage($1, 1, $2$3)"],
-      ]);
-      cases.push({ id: `${p.id}-reduced`, preset: p, code: small, note: "reduced: one bottleneck per stage, 48 x 48 images, 10 classes, micro-batch 8" });
-    } else {
-      cases.push({ id: p.id, preset: p, code: p.code });
-    }
-  }
-  return cases;
-}
-
 async function presets(rand, log) {
-  for (const c of presetCases()) {
+  for (const c of presetCases({ full: true })) {
     try {
       const { model, inputs } = await runPreset(api, PKG, c.preset, { code: c.code, dataUrl: CORA });
       model.plan(...combinedBatch(inputs, model.combinedBatchFactor), { throwOnInvalid: false });
@@ -146,39 +101,14 @@ async function presets(rand, log) {
 
 // ---- random models ----
 
-function fuzz(rand, log) {
-  const pick = (xs) => xs[Math.floor(rand() * xs.length)];
-  const int = (lo, hi) => lo + Math.floor(rand() * (hi - lo + 1));
-  const attempt = (_, f) => { try { return f(); } catch { return undefined; } };
-  const kept = { stale: null };
+async function fuzz(rand, log) {
   const skipped = {};
-  let made = 0;
-  for (let i = 0; made < MODELS && i < MODELS * 40; i++) {
-    api.manualSeed(SEED * 100003 + i);
-    const layers = randomLayers(api);
-    const inner = randomOpsModel(api, { pick, randomOp: randomOps(api, pick, layers), layers, attempt, kept });
-    const specs = Array.from({ length: int(1, 3) }, (_, k) => ({ name: `x${k}`, shape: pick(SHAPES), dtype: pick(DTYPES) ?? "float32" }));
-    let why = null;
-    try {
-      const model = poptorch.trainingModel(withLoss(api, inner), new poptorch.Options());
-      try {
-        model.plan(...specs, { throwOnInvalid: false });
-        const graph = model.tracedModel.graph;
-        if (graph.nodes.filter((n) => n.op !== "placeholder").length < 3) why = "fewer than 2 ops traced";
-        else emit(`fuzz-${String(made).padStart(3, "0")}`, model, microBatch(specs, graph, rand), `random model ${i} (seed ${SEED})`);
-      } finally {
-        model.destroy();
-      }
-    } catch (e) {
-      // The reason without the node's number and source line: one count per kind.
-      why = e.message.replace(/^node \d+ \([^)]*\)\)?:? */, "").replace(/\(.*?:\d+\)/g, "").split("\n")[0].slice(0, 100);
-    }
-    if (why) skipped[why] = (skipped[why] ?? 0) + 1;
-    else {
-      log({ id: `fuzz-${String(made).padStart(3, "0")}`, ok: true });
-      made++;
-    }
-  }
+  const skip = (why) => (skipped[why] = (skipped[why] ?? 0) + 1);
+  const made = await forEachRandomModel(api, { seed: SEED, count: MODELS, rand, skip }, ({ i, made, model, specs, graph }) => {
+    const id = `fuzz-${String(made).padStart(3, "0")}`;
+    emit(id, model, microBatch(specs, graph, rand), `random model ${i} (seed ${SEED})`);
+    log({ id, ok: true });
+  });
   return { made, skipped };
 }
 
@@ -195,7 +125,7 @@ const rand = rng(SEED);
 if (ONLY !== "fuzz") await presets(rand, log);
 let fuzzed = { made: 0, skipped: {} };
 if (ONLY !== "presets") {
-  fuzzed = fuzz(rand, log);
+  fuzzed = await fuzz(rand, log);
   console.log(`random models: ${fuzzed.made} exported; skipped (the engine cannot run them): ${JSON.stringify(fuzzed.skipped)}`);
 }
 fs.writeFileSync(path.join(OUT, "engine.json"), JSON.stringify({ results, fuzz: fuzzed }, null, 1));

@@ -541,6 +541,7 @@ const __namespaces = {
         PoplarExecutor: ${ref("PoplarExecutor")},
         identity_loss: ${ref("identityLoss")},
         identityLoss: ${ref("identityLoss")},
+        BeginBlock: ${ref("_beginBlockOf")},
         // PopTorch: one tensor gives one back, several (or one array) an array.
         recomputationCheckpoint: (...ts) => {
             const one = ts.length === 1 && !Array.isArray(ts[0]);
@@ -652,6 +653,8 @@ ${enumDecl.join("\n")}
     PoplarExecutor: typeof PoplarExecutor;
     identity_loss: typeof identityLoss;
     identityLoss: typeof identityLoss;
+    /** Block \`id\` on \`ipu\` starts each time \`module\` is called (PopTorch's BeginBlock: a forward pre-hook), until the next block starts; returns \`module\`. */
+    BeginBlock: <M>(module: M, id: string, ipu?: number) => M;
     /** Stashes each tensor for the backward pass instead of recomputing it; recomputation restarts from it. One tensor in, one out; several (or an array), an array. */
     recomputationCheckpoint: { (x: Tensor): Tensor; (...xs: Tensor[]): Tensor[]; (xs: Tensor[]): Tensor[] };
     /** The share of tile memory, in (0, 1], the op that made x may use for temporaries; returns x. */

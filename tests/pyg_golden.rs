@@ -12,8 +12,9 @@
 use ipu_playground::autograd::{training_graph, TrainOptions};
 use ipu_playground::exec::{run, Store};
 use ipu_playground::gnn::data::loader::{gcn_adjacency, mean_adjacency};
-use ipu_playground::gnn::nn::{GCNConv, GroupAddRev, SAGEConv};
+use ipu_playground::gnn::nn::{Aggregation, GCNConv, GroupAddRev, SAGEConv};
 use ipu_playground::rng::Rng;
+use ipu_playground::tensor::sparse::CsrMatrix;
 use ipu_playground::tensor::{DType, Tensor};
 use ipu_playground::trace::nn::{Arg, Module};
 use ipu_playground::trace::{SparseVar, Tracer};
@@ -49,7 +50,11 @@ fn module(c: &Value) -> Box<dyn Module> {
     let (cin, cout) = (a["in"].as_u64().unwrap() as usize, a["out"].as_u64().unwrap() as usize);
     let mut rng = Rng::new(0);
     let mut m: Box<dyn Module> = match c["module"].as_str().unwrap() {
-        "SAGEConv" => Box::new(SAGEConv::new(cin, cout, &mut rng).unwrap()),
+        "SAGEConv" => {
+            // PyG's `aggr` where the case gives one (its default, the mean, where not).
+            let aggr = Aggregation::parse(a["aggr"].as_str().unwrap_or("mean")).unwrap();
+            Box::new(SAGEConv::new(cin, cout, &mut rng).unwrap().with_aggr(aggr))
+        }
         "GCNConv" => Box::new(GCNConv::new(cin, cout, &mut rng).unwrap()),
         "GroupAddRev" => {
             let groups =
@@ -72,7 +77,7 @@ fn module(c: &Value) -> Box<dyn Module> {
 }
 
 /// The graph argument of the trace: PyG's edge_index, or the CSR adjacency the engine builds
-/// from the same edges for this module (rows are targets).
+/// from the same edges for this module (rows are targets; for the sum, one per edge).
 enum Graph {
     EdgeIndex,
     Csr,
@@ -96,7 +101,15 @@ fn check(c: &Value, graph: Graph) {
         Graph::Csr => {
             let idx: Vec<i32> = ei.as_i32().unwrap().iter().copied().collect();
             let (src, dst): (Vec<u32>, Vec<u32>) = (0..e).map(|k| (idx[k] as u32, idx[e + k] as u32)).unzip();
-            let a = if c["module"] == "GCNConv" { gcn_adjacency(n, &src, &dst) } else { mean_adjacency(n, &src, &dst) };
+            let a = if c["module"] == "GCNConv" {
+                gcn_adjacency(n, &src, &dst)
+            } else if c["args"]["aggr"] == "sum" {
+                // PyG's "sum" on an adj_t: the product with the edges' adjacency (one per
+                // edge, a duplicate edge adding up).
+                CsrMatrix::from_triplets(n, n, &dst, &src, &vec![1.0; e])
+            } else {
+                mean_adjacency(n, &src, &dst)
+            };
             let s = SparseVar::input(&tr, "adj", n, n, a.nnz()).unwrap();
             inputs.extend(a.to_tensors(a.nnz()).unwrap().into_iter().map(Rc::new));
             Arg::Sparse(s)

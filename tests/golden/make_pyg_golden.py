@@ -109,6 +109,8 @@ def main():
              nodes=6, channels=4, edges=9, loops=1, duplicates=2, isolated=5),
         case("sage_random", "SAGEConv", {"in": 5, "out": 7}, lambda: SAGEConv(5, 7),
              nodes=20, channels=5, edges=60, loops=3, duplicates=5, isolated=0),
+        case("sage_sum", "SAGEConv", {"in": 4, "out": 3, "aggr": "sum"}, lambda: SAGEConv(4, 3, aggr="sum"),
+             nodes=6, channels=4, edges=9, loops=1, duplicates=2, isolated=5),
         case("gcn_small", "GCNConv", {"in": 4, "out": 3}, lambda: GCNConv(4, 3),
              nodes=6, channels=4, edges=9, loops=1, duplicates=2, isolated=5),
         case("gcn_loops", "GCNConv", {"in": 3, "out": 2}, lambda: GCNConv(3, 2),

@@ -19,9 +19,10 @@
 //     the loss, the dropout masks and every parameter's gradient, bit for bit.
 //
 // BERT-Large, BERT-Base and ResNet-50 are run at the reduced sizes scripts/check-export.mjs
-// uses: at full size the exported file's `Model()` makes every parameter's initial values
-// in Python before the weights replace them (hundreds of millions of numbers in Pyodide),
-// which is no test's business. RevGNN runs on the staged Cora files.
+// uses (`presetCases` of preset-runner.mjs, the one list of both): at full size the exported
+// file's `Model()` makes every parameter's initial values in Python before the weights
+// replace them (hundreds of millions of numbers in Pyodide), which is no test's business.
+// RevGNN runs on the staged Cora files.
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
@@ -29,10 +30,8 @@ import path from "node:path";
 import { createRequire } from "node:module";
 import { REPO, rng } from "./helpers.mjs";
 import { loadTestPython } from "./python-runner.mjs";
-import { runPreset, combinedBatch, planetoidFiles } from "./preset-runner.mjs";
-import { SHAPES, DTYPES, randomLayers, randomOps, randomOpsModel, withLoss, microBatch } from "./random-model.mjs";
-import { PRESETS } from "../../www/presets/index.js";
-import { bertCode } from "../../www/presets/bert.js";
+import { runPreset, combinedBatch, planetoidFiles, presetCases } from "./preset-runner.mjs";
+import { forEachRandomModel, microBatch } from "./random-model.mjs";
 
 const CONSUMER = path.join(REPO, "tests", "consumer");
 const req = createRequire(path.join(CONSUMER, "package.json"));
@@ -202,25 +201,6 @@ async function check(model, call, plan, micro) {
 // The staged raw files (scripts/stage-data.sh; make test stages them first).
 const CORA = fs.existsSync(path.join(REPO, "data")) ? planetoidFiles(path.join(REPO, "data"), "cora") : {};
 
-/** The presets as scripts/check-export.mjs checks them: the large ones also reduced. */
-function presetCases() {
-  const cases = [];
-  for (const p of PRESETS) {
-    if (p.id === "bert-large" || p.id === "bert-base") {
-      const small = bertCode({ title: `${p.title} (reduced)`, source: "reduced", hidden: 32, layers: 4, heads: 4, perIpu: [1, 1, 1, 1], micro: 2, serialization: p.id === "bert-large" ? 2 : 1, optimizer: "{ lr: 0.006, weightDecay: 0.01, biasCorrection: false }" })
-        .replace("const VOCAB = 30522, SEQ = 128, MASK_TOKENS = 20;", "const VOCAB = 64, SEQ = 8, MASK_TOKENS = 3;");
-      cases.push({ id: `${p.id} (reduced)`, preset: p, code: small });
-    } else if (p.id === "resnet50") {
-      const small = p.code.replace("const MICRO_BATCH = 8, CLASSES = 1000;", "const MICRO_BATCH = 8, CLASSES = 10;")
-        .replaceAll("224", "48").replace(/stage\((\d+), \d+, (\d)\)/g, "stage($1, 1, $2)");
-      cases.push({ id: `${p.id} (reduced)`, preset: p, code: small });
-    } else {
-      cases.push({ id: p.id, preset: p, code: p.code });
-    }
-  }
-  return cases;
-}
-
 /**
  * The presets whose round trip is not the same graph yet, and why: the test runs them and
  * reports what differs, as a todo (node:test counts it apart from the passes and failures).
@@ -229,7 +209,8 @@ const NOT_YET = {
   revgnn:
     "the export inlines GroupAddRev's invertible regions (as torch.fx inlines calls) and writes the sparse products as its _spmm helper over the CSR's parts " +
     "(also lin1 on the sparse features), the dropout with the shared mask and the masked loss as torch.where, which the page's Python traces as other ops: " +
-    "it needs the export to write torch_geometric.nn's GroupAddRev over a block module of its own, SAGEConv (with real PyG's aggregation of the weighted adjacency) " +
+    "it needs the export to write torch_geometric.nn's GroupAddRev over a block module of its own, SAGEConv(..., aggr=\"sum\") on the row-normalised adj_t " +
+    "(PyG's sum on it is the engine's product; PyG's mean would average twice), lin1 as a module call (torch.nn.Linear takes the CSR features), " +
     "and forms of the dropout and the masked loss that the page's Python translates to the package's ops",
 };
 
@@ -248,42 +229,50 @@ for (const c of presetCases()) {
   });
 }
 
+// ---------------------------------------------------------------- BeginBlock on modules
+
+test("round trip of poptorch.BeginBlock(module) on submodules, sharded: written as BeginBlock again, the same graph (each op's block_module), plan and step", async () => {
+  class Net extends nn.Module {
+    constructor() {
+      super();
+      this.l1 = new nn.Linear(8, 8);
+      this.l2 = poptorch.BeginBlock(new nn.Linear(8, 8), "second", 1);
+      this.norm = poptorch.BeginBlock(new nn.LayerNorm(8), "third", 2);
+    }
+    forward(x, y) {
+      const h = this.norm.forward(this.l2.forward(this.l1.forward(x).relu()).relu());
+      return [h, h.crossEntropy(y)];
+    }
+  }
+  const options = new poptorch.Options();
+  options.setExecutionStrategy(new poptorch.ShardedExecution());
+  const net = new Net();
+  // PopTorch's errors (§A.2).
+  assert.throws(() => poptorch.BeginBlock(net.l2, "again"), /BeginBlock: module has already been assigned to a block\./);
+  assert.throws(() => poptorch.BeginBlock(3, "x"), /BeginBlock: module is not an instance of torch\.nn\.Module or function\./);
+  const model = poptorch.trainingModel(net, options, new poptorch.optim.SGD(net.parameters(), { lr: 0.01 }));
+  try {
+    const call = [{ name: "x", shape: [4, 8], dtype: "float32" }, { name: "y", shape: [4], dtype: "int32" }];
+    const plan = model.plan(...call, { throwOnInvalid: false });
+    const nodes = model.tracedModel.graph.nodes.filter((n) => n.op !== "placeholder");
+    assert.deepEqual([...new Set(nodes.map((n) => `${n.meta.block}@${n.meta.ipu}:${n.meta.block_module}`))], ["null@null:undefined", "second@1:l2", "third@2:norm"]);
+    const code = api.exportPoptorch(model, { name: "model" });
+    assert.match(code, /^ {8}poptorch\.BeginBlock\(self\.l2, "second", ipu_id=1\)$/m);
+    assert.match(code, /^ {8}poptorch\.BeginBlock\(self\.norm, "third", ipu_id=2\)$/m);
+    assert.doesNotMatch(code, /Block\.start/);
+    await check(model, call, plan, microBatch(call, model.tracedModel.graph, rng(5)));
+  } finally {
+    model.destroy();
+  }
+});
+
 // ---------------------------------------------------------------- random models
 
 test(`round trip of ${MODELS} random models (seed ${SEED}): each the same graph, plan and step`, async (t) => {
-  const r = rng(SEED * 7919);
-  const pick = (xs) => xs[Math.floor(r() * xs.length)];
-  const int = (lo, hi) => lo + Math.floor(r() * (hi - lo + 1));
-  const attempt = (_, f) => {
-    try {
-      return f();
-    } catch {
-      return undefined;
-    }
-  };
-  const kept = { stale: null };
-  let made = 0;
-  for (let i = 0; made < MODELS && i < MODELS * 40; i++) {
-    api.manualSeed(SEED * 100003 + i);
-    const layers = randomLayers(api);
-    const inner = randomOpsModel(api, { pick, randomOp: randomOps(api, pick, layers), layers, attempt, kept });
-    const specs = Array.from({ length: int(1, 3) }, (_, k) => ({ name: `x${k}`, shape: pick(SHAPES), dtype: pick(DTYPES) ?? "float32" }));
-    const model = poptorch.trainingModel(withLoss(api, inner), new poptorch.Options());
-    try {
-      let plan;
-      try {
-        plan = model.plan(...specs, { throwOnInvalid: false });
-        if (model.tracedModel.graph.nodes.filter((n) => n.op !== "placeholder").length < 3) continue;
-        model.referenceStep(...microBatch(specs, model.tracedModel.graph, rng(i)));
-      } catch {
-        continue; // one the engine cannot trace or run (the fuzz layer's subject, not this test's)
-      }
-      const id = `random model ${i}`;
-      await t.test(id, () => check(model, specs, plan, microBatch(specs, model.tracedModel.graph, rng(i))));
-      made++;
-    } finally {
-      model.destroy();
-    }
-  }
+  const made = await forEachRandomModel(api, { seed: SEED, count: MODELS, rand: rng(SEED * 7919) }, async ({ i, model, specs, plan, graph }) => {
+    // One the engine cannot run is skipped (it throws here, before its subtest).
+    model.referenceStep(...microBatch(specs, graph, rng(i)));
+    await t.test(`random model ${i}`, () => check(model, specs, plan, microBatch(specs, graph, rng(i))));
+  });
   assert.equal(made, MODELS, `only ${made} of ${MODELS} random models traced and ran`);
 });

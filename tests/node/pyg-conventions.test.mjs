@@ -36,7 +36,7 @@ function close(what, got, want, atol = 1e-5, rtol = 1e-4) {
 
 function makeConv(c) {
   const { in: cin, out: cout } = c.args;
-  if (c.module === "SAGEConv") return new nn.SAGEConv(cin, cout);
+  if (c.module === "SAGEConv") return new nn.SAGEConv(cin, cout, { aggr: c.args.aggr });
   if (c.module === "GCNConv") return new nn.GCNConv(cin, cout);
   return new nn.GroupAddRev(new nn.SAGEConv(cin, cout), { numGroups: c.args.num_groups });
 }

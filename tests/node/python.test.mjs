@@ -223,6 +223,60 @@ inputs = [torch.empty(4, 8)]
   });
 });
 
+describe("torch_geometric.nn.SAGEConv's aggr", () => {
+  // PyG 2.8.1's SAGEConv (torch 2.15) on these inputs and weights, printed by
+  // `conv(x, edge_index).tolist()`: node 1 gets three messages (from 0, 2 and 2 again), the
+  // others one each, so only its row tells the mean from the sum.
+  const PYG = {
+    mean: [[0.37499997, -0.20000005], [-0.23333333, -1.3249999], [0.875, 0.7125001], [0.92500001, -1.0875001]],
+    sum: [[0.37499997, -0.20000005], [0.10000008, -3.3249998], [0.875, 0.7125001], [0.92500001, -1.0875001]],
+  };
+  PYG.add = PYG.sum;
+  const code = (aggr) => `import torch
+from torch_geometric.nn import SAGEConv
+
+x = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5], [-2.0, 1.0, 0.75], [0.0, -0.5, 1.25]])
+edge_index = torch.tensor([[0, 1, 2, 3, 0, 2], [1, 2, 1, 0, 3, 1]], dtype=torch.int32)
+conv = SAGEConv(3, 2, aggr=${JSON.stringify(aggr)})
+conv.load_state_dict({
+    "lin_l.weight": torch.tensor([[0.1, -0.2, 0.3], [0.4, 0.5, -0.6]]),
+    "lin_l.bias": torch.tensor([0.05, -0.1]),
+    "lin_r.weight": torch.tensor([[-0.3, 0.2, 0.1], [0.0, -0.4, 0.25]]),
+})
+print(conv(x, edge_index).tolist())
+`;
+  for (const aggr of ["mean", "sum", "add"]) {
+    test(`aggr="${aggr}" on an edge_index: PyG's values`, async () => {
+      const lines = [];
+      const log = console.log;
+      console.log = (s) => lines.push(String(s));
+      try {
+        await python.run(code(aggr), context());
+      } finally {
+        console.log = log;
+      }
+      const got = JSON.parse(lines.join("\n").trim());
+      assert.equal(got.length, 4);
+      got.forEach((row, i) => row.forEach((v, j) => assert.ok(Math.abs(v - PYG[aggr][i][j]) < 1e-6, `[${i}][${j}]: ${v}, PyG ${PYG[aggr][i][j]}`)));
+    });
+  }
+
+  test("an aggregation the engine lacks is a Python error naming it, at the user's line; so is a PyG option it lacks", async () => {
+    await assert.rejects(python.run(code("max"), context()), (err) => {
+      assert.match(err.message, /ValueError: SAGEConv: aggr='max' is not in this engine: it has aggr='mean' and aggr='sum' \(or 'add'\)/);
+      assert.equal(err.line, 6);
+      return true;
+    });
+    await assert.rejects(python.run(code("mean").replace('aggr="mean"', "root_weight=False"), context()), (err) => {
+      assert.match(err.message, /ValueError: SAGEConv: root_weight=False is not in this engine: it has PyG's default root_weight=True/);
+      return true;
+    });
+    // The package's own check, for JavaScript callers.
+    assert.throws(() => new nn.SAGEConv(3, 2, { aggr: "lstm" }), /SAGEConv: aggregation "lstm" is not in this engine: it has "mean" and "sum" \(or "add"\)/);
+    assert.throws(() => new nn.SAGEConv(3, 2, { agr: "sum" }), /SAGEConv: options has no option "agr": the option is aggr/);
+  });
+});
+
 // The patterns of PopTorch's user guide (docs/user_guide/buffers.py and trainingModel.py),
 // written here as a user would write them: whole scripts that print, run and check on the host.
 describe("whole PopTorch scripts, as the user guide writes them", () => {

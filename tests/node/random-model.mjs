@@ -117,3 +117,53 @@ export function withLoss(api, inner) {
   }
   return new WithLoss();
 }
+
+/**
+ * The export checks' random models (tests/node/export-roundtrip.test.mjs and
+ * scripts/check-export.mjs): model `i` (from 0, the package seeded with `seed * 100003 + i`)
+ * is `randomOpsModel` over `randomLayers` with `withLoss`, in a training wrapper, on one to
+ * three input specs, its picks drawn from `rand`. Each one that plans with at least three
+ * non-placeholder nodes is passed to `await use({ i, made, model, specs, plan, graph })`,
+ * until `count` have been used (out of at most `count * 40` tried); one that throws while
+ * made, planned or used is skipped, and so is one of too few ops: `skip(why)` gets the
+ * reason (the error's first line without its node number and source sites). The model is
+ * destroyed after `use`. Returns how many were used.
+ */
+export async function forEachRandomModel(api, { seed, count, rand, skip = () => {} }, use) {
+  const pick = (xs) => xs[Math.floor(rand() * xs.length)];
+  const int = (lo, hi) => lo + Math.floor(rand() * (hi - lo + 1));
+  const attempt = (_, f) => {
+    try {
+      return f();
+    } catch {
+      return undefined;
+    }
+  };
+  const kept = { stale: null };
+  let made = 0;
+  for (let i = 0; made < count && i < count * 40; i++) {
+    api.manualSeed(seed * 100003 + i);
+    const layers = randomLayers(api);
+    const inner = randomOpsModel(api, { pick, randomOp: randomOps(api, pick, layers), layers, attempt, kept });
+    const specs = Array.from({ length: int(1, 3) }, (_, k) => ({ name: `x${k}`, shape: pick(SHAPES), dtype: pick(DTYPES) ?? "float32" }));
+    let why = null;
+    try {
+      const model = api.poptorch.trainingModel(withLoss(api, inner), new api.poptorch.Options());
+      try {
+        const plan = model.plan(...specs, { throwOnInvalid: false });
+        const graph = model.tracedModel.graph;
+        if (graph.nodes.filter((n) => n.op !== "placeholder").length < 3) why = "fewer than 2 ops traced";
+        else await use({ i, made, model, specs, plan, graph });
+      } finally {
+        model.destroy();
+      }
+    } catch (e) {
+      // One the engine cannot trace or run (the fuzz layer's subject, not the export's): the
+      // reason without the node's number and source line, one count per kind.
+      why = String(e?.message ?? e).replace(/^node \d+ \([^)]*\)\)?:? */, "").replace(/\(.*?:\d+\)/g, "").split("\n")[0].slice(0, 100);
+    }
+    if (why) skip(why);
+    else made++;
+  }
+  return made;
+}

@@ -68,26 +68,56 @@ rust_module!(
     edge_index
 );
 
+/// `{ aggr = "mean" }`: PyG's aggregation name ("mean", "sum" or "add"); unknown keys are errors.
+fn sage_options(v: &JsValue) -> JsResult<gnn::Aggregation> {
+    let mut aggr = gnn::Aggregation::Mean;
+    if args::is_absent(v) {
+        return Ok(aggr);
+    }
+    args::object(v, "SAGEConv: options")?;
+    for (key, val) in args::entries(v, "SAGEConv: options", 16)? {
+        match key.as_string().as_deref() {
+            Some("aggr") if args::is_absent(&val) => {}
+            Some("aggr") => {
+                let name = args::string(&val, "SAGEConv: options.aggr", 64)?;
+                aggr = gnn::Aggregation::parse(&name).map_err(js_err)?;
+            }
+            _ => {
+                return Err(args::error(&format!(
+                    "SAGEConv: options has no option {:?}: the option is aggr",
+                    key.as_string().unwrap_or_default()
+                )))
+            }
+        }
+    }
+    Ok(aggr)
+}
+
 #[wasm_bindgen]
 impl SAGEConv {
-    /// `SAGEConv(in_channels, out_channels)` with PyG's defaults (mean aggregation, `lin_l`
-    /// with bias, `lin_r` without), initialised as PyG (see `manualSeed`).
+    /// `SAGEConv(in_channels, out_channels, { aggr = "mean" })` with PyG's defaults (`lin_l`
+    /// with bias, `lin_r` without), initialised as PyG (see `manualSeed`). `aggr`: `"mean"`
+    /// (of the messages on an `edge_index`; a sparse argument is the mean-aggregation
+    /// adjacency) or `"sum"` (`"add"`: the sum on an `edge_index`, `adj @ x` on a sparse
+    /// adjacency, as PyG's).
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "number")] in_channels: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] out_channels: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ aggr?: \"mean\" | \"sum\" | \"add\" }")] options: JsValue,
     ) -> JsResult<SAGEConv> {
         let i = size(&in_channels, "SAGEConv: in_channels")?;
         let o = size(&out_channels, "SAGEConv: out_channels")?;
+        let aggr = sage_options(&options)?;
         check_shape(&format!("SAGEConv({i}, {o}): a weight"), &[o as u64, i as u64], DType::Float32).map_err(js_err)?;
-        Ok(SAGEConv { inner: RefCell::new(modules::with_rng(|r| gnn::SAGEConv::new(i, o, r))?) })
+        Ok(SAGEConv { inner: RefCell::new(modules::with_rng(|r| gnn::SAGEConv::new(i, o, r))?.with_aggr(aggr)) })
     }
 }
 
 impl modules::FreshCopy for gnn::SAGEConv {
     fn fresh_copy(&self) -> JsResult<Self> {
         let (i, o) = (self.lin_l.in_features, self.lin_l.out_features);
-        modules::with_rng(|r| gnn::SAGEConv::new(i, o, r))
+        Ok(modules::with_rng(|r| gnn::SAGEConv::new(i, o, r))?.with_aggr(self.aggr))
     }
 }
 

@@ -147,6 +147,35 @@ pub fn begin_block(
     tr.try_begin_block(&id, ipu).map_err(js_err)
 }
 
+/// `poptorch.BeginBlock(module, id, ipu)`: Block `id` on `ipu` starts each time `module` is
+/// called in a trace (PopTorch's forward pre-hook) and stays in effect after it, until the
+/// next block starts; returns `module`. The mark is the module's `_beginBlock` (`[id,
+/// ipu]`), which a trace registers at the module's path ([`Tracer::begin_block_at`]): each
+/// op records that path (`meta.block_module`), and the export writes the `BeginBlock` again.
+/// PopTorch's errors for a module marked twice and for a value that is no module.
+///
+/// [`Tracer::begin_block_at`]: crate::trace::Tracer::begin_block_at
+#[wasm_bindgen(js_name = _beginBlockOf)]
+pub fn begin_block_of(
+    #[wasm_bindgen(unchecked_param_type = "Module")] module: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "number")] ipu: JsValue,
+) -> JsResult<JsValue> {
+    if !is_module(&module)? {
+        return Err(args::type_error(&format!(
+            "BeginBlock: module is not an instance of torch.nn.Module or function. (got {})",
+            args::describe(&module)
+        )));
+    }
+    let (id, ipu) = block_args(&id, &ipu, "BeginBlock")?;
+    if !args::get(&module, "_beginBlock")?.is_undefined() {
+        return Err(args::error("BeginBlock: module has already been assigned to a block."));
+    }
+    let mark = Array::of2(&JsValue::from_str(&id), &ipu.map_or(JsValue::UNDEFINED, |n| JsValue::from_f64(n as f64)));
+    Reflect::set(&module, args::key("_beginBlock"), &mark)?;
+    Ok(module)
+}
+
 #[derive(Serialize)]
 struct Traced<'a> {
     text: String,

@@ -55,7 +55,7 @@ pub(crate) fn enter_rust_module(key: u32) -> RustModuleScope {
         let s = s.borrow();
         let Some(s) = s.as_ref() else { return RustModuleScope(None) };
         match s.rust_modules.get(&key).and_then(|&i| s.paths.get(i)) {
-            Some(path) => RustModuleScope(Some((s.tracer.clone(), s.tracer.set_scope(path)))),
+            Some(path) => RustModuleScope(Some((s.tracer.clone(), s.tracer.enter_module(path)))),
             None => RustModuleScope(None),
         }
     })
@@ -73,6 +73,16 @@ pub(crate) fn enter_state_owner(key: u32) -> RustModuleScope {
             None => RustModuleScope(None),
         }
     })
+}
+
+/// The Block of `poptorch.BeginBlock(module, id, ipu)` on `obj` (its `_beginBlock` mark,
+/// `[id, ipu]`, set by `nn.rs`'s `_beginBlockOf`), if any.
+fn begin_block_mark(obj: &JsValue) -> Option<(String, Option<usize>)> {
+    let mark = Reflect::get(obj, args::key("_beginBlock")).ok()?;
+    let mark = mark.dyn_into::<Array>().ok()?;
+    let id = mark.get(0).as_string()?;
+    let ipu = mark.get(1).as_f64().map(|n| n as usize);
+    Some((id, ipu))
 }
 
 /// The `_stateKey()` of a JS `nn.Module` (read through `Reflect`; anything else: `None`).
@@ -352,8 +362,12 @@ pub(super) fn end() {
 pub(super) fn add_module(path: &str, obj: &JsValue) -> bool {
     let key = rust_module_key(obj);
     let owner = state_key(obj);
+    let begin = begin_block_mark(obj);
     SESSION.with(|s| {
         if let Some(s) = s.borrow_mut().as_mut() {
+            if let Some((id, ipu)) = &begin {
+                s.tracer.begin_block_at_deferred(path, id, *ipu);
+            }
             s.paths.push(path.to_string());
             let index = s.paths.len() - 1;
             if let Some(k) = key {
@@ -374,7 +388,7 @@ pub fn enter_module(trace: u32, index: u32) {
     SESSION.with(|s| {
         if let Some(s) = s.borrow_mut().as_mut().filter(|s| s.id == trace) {
             if let Some(path) = s.paths.get(index as usize) {
-                let saved = s.tracer.set_scope(path);
+                let saved = s.tracer.enter_module(path);
                 s.scopes.push(saved);
             }
         }

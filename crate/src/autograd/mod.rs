@@ -311,13 +311,15 @@ fn pair<K: Copy + Eq + std::hash::Hash>(to: &mut HashMap<K, K>, back: &mut HashM
     }
 }
 
-/// Whether two nodes' metadata agree but for scope and source.
+/// Whether two nodes' metadata agree but for scope and source (and the module path of a
+/// BeginBlock, a scope too: only whether there is one is compared).
 fn same_but_names(a: &NodeMeta, b: &NodeMeta) -> bool {
     // Every field is named, so that a new one is a compile error here until it is compared.
-    let NodeMeta { scope: _, source: _, block, ipu, block_kind, pass, checkpoint, available_memory } = a;
+    let NodeMeta { scope: _, source: _, block, ipu, block_kind, block_module, pass, checkpoint, available_memory } = a;
     *block == b.block
         && *ipu == b.ipu
         && *block_kind == b.block_kind
+        && block_module.is_some() == b.block_module.is_some()
         && *pass == b.pass
         && *checkpoint == b.checkpoint
         && *available_memory == b.available_memory

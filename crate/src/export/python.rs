@@ -52,6 +52,10 @@ pub struct Forward {
     pub loss_output: Option<usize>,
     /// How many outputs `forward` returns (one is returned bare, several as a tuple).
     pub n_outputs: usize,
+    /// `poptorch.BeginBlock(module, id, ipu_id)` for `__init__`: (module path, Block id,
+    /// IPU), for each Block that a call of a leaf module began (`meta.block_module`) where
+    /// `forward` calls that module.
+    pub begin_blocks: Vec<(String, String, Option<usize>)>,
 }
 
 /// The inputs of the traced graph as `forward` arguments: a sparse input's three tensors
@@ -122,6 +126,7 @@ pub fn forward(g: &Graph, loss: Option<ValueId>, poptorch: bool, leaves: &BTreeM
         regions: 0,
         open_block: None,
         begun: None,
+        begin_blocks: Vec::new(),
         leaf_of,
         scoped,
     };
@@ -140,7 +145,7 @@ pub fn forward(g: &Graph, loss: Option<ValueId>, poptorch: bool, leaves: &BTreeM
         _ => e.line(format!("return ({}{})", outs.join(", "), if outs.len() == 1 { "," } else { "" })),
     }
     let loss_output = loss.and_then(|l| g.outputs.iter().position(|o| *o == l));
-    Ok(Forward { args, body: e.lines, loss_output, n_outputs: outs.len() })
+    Ok(Forward { args, body: e.lines, loss_output, n_outputs: outs.len(), begin_blocks: e.begin_blocks })
 }
 
 struct Emitter {
@@ -153,8 +158,10 @@ struct Emitter {
     regions: usize,
     /// The `with poptorch.Block(...)` open now: (id, ipu).
     open_block: Option<(String, Option<usize>)>,
-    /// The block a `poptorch.Block.start` began last.
+    /// The block a `poptorch.Block.start` (or a module's `BeginBlock`) began last.
     begun: Option<(String, Option<usize>)>,
+    /// See [`Forward::begin_blocks`].
+    begin_blocks: Vec<(String, String, Option<usize>)>,
     /// The module path of each leaf module by its weight's expression (`self.fc1.weight` →
     /// `fc1`): its `linear` or `layer_norm` is a call of the module.
     leaf_of: HashMap<String, String>,
@@ -182,6 +189,21 @@ impl Emitter {
         }
     }
 
+    /// The path of the leaf module whose call writes node `n` (inputs `a`), if one does: a
+    /// `linear` or affine `layer_norm` of a leaf's weights, a scoped leaf's `batch_norm`.
+    fn module_call(&self, n: &Node, a: &[String]) -> Option<String> {
+        let own = |bias: Option<&str>| {
+            let path = self.leaf_of.get(a.get(1)?)?;
+            self.leaf(&a[1], bias).map(|_| path.clone())
+        };
+        match &n.op {
+            Op::Linear { has_bias } => own(has_bias.then(|| a.get(2).map(String::as_str)).flatten()),
+            Op::LayerNorm { affine: true, .. } => own(Some(a.get(2)?)),
+            Op::BatchNorm { .. } if self.scoped.contains_key(&n.meta.scope) => Some(n.meta.scope.clone()),
+            _ => None,
+        }
+    }
+
     fn line(&mut self, s: String) {
         self.lines.push(format!("{}{s}", "    ".repeat(self.indent)));
     }
@@ -192,12 +214,28 @@ impl Emitter {
         }
     }
 
-    /// The Block statements before node `n` (PopTorch form only).
-    fn placement(&mut self, n: &Node) {
+    /// The Block statements before node `n` (inputs `a`; PopTorch form only). A Block that
+    /// the call of a leaf module began (`poptorch.BeginBlock(module)`), at that call, is the
+    /// module's `BeginBlock` in `__init__` when `forward` calls the module there; else, as
+    /// every other begun Block, a `poptorch.Block.start` here.
+    fn placement(&mut self, n: &Node, a: &[String]) {
         if !self.poptorch || matches!(n.op, Op::Placeholder { .. }) {
             return;
         }
         let m = &n.meta;
+        if let (Some(BlockKind::Begin), Some(id), Some(path)) = (m.block_kind, &m.block, &m.block_module) {
+            if self.module_call(n, a).as_ref() == Some(path) {
+                self.close_block();
+                let want = (id.clone(), m.ipu);
+                if self.begun.as_ref() != Some(&want) {
+                    if !self.begin_blocks.iter().any(|(p, ..)| p == path) {
+                        self.begin_blocks.push((path.clone(), id.clone(), m.ipu));
+                    }
+                    self.begun = Some(want);
+                }
+                return;
+            }
+        }
         match (m.block_kind, &m.block) {
             (Some(BlockKind::Scoped), Some(id)) => {
                 let want = (id.clone(), m.ipu);
@@ -265,7 +303,6 @@ impl Emitter {
                 }
                 continue;
             }
-            self.placement(n);
             let outs: Vec<String> = n
                 .outputs
                 .iter()
@@ -281,6 +318,7 @@ impl Emitter {
                     names.get(v).cloned().ok_or_else(|| Error::export(format!("value {v} is used before it is made")))
                 })
                 .collect::<Result<_>>()?;
+            self.placement(n, &ins);
             self.node(g, n, &ins, &outs)?;
             for (o, name) in n.outputs.iter().zip(&outs) {
                 names.insert(*o, name.clone());

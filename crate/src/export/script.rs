@@ -254,6 +254,10 @@ fn model_class(exec: &PoplarExecutor, fwd: &Forward, leaves: &BTreeMap<String, L
     for (name, source) in model.tied() {
         out.push(format!("        _tie(self, {}, {})", str_lit(&name), str_lit(&source)));
     }
+    for (path, id, ipu) in &fwd.begin_blocks {
+        let ipu = ipu.map(|i| format!(", ipu_id={i}")).unwrap_or_default();
+        out.push(format!("        poptorch.BeginBlock({}, {}{ipu})", leaves::module_expr(path), str_lit(id)));
+    }
     out.push(String::new());
     out.push("    def _random_mask(self, shape, p, device):".into());
     out.push("        \"\"\"Dropout's keep mask: True with probability 1 - p.\"\"\"".into());

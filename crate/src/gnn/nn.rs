@@ -18,11 +18,48 @@ use crate::trace::nn::{call, check_arity, dense_arg, sparse_arg, Arg, LayerNorm,
 use crate::trace::{concat, resolve_dim, SparseVar, Tracer, Var};
 use crate::{Error, Result};
 
-/// GraphSAGE with mean aggregation (PyG defaults): `lin_l(mean_j x_j) + lin_r(x_i)`,
-/// `lin_l` with bias, `lin_r` without.
+/// How a [`SAGEConv`] aggregates the messages arriving at a node: PyG's `aggr`, of the ones
+/// this engine has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aggregation {
+    /// The mean (PyG's default). With `edge_index`, the mean of the messages; with a sparse
+    /// adjacency, the product with it: the package's sparse argument is the mean-aggregation
+    /// adjacency (rows normalised, [`crate::gnn::data::mean_adjacency`]), where PyG's `"mean"`
+    /// on a weighted `adj_t` would divide the weighted sum by the count again.
+    Mean,
+    /// The sum (PyG's `"sum"`, or `"add"`): with `edge_index`, the sum of the messages; with a
+    /// sparse adjacency, the weighted sum `adj @ x` (PyG's `spmm(adj_t, x, reduce="sum")`).
+    Sum,
+}
+
+impl Aggregation {
+    /// PyG's name of an aggregation: `"mean"`, `"sum"` or `"add"`; any other is an error
+    /// naming it.
+    pub fn parse(name: &str) -> Result<Aggregation> {
+        match name {
+            "mean" => Ok(Aggregation::Mean),
+            "sum" | "add" => Ok(Aggregation::Sum),
+            other => Err(Error::trace(format!(
+                "SAGEConv: aggregation {other:?} is not in this engine: it has \"mean\" and \"sum\" (or \"add\")"
+            ))),
+        }
+    }
+
+    /// PyG's name: `"mean"` or `"sum"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Aggregation::Mean => "mean",
+            Aggregation::Sum => "sum",
+        }
+    }
+}
+
+/// GraphSAGE (PyG defaults): `lin_l(aggr_j x_j) + lin_r(x_i)`, `lin_l` with bias, `lin_r`
+/// without; the mean aggregation unless [`SAGEConv::with_aggr`] says otherwise.
 pub struct SAGEConv {
     pub lin_l: Linear,
     pub lin_r: Linear,
+    pub aggr: Aggregation,
 }
 
 impl SAGEConv {
@@ -30,26 +67,40 @@ impl SAGEConv {
         if cin == 0 || cout == 0 {
             return Err(Error::trace(format!("SAGEConv({cin}, {cout}): sizes must be positive")));
         }
-        Ok(SAGEConv { lin_l: Linear::new(cin, cout, true, rng)?, lin_r: Linear::new(cin, cout, false, rng)? })
+        Ok(SAGEConv {
+            lin_l: Linear::new(cin, cout, true, rng)?,
+            lin_r: Linear::new(cin, cout, false, rng)?,
+            aggr: Aggregation::Mean,
+        })
     }
 
-    /// `adj`: mean-aggregation adjacency, rows = targets.
+    /// The same conv aggregating by `aggr`.
+    pub fn with_aggr(self, aggr: Aggregation) -> SAGEConv {
+        SAGEConv { aggr, ..self }
+    }
+
+    /// `adj`: the adjacency, rows = targets (for the mean, the mean-aggregation adjacency).
     pub fn forward(&self, tr: &Tracer, x: &Var, adj: &SparseVar) -> Result<Var> {
         self.forward_on(tr, x, Adjacency::Sparse(adj))
     }
 
-    /// PyG's `conv(x, edge_index)`: the mean of the messages `x[edge_index[0]]` arriving at
-    /// each target `edge_index[1]` (zero for a node with none).
+    /// PyG's `conv(x, edge_index)`: the mean (or sum) of the messages `x[edge_index[0]]`
+    /// arriving at each target `edge_index[1]` (zero for a node with none).
     pub fn forward_edges(&self, tr: &Tracer, x: &Var, edge_index: &Var) -> Result<Var> {
         self.forward_on(tr, x, Adjacency::EdgeIndex(edge_index))
     }
 
     fn forward_on(&self, tr: &Tracer, x: &Var, adj: Adjacency) -> Result<Var> {
         let agg = match adj.checked(tr, "SAGEConv", x)? {
+            // Either aggregation: see [`Aggregation`].
             Adjacency::Sparse(a) => a.matmul(x)?,
             Adjacency::EdgeIndex(e) => {
                 let (src, dst) = endpoints(e)?;
-                x.index_select(0, &src)?.scatter_mean(&dst, x.shape()[0])?
+                let messages = x.index_select(0, &src)?;
+                match self.aggr {
+                    Aggregation::Mean => messages.scatter_mean(&dst, x.shape()[0])?,
+                    Aggregation::Sum => messages.scatter_add(&dst, x.shape()[0])?,
+                }
             }
         };
         let l = call(tr, "lin_l", &self.lin_l, &agg)?;

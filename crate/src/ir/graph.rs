@@ -55,6 +55,10 @@ pub struct NodeMeta {
     /// before the op); `None` before any block annotation, when ops go to IPU 0.
     #[serde(default)]
     pub block_kind: Option<BlockKind>,
+    /// `poptorch.BeginBlock(module, …)`: the path of the module whose call began `block`
+    /// (kind `Begin`); none where `Block.start` / `beginBlock` or a `Block` scope did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_module: Option<String>,
     /// Where in the user's code the op was called (`file:line`), when known.
     pub source: Option<String>,
     /// Forward, backward or optimizer.

@@ -49,6 +49,17 @@ impl Frame {
     }
 }
 
+impl State {
+    /// The module at `scope` has just been entered: the Block of a BeginBlock on it starts.
+    fn entered(&mut self) {
+        if let Some((id, ipu)) = self.block_hooks.get(&self.scope).cloned() {
+            self.block = Some((id, ipu));
+            self.block_kind = Some(BlockKind::Begin);
+            self.block_module = Some(self.scope.clone());
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     frames: Vec<Frame>,
@@ -59,6 +70,9 @@ struct State {
     /// scope ended and none started since).
     block: Option<(String, Option<usize>)>,
     block_kind: Option<BlockKind>,
+    /// The path of the module whose call began the active Block (a BeginBlock on a module,
+    /// [`Tracer::begin_block_at`]); none when another annotation made it active.
+    block_module: Option<String>,
     /// BeginBlocks on modules: (module path, block id, IPU), applied when the module's
     /// scope is entered ([`Tracer::begin_block_at`]).
     block_hooks: HashMap<String, (String, Option<usize>)>,
@@ -213,6 +227,7 @@ impl Tracer {
             block: st.block.as_ref().map(|b| b.0.clone()),
             ipu: st.block.as_ref().and_then(|b| b.1),
             block_kind: st.block_kind,
+            block_module: st.block_module.clone(),
             source: Some(source),
             ..NodeMeta::default()
         }
@@ -482,13 +497,7 @@ impl Tracer {
                 st.scope.push('.');
             }
             st.scope.push_str(name);
-            if !st.block_hooks.is_empty() {
-                let st = &mut *st;
-                if let Some((id, ipu)) = st.block_hooks.get(&st.scope).cloned() {
-                    st.block = Some((id, ipu));
-                    st.block_kind = Some(BlockKind::Begin);
-                }
-            }
+            st.entered();
             outer
         };
         let r = f();
@@ -501,6 +510,16 @@ impl Tracer {
     /// [`Tracer::restore_scope`].
     pub fn set_scope(&self, path: &str) -> String {
         std::mem::replace(&mut self.st.borrow_mut().scope, path.to_string())
+    }
+
+    /// [`Tracer::set_scope`] for a call of the module at `path` (the JS API's module traps):
+    /// as [`Tracer::scope`], a BeginBlock on that module ([`Tracer::begin_block_at`]) starts
+    /// its Block.
+    pub fn enter_module(&self, path: &str) -> String {
+        let mut st = self.st.borrow_mut();
+        let saved = std::mem::replace(&mut st.scope, path.to_string());
+        st.entered();
+        saved
     }
 
     /// Restores a scope path saved by [`Tracer::set_scope`].
@@ -542,6 +561,7 @@ impl Tracer {
         let mut st = self.st.borrow_mut();
         st.block = block;
         st.block_kind = Some(kind);
+        st.block_module = None;
     }
 
     /// Starts Block `id` for every op recorded from now on, until the next block starts
@@ -564,6 +584,8 @@ impl Tracer {
     /// `poptorch.BeginBlock(module, id, ipu)`: Block `id` starts each time the module at
     /// `module_path` (a scope path such as `convs.3`) is entered, and stays in effect after
     /// it, until the next block starts. The model's own `forward` needs no change.
+    ///
+    /// Each node records the path (`meta.block_module`) while the Block it began is active.
     pub fn begin_block_at(&self, module_path: &str, id: &str, ipu: Option<usize>) -> Result<()> {
         check::name("a module's path", module_path)?;
         check_block(id, ipu)?;
@@ -574,6 +596,15 @@ impl Tracer {
         }
         st.block_hooks.insert(module_path.to_string(), (id.to_string(), ipu));
         Ok(())
+    }
+
+    /// [`Tracer::begin_block_at`], an error reported by [`Tracer::finish`] (as
+    /// [`Tracer::begin_block`] reports one), for a host that registers marks as it walks
+    /// the model.
+    pub fn begin_block_at_deferred(&self, module_path: &str, id: &str, ipu: Option<usize>) {
+        if let Err(e) = self.begin_block_at(module_path, id, ipu) {
+            self.st.borrow_mut().deferred.get_or_insert(e);
+        }
     }
 
     fn push_frame(&self, inputs: &[(&str, &TensorType)]) -> Result<Vec<Var>> {
@@ -1515,6 +1546,30 @@ mod tests {
             [("relu", None, None), ("exp", Some("second"), Some(Begin)), ("tanh", Some("second"), Some(Begin))]
         );
         assert_eq!(g.nodes.iter().find(|n| n.op.name() == "exp").unwrap().meta.ipu, Some(1));
+        // Each op records the module whose call began its Block, while that Block is active.
+        let modules: Vec<_> = g.nodes.iter().skip(1).map(|n| n.meta.block_module.as_deref()).collect();
+        assert_eq!(modules, [None, Some("layers.1"), Some("layers.1")]);
+    }
+
+    #[test]
+    fn a_module_entered_by_path_starts_its_begin_block_and_another_annotation_clears_the_module() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[2], DType::Float32).unwrap();
+        tr.begin_block_at("l2", "second", None).unwrap();
+        // A host's module trap (the JS API's) enters the path directly.
+        let saved = tr.enter_module("l2");
+        let a = x.relu().unwrap();
+        tr.restore_scope(saved);
+        // State reads by path (set_scope) start nothing.
+        let saved = tr.set_scope("l2");
+        tr.restore_scope(saved);
+        let b = a.exp().unwrap();
+        tr.begin_block("third", Some(2));
+        let c = b.tanh().unwrap();
+        let g = tr.finish(&[&c]).unwrap().graph;
+        let got: Vec<_> =
+            g.nodes.iter().skip(1).map(|n| (n.meta.block.as_deref(), n.meta.block_module.as_deref())).collect();
+        assert_eq!(got, [(Some("second"), Some("l2")), (Some("second"), Some("l2")), (Some("third"), None)]);
     }
 
     #[test]

@@ -109,8 +109,11 @@ class Block:
 
 def BeginBlock(layer_to_call, user_id=None, ipu_id=None):
     """Starts Block `user_id` on `ipu_id` each time `layer_to_call` is called (PopTorch's
-    BeginBlock wraps the module; here it is marked, and returned)."""
-    layer_to_call.__dict__["_begin_block"] = (user_id, ipu_id)
+    forward pre-hook): the package's `poptorch.BeginBlock` marks the module, and it is
+    returned."""
+    if not isinstance(layer_to_call, torch.nn.Module):
+        raise TypeError("module is not an instance of torch.nn.Module or function.")
+    call(js.poptorch.BeginBlock, layer_to_call._js, user_id, ipu_id)
     return layer_to_call
 
 

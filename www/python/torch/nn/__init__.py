@@ -50,7 +50,6 @@ class Module:
         d["_params"] = []
         d["_buffers"] = []
         d["training"] = True
-        d["_begin_block"] = None
         d["_js"] = js.nn.Module.new()
         mid = _ipu.register(self)
         self._js.forward = host.forwardOf(_ipu.FORWARD, mid)
@@ -164,8 +163,6 @@ class Module:
             raise TypeError(f"{type(self).__name__}: keyword arguments to a module are not supported here; pass them by position")
         if not _ipu.tracing():
             return self._run_on_host(*args)
-        if self._begin_block is not None:
-            call(js.beginBlock, *self._begin_block)
         return call(self._js.forward, *args)
 
     def _run_on_host(self, *args):
@@ -254,7 +251,7 @@ class _Builtin(Module):
 
     def __init__(self, *args):
         d = self.__dict__
-        d["_submodules"], d["_params"], d["_buffers"], d["training"], d["_begin_block"] = {}, [], [], True, None
+        d["_submodules"], d["_params"], d["_buffers"], d["training"] = {}, [], [], True
         d["_js"] = _ipu.construct(self._js_class(), *args)
 
     def __getattr__(self, name):
@@ -302,7 +299,7 @@ def _builtin_of(v):
     cls = _BUILTINS.get(name, _Builtin)
     m = cls.__new__(cls)
     d = m.__dict__
-    d["_submodules"], d["_params"], d["_buffers"], d["training"], d["_begin_block"], d["_js"] = {}, [], [], True, None, v
+    d["_submodules"], d["_params"], d["_buffers"], d["training"], d["_js"] = {}, [], [], True, v
     return m
 
 

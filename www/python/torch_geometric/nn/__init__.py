@@ -5,8 +5,19 @@ from torch.nn import _Builtin, _builtin
 
 @_builtin("SAGEConv")
 class SAGEConv(_Builtin):
-    def __init__(self, in_channels, out_channels, **_):
-        super().__init__(in_channels, out_channels)
+    """`SAGEConv(in_channels, out_channels, aggr="mean")`: PyG's, with the aggregations the
+    package has ("mean", "sum" or its alias "add"; on a sparse adjacency "mean" takes it as
+    the mean-aggregation adjacency, "sum" multiplies by it, as PyG's "sum" on `adj_t`)."""
+
+    def __init__(self, in_channels, out_channels, aggr="mean", normalize=False, root_weight=True, project=False,
+                 bias=True, **_):
+        if not isinstance(aggr, str) or aggr not in ("mean", "sum", "add"):
+            raise ValueError(f"SAGEConv: aggr={aggr!r} is not in this engine: it has aggr='mean' and aggr='sum' (or 'add')")
+        for name, value, default in (("normalize", normalize, False), ("root_weight", root_weight, True),
+                                     ("project", project, False), ("bias", bias, True)):
+            if value != default:
+                raise ValueError(f"SAGEConv: {name}={value!r} is not in this engine: it has PyG's default {name}={default!r}")
+        super().__init__(in_channels, out_channels, _ipu.options(aggr=aggr))
 
 
 @_builtin("GCNConv")
