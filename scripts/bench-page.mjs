@@ -5,7 +5,12 @@
 //      default preset's code was traced in the worker and its first view drawn;
 //   2. with --train-epochs N (N > 0): the default RevGNN trained on PubMed for N epochs
 //      through the Training view (its own worker, as a user runs it), wall time from the
-//      Train click to "Done";
+//      Train click to "Done", and the median epoch (the epoch log's training seconds, the
+//      first epoch left out); with --train-workers W (default 1) the options' replication
+//      factor set to W and the view's Workers field to W: W replicas on W workers, each
+//      replica its own part of every call (#18 (b): against PyG with its default threads);
+//      Playwright attaches an inspector to the workers, which slows stack captures (the
+//      trace), not the kernels;
 //   3. with --deep-layers L (default 1000; 0 skips): the default RevGNN preset edited to
 //      `layers: L` in the editor, as a user types it, and the time from the edit until its
 //      analysis (trace + plan in the worker, every view drawn) is done, median of 3
@@ -23,7 +28,7 @@
 //   --root DIR serves another build of the page (a copy of www/ with its pkg/ and dist/), to
 //   compare builds interleaved; the staged data/ is mounted as usual.
 //
-//   node scripts/bench-page.mjs [--runs 5] [--python-runs 5] [--train-epochs 0] [--deep-layers 1000] [--preset-runs 3] [--root DIR] [--json FILE]
+//   node scripts/bench-page.mjs [--runs 5] [--python-runs 5] [--train-epochs 0] [--train-workers 1] [--deep-layers 1000] [--preset-runs 3] [--root DIR] [--json FILE]
 import fs from "node:fs";
 import zlib from "node:zlib";
 import { startServer, launchChromium } from "../tests/node/helpers.mjs";
@@ -36,6 +41,7 @@ const opt = (name, dflt) => {
 };
 const runs = Number(opt("--runs", "5"));
 const trainEpochs = Number(opt("--train-epochs", "0"));
+const trainWorkers = Number(opt("--train-workers", "1"));
 const deepLayers = Number(opt("--deep-layers", "1000"));
 const presetRuns = Number(opt("--preset-runs", "3"));
 const pythonRuns = Number(opt("--python-runs", String(runs)));
@@ -91,9 +97,16 @@ try {
     const page = await context.newPage();
     await page.goto(`${server.url}/`);
     await page.waitForFunction(() => performance.getEntriesByName("first-render").length > 0, null, { timeout: 60000 });
+    if (trainWorkers > 1) {
+      const seq = await seqOf(page);
+      await page.getByLabel("Replication factor").fill(String(trainWorkers));
+      await waitAnalysis(page, seq, 60000);
+    }
     await page.getByRole("tab", { name: "Training" }).click();
     await page.getByLabel("Dataset").selectOption("PubMed");
     await page.getByLabel("Epochs").fill(String(trainEpochs));
+    await page.getByLabel("Workers").fill(String(trainWorkers));
+    await page.locator("summary", { hasText: "Epoch log" }).click(); // its rows: each epoch's seconds
     const t0 = Date.now();
     await page.getByRole("button", { name: "Train" }).click();
     await page.waitForFunction(() => /^(Done|Training failed)/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 0 });
@@ -101,8 +114,13 @@ try {
     const text = await page.locator("#train-progress-text").textContent();
     if (!text.startsWith("Done")) throw new Error(`training in the page failed: ${await page.locator("#train-error").textContent()}`);
     const acc = /final test accuracy ([\d.]+) %/.exec(text)?.[1];
-    console.log(`[page] PubMed, ${trainEpochs} epochs in the page: ${wall.toFixed(1)} s wall (${(wall / trainEpochs).toFixed(3)} s/epoch with evaluations), final test accuracy ${acc ?? "?"} %`);
-    Object.assign(out, { train_epochs: trainEpochs, train_wall_s: wall, train_final_test_acc: acc ? Number(acc) / 100 : null });
+    const epochs = await page.evaluate(() => [...document.querySelectorAll("#train-log tbody tr")].map((tr) => Number(tr.children[5].textContent)));
+    const later = (epochs.length > 1 ? epochs.slice(1) : epochs).sort((a, b) => a - b);
+    if (!later.length) throw new Error("the Training view's epoch log has no rows");
+    const median = later[Math.floor(later.length / 2)];
+    const busy = await page.locator("#train-workers-busy").textContent();
+    console.log(`[page] PubMed, ${trainEpochs} epochs in the page on ${trainWorkers} worker${trainWorkers > 1 ? "s" : ""}: ${wall.toFixed(1)} s wall (${(wall / trainEpochs).toFixed(3)} s/epoch with evaluations), median epoch ${median.toFixed(3)} s, final test accuracy ${acc ?? "?"} %${busy ? ` (${busy})` : ""}`);
+    Object.assign(out, { train_epochs: trainEpochs, train_workers: trainWorkers, train_wall_s: wall, train_epoch_median_s: median, train_final_test_acc: acc ? Number(acc) / 100 : null });
     await context.close();
   }
   // A fresh page at the default preset, `act(page, prepared)` (an edit), and the time until
