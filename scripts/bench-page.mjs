@@ -10,7 +10,9 @@
 //      factor set to W and the view's Workers field to W: W replicas on W workers, each
 //      replica its own part of every call (#18 (b): against PyG with its default threads);
 //      Playwright attaches an inspector to the workers, which slows stack captures (the
-//      trace), not the kernels;
+//      trace), not the kernels; with --train-layers L the preset's code edited to `layers: L`
+//      first (#18 (e): a 1,000-layer epoch with workers; each worker's wasm memory is in the
+//      workers' line);
 //   3. with --deep-layers L (default 1000; 0 skips): the default RevGNN preset edited to
 //      `layers: L` in the editor, as a user types it, and the time from the edit until its
 //      analysis (trace + plan in the worker, every view drawn) is done, median of 3
@@ -28,11 +30,12 @@
 //   --root DIR serves another build of the page (a copy of www/ with its pkg/ and dist/), to
 //   compare builds interleaved; the staged data/ is mounted as usual.
 //
-//   node scripts/bench-page.mjs [--runs 5] [--python-runs 5] [--train-epochs 0] [--train-workers 1] [--deep-layers 1000] [--preset-runs 3] [--root DIR] [--json FILE]
+//   node scripts/bench-page.mjs [--runs 5] [--python-runs 5] [--train-epochs 0] [--train-workers 1] [--train-layers L] [--deep-layers 1000] [--preset-runs 3] [--root DIR] [--json FILE]
 import fs from "node:fs";
 import zlib from "node:zlib";
 import { startServer, launchChromium } from "../tests/node/helpers.mjs";
-import { editorText, seqOf, waitAnalysis } from "../tests/e2e/helpers.mjs";
+import { editorText, seqOf, setCode, waitAnalysis } from "../tests/e2e/helpers.mjs";
+import revgnn from "../www/presets/revgnn.js";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -42,6 +45,7 @@ const opt = (name, dflt) => {
 const runs = Number(opt("--runs", "5"));
 const trainEpochs = Number(opt("--train-epochs", "0"));
 const trainWorkers = Number(opt("--train-workers", "1"));
+const trainLayers = Number(opt("--train-layers", "0"));
 const deepLayers = Number(opt("--deep-layers", "1000"));
 const presetRuns = Number(opt("--preset-runs", "3"));
 const pythonRuns = Number(opt("--python-runs", String(runs)));
@@ -97,6 +101,13 @@ try {
     const page = await context.newPage();
     await page.goto(`${server.url}/`);
     await page.waitForFunction(() => performance.getEntriesByName("first-render").length > 0, null, { timeout: 60000 });
+    if (trainLayers > 0) {
+      const code = revgnn.code.replace(/layers: \d+,/, `layers: ${trainLayers},`);
+      if (!/layers: \d+,/.test(revgnn.code)) throw new Error("the RevGNN preset's code has no `layers: N,` to edit");
+      const seq = await seqOf(page);
+      await setCode(page, code, { wait: false });
+      await waitAnalysis(page, seq, 120000);
+    }
     if (trainWorkers > 1) {
       const seq = await seqOf(page);
       await page.getByLabel("Replication factor").fill(String(trainWorkers));
@@ -119,8 +130,8 @@ try {
     if (!later.length) throw new Error("the Training view's epoch log has no rows");
     const median = later[Math.floor(later.length / 2)];
     const busy = await page.locator("#train-workers-busy").textContent();
-    console.log(`[page] PubMed, ${trainEpochs} epochs in the page on ${trainWorkers} worker${trainWorkers > 1 ? "s" : ""}: ${wall.toFixed(1)} s wall (${(wall / trainEpochs).toFixed(3)} s/epoch with evaluations), median epoch ${median.toFixed(3)} s, final test accuracy ${acc ?? "?"} %${busy ? ` (${busy})` : ""}`);
-    Object.assign(out, { train_epochs: trainEpochs, train_workers: trainWorkers, train_wall_s: wall, train_epoch_median_s: median, train_final_test_acc: acc ? Number(acc) / 100 : null });
+    console.log(`[page] PubMed${trainLayers ? ` at ${trainLayers} layers` : ""}, ${trainEpochs} epochs in the page on ${trainWorkers} worker${trainWorkers > 1 ? "s" : ""}: ${wall.toFixed(1)} s wall (${(wall / trainEpochs).toFixed(3)} s/epoch with evaluations), median epoch ${median.toFixed(3)} s, final test accuracy ${acc ?? "?"} %${busy ? ` (${busy})` : ""}`);
+    Object.assign(out, { train_epochs: trainEpochs, train_workers: trainWorkers, train_layers: trainLayers || null, train_wall_s: wall, train_epoch_median_s: median, train_final_test_acc: acc ? Number(acc) / 100 : null });
     await context.close();
   }
   // A fresh page at the default preset, `act(page, prepared)` (an edit), and the time until

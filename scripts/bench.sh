@@ -41,6 +41,10 @@
 #      BENCH_WORKER_ROUNDS (default 2) interleaved rounds of BENCH_WORKER_EPOCHS (default 8)
 #      epochs: the ratio of median epochs (target <= 0.5)
 #
+#  7c. with BENCH_DEEP_TRAIN=1 (long): (e), one epoch of the RevGNN preset at 1,000 layers in
+#      the page with replicationFactor 2 on 2 workers (target: under 150 s, each worker's wasm
+#      memory under 1 GB; the workers' line says each one's)
+#
 #  10. replicas as parallel workers in Node (scripts/bench-replicas.mjs): the median time of
 #      one call of a 4-replica training model on 1, 2 and 4 worker_threads
 #      (BENCH_REPLICA_CALLS calls, default 5), with the load average
@@ -236,6 +240,11 @@ if [ -x "$VENV/bin/python" ]; then
 else
   echo "skipped (no PyTorch Geometric)"
 fi
+if [ "${BENCH_DEEP_TRAIN:-0}" = 1 ]; then
+  echo "== 7c. (e) one epoch of a 1,000-layer RevGNN on PubMed in the page on 2 workers (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+  node scripts/bench-page.mjs --runs 0 --python-runs 0 --deep-layers 0 --preset-runs 0 --train-epochs 1 --train-workers 2 \
+    --train-layers 1000 --json "$OUT/deep-train.json" | grep -E "PubMed"
+fi
 
 echo
 echo "== 8. the JavaScript API in Node: examples/rev_gnn.mjs ($JS_EPOCHS epochs), then $ROUNDS rounds against RevGnnTrainer"
@@ -375,6 +384,8 @@ if (page && page.train_wall_s) {
   const native = ours ? `; native: ${ours.epochs} epochs at a median ${ours.epoch_median_s.toFixed(3)} s/epoch ≈ ${(ours.epochs * ours.epoch_median_s).toFixed(1)} s of training (one thread, evaluations apart)` : "";
   console.log(`page: PubMed ${page.train_epochs} epochs trained in the page in ${page.train_wall_s.toFixed(1)} s wall, final test ${page.train_final_test_acc}${native}`);
 }
+const deep = read("deep-train.json");
+if (deep) console.log(`(e) a ${deep.train_layers}-layer RevGNN epoch in the page on ${deep.train_workers} workers: ${deep.train_epoch_median_s.toFixed(1)} s (target < 150: ${mark(deep.train_epoch_median_s < 150)}); each worker's wasm memory is in the line above (target < 1 GB)`);
 {
   const rounds = [];
   for (let i = 1; read(`workers-round-${i}-page.json`); i++) {
