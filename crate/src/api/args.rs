@@ -280,6 +280,21 @@ pub(crate) fn integers(v: &JsValue, what: &str, min: i64, max: i64) -> JsResult<
 /// Exactly `n` float values: an array of numbers, or a typed array of numbers (copied by
 /// the engine, so no per-item calls). The length is checked against `n` before anything
 /// is copied into wasm.
+/// A fresh Float32Array made by the engine from the caller's typed array `v` of `n` values
+/// (a BigInt array throws here, and that is the error): its length and contents are genuine,
+/// whatever the caller's object does later. It lives in JS, outside wasm memory.
+pub(crate) fn f32_copy(v: &JsValue, what: &str, n: usize) -> JsResult<Float32Array> {
+    let ctor: Function = get(&js_sys::global(), "Float32Array")?.unchecked_into();
+    let copy: Float32Array = Reflect::construct(&ctor, &Array::of1(v))?.unchecked_into();
+    if copy.length() as usize != n {
+        return Err(range_error(&format!(
+            "{what} must hold {n} values (the shape's element count), got {}",
+            copy.length()
+        )));
+    }
+    Ok(copy)
+}
+
 pub(crate) fn f32_values(v: &JsValue, what: &str, n: usize) -> JsResult<Vec<f32>> {
     let mismatch = |len: f64| {
         range_error(&format!("{what} must hold {n} values (the shape's element count), got {}", check::js_number(len)))
@@ -289,13 +304,7 @@ pub(crate) fn f32_values(v: &JsValue, what: &str, n: usize) -> JsResult<Vec<f32>
         if len.as_f64() != Some(n as f64) {
             return Err(mismatch(len.as_f64().unwrap_or(f64::NAN)));
         }
-        // A fresh Float32Array made by the engine from the caller's typed array (a BigInt
-        // array throws here, and that is the error): its length and contents are genuine.
-        let ctor: Function = get(&js_sys::global(), "Float32Array")?.unchecked_into();
-        let copy: Float32Array = Reflect::construct(&ctor, &Array::of1(v))?.unchecked_into();
-        if copy.length() as usize != n {
-            return Err(mismatch(copy.length() as f64));
-        }
+        let copy = f32_copy(v, what, n)?;
         let mut out = try_with_capacity(what, n).map_err(js_err)?;
         out.resize(n, 0.0);
         copy.copy_to(&mut out);

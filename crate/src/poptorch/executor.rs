@@ -980,6 +980,10 @@ impl PoplarExecutor {
             })
             .collect();
         let mut accs: Vec<Accumulator> = exe.grads.iter().map(|_| Accumulator::new(b.replicas)).collect();
+        let shared_grads: std::collections::HashSet<usize> = {
+            let mut seen = std::collections::HashSet::new();
+            exe.grads.iter().filter(|(_, i)| !seen.insert(*i)).map(|(_, i)| *i).collect()
+        };
         let mut lower = vec![0.0f64; b.replicas];
         let ls = exe.loss_scaling;
         for a in 0..b.accumulation {
@@ -994,7 +998,7 @@ impl PoplarExecutor {
                 stats.saved_for_backward = stats.saved_for_backward.max(res.stats.saved_for_backward);
                 stats.nodes_run += res.stats.nodes_run;
                 crate::exec::merge_op_times(&mut stats.op_time, &res.stats.op_time);
-                let outs = &res.outputs;
+                let mut outs = res.outputs;
                 let mut keep: Vec<Tensor> = outs[..exe.n_user_outputs].iter().map(|t| t.as_ref().clone()).collect();
                 for (_, i) in &exe.input_grads {
                     keep.push(unscale(&outs[*i], ls)?);
@@ -1002,11 +1006,19 @@ impl PoplarExecutor {
                 let m = b.index(d, a, r);
                 p.out.outputs.push((m, keep));
                 p.out.anchors.push((m, grad_anchors.iter().map(|&i| outs[i].as_ref().clone()).collect()));
-                for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
-                    acc.add(r, &outs[*i], &how).map_err(|e| e.context(format!("gradient of '{name}'")))?;
-                }
                 if let Some((i, _)) = exe.stats {
                     lower[r] += outs[i].to_f64_vec()[0];
+                }
+                // The gradients are given up to their accumulators (no copy of the first); an
+                // output two gradients share is lent to each.
+                let spent = Rc::new(Tensor::scalar(0.0));
+                for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
+                    let g = if shared_grads.contains(i) {
+                        outs[*i].clone()
+                    } else {
+                        std::mem::replace(&mut outs[*i], spent.clone())
+                    };
+                    acc.add_owned(r, g, &how).map_err(|e| e.context(format!("gradient of '{name}'")))?;
                 }
             }
         }
@@ -1014,7 +1026,7 @@ impl PoplarExecutor {
         if training {
             packed.reserve(exe.layout.per_replica() * (hi - lo));
             for (r, &count) in lower.iter().enumerate().take(hi).skip(lo) {
-                exe.layout.pack(r, &accs, count, &mut packed)?;
+                exe.layout.pack(r, &mut accs, count, &mut packed)?;
             }
         }
         p.loss_scaling = ls;
@@ -1027,6 +1039,12 @@ impl PoplarExecutor {
     /// group, unscaled, clipped and applied by the optimizer to every replica's weights (the
     /// same on every executor), and automatic loss scaling updated.
     pub fn apply(&mut self, all: &[f32]) -> Result<()> {
+        self.apply_from(all.len(), |at, n| all[at..at + n].to_vec())
+    }
+
+    /// [`Self::apply`] of a gathered buffer of `len` values read piece by piece (`read(at,
+    /// n)`: values `at..at + n`; [`super::replicas::Contributions::unpack_from`]).
+    pub fn apply_from(&mut self, len: usize, read: impl FnMut(usize, usize) -> Vec<f32>) -> Result<()> {
         let how = self.reduction();
         let exe = self.exe.as_mut().ok_or_else(|| Error::poptorch(NO_EXECUTABLE))?;
         let p = self.pending.as_mut().ok_or_else(|| Error::poptorch("no call has begun: begin_call first"))?;
@@ -1038,7 +1056,7 @@ impl PoplarExecutor {
         }
         match &self.optimizer {
             Some(opt) if self.training => {
-                let (accs, lower) = exe.layout.unpack(all)?;
+                let (accs, lower) = exe.layout.unpack_from(len, read)?;
                 Self::optimizer_step(exe, opt, &how, &accs, p.loss_scaling)?;
                 if let Some((_, tracked)) = exe.stats {
                     let b = exe.batching;
@@ -1046,10 +1064,9 @@ impl PoplarExecutor {
                     exe.loss_scaling = update_loss_scale(p.loss_scaling, total - lower, lower, exe.max_loss_scaling);
                 }
             }
-            _ if !all.is_empty() => {
+            _ if len != 0 => {
                 return Err(Error::poptorch(format!(
-                    "an inference step has no gradients to apply, but {} values were given",
-                    all.len()
+                    "an inference step has no gradients to apply, but {len} values were given"
                 )))
             }
             _ => {}

@@ -83,6 +83,30 @@ impl Accumulator {
         Ok(())
     }
 
+    /// [`Self::add`] of a gradient the caller gives up: replica `r`'s first float32 gradient
+    /// that nothing else holds becomes its slot without a copy (a model's gradients are as
+    /// large as its weights).
+    pub fn add_owned(&mut self, r: usize, grad: std::rc::Rc<Tensor>, how: &GradReduction) -> crate::Result<()> {
+        if self.slots.get(r).is_some_and(Option::is_none) {
+            match std::rc::Rc::try_unwrap(grad) {
+                Ok(Tensor::F32(mut a)) => {
+                    round_to(&mut a, how.accum_dtype);
+                    self.slots[r] = Some(a);
+                    self.counts[r] += 1;
+                    return Ok(());
+                }
+                Ok(t) => return self.add(r, &t, how),
+                Err(shared) => return self.add(r, &shared, how),
+            }
+        }
+        self.add(r, &grad, how)
+    }
+
+    /// Takes replica `r`'s accumulated gradient out (for packing it, [`super::replicas`]).
+    pub fn take_slot(&mut self, r: usize) -> Option<ArrayD<f32>> {
+        self.slots.get_mut(r)?.take()
+    }
+
     /// Replica `r`'s accumulated gradient, if it has one.
     pub fn slot(&self, r: usize) -> Option<&ArrayD<f32>> {
         self.slots.get(r)?.as_ref()

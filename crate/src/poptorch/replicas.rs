@@ -52,8 +52,9 @@ impl Contributions {
     }
 
     /// Appends replica `r`'s contribution: its accumulated gradients (`accs`, one per
-    /// gradient) and its lower-bin count.
-    pub fn pack(&self, r: usize, accs: &[Accumulator], lower: f64, out: &mut Vec<f32>) -> Result<()> {
+    /// gradient, each taken out of its accumulator and freed once copied) and its lower-bin
+    /// count.
+    pub fn pack(&self, r: usize, accs: &mut [Accumulator], lower: f64, out: &mut Vec<f32>) -> Result<()> {
         if accs.len() != self.shapes.len() {
             return Err(Error::poptorch(format!(
                 "replica {r}: {} gradients packed, the step computes {}",
@@ -61,9 +62,10 @@ impl Contributions {
                 self.shapes.len()
             )));
         }
-        for (k, (acc, shape)) in accs.iter().zip(&self.shapes).enumerate() {
-            let slot =
-                acc.slot(r).ok_or_else(|| Error::poptorch(format!("replica {r} computed no gradient {k} to pack")))?;
+        for (k, (acc, shape)) in accs.iter_mut().zip(&self.shapes).enumerate() {
+            let slot = acc
+                .take_slot(r)
+                .ok_or_else(|| Error::poptorch(format!("replica {r} computed no gradient {k} to pack")))?;
             if slot.shape() != shape.as_slice() {
                 return Err(Error::poptorch(format!(
                     "replica {r}: gradient {k} has shape {:?}, the layout {shape:?}",
@@ -83,11 +85,22 @@ impl Contributions {
     /// Reads a gathered buffer of every replica back: the accumulators (every replica's
     /// slot filled) and the lower-bin count summed over replicas in replica order.
     pub fn unpack(&self, all: &[f32]) -> Result<(Vec<Accumulator>, f64)> {
+        self.unpack_from(all.len(), |at, n| all[at..at + n].to_vec())
+    }
+
+    /// [`Self::unpack`] of a gathered buffer of `len` values read piece by piece:
+    /// `read(at, n)` gives values `at..at + n`. A caller whose buffer lives elsewhere (the
+    /// workers' shared memory, outside wasm) copies in one gradient at a time instead of
+    /// the whole buffer first.
+    pub fn unpack_from(
+        &self,
+        len: usize,
+        mut read: impl FnMut(usize, usize) -> Vec<f32>,
+    ) -> Result<(Vec<Accumulator>, f64)> {
         let per = self.per_replica();
-        if all.len() != self.total() {
+        if len != self.total() {
             return Err(Error::poptorch(format!(
-                "the gathered gradients hold {} values; {} replicas of {per} each are {}",
-                all.len(),
+                "the gathered gradients hold {len} values; {} replicas of {per} each are {}",
                 self.replicas,
                 self.total()
             )));
@@ -98,11 +111,12 @@ impl Contributions {
             let mut at = r * per;
             for (acc, shape) in accs.iter_mut().zip(&self.shapes) {
                 let n = numel(shape);
-                acc.set_slot(r, shape, all[at..at + n].to_vec())?;
+                acc.set_slot(r, shape, read(at, n))?;
                 at += n;
             }
             if self.count {
-                let (high, low) = (all[at] as f64, all[at + 1] as f64);
+                let c = read(at, 2);
+                let (high, low) = (c[0] as f64, c[1] as f64);
                 if !(high >= 0.0 && low >= 0.0 && high.fract() == 0.0 && low.fract() == 0.0 && low < DIGIT) {
                     return Err(Error::poptorch(format!(
                         "replica {r}: the loss-scaling count ({high}, {low}) is not a packed count"
@@ -336,12 +350,12 @@ mod tests {
             let whole = accumulate(0..3, &h);
             // Two executors: replicas 0..2 and 2..3, each packing its own.
             let mut gathered = Vec::new();
-            let a = accumulate(0..2, &h);
+            let mut a = accumulate(0..2, &h);
             for r in 0..2 {
-                layout.pack(r, &a, (r as f64) * DIGIT + 7.0, &mut gathered).unwrap();
+                layout.pack(r, &mut a, (r as f64) * DIGIT + 7.0, &mut gathered).unwrap();
             }
-            let b = accumulate(2..3, &h);
-            layout.pack(2, &b, 3.0, &mut gathered).unwrap();
+            let mut b = accumulate(2..3, &h);
+            layout.pack(2, &mut b, 3.0, &mut gathered).unwrap();
             assert_eq!(gathered.len(), layout.total());
             let (accs, lower) = layout.unpack(&gathered).unwrap();
             assert_eq!(lower, 7.0 + DIGIT + 7.0 + 3.0, "a count above 2^24 survives exactly");
@@ -363,8 +377,8 @@ mod tests {
         assert!(e.contains("hold 7 values") && e.contains("are 8"), "{e}");
         let e = layout.unpack(&[0.0, 0.0, 0.5, 1.0, 0.0, 0.0, 0.0, 0.0]).unwrap_err().to_string();
         assert!(e.contains("replica 0") && e.contains("not a packed count"), "{e}");
-        let accs = vec![Accumulator::new(2)];
-        let e = layout.pack(1, &accs, 0.0, &mut Vec::new()).unwrap_err().to_string();
+        let mut accs = vec![Accumulator::new(2)];
+        let e = layout.pack(1, &mut accs, 0.0, &mut Vec::new()).unwrap_err().to_string();
         assert!(e.contains("replica 1 computed no gradient 0"), "{e}");
     }
 

@@ -956,11 +956,24 @@ impl PoplarExecutorJs {
     /// Applies the device iteration's contributions of every replica (`replicationFactor ×
     /// contributionLength` values, replica-major): the reduced gradients and the optimizer
     /// step, the same on every worker.
+    /// A typed array is read one gradient at a time into wasm memory (every replica's
+    /// contributions at once would be replicas × the weights more of it).
     pub fn apply(&self, #[wasm_bindgen(unchecked_param_type = "Float32Array")] contributions: JsValue) -> JsResult<()> {
         self.with(|w| {
             let n = w.exec.contribution_len().unwrap_or(0) * w.exec.options().replication_factor;
-            let all = args::f32_values(&contributions, "apply: contributions", n)?;
-            w.exec.apply(&all).map_err(js_err)
+            let what = "apply: contributions";
+            if !js_sys::ArrayBuffer::is_view(&contributions) {
+                let all = args::f32_values(&contributions, what, n)?;
+                return w.exec.apply(&all).map_err(js_err);
+            }
+            let copy = args::f32_copy(&contributions, what, n)?;
+            w.exec
+                .apply_from(n, |at, len| {
+                    let mut piece = vec![0.0f32; len];
+                    copy.subarray(at as u32, (at + len) as u32).copy_to(&mut piece);
+                    piece
+                })
+                .map_err(js_err)
         })
     }
 
