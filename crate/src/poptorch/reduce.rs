@@ -162,6 +162,31 @@ mod tests {
         Tensor::from_f32(&[1], vec![v]).unwrap()
     }
 
+    #[test]
+    fn add_owned_takes_a_lone_gradient_and_copies_a_shared_one() {
+        use std::rc::Rc;
+        let h = how(ReductionType::Sum, MeanReductionStrategy::Post, DType::Float32);
+        let mut acc = Accumulator::new(2);
+        let lone = Rc::new(g(1.5));
+        acc.add_owned(0, lone, &h).unwrap();
+        let shared = Rc::new(g(2.0));
+        acc.add_owned(1, shared.clone(), &h).unwrap();
+        acc.add_owned(1, Rc::new(g(0.25)), &h).unwrap();
+        assert_eq!(acc.slot(0).unwrap().as_slice().unwrap(), &[1.5]);
+        assert_eq!(acc.slot(1).unwrap().as_slice().unwrap(), &[2.25], "the second adds to the first");
+        assert_eq!(shared.as_f32().unwrap().as_slice().unwrap(), &[2.0], "the lent gradient is untouched");
+        assert_eq!(acc.counts, vec![1, 2]);
+        // float16 accumulators round the taken gradient as `add` rounds a copy.
+        let h16 = how(ReductionType::Sum, MeanReductionStrategy::Post, DType::Float16);
+        let (mut a, mut b) = (Accumulator::new(1), Accumulator::new(1));
+        a.add_owned(0, Rc::new(g(0.1)), &h16).unwrap();
+        b.add(0, &g(0.1), &h16).unwrap();
+        assert_eq!(a.slot(0), b.slot(0));
+        assert_ne!(a.slot(0).unwrap()[[0]], 0.1f32, "rounded to float16");
+        assert_eq!(a.take_slot(0), b.take_slot(0));
+        assert!(a.slot(0).is_none(), "taken out");
+    }
+
     fn run(h: &GradReduction, grads: [[f32; 2]; 2]) -> f32 {
         let mut acc = Accumulator::new(2);
         for step in grads {
