@@ -277,9 +277,11 @@ pub(crate) fn integers(v: &JsValue, what: &str, min: i64, max: i64) -> JsResult<
     (0..n).map(|i| integer(&Reflect::get_u32(v, i as u32)?, &format!("{what}[{i}]"), min, max)).collect()
 }
 
-/// Exactly `n` float values: an array of numbers, or a typed array of numbers (copied by
-/// the engine, so no per-item calls). The length is checked against `n` before anything
-/// is copied into wasm.
+/// `what` must hold `n` values but holds `len`.
+fn f32_mismatch(what: &str, n: usize, len: f64) -> JsValue {
+    range_error(&format!("{what} must hold {n} values (the shape's element count), got {}", check::js_number(len)))
+}
+
 /// A fresh Float32Array made by the engine from the caller's typed array `v` of `n` values
 /// (a BigInt array throws here, and that is the error): its length and contents are genuine,
 /// whatever the caller's object does later. It lives in JS, outside wasm memory.
@@ -287,18 +289,16 @@ pub(crate) fn f32_copy(v: &JsValue, what: &str, n: usize) -> JsResult<Float32Arr
     let ctor: Function = get(&js_sys::global(), "Float32Array")?.unchecked_into();
     let copy: Float32Array = Reflect::construct(&ctor, &Array::of1(v))?.unchecked_into();
     if copy.length() as usize != n {
-        return Err(range_error(&format!(
-            "{what} must hold {n} values (the shape's element count), got {}",
-            copy.length()
-        )));
+        return Err(f32_mismatch(what, n, copy.length() as f64));
     }
     Ok(copy)
 }
 
+/// Exactly `n` float values: an array of numbers, or a typed array of numbers (copied by
+/// the engine, so no per-item calls). The length is checked against `n` before anything
+/// is copied into wasm.
 pub(crate) fn f32_values(v: &JsValue, what: &str, n: usize) -> JsResult<Vec<f32>> {
-    let mismatch = |len: f64| {
-        range_error(&format!("{what} must hold {n} values (the shape's element count), got {}", check::js_number(len)))
-    };
+    let mismatch = |len: f64| f32_mismatch(what, n, len);
     if ArrayBuffer::is_view(v) && !v.is_instance_of::<js_sys::DataView>() {
         let len = get(v, "length")?;
         if len.as_f64() != Some(n as f64) {

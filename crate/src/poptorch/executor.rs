@@ -980,10 +980,6 @@ impl PoplarExecutor {
             })
             .collect();
         let mut accs: Vec<Accumulator> = exe.grads.iter().map(|_| Accumulator::new(b.replicas)).collect();
-        let shared_grads: std::collections::HashSet<usize> = {
-            let mut seen = std::collections::HashSet::new();
-            exe.grads.iter().filter(|(_, i)| !seen.insert(*i)).map(|(_, i)| *i).collect()
-        };
         let mut lower = vec![0.0f64; b.replicas];
         let ls = exe.loss_scaling;
         for a in 0..b.accumulation {
@@ -1009,15 +1005,12 @@ impl PoplarExecutor {
                 if let Some((i, _)) = exe.stats {
                     lower[r] += outs[i].to_f64_vec()[0];
                 }
-                // The gradients are given up to their accumulators (no copy of the first); an
-                // output two gradients share is lent to each.
+                // The gradients are given up to their accumulators (no copy of the first):
+                // each is an output of its own (autograd's `grad_outputs`), and one the run
+                // still shares elsewhere is copied by `add_owned`.
                 let spent = Rc::new(Tensor::scalar(0.0));
                 for (acc, (name, i)) in accs.iter_mut().zip(&exe.grads) {
-                    let g = if shared_grads.contains(i) {
-                        outs[*i].clone()
-                    } else {
-                        std::mem::replace(&mut outs[*i], spent.clone())
-                    };
+                    let g = std::mem::replace(&mut outs[*i], spent.clone());
                     acc.add_owned(r, g, &how).map_err(|e| e.context(format!("gradient of '{name}'")))?;
                 }
             }

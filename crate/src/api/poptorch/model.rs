@@ -967,13 +967,7 @@ impl PoplarExecutorJs {
                 return w.exec.apply(&all).map_err(js_err);
             }
             let copy = args::f32_copy(&contributions, what, n)?;
-            w.exec
-                .apply_from(n, |at, len| {
-                    let mut piece = vec![0.0f32; len];
-                    copy.subarray(at as u32, (at + len) as u32).copy_to(&mut piece);
-                    piece
-                })
-                .map_err(js_err)
+            w.exec.apply_from(n, |at, len| copy.subarray(at as u32, (at + len) as u32).to_vec()).map_err(js_err)
         })
     }
 
