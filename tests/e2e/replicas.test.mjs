@@ -29,6 +29,15 @@ async function replicatedOnCora(page, code = SMALL) {
   await waitAnalysis(page, seq);
 }
 
+/** The Training view's epoch log opened, `epochs` epochs trained on `workers` workers, until "Done". */
+async function trainOnWorkers(page, workers, epochs) {
+  await page.locator("summary", { hasText: "Epoch log" }).click();
+  await page.getByLabel("Workers").fill(String(workers));
+  await page.getByLabel("Epochs").fill(String(epochs));
+  await page.getByRole("button", { name: "Train" }).click();
+  await page.waitForFunction((n) => new RegExp(`^Done: ${n} epochs`).test(document.getElementById("train-progress-text").textContent), epochs, { timeout: 200000 });
+}
+
 describe("replicas on parallel workers in the page", () => {
   let server, page;
   const suite = pageSuite([[CORA, "stage the data with scripts/stage-data.sh"]]);
@@ -41,11 +50,7 @@ describe("replicas on parallel workers in the page", () => {
     await replicatedOnCora(page);
     assert.match(await page.locator("#train-config").textContent(), /^Trains the model of your code/);
     assert.equal(await page.locator("#train-workers-note").textContent(), "", "isolated: no note");
-    await page.locator("summary", { hasText: "Epoch log" }).click();
-    await page.getByLabel("Workers").fill("2");
-    await page.getByLabel("Epochs").fill("3");
-    await page.getByRole("button", { name: "Train" }).click();
-    await page.waitForFunction(() => /^Done: 3 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 200000 });
+    await trainOnWorkers(page, 2, 3);
     const busy = await page.locator("#train-workers-busy").textContent();
     const m = /^2 workers: worker 0 \(replica 0\) busy ([\d.]+) (m?s), last step [\d.]+ m?s, wasm ([\d.]+) (MiB|GiB) · worker 1 \(replica 1\) busy ([\d.]+) (m?s), last step [\d.]+ m?s, wasm ([\d.]+) (MiB|GiB)/.exec(busy);
     assert.ok(m, busy);
@@ -76,11 +81,7 @@ describe("replicas on parallel workers in the page", () => {
     await waitAnalysis(page, seq, 120000);
     await replicatedOnCora(page, small);
     assert.equal(await page.locator("#train-workers-note").textContent(), "", "Chromium has stack switching: no note");
-    await page.locator("summary", { hasText: "Epoch log" }).click();
-    await page.getByLabel("Workers").fill("2");
-    await page.getByLabel("Epochs").fill("2");
-    await page.getByRole("button", { name: "Train" }).click();
-    await page.waitForFunction(() => /^Done: 2 epochs/.test(document.getElementById("train-progress-text").textContent), null, { timeout: 200000 });
+    await trainOnWorkers(page, 2, 2);
     const busy = await page.locator("#train-workers-busy").textContent();
     assert.match(busy, /^2 workers: worker 0 \(replica 0\) busy [\d.]+ m?s, .* · worker 1 \(replica 1\) busy [\d.]+ m?s/);
     const prints = JSON.parse(await page.locator("#train-workers-busy").getAttribute("data-fingerprints"));
