@@ -165,9 +165,9 @@ fn a_training_graph_is_refused_only_forward_graphs_are_exported() {
     let trace = pipelined(false);
     let fwd = &trace.graph;
     let loss = find_loss(fwd).unwrap();
-    assert!(forward(fwd, Some(loss), false, &Default::default()).is_ok());
+    assert!(forward(fwd, Some(loss), false, &Default::default(), &Default::default()).is_ok());
     let tg = training_graph_at(fwd, loss, &TrainOptions { return_grads: true, ..TrainOptions::default() }).unwrap();
-    let e = forward(&tg.graph, Some(loss), false, &Default::default()).unwrap_err();
+    let e = forward(&tg.graph, Some(loss), false, &Default::default(), &Default::default()).unwrap_err();
     assert_eq!(e.kind().as_str(), "export");
     assert!(e.to_string().contains("only a forward graph is exported"), "{e}");
 }
@@ -291,4 +291,76 @@ fn an_int32_fill_of_a_non_finite_number_is_the_int32_it_makes() {
     let py = to_python(&exec, Target::Pytorch, "m").unwrap();
     assert!(py.contains("torch.full((), 0, dtype=torch.int32, device=dev)"), "{py}");
     assert!(py.contains(&format!("torch.full((), {}, dtype=torch.int32, device=dev)", i32::MIN)), "{py}");
+}
+
+/// PyG's RevGNN (3 groups, 2 layers, sparse features and adjacency): each invertible region
+/// is written as `torch_geometric.nn.GroupAddRev` over one block class made from the first
+/// group (a LayerNorm, the shared-mask dropout, a SAGEConv with `aggr="sum"` on the CSR
+/// adjacency), `lin1` on the sparse features as the module's call, the masked loss and the
+/// dropout as the helpers the page's Python traces back; with `disable` (no region) the
+/// layers stay inlined. (Under real PyG: `make check-export`'s revgnn case; traced back by the
+/// page's Python: tests/node/export-roundtrip.test.mjs.)
+#[test]
+fn a_revgnn_is_exported_as_pyg_group_add_rev_over_a_block_module() {
+    use ipu_playground::gnn::nn::{RevGnn, RevGnnConfig};
+    use ipu_playground::trace::SparseVar;
+    let trace = |disable_rev: bool| {
+        let cfg = RevGnnConfig {
+            in_channels: 10,
+            hidden: 12,
+            out_channels: 3,
+            num_layers: 2,
+            num_groups: 3,
+            dropout: 0.25,
+            disable_rev,
+        };
+        let model = RevGnn::new(cfg, &mut Rng::new(5)).unwrap();
+        let tr = Tracer::new();
+        tr.set_training(true);
+        let x = SparseVar::input(&tr, "x", 7, 10, 20).unwrap();
+        let adj = SparseVar::input(&tr, "adj", 7, 7, 15).unwrap();
+        let y = tr.input("y", &[7], DType::Int32).unwrap();
+        let mask = tr.input("train_mask", &[7], DType::Bool).unwrap();
+        let logits = model.forward(&tr, &x, &adj).unwrap();
+        let loss = logits.cross_entropy(&y, Some(&mask), Reduction::Mean, None).unwrap();
+        tr.finish(&[&logits, &loss]).unwrap()
+    };
+    let adam =
+        || Optimizer::new(OptimizerType::Adam, OptimizerArgs { lr: Some(0.01), ..OptimizerArgs::default() }).unwrap();
+    for target in [Target::Poptorch, Target::Pytorch] {
+        let model = HostModel::new(&trace(false));
+        let exec = training_model(&model, &mut Options::new(), Some(adam())).unwrap();
+        let py = to_python(&exec, target, "m").unwrap();
+        for want in [
+            "import torch_geometric.nn\n",
+            "class Block0(torch.nn.Module):",
+            "_module(self, \"norm\", torch.nn.LayerNorm((4,), eps=1e-5, dtype=torch.float32))",
+            "_module(self, \"conv\", torch_geometric.nn.SAGEConv(4, 4, aggr=\"sum\"))",
+            "    def forward(self, x, adj, mask):\n",
+            " = _dropout_with_mask(",
+            " = self.conv(",
+            "_module(self, \"convs.0\", torch_geometric.nn.GroupAddRev(Block0(), num_groups=3))",
+            "_module(self, \"convs.1\", torch_geometric.nn.GroupAddRev(Block0(), num_groups=3))",
+            "_module(self, \"lin1\", torch.nn.Linear(10, 12, bias=True, dtype=torch.float32))",
+            " = self.lin1(x)\n",
+            " = self.get_submodule(\"convs.0\")(",
+            " = _masked_cross_entropy(",
+        ] {
+            assert!(py.contains(want), "missing {want:?} in\n{py}");
+        }
+        assert!(!py.contains("class Block1"), "one class for the blocks written the same:\n{py}");
+        assert!(!py.contains("# region"), "a region inlined:\n{py}");
+        if let Some(r) = python_parse(&py) {
+            r.unwrap_or_else(|e| panic!("not valid Python: {e}\n{py}"));
+        }
+    }
+    // Disabled: no region, the plain layers (each group's modules where the trace had them).
+    let model = HostModel::new(&trace(true));
+    let exec = training_model(&model, &mut Options::new(), Some(adam())).unwrap();
+    let py = to_python(&exec, Target::Pytorch, "m").unwrap();
+    assert!(!py.contains("GroupAddRev("), "{py}");
+    assert!(
+        py.contains("_module(self, \"convs.0.convs.2.conv\", torch_geometric.nn.SAGEConv(4, 4, aggr=\"sum\"))"),
+        "{py}"
+    );
 }

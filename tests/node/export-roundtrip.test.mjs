@@ -69,11 +69,13 @@ function same(a, b, what) {
   if (d.length) assert.fail(`${what} differs:\n  ${d.join("\n  ")}`);
 }
 
-/** A node as compared: everything but its module scope and call site. */
+/** A node as compared: everything but its module scope and call site (inside a region, a
+ * GroupAddRev's, every node keeps its scope, which the exported block module has too, and
+ * loses its call site only). */
 function nodeKey(n) {
   const { meta, ...rest } = n;
   const { scope, source, ...kept } = meta;
-  return { ...rest, meta: kept };
+  return { ...JSON.parse(JSON.stringify(rest, (k, v) => (k === "source" ? undefined : v))), meta: kept };
 }
 
 /** The graphs must be the same, node by node (the first differing node shown whole). */
@@ -201,23 +203,9 @@ async function check(model, call, plan, micro) {
 // The staged raw files (scripts/stage-data.sh; make test stages them first).
 const CORA = fs.existsSync(path.join(REPO, "data")) ? planetoidFiles(path.join(REPO, "data"), "cora") : {};
 
-/**
- * The presets whose round trip is not the same graph yet, and why: the test runs them and
- * reports what differs, as a todo (node:test counts it apart from the passes and failures).
- */
-const NOT_YET = {
-  revgnn:
-    "the export inlines GroupAddRev's invertible regions (as torch.fx inlines calls) and writes the sparse products as its _spmm helper over the CSR's parts " +
-    "(also lin1 on the sparse features), the dropout with the shared mask and the masked loss as torch.where, which the page's Python traces as other ops: " +
-    "it needs the export to write torch_geometric.nn's GroupAddRev over a block module of its own, SAGEConv(..., aggr=\"sum\") on the row-normalised adj_t " +
-    "(PyG's sum on it is the engine's product; PyG's mean would average twice), lin1 as a module call (torch.nn.Linear takes the CSR features), " +
-    "and forms of the dropout and the masked loss that the page's Python translates to the package's ops",
-};
-
 const rand = rng(SEED);
 for (const c of presetCases()) {
-  const todo = NOT_YET[c.preset.id];
-  test(`round trip of preset ${c.id}: the PopTorch export traced back by the page's Python is the same graph, plan and step`, { todo }, async () => {
+  test(`round trip of preset ${c.id}: the PopTorch export traced back by the page's Python is the same graph, plan and step`, async () => {
     const { model, inputs } = await runPreset(api, PKG, c.preset, { code: c.code, dataUrl: CORA });
     try {
       const call = combinedBatch(inputs, model.combinedBatchFactor);

@@ -6,6 +6,10 @@ engine's helpers the presets use."""
 import _ipu
 from _ipu import js, host, call
 
+# What the PopTorch and PyTorch exports look for to use the engine's own ops (dropout with a
+# given mask, the masked loss, the random mask) where they run in the page.
+ENGINE = "ipu-playground"
+
 # The page's context for this run (a JS object; reading `half` or `dataset` is recorded).
 _ctx = None
 _NAMES = {"options": "options", "ipus": "ipus", "half": "half", "dataset": "dataset", "epochs": "epochs", "data_url": "dataUrl"}

@@ -12,7 +12,7 @@
 //! correct.
 
 use super::syntax::{self, str_lit, tuple};
-use crate::ir::{Graph, InputKind, Op, ValueId};
+use crate::ir::{BinaryKind, Graph, InputKind, Node, Op, ValueId};
 use crate::tensor::DType;
 use std::collections::BTreeMap;
 
@@ -24,11 +24,24 @@ pub enum Leaf {
         out_features: usize,
         bias: bool,
         dtype: DType,
+        /// Called on a CSR matrix (`self.lin1(x)` with Planetoid's sparse features): traced as
+        /// the weight's transpose, the sparse product and the bias added, every node in its
+        /// scope, so its call is a scoped one (see [`sparse_linears`]).
+        sparse: bool,
     },
     LayerNorm {
         shape: Vec<usize>,
         eps: f32,
         dtype: DType,
+    },
+    /// PyG's `SAGEConv(in, out, aggr="sum")` called on a CSR adjacency (`adj_t`, rows the
+    /// targets): the engine's product with the adjacency, `lin_l` of it plus `lin_r` of the
+    /// input (see [`sage_convs`]). PyG's `"sum"` on the adjacency is the engine's product
+    /// whichever aggregation the conv was made with: the package's sparse argument is
+    /// already the mean-aggregation matrix, which PyG's `"mean"` would average again.
+    SageConv {
+        in_channels: usize,
+        out_channels: usize,
     },
     /// `torch.nn.BatchNorm2d` in training mode, called on a 4-d input: the nodes it traced
     /// (the `batch_norm` and the running statistics' updates) are one call of the module.
@@ -46,7 +59,7 @@ impl Leaf {
     /// The constructor call (`torch.nn.Linear(784, 512, bias=True, dtype=torch.float32)`).
     pub fn constructor(&self) -> String {
         match self {
-            Leaf::Linear { in_features, out_features, bias, dtype } => format!(
+            Leaf::Linear { in_features, out_features, bias, dtype, .. } => format!(
                 "torch.nn.Linear({in_features}, {out_features}, bias={}, dtype={})",
                 if *bias { "True" } else { "False" },
                 syntax::dtype(*dtype)
@@ -57,6 +70,9 @@ impl Leaf {
                 syntax::f32_lit(*eps),
                 syntax::dtype(*dtype)
             ),
+            Leaf::SageConv { in_channels, out_channels } => {
+                format!("torch_geometric.nn.SAGEConv({in_channels}, {out_channels}, aggr=\"sum\")")
+            }
             Leaf::BatchNorm2d { num_features, eps, momentum, affine, tracked, dtype } => format!(
                 "torch.nn.BatchNorm2d({num_features}, eps={}, momentum={}, affine={}, track_running_stats={}, dtype={})",
                 syntax::f32_lit(*eps),
@@ -73,6 +89,7 @@ impl Leaf {
         match self {
             Leaf::Linear { bias: false, .. } => &["weight"],
             Leaf::Linear { bias: true, .. } | Leaf::LayerNorm { .. } => &["weight", "bias"],
+            Leaf::SageConv { .. } => &["lin_l.weight", "lin_l.bias", "lin_r.weight"],
             Leaf::BatchNorm2d { affine: true, tracked: true, .. } => {
                 &["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
             }
@@ -84,10 +101,24 @@ impl Leaf {
         }
     }
 
-    /// Whether the module's call is every node traced in its scope (a batch norm's), not one
-    /// op reading its parameters (a linear's, a layer norm's).
+    /// Whether the module's call is every node traced in its scope (a batch norm's, a
+    /// SAGEConv's, a linear's on a sparse input), not one op reading its parameters (a
+    /// linear's, a layer norm's).
     pub fn is_scoped(&self) -> bool {
-        matches!(self, Leaf::BatchNorm2d { .. })
+        matches!(self, Leaf::BatchNorm2d { .. } | Leaf::SageConv { .. } | Leaf::Linear { sparse: true, .. })
+    }
+
+    /// Whether node `n`, traced in this scoped module's scope `path` (or below it), is the
+    /// one that gives the call's result: a batch norm's `batch_norm`, a SAGEConv's final add,
+    /// a sparse linear's bias add (or its product, without a bias).
+    pub fn is_call(&self, path: &str, n: &crate::ir::Node) -> bool {
+        match self {
+            Leaf::BatchNorm2d { .. } => matches!(n.op, Op::BatchNorm { .. }),
+            Leaf::SageConv { .. } => n.meta.scope == path && matches!(n.op, Op::Binary { kind: BinaryKind::Add }),
+            Leaf::Linear { bias: true, .. } => matches!(n.op, Op::Binary { kind: BinaryKind::Add }),
+            Leaf::Linear { bias: false, .. } => matches!(n.op, Op::SpMM { .. }),
+            Leaf::LayerNorm { .. } => false,
+        }
     }
 }
 
@@ -148,10 +179,14 @@ fn uses_of<'a>(g: &'a Graph, values: &[ValueId], out: &mut Vec<(&'a Op, usize)>)
 /// buffer name the model holds with its shape and dtype, `tied` the tied names.
 pub fn find(g: &Graph, state: &[(String, Vec<usize>, DType)], tied: &[(String, String)]) -> BTreeMap<String, Leaf> {
     let mut out = batch_norms(g, state, tied);
+    out.extend(sparse_linears(g, state, tied));
+    let convs = sage_convs(g, state, tied);
+    out.extend(convs);
     let is_tied = |n: &str| tied.iter().any(|(a, b)| a == n || b == n);
     for (name, wshape, dtype) in state {
         let Some(path) = name.strip_suffix(".weight") else { continue };
-        if is_tied(name) || out.contains_key(path) {
+        // (A linear of a scoped module, a SAGEConv's lin_l, is the module's.)
+        if is_tied(name) || out.contains_key(path) || out.keys().any(|p| path.starts_with(&format!("{p}."))) {
             continue;
         }
         let under: Vec<&str> = state.iter().filter_map(|(n, _, _)| n.strip_prefix(path)?.strip_prefix('.')).collect();
@@ -170,9 +205,13 @@ pub fn find(g: &Graph, state: &[(String, Vec<usize>, DType)], tied: &[(String, S
             continue;
         }
         let leaf = match w_uses[0].0 {
-            Op::Linear { .. } if wshape.len() == 2 => {
-                Leaf::Linear { in_features: wshape[1], out_features: wshape[0], bias: has_bias, dtype: *dtype }
-            }
+            Op::Linear { .. } if wshape.len() == 2 => Leaf::Linear {
+                in_features: wshape[1],
+                out_features: wshape[0],
+                bias: has_bias,
+                dtype: *dtype,
+                sparse: false,
+            },
             Op::LayerNorm { eps, affine: true, normalized_ndim } if *normalized_ndim == wshape.len() && has_bias => {
                 Leaf::LayerNorm { shape: wshape.clone(), eps: *eps, dtype: *dtype }
             }
@@ -189,6 +228,273 @@ pub fn find(g: &Graph, state: &[(String, Vec<usize>, DType)], tied: &[(String, S
         let biases_ok = b_uses.iter().all(|(op, i)| *i == 2 && fits(op)) && b_uses.len() == w_uses.len();
         if weights_ok && (!has_bias || biases_ok) {
             out.insert(path.to_string(), leaf);
+        }
+    }
+    out
+}
+
+/// `g` and the forward and inverse graphs of every region in it, at any depth (a
+/// parameter's reads, [`uses`], count in both).
+fn all_graphs(g: &Graph) -> Vec<&Graph> {
+    let mut out = vec![g];
+    for n in &g.nodes {
+        if let Op::Call { region } = &n.op {
+            out.extend(all_graphs(&region.forward));
+            if let Some(inv) = &region.inverse {
+                out.extend(all_graphs(inv));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `scope` is `path` or below it.
+fn within(scope: &str, path: &str) -> bool {
+    scope == path || scope.strip_prefix(path).is_some_and(|r| r.starts_with('.'))
+}
+
+/// The state under `path.` (names relative to it, shapes, dtypes), when none of it is tied.
+fn state_under<'a>(
+    path: &str,
+    state: &'a [(String, Vec<usize>, DType)],
+    tied: &[(String, String)],
+) -> Option<Vec<(&'a str, &'a Vec<usize>, DType)>> {
+    let under: Vec<_> =
+        state.iter().filter_map(|(n, shape, d)| Some((n.strip_prefix(path)?.strip_prefix('.')?, shape, *d))).collect();
+    let tied_here = tied.iter().any(|(a, b)| within(a, path) || within(b, path));
+    (!tied_here).then_some(under)
+}
+
+/// The users of value `v` in `g`: (node index, input position); a graph output counts as a
+/// user that is no node (`None`).
+fn users(g: &Graph, v: ValueId) -> Vec<Option<(usize, usize)>> {
+    let mut out: Vec<Option<(usize, usize)>> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.inputs.iter().enumerate().filter(|(_, x)| **x == v).map(move |(k, _)| Some((i, k))))
+        .collect();
+    out.extend(g.outputs.iter().filter(|o| **o == v).map(|_| None));
+    out
+}
+
+/// The one user of `v` in `g`, when it has exactly one and it is a node.
+fn only_user(g: &Graph, v: ValueId) -> Option<(usize, usize)> {
+    match users(g, v).as_slice() {
+        [Some(u)] => Some(*u),
+        _ => None,
+    }
+}
+
+/// Whether the nodes `nodes` of `g`, one call of a scoped module, are placed as its node
+/// `call` is (one Block and IPU) with no checkpoint or available-memory mark but on `call`.
+fn placed_as(g: &Graph, nodes: &[usize], call: usize) -> bool {
+    let c = &g.nodes[call].meta;
+    nodes.iter().all(|&i| {
+        let m = &g.nodes[i].meta;
+        m.block == c.block
+            && m.ipu == c.ipu
+            && m.block_kind == c.block_kind
+            && (i == call || (!m.checkpoint && m.available_memory.is_none()))
+    })
+}
+
+/// Whether input `k` of node `n` of `g` is the first of a CSR matrix's three arrays, as a
+/// sparse product reads them: a sparse input's row pointers, or a region input (a region
+/// takes a sparse argument as its three arrays).
+fn csr_at(g: &Graph, n: &Node) -> bool {
+    let Some(v) = n.inputs.first() else { return false };
+    g.nodes.iter().any(|m| {
+        m.outputs.first() == Some(v)
+            && matches!(&m.op, Op::Placeholder { kind: InputKind::Input, name } if name.ends_with(".indptr") || name.starts_with("arg"))
+    })
+}
+
+/// The linears called on a CSR matrix, by module path (see [`Leaf::Linear`]'s `sparse`).
+/// Scope `S` is one when its state is `S.weight` (2-d) and maybe `S.bias`, float32, not tied,
+/// every read of the weight is a `permute([1, 0])` and every read of the bias the addend of
+/// an `add`, and in every graph (regions too) the nodes in scope `S` are calls of it: the
+/// weight's transpose read only by one sparse product (as its dense operand, the matrix a
+/// CSR argument), whose result is read only by the bias's add, all placed alike.
+pub fn sparse_linears(
+    g: &Graph,
+    state: &[(String, Vec<usize>, DType)],
+    tied: &[(String, String)],
+) -> BTreeMap<String, Leaf> {
+    let mut out = BTreeMap::new();
+    'path: for (name, wshape, dtype) in state {
+        let Some(path) = name.strip_suffix(".weight") else { continue };
+        let Some(under) = state_under(path, state, tied) else { continue };
+        let bias = under.iter().any(|(n, _, _)| *n == "bias");
+        if wshape.len() != 2
+            || *dtype != DType::Float32
+            || under.iter().any(|(n, _, d)| (*n != "weight" && *n != "bias") || *d != DType::Float32)
+        {
+            continue;
+        }
+        let mut w_uses = Vec::new();
+        uses(g, name, &mut w_uses);
+        if w_uses.is_empty()
+            || !w_uses.iter().all(|(op, i)| *i == 0 && matches!(op, Op::Permute { dims } if dims[..] == [1, 0]))
+        {
+            continue;
+        }
+        let mut b_uses = Vec::new();
+        if bias {
+            uses(g, &format!("{path}.bias"), &mut b_uses);
+            if b_uses.len() != w_uses.len()
+                || !b_uses.iter().all(|(op, i)| *i == 1 && matches!(op, Op::Binary { kind: BinaryKind::Add }))
+            {
+                continue;
+            }
+        }
+        let mut calls = 0;
+        for h in all_graphs(g) {
+            let scoped: Vec<usize> = (0..h.nodes.len())
+                .filter(|&i| h.nodes[i].meta.scope == path && !matches!(h.nodes[i].op, Op::Placeholder { .. }))
+                .collect();
+            let mut seen = Vec::new();
+            for &i in &scoped {
+                if !matches!(h.nodes[i].op, Op::Permute { .. }) {
+                    continue;
+                }
+                let Some((j, 3)) = only_user(h, h.nodes[i].outputs[0]) else { continue 'path };
+                let mm = &h.nodes[j];
+                let Op::SpMM { n_cols, .. } = mm.op else { continue 'path };
+                if mm.meta.scope != path
+                    || n_cols != wshape[1]
+                    || !csr_at(h, mm)
+                    || h.ty(mm.inputs[2]).dtype != DType::Float32
+                {
+                    continue 'path;
+                }
+                let mut call = vec![i, j];
+                if bias {
+                    let Some((k, 0)) = only_user(h, mm.outputs[0]) else { continue 'path };
+                    if h.nodes[k].meta.scope != path || !matches!(h.nodes[k].op, Op::Binary { kind: BinaryKind::Add }) {
+                        continue 'path;
+                    }
+                    call.push(k);
+                }
+                if !placed_as(h, &call, *call.last().unwrap_or(&j)) {
+                    continue 'path;
+                }
+                seen.extend(call);
+                calls += 1;
+            }
+            seen.sort_unstable();
+            if seen != scoped {
+                continue 'path;
+            }
+        }
+        if calls == w_uses.len() {
+            out.insert(
+                path.to_string(),
+                Leaf::Linear { in_features: wshape[1], out_features: wshape[0], bias, dtype: *dtype, sparse: true },
+            );
+        }
+    }
+    out
+}
+
+/// PyG's SAGEConvs called on a CSR adjacency, by module path (see [`Leaf::SageConv`]). Scope
+/// `S` is one when its state is exactly `S.lin_l.weight`, `S.lin_l.bias` and `S.lin_r.weight`
+/// (float32, not tied), read only as the weight and bias of `linear`s with a bias (`lin_l`)
+/// and the weight of `linear`s without (`lin_r`), and in every graph (regions too) the nodes
+/// in scope `S` and below are calls of it: a sparse product of a CSR argument (a square one)
+/// with `h`, `lin_l` of the product, `lin_r` of `h`, and their sum, nothing in between read
+/// from elsewhere, all placed alike.
+pub fn sage_convs(
+    g: &Graph,
+    state: &[(String, Vec<usize>, DType)],
+    tied: &[(String, String)],
+) -> BTreeMap<String, Leaf> {
+    let mut out = BTreeMap::new();
+    'path: for (name, wshape, _) in state {
+        let Some(path) = name.strip_suffix(".lin_l.weight") else { continue };
+        let Some(under) = state_under(path, state, tied) else { continue };
+        let mut names: Vec<&str> = under.iter().map(|(n, _, _)| *n).collect();
+        names.sort_unstable();
+        if names != ["lin_l.bias", "lin_l.weight", "lin_r.weight"] || under.iter().any(|(_, _, d)| *d != DType::Float32)
+        {
+            continue;
+        }
+        let shape_of = |k: &str| under.iter().find(|(n, _, _)| *n == k).map(|(_, s, _)| s.to_vec());
+        let (o, i) = match wshape[..] {
+            [o, i] => (o, i),
+            _ => continue,
+        };
+        if shape_of("lin_r.weight") != Some(vec![o, i]) || shape_of("lin_l.bias") != Some(vec![o]) {
+            continue;
+        }
+        let read = |k: &str, bias: bool, at: usize| {
+            let mut u = Vec::new();
+            uses(g, &format!("{path}.{k}"), &mut u);
+            let ok = u.iter().all(|(op, p)| *p == at && matches!(op, Op::Linear { has_bias } if *has_bias == bias));
+            ok.then_some(u.len())
+        };
+        let (Some(lw), Some(lb), Some(rw)) =
+            (read("lin_l.weight", true, 1), read("lin_l.bias", true, 2), read("lin_r.weight", false, 1))
+        else {
+            continue;
+        };
+        if lw == 0 || lw != lb || lw != rw {
+            continue;
+        }
+        let (l_scope, r_scope) = (format!("{path}.lin_l"), format!("{path}.lin_r"));
+        let mut calls = 0;
+        for h in all_graphs(g) {
+            let scoped: Vec<usize> = (0..h.nodes.len())
+                .filter(|&k| within(&h.nodes[k].meta.scope, path) && !matches!(h.nodes[k].op, Op::Placeholder { .. }))
+                .collect();
+            let mut seen = Vec::new();
+            for &a in &scoped {
+                let add = &h.nodes[a];
+                if add.meta.scope != path || !matches!(add.op, Op::Binary { kind: BinaryKind::Add }) {
+                    continue;
+                }
+                let made_by = |v: ValueId| h.nodes.iter().position(|m| m.outputs.first() == Some(&v));
+                let (Some(l), Some(r)) = (made_by(add.inputs[0]), made_by(add.inputs[1])) else { continue 'path };
+                let (ln, rn) = (&h.nodes[l], &h.nodes[r]);
+                if ln.meta.scope != l_scope
+                    || rn.meta.scope != r_scope
+                    || !matches!(ln.op, Op::Linear { has_bias: true })
+                    || !matches!(rn.op, Op::Linear { has_bias: false })
+                {
+                    continue 'path;
+                }
+                let Some(s) = made_by(ln.inputs[0]) else { continue 'path };
+                let mm = &h.nodes[s];
+                let Op::SpMM { n_rows, n_cols } = mm.op else { continue 'path };
+                if mm.meta.scope != path
+                    || n_rows != n_cols
+                    || !csr_at(h, mm)
+                    || mm.inputs[3] != rn.inputs[0]
+                    || h.ty(mm.inputs[3]).dtype != DType::Float32
+                    || h.ty(mm.inputs[2]).dtype != DType::Float32
+                {
+                    continue 'path;
+                }
+                if only_user(h, mm.outputs[0]) != Some((l, 0))
+                    || only_user(h, ln.outputs[0]) != Some((a, 0))
+                    || only_user(h, rn.outputs[0]) != Some((a, 1))
+                {
+                    continue 'path;
+                }
+                let call = [s, l, r, a];
+                if !placed_as(h, &call, a) {
+                    continue 'path;
+                }
+                seen.extend(call);
+                calls += 1;
+            }
+            seen.sort_unstable();
+            if seen != scoped {
+                continue 'path;
+            }
+        }
+        if calls == lw {
+            out.insert(path.to_string(), Leaf::SageConv { in_channels: i, out_channels: o });
         }
     }
     out

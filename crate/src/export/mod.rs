@@ -15,6 +15,7 @@ pub mod leaves;
 pub mod poptorch;
 pub mod python;
 pub mod reference;
+pub mod rev;
 pub mod script;
 pub mod syntax;
 

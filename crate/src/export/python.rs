@@ -12,6 +12,7 @@
 //! the values marked so, and `poptorch.identity_loss` for the loss.
 
 use super::leaves::{module_expr, Leaf};
+use super::rev::{BlockArg, Rev};
 pub use super::syntax::{dtype, f32_lit, f64_lit, fresh_ident, is_ident, state_expr, str_lit, tuple};
 use crate::ir::{
     BinaryKind, BlockKind, Graph, InputKind, Node, Op, Pass, ReduceKind, Reduction, TensorType, UnaryKind, ValueId,
@@ -108,28 +109,17 @@ fn arguments(g: &Graph, used: &mut HashSet<String>) -> Result<(Vec<Arg>, HashMap
 
 /// The `forward` of graph `g` (a forward graph as traced). `loss` is the loss value
 /// PopTorch's rules find, if any.
-pub fn forward(g: &Graph, loss: Option<ValueId>, poptorch: bool, leaves: &BTreeMap<String, Leaf>) -> Result<Forward> {
+pub fn forward(
+    g: &Graph,
+    loss: Option<ValueId>,
+    poptorch: bool,
+    leaves: &BTreeMap<String, Leaf>,
+    revs: &BTreeMap<String, Rev>,
+) -> Result<Forward> {
     let mut used: HashSet<String> = HashSet::new();
     let (args, names) = arguments(g, &mut used)?;
-    let leaf_of = leaves
-        .iter()
-        .filter(|(_, l)| !l.is_scoped())
-        .map(|(path, _)| (state_expr("self", &format!("{path}.weight"), InputKind::Parameter), path.clone()))
-        .collect();
-    let scoped =
-        leaves.iter().filter(|(_, l)| l.is_scoped()).map(|(path, _)| (path.clone(), module_expr(path))).collect();
-    let mut e = Emitter {
-        poptorch,
-        lines: Vec::new(),
-        indent: 2,
-        used,
-        regions: 0,
-        open_block: None,
-        begun: None,
-        begin_blocks: Vec::new(),
-        leaf_of,
-        scoped,
-    };
+    let mut e = Emitter::new(poptorch, used, leaves, "");
+    e.revs = revs.clone();
     let dev = args
         .iter()
         .find(|a| matches!(a.kind, ArgKind::Dense(_)))
@@ -146,6 +136,77 @@ pub fn forward(g: &Graph, loss: Option<ValueId>, poptorch: bool, leaves: &BTreeM
     }
     let loss_output = loss.and_then(|l| g.outputs.iter().position(|o| *o == l));
     Ok(Forward { args, body: e.lines, loss_output, n_outputs: outs.len(), begin_blocks: e.begin_blocks })
+}
+
+/// The `forward` of a recovered `GroupAddRev`'s block module (see [`super::rev`]): its
+/// arguments after `self` (`x, adj, mask`) and its body, the first group's nodes of the
+/// region `f` over the block's own parameters (`self.norm.weight`) and leaf modules
+/// (`leaves`, by path in the block).
+pub fn block_forward(f: &Graph, rev: &Rev, leaves: &BTreeMap<String, Leaf>) -> Result<(Vec<String>, Vec<String>)> {
+    let inputs = f.placeholders(InputKind::Input);
+    let mut names: HashMap<ValueId, String> = HashMap::new();
+    let mut args = vec!["x".to_string()];
+    names.insert(rev.x, "x".into());
+    for a in &rev.args {
+        match a {
+            BlockArg::Dense { input, chunk, ident } => {
+                names.insert(chunk.unwrap_or(inputs[1 + input].1), ident.clone());
+                args.push(ident.clone());
+            }
+            BlockArg::Sparse { input, ident } => {
+                for (k, part) in ["crow_indices", "col_indices", "values"].iter().enumerate() {
+                    names.insert(inputs[1 + input + k].1, format!("{ident}.{part}()"));
+                }
+                args.push(ident.clone());
+            }
+        }
+    }
+    for (v, rel) in &rev.captures {
+        names.insert(*v, state_expr("self", rel, InputKind::Parameter));
+    }
+    let used: HashSet<String> = args.iter().cloned().chain(["dev".to_string(), "self".to_string()]).collect();
+    let mut e = Emitter::new(false, used, leaves, &format!("{}.convs.0.", rev.path));
+    e.line("dev = x.device".into());
+    let sub = Graph {
+        nodes: rev.nodes.iter().map(|&k| f.nodes[k].clone()).collect(),
+        values: f.values.clone(),
+        outputs: vec![rev.out],
+    };
+    e.graph(&sub, &mut names, "")?;
+    let out = names.get(&rev.out).cloned().ok_or_else(|| Error::export("the block's result is not made"))?;
+    e.line(format!("return {out}"));
+    Ok((args, e.lines))
+}
+
+impl Emitter {
+    /// An emitter writing a method's body (indented twice) over leaf modules `leaves` (by
+    /// path under `self`; `scope_prefix` is what the trace's scopes have before those paths:
+    /// a block's own path in the model).
+    fn new(poptorch: bool, used: HashSet<String>, leaves: &BTreeMap<String, Leaf>, scope_prefix: &str) -> Emitter {
+        let leaf_of = leaves
+            .iter()
+            .filter(|(_, l)| !l.is_scoped())
+            .map(|(path, _)| (state_expr("self", &format!("{path}.weight"), InputKind::Parameter), path.clone()))
+            .collect();
+        let scoped = leaves
+            .iter()
+            .filter(|(_, l)| l.is_scoped())
+            .map(|(path, l)| (format!("{scope_prefix}{path}"), (module_expr(path), l.clone())))
+            .collect();
+        Emitter {
+            poptorch,
+            lines: Vec::new(),
+            indent: 2,
+            used,
+            regions: 0,
+            open_block: None,
+            begun: None,
+            begin_blocks: Vec::new(),
+            leaf_of,
+            scoped,
+            revs: BTreeMap::new(),
+        }
+    }
 }
 
 struct Emitter {
@@ -165,9 +226,12 @@ struct Emitter {
     /// The module path of each leaf module by its weight's expression (`self.fc1.weight` →
     /// `fc1`): its `linear` or `layer_norm` is a call of the module.
     leaf_of: HashMap<String, String>,
-    /// The expression of each leaf module whose call is every node traced in its scope (a
-    /// batch norm's), by scope: its `batch_norm` is the call, its other nodes are not written.
-    scoped: HashMap<String, String>,
+    /// Each leaf module whose call is every node traced in its scope (a batch norm's, a
+    /// SAGEConv's, a sparse linear's), by scope: its expression and the module. The node that
+    /// [`Leaf::is_call`] names is written as the module's call; its other nodes are not.
+    scoped: BTreeMap<String, (String, Leaf)>,
+    /// The recovered `GroupAddRev`s by region name: their calls are module calls.
+    revs: BTreeMap<String, Rev>,
 }
 
 fn block_args(id: &str, ipu: Option<usize>) -> String {
@@ -199,9 +263,57 @@ impl Emitter {
         match &n.op {
             Op::Linear { has_bias } => own(has_bias.then(|| a.get(2).map(String::as_str)).flatten()),
             Op::LayerNorm { affine: true, .. } => own(Some(a.get(2)?)),
-            Op::BatchNorm { .. } if self.scoped.contains_key(&n.meta.scope) => Some(n.meta.scope.clone()),
+            _ if self.scoped_call_of(n).is_some() => self.scoped_call_of(n).map(|(p, ..)| p.to_string()),
             _ => None,
         }
+    }
+
+    /// The scoped leaf module node `n` was traced in (its scope or one above), if any.
+    fn scoped_of(&self, n: &Node) -> Option<(&str, &str, &Leaf)> {
+        let s = &n.meta.scope;
+        // The innermost: the longest path the scope is in.
+        self.scoped
+            .iter()
+            .filter(|(p, _)| *s == **p || s.strip_prefix(p.as_str()).is_some_and(|r| r.starts_with('.')))
+            .max_by_key(|(p, _)| p.len())
+            .map(|(p, (e, l))| (p.as_str(), e.as_str(), l))
+    }
+
+    /// The scoped leaf module whose call node `n` is, if it is one.
+    fn scoped_call_of(&self, n: &Node) -> Option<(&str, &str, &Leaf)> {
+        self.scoped_of(n).filter(|(p, _, l)| l.is_call(p, n))
+    }
+
+    /// The call of scoped leaf module `expr` (a [`Leaf`] `leaf`) that node `n` of `g` ends
+    /// (`self.bn1(x)`, `self.lin1(x)` on a CSR argument, `self.conv(h, adj)`), from the names
+    /// of the values the module reads.
+    fn scoped_call(g: &Graph, n: &Node, expr: &str, leaf: &Leaf, names: &HashMap<ValueId, String>) -> Result<String> {
+        let made_by = |v: ValueId| {
+            g.nodes
+                .iter()
+                .find(|m| m.outputs.contains(&v))
+                .ok_or_else(|| Error::export(format!("value {v} of the call of {expr} is made by no node")))
+        };
+        let name = |v: ValueId| {
+            names.get(&v).cloned().ok_or_else(|| Error::export(format!("value {v} is used before it is made")))
+        };
+        // A CSR argument: its row pointers are `<arg>.crow_indices()`.
+        let csr = |mm: &Node| -> Result<String> {
+            let rows = name(mm.inputs[0])?;
+            rows.strip_suffix(".crow_indices()").map(str::to_string).ok_or_else(|| {
+                Error::export(format!("the sparse matrix {expr} is called on ({rows}) is not a CSR argument"))
+            })
+        };
+        Ok(match leaf {
+            Leaf::BatchNorm2d { .. } => format!("{expr}({})", name(n.inputs[0])?),
+            Leaf::Linear { bias: true, .. } => format!("{expr}({})", csr(made_by(n.inputs[0])?)?),
+            Leaf::Linear { .. } => format!("{expr}({})", csr(n)?),
+            Leaf::SageConv { .. } => {
+                let mm = made_by(made_by(n.inputs[0])?.inputs[0])?;
+                format!("{expr}({}, {})", name(mm.inputs[3])?, csr(mm)?)
+            }
+            Leaf::LayerNorm { .. } => return Err(Error::export(format!("{expr} is not a scoped module"))),
+        })
     }
 
     fn line(&mut self, s: String) {
@@ -269,9 +381,9 @@ impl Emitter {
                     n.meta.pass
                 )));
             }
-            // A node of a scoped leaf module's call other than its `batch_norm`: the module
+            // A node of a scoped leaf module's call other than the one that ends it: the module
             // call does it (its state is read by the module; its other values stay inside).
-            if self.scoped.contains_key(&n.meta.scope) && !matches!(n.op, Op::BatchNorm { .. }) {
+            if self.scoped_of(n).is_some() && self.scoped_call_of(n).is_none() {
                 for o in &n.outputs {
                     let name = match &n.op {
                         Op::Placeholder { kind, name } => state_expr("self", name, *kind),
@@ -319,16 +431,19 @@ impl Emitter {
                 })
                 .collect::<Result<_>>()?;
             self.placement(n, &ins);
-            self.node(g, n, &ins, &outs)?;
+            match self.scoped_call_of(n) {
+                Some((_, expr, leaf)) => {
+                    let call = Emitter::scoped_call(g, n, expr, leaf, names)?;
+                    self.line(format!("{} = {call}", outs[0]));
+                }
+                None => self.node(g, n, &ins, &outs)?,
+            }
             for (o, name) in n.outputs.iter().zip(&outs) {
                 names.insert(*o, name.clone());
             }
             if self.poptorch {
                 // (A scoped module's call returns its node's first output alone.)
-                let outs = match &n.op {
-                    Op::BatchNorm { .. } if self.scoped.contains_key(&n.meta.scope) => &outs[..1],
-                    _ => &outs[..],
-                };
+                let outs = if self.scoped_call_of(n).is_some() { &outs[..1] } else { &outs[..] };
                 if let Some([o]) = Some(outs).filter(|_| n.meta.checkpoint) {
                     self.line(format!("{o} = poptorch.recomputationCheckpoint({o})"));
                 }
@@ -482,25 +597,17 @@ impl Emitter {
                 let (w, b) = if *affine { (a[1].as_str(), a[2].as_str()) } else { ("None", "None") };
                 format!("F.layer_norm({}, {}, {w}, {b}, eps={})", a[0], tuple(shape), f32_lit(*eps))
             }
-            Op::BatchNorm { .. } if self.scoped.contains_key(&n.meta.scope) => {
-                // The module's call (`self.bn1(x)`): the normalised output; the batch
-                // statistics feed only the running statistics' update, which the module makes.
-                self.line(format!("{} = {}({})", outs[0], self.scoped[&n.meta.scope], a[0]));
-                return Ok(());
-            }
             Op::BatchNorm { eps, affine } => {
                 let (w, b) = if *affine { (a[1].as_str(), a[2].as_str()) } else { ("None", "None") };
                 format!("_batch_norm_train({}, {w}, {b}, {})", a[0], f32_lit(*eps))
             }
-            Op::Dropout { p } => {
-                format!("torch.where({}, {} / {}, torch.zeros_like({}))", a[1], a[0], f32_lit(1.0 - p), a[0])
-            }
+            Op::Dropout { p } => format!("_dropout_with_mask({}, {}, {})", a[0], a[1], f32_lit(*p)),
             Op::CrossEntropy { reduction, class_weight, has_mask, ignore_index, label_smoothing } => {
                 let ignore = ignore_index.unwrap_or(-100);
-                let target = if *has_mask {
-                    format!("torch.where({}, {}.long(), {ignore})", a[2], a[1])
+                let (f, target) = if *has_mask {
+                    ("_masked_cross_entropy", format!("{}, {}", a[1], a[2]))
                 } else {
-                    format!("{}.long()", a[1])
+                    ("F.cross_entropy", format!("{}.long()", a[1]))
                 };
                 let weight = match class_weight {
                     Some(w) => format!(
@@ -511,8 +618,7 @@ impl Emitter {
                     None => "None".into(),
                 };
                 format!(
-                    "F.cross_entropy({}, {target}, weight={weight}, ignore_index={ignore}, reduction={}, \
-                     label_smoothing={})",
+                    "{f}({}, {target}, weight={weight}, ignore_index={ignore}, reduction={}, label_smoothing={})",
                     a[0],
                     str_lit(reduction_name(*reduction)),
                     f32_lit(*label_smoothing)
@@ -578,6 +684,27 @@ impl Emitter {
                 }
             }
             Op::OneHot { num_classes } => format!("F.one_hot({}.long(), {num_classes}).to(torch.int32)", a[0]),
+            Op::Call { region } if self.revs.contains_key(&region.name) => {
+                // A GroupAddRev: the module's call, `self.convs[0](x, adj, mask)`.
+                let rev = &self.revs[&region.name];
+                let mut args = vec![a[0].clone()];
+                for arg in &rev.args {
+                    args.push(match arg {
+                        BlockArg::Dense { input, .. } => a[1 + input].clone(),
+                        BlockArg::Sparse { input, .. } => match a[1 + input].strip_suffix(".crow_indices()") {
+                            Some(csr) => csr.to_string(),
+                            None => {
+                                return Err(Error::export(format!(
+                                    "GroupAddRev '{}': argument {} is not a CSR argument",
+                                    rev.path,
+                                    a[1 + input]
+                                )))
+                            }
+                        },
+                    });
+                }
+                format!("{}({})", module_expr(&rev.path), args.join(", "))
+            }
             Op::Call { region } => {
                 // Inlined (torch.fx inlines calls too): the region's inputs are the call's
                 // arguments, in order; the PyTorch form keeps the forward's activations where

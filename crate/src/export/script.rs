@@ -7,6 +7,7 @@
 use super::leaves::{self, Leaf};
 use super::poptorch as popt;
 use super::python::{self, str_lit, tuple, Arg, ArgKind, Forward};
+use super::rev::{self, Rev};
 use super::Target;
 use crate::autograd::find_loss;
 use crate::ir::{Graph, InputKind, Op, ValueId};
@@ -16,7 +17,13 @@ use crate::Result;
 use std::collections::BTreeMap;
 
 /// Helpers every script defines (plain torch, so the PyTorch form runs anywhere torch does).
-const HELPERS: &str = r#"def _state(root, name):
+const HELPERS: &str = r#"try:  # the page's Python (ipu-playground): the engine's own ops for the forms below
+    from playground import ENGINE as _PLAYGROUND
+except ImportError:  # PyTorch
+    _PLAYGROUND = None
+
+
+def _state(root, name):
     """The submodule that holds state `name` (made as torch.nn.Module() containers, as
     torch.fx's GraphModule makes them) and the state's own name in it."""
     *path, leaf = name.split(".")
@@ -90,6 +97,31 @@ def _batch_norm_train(x, weight, bias, eps):
         y = y * weight.reshape(shape) + bias.reshape(shape)
     n = x.numel() // x.shape[1]
     return y, mean, var * n / max(n - 1, 1)
+
+
+def _dropout_with_mask(x, keep, p):
+    """Dropout with a keep mask drawn before (RevGNN draws one for every layer): the kept
+    values scaled by 1 / (1 - p), the others 0."""
+    if _PLAYGROUND:
+        return x.dropout_with_mask(keep, p)
+    return torch.where(keep, x / (1 - p), torch.zeros_like(x))
+
+
+def _masked_cross_entropy(logits, target, mask, weight=None, ignore_index=-100, reduction="mean",
+                          label_smoothing=0.0):
+    """Cross entropy over the rows where `mask` is True (the training nodes of a graph)."""
+    if _PLAYGROUND:
+        opts = {}
+        if ignore_index != -100:
+            opts["ignoreIndex"] = ignore_index
+        if label_smoothing:
+            opts["labelSmoothing"] = label_smoothing
+        if weight is not None or reduction != "mean":
+            raise ValueError("_masked_cross_entropy: the engine's masked loss is the mean without class weights")
+        return logits.cross_entropy(target, mask, opts) if opts else logits.cross_entropy(target, mask)
+    target = torch.where(mask, target.long(), ignore_index)
+    return F.cross_entropy(logits, target, weight=weight, ignore_index=ignore_index, reduction=reduction,
+                           label_smoothing=label_smoothing)
 
 
 def _random_csr(rows, cols, nnz, generator=None):
@@ -212,7 +244,12 @@ fn state(exec: &PoplarExecutor) -> Vec<(String, Vec<usize>, DType)> {
 
 /// The model class: `__init__` registers every parameter and buffer the wrapped model holds
 /// (and ties), `forward` is the traced graph.
-fn model_class(exec: &PoplarExecutor, fwd: &Forward, leaves: &BTreeMap<String, Leaf>) -> Vec<String> {
+fn model_class(
+    exec: &PoplarExecutor,
+    fwd: &Forward,
+    leaves: &BTreeMap<String, Leaf>,
+    revs: &[(&Rev, String)],
+) -> Vec<String> {
     let model = exec.model();
     let mut out = vec![
         "class Model(torch.nn.Module):".to_string(),
@@ -226,6 +263,18 @@ fn model_class(exec: &PoplarExecutor, fwd: &Forward, leaves: &BTreeMap<String, L
     // A leaf module is made whole (`torch.nn.Linear`), where its first parameter was.
     let mut made = std::collections::BTreeSet::new();
     for (name, shape, dtype) in state(exec) {
+        // A GroupAddRev is made whole, its block's class copied for the other groups.
+        if let Some((r, class)) = revs.iter().find(|(r, _)| name.starts_with(&format!("{}.", r.path))) {
+            if made.insert(r.path.clone()) {
+                let split = if r.split_dim == -1 { String::new() } else { format!(", split_dim={}", r.split_dim) };
+                out.push(format!(
+                    "        _module(self, {}, torch_geometric.nn.GroupAddRev({class}(), num_groups={}{split}))",
+                    str_lit(&r.path),
+                    r.groups
+                ));
+            }
+            continue;
+        }
         let leaf = leaves.iter().find(|(path, l)| l.state().iter().any(|s| name == format!("{path}.{s}")));
         match leaf {
             Some((path, l)) => {
@@ -261,6 +310,10 @@ fn model_class(exec: &PoplarExecutor, fwd: &Forward, leaves: &BTreeMap<String, L
     out.push(String::new());
     out.push("    def _random_mask(self, shape, p, device):".into());
     out.push("        \"\"\"Dropout's keep mask: True with probability 1 - p.\"\"\"".into());
+    out.push("        if _PLAYGROUND:".into());
+    out.push("            from playground import random_mask".into());
+    out.push(String::new());
+    out.push("            return random_mask(shape, p)".into());
     out.push("        return torch.rand(shape, device=device) >= p".into());
     out.push(String::new());
     let args: Vec<String> = fwd.args.iter().map(|a| a.ident.clone()).collect();
@@ -269,14 +322,80 @@ fn model_class(exec: &PoplarExecutor, fwd: &Forward, leaves: &BTreeMap<String, L
     out
 }
 
+/// The block classes of the recovered `GroupAddRev`s: the class name of each region's block
+/// (one class for every block written the same), and each class's lines.
+#[allow(clippy::type_complexity)]
+fn block_classes(
+    g: &Graph,
+    revs: &BTreeMap<String, Rev>,
+    leaves: &BTreeMap<String, Leaf>,
+) -> Result<(BTreeMap<String, String>, Vec<(String, Vec<String>)>)> {
+    let mut names = BTreeMap::new();
+    let mut classes: Vec<(String, Vec<String>)> = Vec::new();
+    for n in &g.nodes {
+        let Op::Call { region } = &n.op else { continue };
+        let Some(r) = revs.get(&region.name) else { continue };
+        let own = r.leaves(leaves);
+        let (args, body) = python::block_forward(&region.forward, r, &own)?;
+        let mut text = vec![
+            String::new(), // the class line, once named
+            format!(
+                "    \"\"\"A GroupAddRev block ({} and every GroupAddRev written the same): the first group; PyG copies it for the others.\"\"\"",
+                str_lit(&r.path)
+            ),
+            String::new(),
+            "    def __init__(self):".into(),
+            "        super().__init__()".into(),
+        ];
+        let mut made = std::collections::BTreeSet::new();
+        for (name, shape, dtype) in &r.state {
+            match own.iter().find(|(path, l)| l.state().iter().any(|s| *name == format!("{path}.{s}"))) {
+                Some((path, l)) => {
+                    if made.insert(path.clone()) {
+                        text.push(format!("        _module(self, {}, {})", str_lit(path), l.constructor()));
+                    }
+                }
+                None => text.push(format!(
+                    "        _parameter(self, {}, {}, {})",
+                    str_lit(name),
+                    tuple(shape),
+                    python::dtype(*dtype)
+                )),
+            }
+        }
+        text.push(String::new());
+        text.push(format!("    def forward(self, {}):", args.join(", ")));
+        text.extend(body);
+        // The same block as one written before (its docstring aside): that class.
+        let same = classes.iter().find(|(_, t)| t[3..] == text[3..]).map(|(c, _)| c.clone());
+        let class = match same {
+            Some(c) => c,
+            None => {
+                let c = format!("Block{}", classes.len());
+                text[0] = format!("class {c}(torch.nn.Module):");
+                classes.push((c.clone(), text));
+                c
+            }
+        };
+        names.insert(region.name.clone(), class);
+    }
+    Ok((names, classes))
+}
+
 /// The whole script for `exec` (a wrapped model, traced), `stem` naming the weights file
 /// beside it (`<stem>.safetensors`).
 pub fn script(exec: &PoplarExecutor, target: Target, stem: &str) -> Result<String> {
     let g = exec.model().graph();
     let loss = if exec.is_training() { Some(find_loss(g)?) } else { None };
     let poptorch = target == Target::Poptorch;
-    let leaves = leaves::find(g, &state(exec), &exec.model().tied());
-    let fwd = python::forward(g, loss, poptorch, &leaves)?;
+    let st = state(exec);
+    let tied = exec.model().tied();
+    let leaves = leaves::find(g, &st, &tied);
+    let params: Vec<String> = exec.model().parameters().into_iter().map(|(n, _)| n).collect();
+    let revs = rev::find(g, &st, &params, &tied);
+    let fwd = python::forward(g, loss, poptorch, &leaves, &revs)?;
+    let blocks = block_classes(g, &revs, &leaves)?;
+    let uses_pyg = !revs.is_empty() || leaves.values().any(|l| matches!(l, Leaf::SageConv { .. }));
     let training = exec.is_training();
     if training && fwd.loss_output.is_none() {
         return Err(crate::Error::export(
@@ -297,6 +416,9 @@ pub fn script(exec: &PoplarExecutor, target: Target, stem: &str) -> Result<Strin
         "import torch".to_string(),
         "import torch.nn.functional as F".to_string(),
     ];
+    if uses_pyg {
+        s.push("import torch_geometric.nn".into());
+    }
     if poptorch {
         s.push(String::new());
         s.push("import poptorch".into());
@@ -323,7 +445,13 @@ pub fn script(exec: &PoplarExecutor, target: Target, stem: &str) -> Result<Strin
     }
     s.push(String::new());
     s.push(String::new());
-    s.extend(model_class(exec, &fwd, &leaves));
+    for (_, text) in &blocks.1 {
+        s.extend(text.iter().cloned());
+        s.push(String::new());
+        s.push(String::new());
+    }
+    let rev_classes: Vec<(&Rev, String)> = revs.values().map(|r| (r, blocks.0[&r.region].clone())).collect();
+    s.extend(model_class(exec, &fwd, &leaves, &rev_classes));
     s.push(String::new());
     s.push(String::new());
     s.push("def load_model():".into());
