@@ -6,13 +6,12 @@ from torch.nn import _Builtin, _builtin
 @_builtin("SAGEConv")
 class SAGEConv(_Builtin):
     """`SAGEConv(in_channels, out_channels, aggr="mean")`: PyG's, with the aggregations the
-    package has ("mean", "sum" or its alias "add"; on a sparse adjacency "mean" takes it as
-    the mean-aggregation adjacency, "sum" multiplies by it, as PyG's "sum" on `adj_t`)."""
+    package has (its SAGEConv says which: "mean", "sum" or its alias "add"; on a sparse
+    adjacency "mean" takes it as the mean-aggregation adjacency, "sum" multiplies by it, as
+    PyG's "sum" on `adj_t`)."""
 
     def __init__(self, in_channels, out_channels, aggr="mean", normalize=False, root_weight=True, project=False,
                  bias=True, **_):
-        if not isinstance(aggr, str) or aggr not in ("mean", "sum", "add"):
-            raise ValueError(f"SAGEConv: aggr={aggr!r} is not in this engine: it has aggr='mean' and aggr='sum' (or 'add')")
         for name, value, default in (("normalize", normalize, False), ("root_weight", root_weight, True),
                                      ("project", project, False), ("bias", bias, True)):
             if value != default:
