@@ -223,6 +223,47 @@ inputs = [torch.empty(4, 8)]
   });
 });
 
+describe("torch.nn.LayerNorm's eps", () => {
+  // torch.nn.functional.layer_norm(x, (4,), eps=0.5) in PyTorch 2.15.0.
+  const X = [[1, 2, 3, 4], [0.5, -1, 2, 0]];
+  const TORCH = [
+    [-1.1338934898376465, -0.37796449661254883, 0.37796449661254883, 1.1338934898376465],
+    [0.09667365252971649, -1.0634101629257202, 1.2567574977874756, -0.2900209426879883],
+  ];
+  test("LayerNorm(4, eps=0.5) in Python: the traced eps and PyTorch's values; elementwise_affine=False and a bad eps are errors", async () => {
+    const code = `import torch, poptorch
+norm = torch.nn.LayerNorm(4, eps=0.5)
+model = poptorch.inferenceModel(norm)
+print(model(torch.tensor(${JSON.stringify(X)})).tolist())
+inputs = [torch.empty(2, 4)]
+`;
+    const lines = [];
+    const log = console.log;
+    console.log = (s) => lines.push(String(s));
+    let exports;
+    try {
+      exports = await python.run(code, context());
+    } finally {
+      console.log = log;
+    }
+    const got = JSON.parse(lines.join("\n").trim());
+    got.forEach((row, i) => row.forEach((v, j) => assert.ok(Math.abs(v - TORCH[i][j]) < 1e-6, `[${i}][${j}]: ${v}, PyTorch ${TORCH[i][j]}`)));
+    exports.default.model.plan({ name: "x", shape: [2, 4], dtype: "float32" });
+    const ln = exports.default.model.tracedModel.graph.nodes.find((n) => n.op === "layer_norm");
+    assert.equal(ln.eps, 0.5);
+    await assert.rejects(python.run("import torch\nnorm = torch.nn.LayerNorm(4, elementwise_affine=False)\n", context()), (err) => /ValueError: LayerNorm: elementwise_affine=False is not in this engine/.test(err.message) && err.line === 2);
+    await assert.rejects(python.run("import torch\nnorm = torch.nn.LayerNorm(4, eps=-1.0)\n", context()), (err) => /LayerNorm: options\.eps must be a positive number, got -1/.test(err.message) && err.line === 2);
+  });
+  test("new nn.LayerNorm(4, { eps: 0.5 }) in JavaScript: PyTorch's values; unknown options are errors", () => {
+    const norm = new nn.LayerNorm(4, { eps: 0.5 });
+    const model = poptorch.inferenceModel(norm);
+    const out = model.call({ shape: [2, 4], dtype: "float32", data: Float32Array.from(X.flat()) });
+    Array.from(out.data).forEach((v, k) => assert.ok(Math.abs(v - TORCH.flat()[k]) < 1e-6, `${k}: ${v}`));
+    assert.throws(() => new nn.LayerNorm(4, { epsilon: 0.5 }), /LayerNorm: options has no option "epsilon": the option is eps/);
+    assert.throws(() => new nn.LayerNorm(4, { eps: 0 }), /LayerNorm: options.eps must be a positive number, got 0/);
+  });
+});
+
 describe("torch_geometric.nn.SAGEConv's aggr", () => {
   // PyG 2.8.1's SAGEConv (torch 2.15) on these inputs and weights, printed by
   // `conv(x, edge_index).tolist()`: node 1 gets three messages (from 0, 2 and 2 again), the

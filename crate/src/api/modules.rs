@@ -569,11 +569,40 @@ impl Linear {
 
 #[wasm_bindgen]
 impl LayerNorm {
-    /// `LayerNorm(size)` over the last dim: a whole size from 1.
+    /// `LayerNorm(size, { eps = 1e-5 })` over the last dim: a whole size from 1; `eps`
+    /// (PyTorch's, BERT's 1e-12) a finite positive number.
     #[wasm_bindgen(constructor)]
-    pub fn new(#[wasm_bindgen(unchecked_param_type = "number")] size: JsValue) -> JsResult<LayerNorm> {
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "number")] size: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ eps?: number }")] options: JsValue,
+    ) -> JsResult<LayerNorm> {
         let n = args::positive_size(&size, "LayerNorm: size")?;
-        Ok(LayerNorm { inner: RefCell::new(rnn::LayerNorm::try_new(n).map_err(js_err)?) })
+        let mut m = rnn::LayerNorm::try_new(n).map_err(js_err)?;
+        if !args::is_absent(&options) {
+            args::object(&options, "LayerNorm: options")?;
+            for (key, val) in args::entries(&options, "LayerNorm: options", 16)? {
+                match key.as_string().as_deref() {
+                    Some("eps") if args::is_absent(&val) => {}
+                    Some("eps") => {
+                        let eps = args::number(&val, "LayerNorm: options.eps")?;
+                        if !(eps.is_finite() && (eps as f32) > 0.0) {
+                            return Err(args::range_error(&format!(
+                                "LayerNorm: options.eps must be a positive number, got {}",
+                                check::js_number(eps)
+                            )));
+                        }
+                        m.eps = eps as f32;
+                    }
+                    _ => {
+                        return Err(args::error(&format!(
+                            "LayerNorm: options has no option {:?}: the option is eps",
+                            key.as_string().unwrap_or_default()
+                        )))
+                    }
+                }
+            }
+        }
+        Ok(LayerNorm { inner: RefCell::new(m) })
     }
 }
 

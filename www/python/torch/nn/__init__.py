@@ -319,7 +319,12 @@ class LayerNorm(_Builtin):
             if len(normalized_shape) != 1:
                 raise ValueError("LayerNorm: this engine normalises over the last dimension only")
             normalized_shape = normalized_shape[0]
-        super().__init__(normalized_shape)
+        if not elementwise_affine:
+            raise ValueError("LayerNorm: elementwise_affine=False is not in this engine: it has PyTorch's default elementwise_affine=True")
+        if eps == 1e-5:
+            super().__init__(normalized_shape)
+        else:
+            super().__init__(normalized_shape, _ipu.options(eps=eps))
 
 
 @_builtin("Dropout")
