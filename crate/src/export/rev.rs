@@ -71,9 +71,7 @@ fn within(scope: &str, path: &str) -> bool {
 }
 
 /// The `GroupAddRev`s of `g`'s top level, by region name. `state`: every parameter and buffer
-/// (name, traced shape, dtype); `params`: the parameters' names; `names`: the Python
-/// expression of each top-level value the calls read, as the export names them (a CSR
-/// argument's arrays `adj.crow_indices()`, …).
+/// (name, traced shape, dtype); `params`: the parameters' names; `tied`: the tied names.
 pub fn find(
     g: &Graph,
     state: &[(String, Vec<usize>, DType)],
