@@ -9,7 +9,8 @@
 //
 // The page's loader picks the relaxed-SIMD build where Chromium has it; --plain loads the
 // simd128 build instead.
-// --profile: per-op time of the last epoch (performance.now around every executor node).
+// --profile: per-op time of the last epoch (performance.now around every executor node), the
+// 14 costliest ops (BENCH_PROFILE_TOP=N for N).
 // --half: the float16 model (the trainer's `half` option: float16 weights and activations).
 // --vs-half: a float32 and a float16 trainer built side by side and trained epoch by epoch in
 // turn (float32, float16, float32, …), so that the two medians and their ratio (float16 /
@@ -105,7 +106,7 @@ try {
   const summaries = r.runs.map((run) => {
     const tag = run.half ? "float16" : "float32";
     const ops = Object.entries(run.opTime ?? {}).sort((a, b) => b[1][1] - a[1][1]);
-    for (const [name, [calls, secs]] of ops.slice(0, 14)) {
+    for (const [name, [calls, secs]] of ops.slice(0, Number(process.env.BENCH_PROFILE_TOP ?? 14))) {
       console.log(`[wasm ${tag}]   ${name.padEnd(20)} ${String(calls).padStart(7)} calls ${secs.toFixed(3).padStart(8)}s ${((secs / calls) * 1e6).toFixed(1).padStart(8)} us/call`);
     }
     for (const [i, t] of run.times.entries()) console.log(`[wasm ${tag}] epoch ${i + 1} loss ${run.losses[i].toFixed(4)} time ${t.toFixed(3)}s`);

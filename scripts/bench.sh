@@ -14,6 +14,10 @@
 #      after the other), so that each round's ratios compare runs seconds apart. This
 #      machine's speed drifts by 20% and more over minutes (shared host), which a
 #      200-epoch run of each, minutes apart, cannot cancel.
+#  5b. one epoch op by op on one thread: wasm in Chromium (bench-wasm.mjs --profile), native
+#      (rev_gnn --profile, which also prints the dense products' GFLOP from the planner's
+#      count, compile::time::dense_flops, over their measured time) and PyG under
+#      torch.profiler (scripts/pyg_profile.py, with its products' GFLOP and rate)
 #   6. the IPU planner: tracing a 1,000-layer RevGNN, building its training graph and
 #      planning it on 8 IPUs (placement, schedule, memory, time), natively and in wasm in
 #      headless Chromium (target: under 1 s each); then the planning time of a 24-layer,
@@ -212,6 +216,16 @@ if [ -x "$VENV/bin/python" ]; then
   done
 else
   echo "skipped (no PyTorch Geometric)"
+fi
+
+echo
+echo "== 5b. one epoch op by op, one thread each: wasm in Chromium, native (with the dense products' GFLOP/s), PyG under torch.profiler"
+BENCH_PROFILE_TOP=12 node scripts/bench-wasm.mjs --dataset "$DATASET" --epochs 3 --profile | grep -E "\[wasm float32\]   " || true
+RAYON_NUM_THREADS=1 ./target/release/examples/rev_gnn --dataset "$DATASET" --epochs 2 --eval-every 0 --profile |
+  awk '/^epoch +1 /{ first = 1; next } first && /^  /' | head -n 15
+if [ -x "$VENV/bin/python" ]; then
+  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$VENV/bin/python" -W ignore scripts/pyg_profile.py --dataset "$DATASET" --threads 1 --top 12 \
+    --json "$OUT/pyg-profile.json" 2>/dev/null | grep -E "^\[pyg profile\]"
 fi
 
 echo

@@ -293,6 +293,31 @@ fn flops_bytes(g: &Graph, i: usize) -> (f64, f64, f64, Class) {
     (flops, in_bytes + out_bytes, in_bytes, class)
 }
 
+/// The floating-point operations of `g`'s dense products (matrix products, linears,
+/// convolutions and their gradients) by op name ([`Op::name`]), its sub-graphs included (a
+/// region's body and an invertible backward's graph, once per node that runs them): the
+/// counts the cost model charges at the peak rate ([`flops_bytes`]).
+/// `examples/rev_gnn.rs --profile` divides them by the measured time of those ops, to set
+/// a CPU's achieved rate beside its peak.
+pub fn dense_flops(g: &Graph) -> std::collections::BTreeMap<&'static str, f64> {
+    let mut by_op = std::collections::BTreeMap::new();
+    add_dense_flops(g, &mut by_op);
+    by_op
+}
+
+fn add_dense_flops(g: &Graph, by_op: &mut std::collections::BTreeMap<&'static str, f64>) {
+    for (i, n) in g.nodes.iter().enumerate() {
+        match sub_graph(&n.op) {
+            Some(sub) => add_dense_flops(sub, by_op),
+            None => {
+                if let (flops, _, _, Class::Dense) = flops_bytes(g, i) {
+                    *by_op.entry(n.op.name()).or_insert(0.0) += flops;
+                }
+            }
+        }
+    }
+}
+
 /// The cost model for one generation, with sub-graph costs memoised.
 pub struct CostModel<'a> {
     gen: &'a Generation,
@@ -1006,4 +1031,33 @@ fn outputs_and_update(c: &Ctx, b: &mut Builder, t: f64, mbs: usize) -> f64 {
         b.push(ipu, b.lane_end(ipu), t, Kind::Idle, "idle");
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::{DType, Tensor};
+    use crate::trace::{Tracer, Var};
+    use std::rc::Rc;
+
+    /// A linear [8,16]·[4,16]ᵀ (2·8·16·4 FLOPs), then inside an invertible region a
+    /// matrix product [8,4]·[4,4] (2·8·4·4) and a relu (not dense): the region's product
+    /// counts once per node that runs its body.
+    #[test]
+    fn dense_flops_counts_the_products_and_their_sub_graphs() {
+        let tr = Tracer::new();
+        let x = tr.input("x", &[8, 16], DType::Float32).unwrap();
+        let w = tr.param("w", Rc::new(Tensor::zeros(&[4, 16], DType::Float32))).unwrap();
+        let m = tr.param("m", Rc::new(Tensor::zeros(&[4, 4], DType::Float32))).unwrap();
+        let z = tr.input("z", &[8, 4], DType::Float32).unwrap();
+        let h = x.linear(&w, None).unwrap();
+        // y = h + relu(z·m), inverted by h = y − relu(z·m).
+        let f = |o: &[Var]| o[0].matmul(&o[1])?.relu();
+        let y = tr.invertible("rev", &h, &[&z, &m], |x, o| x.add(&f(o)?), |y, o| y.sub(&f(o)?)).unwrap();
+        let t = tr.finish(&[&y]).unwrap();
+        let by_op = dense_flops(&t.graph);
+        assert_eq!(by_op.len(), 2, "{by_op:?}");
+        assert_eq!(by_op["linear"], 2.0 * (8 * 16 * 4) as f64);
+        assert_eq!(by_op["matmul"], 2.0 * (8 * 4 * 4) as f64);
+    }
 }
