@@ -617,6 +617,44 @@ mod tests {
         assert!(eval(&add, &[&h(&[1.0]), &f32t(&[1], &[1.0])]).unwrap_err().to_string().contains("float16"));
     }
 
+    /// Same-shape and broadcast float16 operands give every kind's float32 result rounded to
+    /// float16, bit for bit (`eval` rounds it with `round_slice`, 64 values a block): over a
+    /// long tensor (several blocks, a partial last one) of values that hit ties, overflow,
+    /// subnormals, zeros of both signs, infs and NaNs.
+    #[test]
+    fn float16_binary_ops_round_every_result_as_float16() {
+        use crate::tensor::float16;
+        let n = 700;
+        let special = [65504.0, -65504.0, 2048.0, 1.0, 6e-8, -6e-8, 0.0, -0.0, f32::INFINITY, f32::NAN, 3.0, 1e-4];
+        let xs: Vec<f32> = (0..n)
+            .map(|i| if i % 7 == 0 { special[i / 7 % special.len()] } else { (i as f32 * 0.37).sin() * 300.0 })
+            .collect();
+        let ys: Vec<f32> = (0..n)
+            .map(|i| if i % 5 == 0 { special[i / 5 % special.len()] } else { (i as f32 * 0.11).cos() * 9.0 + 1e-3 })
+            .collect();
+        let (x, y) = (Tensor::from_f32_as_f16(&[n], &xs).unwrap(), Tensor::from_f32_as_f16(&[n], &ys).unwrap());
+        let (xh, yh) = (x.to_f32_vec(), y.to_f32_vec());
+        let one = Tensor::from_f32_as_f16(&[1], &[yh[1]]).unwrap();
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for (kind, f) in [
+            (BinaryKind::Add, (|p, q| p + q) as fn(f32, f32) -> f32),
+            (BinaryKind::Sub, |p, q| p - q),
+            (BinaryKind::Mul, |p, q| p * q),
+            (BinaryKind::Div, |p, q| p / q),
+            (BinaryKind::Pow, f32::powf),
+        ] {
+            let op = Op::Binary { kind };
+            for (rhs, ys) in [(&y, yh.clone()), (&one, vec![yh[1]; n])] {
+                let r = run1(&op, &[&x, rhs]);
+                assert_eq!(r.dtype(), DType::Float16);
+                for (i, &got) in r.to_f32_vec().iter().enumerate() {
+                    let want = float16::round(f(xh[i], ys[i]));
+                    assert!(same(got, want), "{kind:?} element {i}: {} and {}: got {got}, want {want}", xh[i], ys[i]);
+                }
+            }
+        }
+    }
+
     #[test]
     fn where_positive_full_cast() {
         let c = Tensor::from_bool(&[2, 1], vec![true, false]).unwrap();

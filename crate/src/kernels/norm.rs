@@ -292,8 +292,21 @@ pub fn dropout(x: &Tensor, mask: &Tensor, p: f32) -> crate::Result<Tensor> {
     }
     // Branch-free: a random mask makes a branch unpredictable (half the elements mispredict).
     let scale = 1.0 / (1.0 - p);
-    let v: Vec<f32> = xd.iter().zip(md.iter()).map(|(&v, &m)| v * (m as u8 as f32 * scale)).collect();
-    Ok(Tensor::F32(array(x.shape(), v)?))
+    let mut v = vec![0f32; xd.len()];
+    // The greatest magnitude's bits (a NaN's are above every number's).
+    let mut most = 0u32;
+    for ((o, &a), &m) in v.iter_mut().zip(xd.iter()).zip(md.iter()) {
+        let r = a * (m as u8 as f32 * scale);
+        most = most.max(r.to_bits() & 0x7fff_ffff);
+        *o = r;
+    }
+    // A float16 input times 0 or a power of two (p = 0, ½, ¾, …) is a float16 value already
+    // wherever its magnitude stays within float16's largest, 65504: the significand is
+    // kept, and a subnormal scaled up stays a multiple of 2^-24. So it needs no rounding,
+    // the pass that costs a float16 dropout most of its time. Otherwise (another p, a
+    // result past 65504, an inf or a NaN) it is rounded as every float16 result is.
+    let exact = matches!(x, Tensor::F16(_)) && scale.to_bits() & 0x007f_ffff == 0 && most <= 65504f32.to_bits();
+    Ok(float_result(exact, array(x.shape(), v)?))
 }
 
 #[cfg(test)]
@@ -368,5 +381,44 @@ mod tests {
         assert!(eval(&Op::Dropout { p: 1.0 }, &[&x, &m]).is_err());
         let m2 = Tensor::from_bool(&[2], vec![true, false]).unwrap();
         assert!(eval(&Op::Dropout { p: 0.5 }, &[&x, &m2]).is_err());
+    }
+
+    /// A float16 dropout is the float32 product rounded to float16, bit for bit, whether
+    /// the kernel skips the rounding (p a power-of-two scale, every result within 65504)
+    /// or not (another p; a result past 65504; inf and NaN inputs).
+    #[test]
+    fn a_float16_dropout_is_the_rounded_product() {
+        use crate::tensor::float16;
+        let cases: [&[f32]; 4] = [
+            &[1.5, -2.25, 32752.0, -32752.0, 6e-8, -3e-6, 0.0, -0.0, 1e-3, 0.1],
+            &[32768.0, 1.0, -0.5, 2.0],
+            &[f32::INFINITY, 1.0, f32::NEG_INFINITY, 3.0],
+            &[f32::NAN, 1.0, -1.0, 0.25],
+        ];
+        for xs in cases {
+            let n = xs.len();
+            let x = f32t(&[n], xs).cast(DType::Float16);
+            let m = Tensor::from_bool(&[n], (0..n).map(|i| i % 3 != 1).collect()).unwrap();
+            for p in [0.0f32, 0.5, 0.75, 0.3] {
+                let y = run1(&Op::Dropout { p }, &[&x, &m]);
+                assert_eq!(y.dtype(), DType::Float16);
+                let scale = 1.0 / (1.0 - p);
+                let want: Vec<f32> = x
+                    .to_f32_vec()
+                    .iter()
+                    .zip(m.to_f64_vec())
+                    .map(|(&v, k)| float16::round(v * (k as f32 * scale)))
+                    .collect();
+                for (i, (a, b)) in y.to_f32_vec().iter().zip(&want).enumerate() {
+                    let same = a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+                    assert!(
+                        same,
+                        "p = {p}, element {i} of {xs:?}: {a} ({:#x}), want {b} ({:#x})",
+                        a.to_bits(),
+                        b.to_bits()
+                    );
+                }
+            }
+        }
     }
 }
