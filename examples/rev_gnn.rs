@@ -124,6 +124,8 @@ fn real_main() -> Result<(), Box<dyn std::error::Error>> {
         trainer.train_graph().nodes.len(),
         t1.elapsed().as_secs_f64()
     );
+    // The dense products' work by op (the planner's count, per step), for --profile's rate.
+    let dense = ipu_playground::compile::time::dense_flops(trainer.train_graph());
     let mut times = Vec::new();
     let mut best = (f64::NEG_INFINITY, 0.0, 0usize);
     let mut last = Default::default();
@@ -139,13 +141,11 @@ fn real_main() -> Result<(), Box<dyn std::error::Error>> {
             for (name, (n, t)) in ops.iter().take(14) {
                 println!("  {name:20} {n:7} calls {t:8.3}s  {:6.1} us/call", t / *n as f64 * 1e6);
             }
-            // The dense products' work (the planner's count, per step) over their time.
-            let flops = ipu_playground::compile::time::dense_flops(trainer.train_graph());
-            let secs: f64 = flops.keys().filter_map(|k| s.op_time.get(k)).map(|(_, t)| t).sum();
-            let total: f64 = flops.values().sum::<f64>() * s.steps as f64;
+            let secs: f64 = dense.keys().filter_map(|k| s.op_time.get(k)).map(|(_, t)| t).sum();
+            let total: f64 = dense.values().sum::<f64>() * s.steps as f64;
             println!(
                 "  dense products ({}): {:.2} GFLOP in {secs:.3}s, {:.1} GFLOP/s",
-                flops.keys().copied().collect::<Vec<_>>().join(", "),
+                dense.keys().copied().collect::<Vec<_>>().join(", "),
                 total / 1e9,
                 total / secs / 1e9
             );

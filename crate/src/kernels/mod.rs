@@ -414,6 +414,19 @@ pub(crate) mod testutil {
         }
     }
 
+    /// Asserts that `got` is float16 and holds each of `exact` (float32 results) rounded to
+    /// float16, bit for bit (any NaN for a NaN); `what` names the case.
+    pub fn assert_rounded_half(got: &Tensor, exact: &[f32], what: &str) {
+        assert_eq!(got.dtype(), crate::tensor::DType::Float16, "{what}");
+        let got = got.to_f32_vec();
+        assert_eq!(got.len(), exact.len(), "{what}: lengths");
+        for (i, (&g, &e)) in got.iter().zip(exact).enumerate() {
+            let w = crate::tensor::float16::round(e);
+            let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+            assert!(same, "{what}, element {i}: got {g} ({:#x}), want {w} ({:#x}) from {e}", g.to_bits(), w.to_bits());
+        }
+    }
+
     /// `Σ t·w` in f64 (a scalar "loss" for finite differences).
     pub fn dotv(t: &Tensor, w: &[f32]) -> f64 {
         let v = t.to_f64_vec();
